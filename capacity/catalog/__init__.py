@@ -1,0 +1,1 @@
+"""Package data: the built-in model catalog (config.json fields, no weights)."""

@@ -1,0 +1,70 @@
+"""Gemma-3 (Gemma3ForConditionalGeneration): SigLIP encoder, decoder with 5:1 sliding-window:full layers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from capacity.families import register
+from capacity.families.common import config_dtype, need, sub
+from capacity.families.decoder_only import decoder_shape, self_attention_layers
+from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
+
+# Gemma3TextConfig defaults (transformers), used where the published config is sparse.
+TEXT_DEFAULTS: dict[str, Any] = {
+    "num_attention_heads": 8,
+    "num_key_value_heads": 4,
+    "head_dim": 256,
+    "vocab_size": 262_208,
+    "sliding_window": 4096,
+    "max_position_embeddings": 131_072,
+    "sliding_window_pattern": 6,
+    "hidden_activation": "gelu_pytorch_tanh",
+}
+SIGLIP_DEFAULTS: dict[str, Any] = {"image_size": 224, "patch_size": 16, "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12}
+
+
+def layer_types(num_layers: int, pattern: int) -> list[str]:
+    """HF Gemma3TextConfig: layer i is full attention iff (i + 1) % pattern == 0."""
+    return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(num_layers)]
+
+
+class Gemma3Adapter:
+    family = "gemma3"
+    model_types = ("gemma3",)
+
+    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None) -> ModelSpec:
+        text = {**TEXT_DEFAULTS, **sub(config, "text_config", "gemma3")}
+        vision = {**SIGLIP_DEFAULTS, **sub(config, "vision_config", "gemma3")}
+        n_layers = need(text, "num_hidden_layers", "gemma3")
+        types = text.get("layer_types") or layer_types(n_layers, text["sliding_window_pattern"])
+        tokens = config.get("mm_tokens_per_image", 256)
+        patches = (vision["image_size"] // vision["patch_size"]) ** 2
+        max_len, key = derive_max_model_len(text)
+        return ModelSpec(
+            name=name,
+            family=self.family,
+            architecture="Gemma3ForConditionalGeneration",
+            arch_builder="gemma3",
+            is_encoder_decoder=False,
+            config_dtype=config_dtype(config, text),
+            layers=self_attention_layers(text, "gemma3", types),
+            modalities=(Modality("image", tokens, None),),
+            derived_max_model_len=max_len,
+            max_len_key=f"text_config.{key}",
+            max_source_positions=None,
+            encoder_tokens_per_request=0,
+            num_attention_heads=text["num_attention_heads"],
+            decoder=decoder_shape(text, "gemma3"),
+            encoder=EncoderShape(
+                seq_len=patches,
+                hidden_size=vision["hidden_size"],
+                ffn_size=vision["intermediate_size"],
+                num_layers=vision["num_hidden_layers"],
+                output_hidden_size=need(text, "hidden_size", "gemma3"),
+            ),
+            vllm_support=VllmSupport("native", "Gemma3ForConditionalGeneration (vllm/model_executor/models/gemma3_mm.py)"),
+            notes=(f"{tokens} embeddings per image (pan & scan off); RoPE scaling not applied to max_model_len for gemma3",),
+        )
+
+
+register(Gemma3Adapter())

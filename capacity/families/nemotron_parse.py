@@ -1,0 +1,97 @@
+"""Nemotron-Parse (NemotronParseForConditionalGeneration): RADIO ViT-H/16 + neck, mBART decoder without positions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from capacity.errors import BadInput
+from capacity.families import register
+from capacity.families.common import config_dtype, need, sub
+from capacity.spec import (
+    CROSS,
+    FULL,
+    AttentionLayer,
+    DecoderShape,
+    EncoderShape,
+    Modality,
+    ModelSpec,
+    VllmSupport,
+    derive_max_model_len,
+)
+
+RADIO_PREFIX_TOKENS = 8  # cls tokens per teacher (4) padded to register_multiple 8
+VIT_H = {"hidden": 1280, "ffn": 5120, "layers": 32}  # vit_huge_patch16_224
+
+
+def image_tokens(height: int, width: int, patch: int) -> int:
+    """vLLM: NemotronParseProcessingInfo.get_num_image_tokens = (H//p) * ((W//p)//4) + 1."""
+    return (height // patch) * ((width // patch) // 4) + 1
+
+
+class NemotronParseAdapter:
+    family = "nemotron_parse"
+    model_types = ("nemotron_parse",)
+
+    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None) -> ModelSpec:
+        decoder = sub(config, "decoder", "nemotron_parse")
+        encoder = sub(config, "encoder", "nemotron_parse")
+        size = need(config, "image_size", "nemotron_parse")
+        if not (isinstance(size, list) and len(size) == 2 and all(isinstance(v, int) and v > 0 for v in size)):
+            raise BadInput(f"config.json (nemotron_parse) image_size must be [H, W] of positive integers, got {size!r}")
+        height, width = size
+        patch = need(encoder, "patch_size", "nemotron_parse")
+        tokens = image_tokens(height, width, patch)
+        d_model = need(decoder, "d_model", "nemotron_parse")
+        heads = need(decoder, "decoder_attention_heads", "nemotron_parse")
+        n_dec = need(decoder, "decoder_layers", "nemotron_parse")
+        head_size = d_model // heads
+        layers: list[AttentionLayer] = []
+        for _ in range(n_dec):
+            layers.append(AttentionLayer(FULL, heads, head_size))
+            layers.append(AttentionLayer(CROSS, heads, head_size))
+        # NemotronParseConfig passes its max_sequence_length (default 9000) down to the decoder
+        # sub-config, which is vLLM's text config; derive_max_model_len finds it there.
+        text = dict(decoder)
+        text.setdefault("max_sequence_length", config.get("max_sequence_length", 9000))
+        max_len, key = derive_max_model_len(text)
+        source_positions = config.get("max_source_positions")
+        return ModelSpec(
+            name=name,
+            family=self.family,
+            architecture="NemotronParseForConditionalGeneration",
+            arch_builder="nemotron_parse",
+            is_encoder_decoder=True,
+            config_dtype=config_dtype(config, decoder),
+            layers=tuple(layers),
+            modalities=(Modality("image", tokens, 1),),
+            derived_max_model_len=max_len,
+            max_len_key=f"decoder.{key}",
+            max_source_positions=source_positions if isinstance(source_positions, int) else None,
+            encoder_tokens_per_request=tokens,
+            num_attention_heads=heads,
+            decoder=DecoderShape(
+                d_model,
+                # vLLM's MBartDecoderNoPos reads the FFN width from encoder_ffn_dim.
+                need(decoder, "encoder_ffn_dim", "nemotron_parse"),
+                False,
+                need(decoder, "vocab_size", "nemotron_parse"),
+                n_dec,
+            ),
+            encoder=EncoderShape(
+                seq_len=(height // patch) * (width // patch) + RADIO_PREFIX_TOKENS,
+                hidden_size=VIT_H["hidden"],
+                ffn_size=VIT_H["ffn"],
+                num_layers=VIT_H["layers"],
+                output_hidden_size=d_model,
+            ),
+            vllm_support=VllmSupport("native", "NemotronParseForConditionalGeneration (vllm/model_executor/models/nemotron_parse.py)"),
+            notes=(
+                f"every page is resized and padded to {height}x{width}: always {tokens} encoder tokens per image",
+                "config has no max_source_positions: MRV2's max_encoder_len falls back to max_model_len",
+            )
+            if source_positions is None
+            else (f"every page is resized and padded to {height}x{width}: always {tokens} encoder tokens per image",),
+        )
+
+
+register(NemotronParseAdapter())

@@ -1,0 +1,120 @@
+"""Target GPUs: a catalog with total memory as the driver reports it, or the local GPU through NVML."""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from capacity.errors import BadInput
+from capacity.units import MiB
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    total_memory_bytes: int  # cudaMemGetInfo / NVML total, what vLLM's gpu_memory_utilization multiplies
+    source: str  # "catalog" | "nvml"
+    provenance: str
+    sm100: bool = False  # data-centre Blackwell: vLLM caps CUDA-graph sizes at 1024 instead of 512
+    used_by_others_bytes: int = 0  # NVML: memory other processes hold on this GPU (local GPU only)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# Totals in MiB as `nvidia-smi --query-gpu=memory.total` prints them (the driver's total, which
+# cudaMemGetInfo also returns). The H200 value was measured on the project's H200 (bench/).
+_CATALOG: dict[str, tuple[int, tuple[str, ...], bool]] = {
+    "H200": (143_771, ("H200-141GB", "H200-SXM", "NVIDIA H200"), False),
+    "H100-80GB": (81_559, ("H100", "H100-SXM", "H100-PCIE", "NVIDIA H100 80GB HBM3"), False),
+    "H100-NVL": (95_830, ("H100-94GB",), False),
+    "A100-80GB": (81_920, ("A100", "A100-SXM4-80GB", "A100-80G"), False),
+    "A100-40GB": (40_960, ("A100-SXM4-40GB", "A100-40G"), False),
+    "L40S": (46_068, ("NVIDIA L40S",), False),
+    "L40": (46_068, (), False),
+    "L4": (23_034, ("NVIDIA L4",), False),
+    "A10G": (23_028, ("NVIDIA A10G",), False),
+    "A10": (23_028, (), False),
+    "T4": (15_360, ("Tesla T4",), False),
+    "RTX-4090": (24_564, ("4090", "RTX4090", "GeForce RTX 4090"), False),
+    "RTX-6000-Ada": (49_140, ("RTX6000-ADA",), False),
+    "B200": (183_359, ("NVIDIA B200",), True),
+}
+
+
+def catalog_gpus() -> list[Gpu]:
+    return [
+        Gpu(name, mib * MiB, "catalog", f"{mib:,} MiB as nvidia-smi reports it", sm100)
+        for name, (mib, _aliases, sm100) in _CATALOG.items()
+    ]
+
+
+def _norm(text: str) -> str:
+    return text.lower().replace("nvidia", "").replace("_", "-").replace(" ", "-").strip("-")
+
+
+def gpu_by_name(name: str) -> Gpu:
+    """A catalog GPU by name or alias (case and spacing insensitive); BadInput lists the closest names."""
+    key = _norm(name)
+    for gpu in catalog_gpus():
+        aliases = _CATALOG[gpu.name][1]
+        if key == _norm(gpu.name) or any(key == _norm(a) for a in aliases):
+            return gpu
+    names = [g.name for g in catalog_gpus()]
+    close = difflib.get_close_matches(name.upper(), names, n=3, cutoff=0.3)
+    hint = f"closest: {', '.join(close)}" if close else f"known: {', '.join(names)}"
+    raise BadInput(f"unknown GPU '{name}'; {hint} (or omit --gpu on a machine with an NVIDIA GPU to use it)")
+
+
+def detect_local_gpu(index: int = 0) -> Gpu | None:
+    """The local GPU through NVML (nvidia-ml-py), or None when there is no driver or no GPU."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return None
+    try:
+        if pynvml.nvmlDeviceGetCount() <= index:
+            return None
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        name = pynvml.nvmlDeviceGetName(handle)
+        name = name.decode() if isinstance(name, bytes) else name
+        memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+        others = 0
+        try:
+            for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                others += proc.usedGpuMemory or 0
+        except pynvml.NVMLError:
+            others = 0
+        try:
+            major, _minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+        except pynvml.NVMLError:
+            major = 0
+        return Gpu(
+            name=name,
+            total_memory_bytes=int(memory.total),
+            source="nvml",
+            provenance=f"NVML on this machine (GPU {index})",
+            sm100=major == 10,
+            used_by_others_bytes=int(others),
+        )
+    except pynvml.NVMLError:
+        return None
+    finally:
+        with contextlib.suppress(pynvml.NVMLError):
+            pynvml.nvmlShutdown()
+
+
+def resolve_gpu(name: str | None) -> tuple[Gpu, str | None]:
+    """`--gpu NAME`, else the local GPU, else the H200 with a note saying so."""
+    if name:
+        return gpu_by_name(name), None
+    local = detect_local_gpu()
+    if local is not None:
+        return local, None
+    return gpu_by_name("H200"), "no local NVIDIA GPU found: planning for an H200 (pass --gpu to choose)"

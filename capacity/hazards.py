@@ -1,0 +1,266 @@
+"""Hazards: named findings with a severity and a one-line fix.
+
+`error` means vLLM 0.33 would refuse to start on these knobs, or the deployment would run out of
+memory; it makes the verdict does_not_fit. `warning` and `info` do not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from capacity.kv_spec import kv_heads_per_rank
+from capacity.plan import ERROR, INFO, WARNING, Hazard
+from capacity.spec import CROSS, SLIDING
+from capacity.units import gib
+
+if TYPE_CHECKING:
+    from capacity.plan import Plan
+
+Check = Callable[["Plan"], Iterator[Hazard]]
+CHECKS: list[Check] = []
+
+
+def check(fn: Check) -> Check:
+    CHECKS.append(fn)
+    return fn
+
+
+def find_hazards(plan: Plan) -> list[Hazard]:
+    found: list[Hazard] = []
+    for fn in CHECKS:
+        found.extend(fn(plan))
+    order = {ERROR: 0, WARNING: 1, INFO: 2}
+    return sorted(found, key=lambda h: order[h.severity])
+
+
+@check
+def vllm_support(plan: Plan) -> Iterator[Hazard]:
+    support = plan.spec.vllm_support
+    if support.status in ("removed", "unsupported"):
+        yield Hazard("model_not_served_by_vllm", ERROR, support.detail, "serve it with a vLLM release or plugin that supports it; the figures show what it would need")
+    elif support.status == "plugin":
+        yield Hazard("model_needs_plugin", WARNING, support.detail, "pip install the plugin next to vLLM 0.33; its memory behaviour is assumed to follow vLLM's")
+
+
+@check
+def max_model_len_above_derived(plan: Plan) -> Iterator[Hazard]:
+    s, spec = plan.serving, plan.spec
+    if s.max_model_len > spec.derived_max_model_len:
+        yield Hazard(
+            "max_model_len_above_model_limit",
+            ERROR,
+            f"--max-model-len {s.max_model_len} exceeds the derived max_model_len ({spec.max_len_key}={spec.derived_max_model_len}); vLLM raises ValueError",
+            f"use --max-model-len {spec.derived_max_model_len} or less (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 overrides, with out-of-bounds risk)",
+        )
+
+
+@check
+def batched_tokens_vs_lengths(plan: Plan) -> Iterator[Hazard]:
+    s = plan.serving
+    if not s.enable_chunked_prefill and s.max_num_batched_tokens < s.max_model_len:
+        yield Hazard(
+            "batched_tokens_below_max_model_len",
+            ERROR,
+            f"max_num_batched_tokens ({s.max_num_batched_tokens}) is smaller than max_model_len ({s.max_model_len}) with chunked prefill off (encoder-decoder); vLLM raises ValueError",
+            f"use --max-num-batched-tokens {s.max_model_len} or more, or a smaller --max-model-len",
+        )
+    if s.max_num_batched_tokens < s.max_num_seqs:
+        yield Hazard(
+            "batched_tokens_below_max_num_seqs",
+            ERROR,
+            f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be >= max_num_seqs ({s.max_num_seqs}); vLLM raises ValueError",
+            f"use --max-num-seqs {s.max_num_batched_tokens} or a larger --max-num-batched-tokens",
+        )
+    if s.num_speculative_tokens and s.max_num_batched_tokens <= s.num_speculative_tokens:
+        yield Hazard(
+            "batched_tokens_below_lookahead",
+            ERROR,
+            f"max_num_batched_tokens ({s.max_num_batched_tokens}) leaves no slot beside {s.num_speculative_tokens} lookahead tokens; vLLM raises ValueError",
+            "raise --max-num-batched-tokens",
+        )
+    if plan.budget.chunked_mm_input_error:
+        need = max(plan.budget.max_tokens_per_item.values())
+        yield Hazard(
+            "encoder_item_exceeds_batched_tokens",
+            ERROR,
+            plan.budget.chunked_mm_input_error + " (vLLM raises ValueError at startup)",
+            f"use --max-num-batched-tokens {max(need, s.max_model_len)} or more",
+        )
+
+
+@check
+def parallelism(plan: Plan) -> Iterator[Hazard]:
+    s, spec = plan.serving, plan.spec
+    tp, dcp = s.tensor_parallel_size, s.decode_context_parallel_size
+    if spec.num_attention_heads % tp:
+        yield Hazard(
+            "tp_does_not_divide_heads",
+            ERROR,
+            f"{spec.num_attention_heads} attention heads are not divisible by --tensor-parallel-size {tp}; vLLM raises ValueError",
+            "pick a tensor-parallel size that divides the head count",
+        )
+    if dcp > 1:
+        kv_heads = max(layer.num_kv_heads for layer in spec.layers)
+        problems = []
+        if tp % dcp:
+            problems.append(f"tp_size={tp} must be divisible by dcp_size={dcp}")
+        if tp <= kv_heads:
+            problems.append(f"DCP needs --tensor-parallel-size ({tp}) above the model's {kv_heads} KV heads")
+        elif dcp > tp // kv_heads:
+            problems.append(f"dcp ({dcp}) exceeds tp // kv_heads ({tp // kv_heads})")
+        if any(layer.kind == SLIDING for layer in spec.layers):
+            problems.append("DCP does not support sliding-window layers")
+        if problems:
+            yield Hazard("dcp_invalid", ERROR, "; ".join(problems) + " (vLLM refuses)", "drop --decode-context-parallel-size or change TP")
+    if tp > 1 and kv_heads_per_rank(min(layer.num_kv_heads for layer in spec.layers), tp) == 1 and min(layer.num_kv_heads for layer in spec.layers) < tp:
+        yield Hazard("kv_heads_replicated", INFO, f"TP {tp} exceeds the KV heads: each rank keeps 1 replicated KV head", "expected; the KV cost per rank stops shrinking")
+
+
+@check
+def kv_dtype(plan: Plan) -> Iterator[Hazard]:
+    s = plan.serving
+    if s.kv_cache_dtype in ("float16", "bfloat16") and s.kv_cache_dtype != s.dtype:
+        yield Hazard(
+            "kv_cache_dtype_mismatch",
+            ERROR,
+            f'kv_cache_dtype="{s.kv_cache_dtype}" is incompatible with dtype="{s.dtype}"; vLLM raises ValueError',
+            f"use --kv-cache-dtype auto or {s.dtype}",
+        )
+    if s.block_size % 16:
+        yield Hazard("block_size_not_flash", WARNING, f"block size {s.block_size} is not a multiple of 16, which FlashAttention needs", "use --block-size 16 or 32")
+
+
+@check
+def memory_at_startup(plan: Plan) -> Iterator[Hazard]:
+    s = plan.serving
+    if s.kv_cache_memory_bytes is None and plan.requested_memory_bytes > plan.free_at_startup_bytes:
+        yield Hazard(
+            "requested_exceeds_free",
+            ERROR,
+            f"gpu_memory_utilization {s.gpu_memory_utilization} asks for {gib(plan.requested_memory_bytes)} but about {gib(plan.free_at_startup_bytes)} is free after the CUDA context"
+            + (f" and {gib(plan.gpu.used_by_others_bytes)} held by other processes" if plan.gpu.used_by_others_bytes else ""),
+            f"lower --gpu-memory-utilization to {plan.free_at_startup_bytes / plan.gpu.total_memory_bytes:.2f} or less",
+        )
+    if plan.kv.available_bytes <= 0:
+        yield Hazard(
+            "no_kv_cache_memory",
+            ERROR,
+            f"nothing is left for the KV cache: non-KV memory {gib(plan.non_kv_bytes)} exceeds the requested {gib(plan.requested_memory_bytes)}; vLLM raises 'No available memory for the cache blocks'",
+            "raise --gpu-memory-utilization, use a larger GPU or more tensor parallelism, or lower --max-num-batched-tokens",
+        )
+        return
+    if s.kv_cache_memory_bytes is not None:
+        total_use = s.kv_cache_memory_bytes + plan.non_kv_bytes + plan.memory["block_tables"].bytes
+        if total_use > plan.free_at_startup_bytes:
+            yield Hazard(
+                "kv_cache_memory_bytes_oom",
+                ERROR,
+                f"--kv-cache-memory-bytes {gib(s.kv_cache_memory_bytes)} plus {gib(plan.non_kv_bytes)} of non-KV memory exceeds the ~{gib(plan.free_at_startup_bytes)} free: out of memory when the cache is allocated",
+                f"use --kv-cache-memory-bytes {max(plan.free_at_startup_bytes - plan.non_kv_bytes - plan.memory['block_tables'].bytes, 0)} or less",
+            )
+    needed = plan.kv.needed_for_one_request_bytes
+    check_memory = plan.kv.available_bytes - plan.kv.bytes_per_block
+    if needed > check_memory:
+        fits = plan.max_model_len_that_fits
+        estimate = f" Based on the available memory, the estimated maximum model length is {fits}." if fits else ""
+        yield Hazard(
+            "no_room_for_one_request",
+            ERROR,
+            f"one request at max_model_len {s.max_model_len} needs {gib(needed)} of KV cache, more than the {gib(check_memory)} available.{estimate}",
+            f"use --max-model-len {fits}" if fits else "raise --gpu-memory-utilization or lower --max-num-batched-tokens (cross-attention and sliding windows size by it)",
+        )
+
+
+@check
+def block_tables(plan: Plan) -> Iterator[Hazard]:
+    spec = plan.spec
+    if not spec.has_cross_attention:
+        return
+    enc_tokens = spec.encoder_tokens_per_request
+    for g in plan.kv.groups:
+        if g.group.kind != CROSS:
+            continue
+        pre_tokens = g.block_table_width_blocks_pre_fix * g.group.spec.block_size
+        if pre_tokens < enc_tokens:
+            yield Hazard(
+                "cross_attention_block_table_too_narrow_pre_fix",
+                WARNING,
+                f"before vLLM PR #46753 the cross-attention block table was sized by max(max_model_len, max_source_positions) = {plan.kv.block_table_max_len_pre_fix} tokens "
+                f"({g.block_table_width_blocks_pre_fix} blocks), fewer than the {enc_tokens} encoder tokens: out-of-bounds writes",
+                f"run vLLM 0.33 (width {g.block_table_width_blocks} blocks) or, on older releases, --max-model-len {enc_tokens} or more",
+            )
+        if g.block_table_width_blocks * g.group.spec.block_size < enc_tokens:
+            yield Hazard(
+                "cross_attention_block_table_too_narrow",
+                ERROR,
+                f"the cross-attention block table covers {g.block_table_width_blocks * g.group.spec.block_size} tokens, fewer than the {enc_tokens} encoder tokens",
+                f"raise --max-num-batched-tokens to {enc_tokens} or more",
+            )
+        break
+
+
+@check
+def warmup(plan: Plan) -> Iterator[Hazard]:
+    w, spec = plan.warmup, plan.spec
+    if spec.has_cross_attention and w.max_encoder_len <= 0:
+        yield Hazard(
+            "cross_attention_warmup_zero_keys",
+            ERROR,
+            "the warmup gives cross-attention no encoder length (max_encoder_len = 0): it warms up an attention over zero keys, not the real kernels",
+            "set max_source_positions in config.json to the encoder's token count",
+        )
+    elif spec.has_cross_attention and w.max_encoder_len < spec.encoder_tokens_per_request:
+        yield Hazard(
+            "warmup_encoder_len_short",
+            WARNING,
+            f"warmup cross-attention uses {w.max_encoder_len} keys ({w.max_encoder_len_source}) but real requests carry {spec.encoder_tokens_per_request}: the real key length is first compiled under load",
+            f"use --max-model-len {spec.encoder_tokens_per_request} or more, or add max_source_positions to config.json",
+        )
+    if w.prompt_len <= w.decode_query_len:
+        yield Hazard(
+            "prefill_warmup_taken_for_decode",
+            ERROR,
+            f"warmup prompt_len {w.prompt_len} <= decode query length {w.decode_query_len}: the prefill warmup batch is classified as a uniform decode batch",
+            "run vLLM with PR #40746 (0.33 has it)",
+        )
+    if plan.serving.num_speculative_tokens:
+        yield Hazard(
+            "spec_decode_pre_40746",
+            INFO,
+            f"vLLM releases before PR #40746 warm prefill with 2 tokens, which with k={plan.serving.num_speculative_tokens} is not longer than the decode query ({w.decode_query_len}): prefill kernels were not warmed",
+            "use vLLM 0.33",
+        )
+        yield Hazard(
+            "draft_kv_not_modelled",
+            INFO,
+            "the speculator's own KV layers (EAGLE/MTP/draft model) are not counted in this plan",
+            "add the draft model's KV to the non-KV budget when planning tight",
+        )
+
+
+@check
+def encoder_profiling(plan: Plan) -> Iterator[Hazard]:
+    cache = plan.memory["encoder_cache"].bytes
+    if cache == 0:
+        return
+    yield Hazard(
+        "kv_overallocated_without_encoder_profiling",
+        WARNING if plan.fits else INFO,
+        f"an engine that does not profile the encoder (MRV2 before PR #47985) gives the {cache:,} B ({gib(cache)}) of encoder-cache outputs "
+        f"({plan.budget.profile_items} x {plan.budget.profile_tokens_per_item} tokens) to the KV cache, plus the encoder's activations, and can OOM under load",
+        "use vLLM 0.33 (it profiles the encoder cache), or lower --gpu-memory-utilization by that much on older MRV2",
+    )
+
+
+@check
+def concurrency_pessimism(plan: Plan) -> Iterator[Hazard]:
+    c = plan.concurrency
+    if plan.spec.has_cross_attention and c.actual > c.vllm_reported * 1.05:
+        yield Hazard(
+            "vllm_concurrency_pessimistic",
+            INFO,
+            f"vLLM logs {c.vllm_reported:.2f}x because it counts max_num_batched_tokens ({plan.serving.max_num_batched_tokens}) cross-attention tokens per request; "
+            f"requests really hold {plan.spec.encoder_tokens_per_request}, so {c.actual:.2f}x fit",
+            "expected; trust the actual figure for capacity",
+        )

@@ -1,0 +1,237 @@
+"""Memory terms without a GPU: exact where the architecture fixes them, documented estimates elsewhere.
+
+Every term says how it was obtained (`kind`: exact / estimated / measured) and by which method.
+The estimates are rough formulas, replaced by measurements once a GPU profile is given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import Any
+
+from capacity.budget import MultiModalBudget
+from capacity.errors import RuntimeFailure
+from capacity.models import ModelSource
+from capacity.serving import ServingConfig
+from capacity.spec import DTYPE_BYTES, DecoderShape, ModelSpec
+from capacity.units import MiB
+
+EXACT = "exact"
+ESTIMATED = "estimated"
+MEASURED = "measured"
+
+# Constants of the estimates (documented in README "How each figure is obtained").
+CUDA_CONTEXT_BYTES = 512 * MiB  # CUDA context + cuBLAS handles, before vLLM's baseline snapshot
+NCCL_BYTES_PER_RANK = 256 * MiB  # NCCL buffers when tensor_parallel_size > 1, before the snapshot
+NON_TORCH_INCREASE_BYTES = 256 * MiB  # kernel modules loaded during profile_run (non-torch growth)
+MIN_GRAPH_BYTES = 1 * MiB  # MRV2 _extrapolate_full_graph_memory floor per extra graph
+
+
+@dataclass(frozen=True)
+class MemoryTerm:
+    bytes: int
+    kind: str
+    method: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --- weights ---------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=32)
+def _meta_parameter_count(arch: str, config_json: str) -> int:
+    import json
+
+    from capacity.arch import build_module, parameter_count
+
+    module = build_module(arch, json.loads(config_json), device="meta", dtype="bfloat16")
+    return parameter_count(module)
+
+
+def parameter_count(spec: ModelSpec, source: ModelSource) -> tuple[int, str]:
+    """Parameters of the real architecture: safetensors headers of a local folder, else a meta-device build."""
+    if source.safetensors:
+        from capacity.arch import safetensors_parameter_count
+
+        assert source.path is not None
+        return safetensors_parameter_count(source.path), "safetensors headers of the model folder"
+    import json
+
+    try:
+        count = _meta_parameter_count(spec.arch_builder, json.dumps(source.config, sort_keys=True))
+    except ImportError as exc:
+        raise RuntimeFailure(f"exact weights need torch and transformers ({exc.name} missing): pip install the project") from exc
+    except Exception as exc:  # a config transformers cannot build
+        raise RuntimeFailure(f"building {spec.architecture} on the meta device failed: {exc}") from exc
+    return count, f"parameters of {spec.architecture} built on the meta device"
+
+
+def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig) -> tuple[MemoryTerm, int]:
+    count, how = parameter_count(spec, source)
+    total = count * serving.dtype_bytes
+    tp = serving.tensor_parallel_size
+    if tp == 1:
+        return MemoryTerm(total, EXACT, f"{count:,} parameters x {serving.dtype_bytes} B ({serving.dtype}); {how}"), count
+    return (
+        MemoryTerm(
+            total // tp,
+            ESTIMATED,
+            f"{count:,} parameters x {serving.dtype_bytes} B / TP {tp} (norms and biases are replicated, so slightly more); {how}",
+        ),
+        count,
+    )
+
+
+# --- encoder cache -----------------------------------------------------------------------------------
+
+
+def encoder_cache_term(spec: ModelSpec, budget: MultiModalBudget, serving: ServingConfig) -> MemoryTerm:
+    """profile_run holds N x T x hidden outputs as temporary encoder-cache entries through the decoder pass."""
+    items, tokens = budget.profile_items, budget.profile_tokens_per_item
+    if items == 0 or spec.encoder is None:
+        return MemoryTerm(0, EXACT, "no encoder profiling (no multimodal budget)")
+    hidden = spec.encoder.output_hidden_size
+    return MemoryTerm(
+        items * tokens * hidden * serving.dtype_bytes,
+        EXACT,
+        f"{items} {budget.modality_with_max_tokens} items x {tokens} tokens x {hidden} hidden x {serving.dtype_bytes} B",
+    )
+
+
+# --- activation peak (estimated) ---------------------------------------------------------------------
+
+
+def per_token_activation_bytes(hidden: int, ffn: int, gated: bool, dtype_bytes: int) -> int:
+    """Live bytes per token inside one transformer layer at its widest point.
+
+    Residual + normed input (2 x hidden) plus the wider of attention projections (q, k, v, out:
+    4 x hidden; attention runs in flash/sdpa kernels, no score matrix) and the MLP (fc1 + activation:
+    2 x ffn, or gate/up + product: 3 x ffn when gated).
+    """
+    mlp = (3 if gated else 2) * ffn
+    return dtype_bytes * (2 * hidden + max(4 * hidden, mlp))
+
+
+def decoder_activation_bytes(decoder: DecoderShape, num_tokens: int, dtype_bytes: int, tp: int) -> int:
+    return num_tokens * per_token_activation_bytes(decoder.hidden_size, decoder.ffn_size // tp, decoder.gated_ffn, dtype_bytes)
+
+
+def sampler_bytes(decoder: DecoderShape, num_reqs: int, dtype_bytes: int) -> int:
+    """One logits row per request: lm_head output in the model dtype plus two fp32 copies (logits, probs)."""
+    return num_reqs * decoder.vocab_size * (dtype_bytes + 2 * DTYPE_BYTES["float32"])
+
+
+@dataclass(frozen=True)
+class ActivationEstimate:
+    encoder_bytes: int
+    decoder_bytes: int
+    sampler_bytes: int
+
+    @property
+    def peak(self) -> int:
+        return max(self.encoder_bytes, self.decoder_bytes, self.sampler_bytes)
+
+    @property
+    def peak_phase(self) -> str:
+        phases = {"encoder": self.encoder_bytes, "decoder": self.decoder_bytes, "sampler": self.sampler_bytes}
+        return max(phases, key=lambda k: phases[k])
+
+
+def activation_estimate(spec: ModelSpec, budget: MultiModalBudget, serving: ServingConfig) -> ActivationEstimate:
+    """The profile_run phases: encoder on N max-size items, decoder on max_num_batched_tokens, sampler."""
+    dtype = serving.dtype_bytes
+    tp = serving.tensor_parallel_size
+    encoder = 0
+    if spec.encoder is not None and budget.profile_items:
+        e = spec.encoder
+        # vLLM runs multimodal encoders replicated (data-parallel style) unless configured otherwise.
+        encoder = budget.profile_items * e.seq_len * per_token_activation_bytes(e.hidden_size, e.ffn_size, False, dtype)
+    decoder = decoder_activation_bytes(spec.decoder, serving.max_num_batched_tokens, dtype, tp)
+    reqs = min(serving.max_num_batched_tokens, serving.max_num_seqs)
+    return ActivationEstimate(encoder, decoder, sampler_bytes(spec.decoder, reqs, dtype))
+
+
+def activation_term(estimate: ActivationEstimate) -> MemoryTerm:
+    return MemoryTerm(
+        estimate.peak,
+        ESTIMATED,
+        f"formula: widest layer activations of the {estimate.peak_phase} phase "
+        f"(encoder {estimate.encoder_bytes:,} B, decoder {estimate.decoder_bytes:,} B, sampler {estimate.sampler_bytes:,} B)",
+    )
+
+
+# --- constants: context, non-torch ----------------------------------------------------------------------
+
+
+def cuda_context_term(serving: ServingConfig) -> MemoryTerm:
+    nccl = NCCL_BYTES_PER_RANK if serving.tensor_parallel_size > 1 else 0
+    return MemoryTerm(
+        CUDA_CONTEXT_BYTES + nccl,
+        ESTIMATED,
+        "constant: CUDA context and cuBLAS handles" + (" + NCCL buffers" if nccl else "") + " (before vLLM's baseline snapshot)",
+    )
+
+
+def non_torch_term() -> MemoryTerm:
+    return MemoryTerm(NON_TORCH_INCREASE_BYTES, ESTIMATED, "constant: non-torch growth during profile_run (kernel modules)")
+
+
+# --- CUDA graphs (estimated) -------------------------------------------------------------------------------
+
+
+def capture_sizes(serving: ServingConfig, sm100: bool) -> list[int]:
+    """vLLM: VllmConfig._set_cudagraph_sizes (no user capture sizes, default performance mode)."""
+    q = 1 + serving.num_speculative_tokens
+    default_max = 1024 if sm100 else 512
+    cap = min(serving.max_num_seqs * q * 2, default_max, serving.max_num_batched_tokens)
+    sizes = {s for s in (1, 2, 4) if s <= cap}
+    sizes.update(range(8, min(cap + 1, 256), 8))
+    sizes.update(range(256, cap + 1, 16))
+    if serving.max_num_batched_tokens <= cap:
+        sizes.add(serving.max_num_batched_tokens)
+    if q == 1:
+        if serving.max_num_seqs <= cap:
+            sizes.add(serving.max_num_seqs)
+    else:
+        m = min(serving.max_num_seqs, default_max)
+        counts = {c for c in (1, 2, 4) if c <= m} | set(range(8, min(m + 1, 256), 8)) | set(range(256, m + 1, 16)) | {m}
+        sizes.update(n * q for n in counts if n * q <= cap)
+    return sorted(s for s in sizes if s <= serving.max_num_batched_tokens)
+
+
+def full_decode_graph_sizes(serving: ServingConfig, sizes: list[int]) -> list[int]:
+    """MRV2 CudaGraphManager FULL decode descriptors: sizes rounded up to the decode query length."""
+    q = 1 + serving.num_speculative_tokens
+    cap = max(sizes) if sizes else 0
+    out = set()
+    for s in sizes:
+        r = -(-s // q) * q
+        if r <= serving.max_num_seqs * q and r <= cap:
+            out.add(r)
+    return sorted(out)
+
+
+def cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tuple[MemoryTerm, int]:
+    """MRV2 profile_cudagraph_memory's form: s1 + (N_full - 1) x max(s2, 1 MiB), s_i estimated.
+
+    s1 (the first capture, which sizes the shared graph pool) = decoder activations at the largest
+    size; s2 (each further capture) = its output buffer (tokens x hidden).
+    """
+    if serving.enforce_eager:
+        return MemoryTerm(0, EXACT, "--enforce-eager: no CUDA graphs"), 0
+    sizes = full_decode_graph_sizes(serving, capture_sizes(serving, sm100))
+    if not sizes:
+        return MemoryTerm(0, EXACT, "no CUDA-graph sizes"), 0
+    largest = sizes[-1]
+    dtype = serving.dtype_bytes
+    s1 = decoder_activation_bytes(spec.decoder, largest, dtype, serving.tensor_parallel_size)
+    s2 = largest * spec.decoder.hidden_size * dtype
+    total = s1 + (len(sizes) - 1) * max(s2, MIN_GRAPH_BYTES)
+    mode = "FULL_DECODE_ONLY" if spec.is_encoder_decoder else "FULL_AND_PIECEWISE (FULL decode graphs counted)"
+    return (
+        MemoryTerm(total, ESTIMATED, f"{len(sizes)} FULL decode graphs ({mode}), largest {largest} tokens; MRV2 extrapolation form"),
+        len(sizes),
+    )

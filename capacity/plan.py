@@ -1,0 +1,180 @@
+"""The `Plan`: everything the planner worked out, as small frozen dataclasses that serialize to JSON."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from capacity.budget import MultiModalBudget
+from capacity.gpus import Gpu
+from capacity.kv_spec import KVGroup, group_to_dict
+from capacity.memory import MemoryTerm
+from capacity.models import ModelSource
+from capacity.serving import ServingConfig
+from capacity.spec import ModelSpec
+from capacity.warmup import WarmupPlan
+
+ERROR = "error"
+WARNING = "warning"
+INFO = "info"
+SEVERITIES = (INFO, WARNING, ERROR)
+
+
+@dataclass(frozen=True)
+class Hazard:
+    id: str
+    severity: str  # error (vLLM will not start, or will OOM) | warning | info
+    message: str
+    fix: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    group: KVGroup
+    blocks_per_request_vllm: int
+    blocks_per_request_actual: int
+    block_table_width_blocks: int
+    block_table_width_blocks_pre_fix: int
+
+    def to_dict(self) -> dict[str, Any]:
+        out = group_to_dict(self.group)
+        out.update(
+            blocks_per_request_vllm=self.blocks_per_request_vllm,
+            blocks_per_request_actual=self.blocks_per_request_actual,
+            block_table_width_blocks=self.block_table_width_blocks,
+            block_table_width_blocks_pre_fix=self.block_table_width_blocks_pre_fix,
+        )
+        return out
+
+
+@dataclass(frozen=True)
+class KVCachePlan:
+    available_bytes: int  # what vLLM hands the KV cache (Available KV cache memory)
+    bytes_per_block: int
+    num_blocks: int  # includes the null block, as vLLM reports it
+    groups: tuple[GroupPlan, ...]
+    block_table_max_len: int
+    block_table_max_len_pre_fix: int
+
+    @property
+    def blocks_per_request_vllm(self) -> int:
+        return sum(g.blocks_per_request_vllm for g in self.groups)
+
+    @property
+    def blocks_per_request_actual(self) -> int:
+        return sum(g.blocks_per_request_actual for g in self.groups)
+
+    @property
+    def needed_for_one_request_bytes(self) -> int:
+        """vLLM _check_enough_kv_cache_memory: bytes_per_block x sum of per-group blocks."""
+        return self.bytes_per_block * self.blocks_per_request_vllm
+
+
+@dataclass(frozen=True)
+class Concurrency:
+    vllm_reported: float  # num_blocks / blocks_per_request_vllm (vLLM's log line)
+    actual: float  # usable blocks (null block excluded) / real blocks per request
+    actual_requests: int  # whole requests at max_model_len that fit at once
+    tokens_vllm_reported: int  # int(vllm_reported x max_model_len)
+
+
+@dataclass(frozen=True)
+class Plan:
+    source: ModelSource
+    spec: ModelSpec
+    gpu: Gpu
+    serving: ServingConfig
+    budget: MultiModalBudget
+    memory: dict[str, MemoryTerm]
+    requested_memory_bytes: int
+    free_at_startup_bytes: int
+    kv: KVCachePlan
+    concurrency: Concurrency
+    warmup: WarmupPlan
+    max_model_len_that_fits: int
+    parameter_count: int
+    cuda_graph_count: int
+    hazards: tuple[Hazard, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def fits(self) -> bool:
+        return not any(h.severity == ERROR for h in self.hazards)
+
+    @property
+    def verdict(self) -> str:
+        return "fits" if self.fits else "does_not_fit"
+
+    @property
+    def non_kv_bytes(self) -> int:
+        """vLLM 0.33 non_kv_cache_memory (+ the CUDA-graph estimate it subtracts too)."""
+        return sum(t.bytes for k, t in self.memory.items() if k in NON_KV_TERMS)
+
+    def suggested_command(self) -> str:
+        from capacity.suggest import suggested_command
+
+        return suggested_command(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        from capacity.suggest import suggested_command
+
+        s = self.serving
+        return {
+            "capacity_plan_version": 1,
+            "model": {
+                **self.source.to_dict(),
+                "family": self.spec.family,
+                "architecture": self.spec.architecture,
+                "is_encoder_decoder": self.spec.is_encoder_decoder,
+                "parameters": self.parameter_count,
+                "derived_max_model_len": self.spec.derived_max_model_len,
+                "max_len_key": self.spec.max_len_key,
+                "max_source_positions": self.spec.max_source_positions,
+                "encoder_tokens_per_request": self.spec.encoder_tokens_per_request,
+                "vllm_support": asdict(self.spec.vllm_support),
+                "notes": list(self.spec.notes),
+            },
+            "gpu": self.gpu.to_dict(),
+            "serving": s.to_dict(),
+            "memory": {
+                **{k: t.to_dict() for k, t in self.memory.items()},
+                "requested_bytes": self.requested_memory_bytes,
+                "free_at_startup_bytes": self.free_at_startup_bytes,
+                "non_kv_bytes": self.non_kv_bytes,
+            },
+            "kv_cache": {
+                "available_bytes": self.kv.available_bytes,
+                "bytes_per_block": self.kv.bytes_per_block,
+                "num_blocks": self.kv.num_blocks,
+                "groups": [g.to_dict() for g in self.kv.groups],
+                "blocks_per_request_vllm": self.kv.blocks_per_request_vllm,
+                "blocks_per_request_actual": self.kv.blocks_per_request_actual,
+                "needed_for_one_request_bytes": self.kv.needed_for_one_request_bytes,
+                "tokens_vllm_reported": self.concurrency.tokens_vllm_reported,
+                "block_table_max_len": self.kv.block_table_max_len,
+                "block_table_max_len_pre_fix": self.kv.block_table_max_len_pre_fix,
+            },
+            "concurrency": {
+                "vllm_reported": round(self.concurrency.vllm_reported, 2),
+                "actual": round(self.concurrency.actual, 2),
+                "actual_requests": self.concurrency.actual_requests,
+            },
+            "budget": self.budget.to_dict(),
+            "warmup": self.warmup.to_dict(),
+            "max_model_len_that_fits": self.max_model_len_that_fits,
+            "cuda_graph_count": self.cuda_graph_count,
+            "hazards": [h.to_dict() for h in self.hazards],
+            "verdict": self.verdict,
+            "suggested_command": suggested_command(self),
+            "notes": list(self.notes),
+        }
+
+
+# Terms that vLLM 0.33 subtracts from the requested memory before the KV cache:
+# non_kv_cache_memory = total_consumed (weights + non-torch) + transient peak (activations +
+# encoder-cache outputs held during profiling), then the CUDA-graph estimate.
+NON_KV_TERMS = ("weights", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs")
+MEMORY_TERMS = ("weights", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "kv_cache", "cuda_context")

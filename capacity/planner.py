@@ -1,0 +1,186 @@
+"""The planner: from model, knobs and GPU to vLLM 0.33's memory budget, KV blocks and concurrency."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from capacity.budget import MultiModalBudget, build_budget
+from capacity.errors import BadInput
+from capacity.families import model_spec
+from capacity.gpus import Gpu, resolve_gpu
+from capacity.hazards import find_hazards
+from capacity.kv_spec import (
+    BlockContext,
+    KVGroup,
+    block_context,
+    block_table_max_len,
+    block_table_max_len_pre_fix,
+    block_table_width,
+    blocks_per_request_actual,
+    blocks_per_request_vllm,
+    bytes_per_block,
+    kv_cache_groups,
+    layer_specs,
+)
+from capacity.memory import (
+    ESTIMATED,
+    EXACT,
+    MemoryTerm,
+    activation_estimate,
+    activation_term,
+    cuda_context_term,
+    cuda_graph_term,
+    encoder_cache_term,
+    non_torch_term,
+    weights_term,
+)
+from capacity.models import ModelSource, resolve_model
+from capacity.plan import NON_KV_TERMS, Concurrency, GroupPlan, KVCachePlan, Plan
+from capacity.serving import ServingArgs, ServingConfig, resolve_serving
+from capacity.spec import ModelSpec
+from capacity.warmup import warmup_plan
+
+
+def requested_memory(gpu: Gpu, utilization: float) -> int:
+    """vLLM: request_memory = ceil(total_memory x gpu_memory_utilization)."""
+    return math.ceil(gpu.total_memory_bytes * utilization)
+
+
+def needed_bytes(groups: list[KVGroup], bpb: int, ctx: BlockContext) -> int:
+    """vLLM: _max_memory_usage_bytes_from_groups = bytes_per_block x sum of per-group blocks."""
+    return bpb * sum(blocks_per_request_vllm(g.spec, ctx) for g in groups)
+
+
+def max_model_len_that_fits(groups: list[KVGroup], bpb: int, serving: ServingConfig, available: int, upper: int) -> int:
+    """vLLM: _estimate_max_model_len_from_groups: binary search in [1, upper]; 0 when one token does not fit."""
+    budget = available - bpb  # the null block is held back
+    lo, hi, best = 1, upper, 0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if needed_bytes(groups, bpb, block_context(serving, mid)) <= budget:
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def block_tables_term(groups: list[KVGroup], widths: list[int], serving: ServingConfig) -> MemoryTerm:
+    """MRV2 BlockTables: per group an int32 (max_num_reqs x width) table and its staged copy, plus int64 slot mappings."""
+    tables = sum(2 * serving.max_num_seqs * w * 4 for w in widths)
+    slots = len(groups) * serving.max_num_batched_tokens * 8
+    return MemoryTerm(
+        tables + slots,
+        EXACT,
+        f"{len(groups)} groups x 2 x {serving.max_num_seqs} reqs x width x 4 B + slot mappings; allocated after the KV budget",
+    )
+
+
+def build_plan(source: ModelSource, spec: ModelSpec, gpu: Gpu, serving: ServingConfig, notes: tuple[str, ...] = ()) -> Plan:
+    budget: MultiModalBudget = build_budget(spec, serving, enable_cache=False)
+    weights, n_params = weights_term(spec, source, serving)
+    activations = activation_estimate(spec, budget, serving)
+    graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
+    memory: dict[str, MemoryTerm] = {
+        "weights": weights,
+        "activation_peak": activation_term(activations),
+        "encoder_cache": encoder_cache_term(spec, budget, serving),
+        "non_torch": non_torch_term(),
+        "cuda_graphs": graphs,
+        "cuda_context": cuda_context_term(serving),
+    }
+    requested = requested_memory(gpu, serving.gpu_memory_utilization)
+    free_at_startup = gpu.total_memory_bytes - memory["cuda_context"].bytes - gpu.used_by_others_bytes
+    non_kv = sum(memory[k].bytes for k in NON_KV_TERMS)
+    if serving.kv_cache_memory_bytes is not None:
+        available = serving.kv_cache_memory_bytes
+        kv_term = MemoryTerm(available, EXACT, "--kv-cache-memory-bytes (profiling skipped, gpu_memory_utilization ignored)")
+    else:
+        available = requested - non_kv
+        kinds = {memory[k].kind for k in NON_KV_TERMS}
+        kind = ESTIMATED if ESTIMATED in kinds else EXACT
+        kv_term = MemoryTerm(max(available, 0), kind, "requested - (weights + activation peak + encoder cache + non-torch) - CUDA graphs")
+
+    groups = kv_cache_groups(layer_specs(spec, serving))
+    if not groups:
+        raise BadInput(f"{spec.name} has no attention layers that hold KV cache: nothing to plan")
+    bpb = bytes_per_block(groups)
+    num_blocks = max(available, 0) // bpb
+
+    fit_len = max_model_len_that_fits(groups, bpb, serving, available, spec.derived_max_model_len if serving.auto_fit_max_model_len else serving.max_model_len)
+    if serving.auto_fit_max_model_len and 0 < fit_len < serving.max_model_len:
+        notes += (f"auto-fit: max_model_len reduced from {serving.max_model_len} to {fit_len}",)
+        serving = replace(serving, max_model_len=fit_len)
+        budget = build_budget(spec, serving, enable_cache=False)
+
+    ctx = block_context(serving)
+    bt_len = block_table_max_len(spec, serving)
+    bt_len_pre = block_table_max_len_pre_fix(spec, serving)
+    dcp = serving.decode_context_parallel_size
+    group_plans = tuple(
+        GroupPlan(
+            group=g,
+            blocks_per_request_vllm=blocks_per_request_vllm(g.spec, ctx),
+            blocks_per_request_actual=blocks_per_request_actual(g.spec, ctx, spec.encoder_tokens_per_request),
+            block_table_width_blocks=block_table_width(g.spec, bt_len, dcp),
+            block_table_width_blocks_pre_fix=block_table_width(g.spec, bt_len_pre, dcp),
+        )
+        for g in groups
+    )
+    kv = KVCachePlan(
+        available_bytes=available,
+        bytes_per_block=bpb,
+        num_blocks=num_blocks,
+        groups=group_plans,
+        block_table_max_len=bt_len,
+        block_table_max_len_pre_fix=bt_len_pre,
+    )
+    memory["kv_cache"] = replace(kv_term, bytes=num_blocks * bpb) if serving.kv_cache_memory_bytes is None else kv_term
+    memory["block_tables"] = block_tables_term(groups, [g.block_table_width_blocks for g in group_plans], serving)
+
+    vllm_conc = num_blocks / kv.blocks_per_request_vllm
+    usable = max(num_blocks - 1, 0)  # block 0 is the null block
+    actual_conc = usable / kv.blocks_per_request_actual
+    concurrency = Concurrency(
+        vllm_reported=vllm_conc,
+        actual=actual_conc,
+        actual_requests=usable // kv.blocks_per_request_actual,
+        tokens_vllm_reported=int(vllm_conc * serving.max_model_len),
+    )
+    warmup = warmup_plan(
+        spec,
+        groups,
+        num_speculative_tokens=serving.num_speculative_tokens,
+        max_model_len=serving.max_model_len,
+        max_num_seqs=serving.max_num_seqs,
+        max_num_batched_tokens=serving.max_num_batched_tokens,
+        num_blocks=num_blocks,
+    )
+    plan = Plan(
+        source=source,
+        spec=spec,
+        gpu=gpu,
+        serving=serving,
+        budget=budget,
+        memory=memory,
+        requested_memory_bytes=requested,
+        free_at_startup_bytes=free_at_startup,
+        kv=kv,
+        concurrency=concurrency,
+        warmup=warmup,
+        max_model_len_that_fits=fit_len,
+        parameter_count=n_params,
+        cuda_graph_count=n_graphs,
+        notes=notes,
+    )
+    return replace(plan, hazards=tuple(find_hazards(plan)))
+
+
+def plan_for(model: str, args: ServingArgs, gpu_name: str | None = None) -> Plan:
+    """Resolve the model and GPU, apply vLLM's defaults, and plan."""
+    source = resolve_model(model)
+    spec = model_spec(source.config, source.name, source.preprocessor)
+    gpu, gpu_note = resolve_gpu(gpu_name)
+    serving = resolve_serving(args, spec, gpu)
+    notes = tuple(n for n in (source.alias_note, gpu_note) if n)
+    return build_plan(source, spec, gpu, serving, notes)

@@ -1,0 +1,317 @@
+"""The `vllm serve` knobs the plan depends on, with vLLM 0.33's names and defaults.
+
+`ServingArgs` holds what the user gave (None = let vLLM choose); `resolve_serving` applies vLLM's
+defaulting rules for the target GPU and model and returns the concrete `ServingConfig`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from capacity.errors import BadInput
+from capacity.gpus import Gpu
+from capacity.spec import DTYPE_BYTES, ModelSpec
+from capacity.units import GiB, parse_human_int
+
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # CacheConfig.gpu_memory_utilization (0.33)
+DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE; FlashAttention keeps 16
+DEFAULT_LIMIT_PER_PROMPT = 999  # MultiModalConfig.get_limit_per_prompt for an unset modality
+USAGE_CONTEXTS = ("openai_api_server", "llm_class")
+MODELLED_KV_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
+MODEL_DTYPES = ("auto", "float16", "bfloat16", "float32", "half", "float")
+
+
+@dataclass(frozen=True)
+class ServingArgs:
+    """Knobs as the user gave them; None means vLLM's default."""
+
+    gpu_memory_utilization: float | None = None
+    block_size: int | None = None
+    max_model_len: int | None = None  # -1 = auto-fit to memory
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    limit_mm_per_prompt: dict[str, int] | None = None
+    num_speculative_tokens: int = 0
+    tensor_parallel_size: int = 1
+    decode_context_parallel_size: int = 1
+    kv_cache_dtype: str = "auto"
+    kv_cache_memory_bytes: int | None = None
+    dtype: str = "auto"
+    enforce_eager: bool = False
+    usage_context: str = "openai_api_server"  # `vllm serve`; "llm_class" for the offline LLM class
+
+    def merged_over(self, base: ServingArgs) -> ServingArgs:
+        """These args where set, `base` (e.g. a YAML file) elsewhere."""
+        defaults = ServingArgs()
+        changes = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != getattr(defaults, f.name)}
+        return replace(base, **changes)
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    """Concrete knobs after vLLM's defaulting; `defaulted` names those vLLM chose."""
+
+    gpu_memory_utilization: float
+    block_size: int
+    max_model_len: int
+    auto_fit_max_model_len: bool
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    limit_mm_per_prompt: dict[str, int]
+    num_speculative_tokens: int
+    tensor_parallel_size: int
+    decode_context_parallel_size: int
+    kv_cache_dtype: str
+    kv_cache_dtype_bytes: int
+    kv_cache_memory_bytes: int | None
+    dtype: str
+    dtype_bytes: int
+    enforce_eager: bool
+    usage_context: str
+    enable_chunked_prefill: bool
+    disable_chunked_mm_input: bool
+    defaulted: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def batch_defaults(gpu: Gpu, usage_context: str) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) before model rules (vLLM: EngineArgs.get_batch_defaults)."""
+    api = usage_context == "openai_api_server"
+    memory = gpu.total_memory_bytes
+    if memory >= 160 * GiB:
+        return 16384, 1024
+    if memory >= 70 * GiB and "a100" not in gpu.name.lower() and "gb10" not in gpu.name.lower():
+        return (8192 if api else 16384), 1024
+    return (2048 if api else 8192), 256
+
+
+def model_dtype(spec: ModelSpec, requested: str) -> str:
+    """vLLM's --dtype: "auto" keeps a 16-bit checkpoint dtype and downcasts float32 to bfloat16."""
+    aliases = {"half": "float16", "float": "float32"}
+    requested = aliases.get(requested, requested)
+    if requested != "auto":
+        return requested
+    return "bfloat16" if spec.config_dtype not in ("float16", "bfloat16") else spec.config_dtype
+
+
+def _check_args(args: ServingArgs) -> None:
+    util = args.gpu_memory_utilization
+    if util is not None and not 0 < util <= 1:
+        raise BadInput(f"--gpu-memory-utilization must be in (0, 1], got {util}")
+    positive = {
+        "--block-size": args.block_size,
+        "--max-num-seqs": args.max_num_seqs,
+        "--max-num-batched-tokens": args.max_num_batched_tokens,
+        "--kv-cache-memory-bytes": args.kv_cache_memory_bytes,
+    }
+    for flag, value in positive.items():
+        if value is not None and value <= 0:
+            raise BadInput(f"{flag} must be a positive integer, got {value}")
+    if args.max_model_len is not None and args.max_model_len != -1 and args.max_model_len <= 0:
+        raise BadInput(f"--max-model-len must be positive (or -1 / auto to fit memory), got {args.max_model_len}")
+    if args.num_speculative_tokens < 0:
+        raise BadInput(f"--num-speculative-tokens must be >= 0, got {args.num_speculative_tokens}")
+    if args.tensor_parallel_size < 1:
+        raise BadInput(f"--tensor-parallel-size must be >= 1, got {args.tensor_parallel_size}")
+    if args.decode_context_parallel_size < 1:
+        raise BadInput(f"--decode-context-parallel-size must be >= 1, got {args.decode_context_parallel_size}")
+    if args.kv_cache_dtype not in MODELLED_KV_DTYPES:
+        raise BadInput(f"--kv-cache-dtype {args.kv_cache_dtype!r} is not modelled; use one of {', '.join(MODELLED_KV_DTYPES)}")
+    if args.dtype not in MODEL_DTYPES:
+        raise BadInput(f"--dtype {args.dtype!r} is not one of {', '.join(MODEL_DTYPES)}")
+    if args.usage_context not in USAGE_CONTEXTS:
+        raise BadInput(f"usage context {args.usage_context!r} is not one of {', '.join(USAGE_CONTEXTS)}")
+    for modality, limit in (args.limit_mm_per_prompt or {}).items():
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+            raise BadInput(f"--limit-mm-per-prompt {modality}={limit!r}: limits are integers >= 0")
+
+
+def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu) -> ServingConfig:
+    """Apply vLLM 0.33's defaults (EngineArgs._set_default_max_num_seqs_and_batched_tokens_args etc.)."""
+    _check_args(args)
+    defaulted: list[str] = []
+    known = {m.name for m in spec.modalities}
+    for modality in args.limit_mm_per_prompt or {}:
+        if modality not in known:
+            names = ", ".join(sorted(known)) or "none (text-only model)"
+            raise BadInput(f"--limit-mm-per-prompt names '{modality}', which {spec.name} does not take; its modalities: {names}")
+
+    auto_fit = args.max_model_len == -1
+    if args.max_model_len is None or auto_fit:
+        max_model_len = spec.derived_max_model_len
+        defaulted.append("max_model_len")
+    else:
+        max_model_len = args.max_model_len
+
+    # Encoder-decoder models force chunked prefill off and chunked MM input off.
+    chunked_prefill = not spec.is_encoder_decoder
+    base_tokens, base_seqs = batch_defaults(gpu, args.usage_context)
+    max_num_seqs = args.max_num_seqs if args.max_num_seqs is not None else base_seqs
+    if args.max_num_batched_tokens is not None:
+        max_num_batched_tokens = args.max_num_batched_tokens
+    else:
+        max_num_batched_tokens = base_tokens
+        if not chunked_prefill:
+            max_num_batched_tokens = max(max_model_len, max_num_batched_tokens)
+        max_num_batched_tokens = min(max_num_seqs * max_model_len, max_num_batched_tokens)
+        defaulted.append("max_num_batched_tokens")
+    if args.max_num_seqs is None:
+        max_num_seqs = min(max_num_seqs, max_num_batched_tokens)
+        defaulted.append("max_num_seqs")
+
+    dtype = model_dtype(spec, args.dtype)
+    kv_dtype = dtype if args.kv_cache_dtype == "auto" else args.kv_cache_dtype
+    limits = {m.name: DEFAULT_LIMIT_PER_PROMPT for m in spec.modalities}
+    limits.update(args.limit_mm_per_prompt or {})
+    if args.gpu_memory_utilization is None:
+        defaulted.append("gpu_memory_utilization")
+    if args.block_size is None:
+        defaulted.append("block_size")
+    return ServingConfig(
+        gpu_memory_utilization=args.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION,
+        block_size=args.block_size or DEFAULT_BLOCK_SIZE,
+        max_model_len=max_model_len,
+        auto_fit_max_model_len=auto_fit,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        limit_mm_per_prompt=limits,
+        num_speculative_tokens=args.num_speculative_tokens,
+        tensor_parallel_size=args.tensor_parallel_size,
+        decode_context_parallel_size=args.decode_context_parallel_size,
+        kv_cache_dtype=args.kv_cache_dtype,
+        kv_cache_dtype_bytes=DTYPE_BYTES[kv_dtype],
+        kv_cache_memory_bytes=args.kv_cache_memory_bytes,
+        dtype=dtype,
+        dtype_bytes=DTYPE_BYTES[dtype],
+        enforce_eager=args.enforce_eager,
+        usage_context=args.usage_context,
+        enable_chunked_prefill=chunked_prefill,
+        disable_chunked_mm_input=spec.is_encoder_decoder,
+        defaulted=tuple(defaulted),
+    )
+
+
+# --- `vllm serve --config serve.yaml` -------------------------------------------------------------
+
+_YAML_KEYS = {
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "device_memory_utilization": "gpu_memory_utilization",
+    "block_size": "block_size",
+    "max_model_len": "max_model_len",
+    "max_num_seqs": "max_num_seqs",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "limit_mm_per_prompt": "limit_mm_per_prompt",
+    "num_speculative_tokens": "num_speculative_tokens",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "decode_context_parallel_size": "decode_context_parallel_size",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "kv_cache_memory_bytes": "kv_cache_memory_bytes",
+    "kv_cache_memory": "kv_cache_memory_bytes",
+    "dtype": "dtype",
+    "enforce_eager": "enforce_eager",
+}
+_SHORT_KEYS = {"tp": "tensor_parallel_size", "dcp": "decode_context_parallel_size"}
+
+
+def parse_limit_mm(value: Any, where: str) -> dict[str, int]:
+    """`image=2,audio=1`, a JSON object string, or a mapping (YAML)."""
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, str) and value.strip().startswith("{"):
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise BadInput(f"{where}: limit_mm_per_prompt {value!r} is not valid JSON") from exc
+        if not isinstance(parsed, dict):
+            raise BadInput(f"{where}: limit_mm_per_prompt must be an object like {{\"image\": 1}}")
+        items = parsed.items()
+    elif isinstance(value, str):
+        pairs = [p for p in value.split(",") if p.strip()]
+        items = []
+        for pair in pairs:
+            if "=" not in pair:
+                raise BadInput(f"{where}: limit_mm_per_prompt entry {pair!r} must be MODALITY=N, e.g. image=1")
+            k, v = pair.split("=", 1)
+            items.append((k.strip(), v.strip()))
+    else:
+        raise BadInput(f"{where}: limit_mm_per_prompt must be MODALITY=N pairs or a mapping")
+    out: dict[str, int] = {}
+    for k, v in items:
+        if isinstance(v, dict):  # vLLM also accepts {"count": N, ...} per modality
+            v = v.get("count")
+        try:
+            out[str(k)] = int(v)
+        except (TypeError, ValueError) as exc:
+            raise BadInput(f"{where}: limit_mm_per_prompt {k}={v!r} is not an integer") from exc
+    return out
+
+
+def _int(value: Any, key: str, where: str) -> int:
+    if isinstance(value, bool):
+        raise BadInput(f"{where}: {key} must be an integer, got {value!r}")
+    if key == "max_model_len" and str(value).strip().lower() == "auto":
+        return -1
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    try:
+        return parse_human_int(value if isinstance(value, int) else str(value), f"{where}: {key}")
+    except BadInput:
+        raise
+    except ValueError as exc:
+        raise BadInput(f"{where}: {key} must be an integer, got {value!r}") from exc
+
+
+def load_serve_yaml(path: Path) -> tuple[ServingArgs, str | None, list[str]]:
+    """Read a `vllm serve --config` YAML: (args, model named in it, keys capacity does not model)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise BadInput(f"cannot read --config {path}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise BadInput(f"--config {path} is not valid YAML{where}: fix the file") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise BadInput(f"--config {path} must be a mapping of vllm serve options, e.g. 'max-model-len: 4096'")
+    where = f"--config {path}"
+    values: dict[str, Any] = {}
+    ignored: list[str] = []
+    model: str | None = None
+    for raw_key, value in data.items():
+        key = str(raw_key).lstrip("-").replace("-", "_")
+        key = _SHORT_KEYS.get(key, key)
+        if key == "model":
+            model = str(value)
+            continue
+        target = _YAML_KEYS.get(key)
+        if target is None:
+            if key == "speculative_config" and isinstance(value, dict) and "num_speculative_tokens" in value:
+                values["num_speculative_tokens"] = _int(value["num_speculative_tokens"], "num_speculative_tokens", where)
+            else:
+                ignored.append(str(raw_key))
+            continue
+        if target == "gpu_memory_utilization":
+            try:
+                values[target] = float(value)
+            except (TypeError, ValueError) as exc:
+                raise BadInput(f"{where}: {raw_key} must be a number, got {value!r}") from exc
+        elif target == "limit_mm_per_prompt":
+            values[target] = parse_limit_mm(value, where)
+        elif target in ("kv_cache_dtype", "dtype"):
+            values[target] = str(value)
+        elif target == "enforce_eager":
+            if not isinstance(value, bool):
+                raise BadInput(f"{where}: enforce-eager must be true or false, got {value!r}")
+            values[target] = value
+        else:
+            values[target] = _int(value, target, where)
+    return ServingArgs(**values), model, ignored

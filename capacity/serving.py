@@ -7,7 +7,7 @@ defaulting rules for the target GPU and model and returns the concrete `ServingC
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +42,6 @@ class ServingArgs:
     dtype: str = "auto"
     enforce_eager: bool = False
     usage_context: str = "openai_api_server"  # `vllm serve`; "llm_class" for the offline LLM class
-
-    def merged_over(self, base: ServingArgs) -> ServingArgs:
-        """These args where set, `base` (e.g. a YAML file) elsewhere."""
-        defaults = ServingArgs()
-        changes = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != getattr(defaults, f.name)}
-        return replace(base, **changes)
 
 
 @dataclass(frozen=True)
@@ -266,8 +260,8 @@ def _int(value: Any, key: str, where: str) -> int:
         raise BadInput(f"{where}: {key} must be an integer, got {value!r}") from exc
 
 
-def load_serve_yaml(path: Path) -> tuple[ServingArgs, str | None, list[str]]:
-    """Read a `vllm serve --config` YAML: (args, model named in it, keys capacity does not model)."""
+def load_serve_yaml(path: Path) -> tuple[dict[str, Any], str | None, list[str]]:
+    """Read a `vllm serve --config` YAML: (ServingArgs fields, model named in it, keys capacity does not model)."""
     import yaml
 
     try:
@@ -314,4 +308,4 @@ def load_serve_yaml(path: Path) -> tuple[ServingArgs, str | None, list[str]]:
             values[target] = value
         else:
             values[target] = _int(value, target, where)
-    return ServingArgs(**values), model, ignored
+    return values, model, ignored

@@ -1,0 +1,151 @@
+"""A `Plan` as a rich terminal report."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from capacity.plan import ERROR, INFO, MEMORY_TERMS, WARNING, Plan
+from capacity.units import GiB
+
+KIND_STYLE = {"exact": "green", "estimated": "yellow", "measured": "cyan"}
+SEVERITY_STYLE = {ERROR: "bold red", WARNING: "yellow", INFO: "dim"}
+TERM_LABEL = {
+    "weights": "weights",
+    "activation_peak": "activation peak",
+    "encoder_cache": "encoder cache (profiled outputs)",
+    "non_torch": "non-torch growth",
+    "cuda_graphs": "CUDA graphs",
+    "kv_cache": "KV cache",
+    "cuda_context": "CUDA context (before snapshot)",
+    "block_tables": "block tables (after KV budget)",
+}
+
+
+def _gib(n: int | float) -> str:
+    return f"{n / GiB:,.2f}"
+
+
+def _header(plan: Plan) -> Table:
+    t = Table.grid(padding=(0, 2))
+    t.add_column(style="bold")
+    t.add_column()
+    src, spec, s = plan.source, plan.spec, plan.serving
+    t.add_row("model", Text(f"{src.name}  ({spec.architecture}, {src.origin})"))
+    t.add_row("parameters", f"{plan.parameter_count:,}  dtype {s.dtype}")
+    t.add_row("GPU", Text(f"{plan.gpu.name}: {plan.gpu.total_memory_bytes:,} B ({_gib(plan.gpu.total_memory_bytes)} GiB, {plan.gpu.provenance})"))
+    defaulted = set(s.defaulted)
+
+    def knob(name: str, value: object) -> str:
+        return f"{value}" + (" (vLLM default)" if name in defaulted else "")
+
+    t.add_row(
+        "knobs",
+        Text(
+            f"max_model_len {knob('max_model_len', s.max_model_len)} | max_num_seqs {knob('max_num_seqs', s.max_num_seqs)} | "
+            f"max_num_batched_tokens {knob('max_num_batched_tokens', s.max_num_batched_tokens)} | "
+            f"gpu_memory_utilization {knob('gpu_memory_utilization', s.gpu_memory_utilization)} | block_size {knob('block_size', s.block_size)} | "
+            f"TP {s.tensor_parallel_size} | kv dtype {s.kv_cache_dtype} | spec tokens {s.num_speculative_tokens}"
+        ),
+    )
+    for note in plan.notes:
+        t.add_row("note", Text(note, style="italic"))
+    return t
+
+
+def _memory(plan: Plan) -> Table:
+    t = Table(title="GPU memory (per rank)", title_justify="left")
+    t.add_column("term")
+    t.add_column("bytes", justify="right")
+    t.add_column("GiB", justify="right")
+    t.add_column("kind")
+    t.add_column("how", overflow="fold")
+    for key in (*MEMORY_TERMS, "block_tables"):
+        term = plan.memory.get(key)
+        if term is None:
+            continue
+        t.add_row(TERM_LABEL[key], f"{term.bytes:,}", _gib(term.bytes), Text(term.kind, style=KIND_STYLE[term.kind]), Text(term.method))
+    t.add_section()
+    t.add_row("requested (total x utilization)", f"{plan.requested_memory_bytes:,}", _gib(plan.requested_memory_bytes), "", "ceil(total x gpu_memory_utilization)")
+    t.add_row("non-KV (vLLM subtracts)", f"{plan.non_kv_bytes:,}", _gib(plan.non_kv_bytes), "", "weights + activation peak + encoder cache + non-torch + CUDA graphs")
+    t.add_row("available KV cache memory", f"{plan.kv.available_bytes:,}", _gib(plan.kv.available_bytes), "", "vLLM log: Available KV cache memory")
+    return t
+
+
+def _kv(plan: Plan) -> Table:
+    t = Table(title="KV cache groups and block tables", title_justify="left")
+    for col in ("group", "kind", "layers", "page B", "blocks/req vLLM", "blocks/req actual", "table width", "width pre-#46753"):
+        t.add_column(col, justify="right" if col not in ("kind",) else "left")
+    for i, g in enumerate(plan.kv.groups):
+        layers = f"{g.group.num_layers}" + (f"+{g.group.num_padding_layers} pad" if g.group.num_padding_layers else "")
+        t.add_row(
+            str(i),
+            g.group.kind + (f" ({g.group.spec.sliding_window})" if g.group.spec.sliding_window else ""),
+            layers,
+            f"{g.group.page_size_bytes:,}",
+            str(g.blocks_per_request_vllm),
+            str(g.blocks_per_request_actual),
+            str(g.block_table_width_blocks),
+            str(g.block_table_width_blocks_pre_fix),
+        )
+    c = plan.concurrency
+    t.caption = (
+        f"bytes_per_block {plan.kv.bytes_per_block:,} | num_blocks {plan.kv.num_blocks:,} (incl. null block) | "
+        f"vLLM: {c.tokens_vllm_reported:,} tokens, {c.vllm_reported:.2f}x | actual {c.actual:.2f}x = {c.actual_requests} requests at max_model_len | "
+        f"block tables cover {plan.kv.block_table_max_len:,} tokens"
+    )
+    return t
+
+
+def _budget_warmup(plan: Plan) -> Table:
+    b, w = plan.budget, plan.warmup
+    t = Table(title="Encoder budget (MultiModalBudget, enable_cache=False) and warmup", title_justify="left", show_header=False)
+    t.add_column(style="bold")
+    t.add_column()
+    if b.max_tokens_per_item:
+        t.add_row("max tokens per item", ", ".join(f"{m} {n:,}" for m, n in b.max_tokens_per_item.items()))
+        t.add_row("encoder compute budget / cache size", f"{b.encoder_compute_budget:,} / {b.encoder_cache_size:,} tokens")
+        t.add_row("items per prompt / per batch", ", ".join(f"{m} {b.max_items_per_prompt[m]} / {b.max_items_per_batch[m]}" for m in b.max_tokens_per_item))
+        t.add_row("profiled with", f"{b.profile_items} x {b.modality_with_max_tokens} items of {b.profile_tokens_per_item:,} tokens")
+    else:
+        t.add_row("encoder budget", "none (no multimodal inputs)")
+    t.add_row("warmup", f"prompt_len {w.prompt_len}, decode query {w.decode_query_len}, decode_len {w.decode_len}, {w.num_decode_steps} decode steps")
+    t.add_row("warmup requests", f"{w.num_reqs} (before the KV cap {w.num_reqs_before_kv_cap}); blocks per request {list(w.blocks_per_request)}")
+    if w.max_encoder_len:
+        t.add_row("warmup encoder length", f"{w.max_encoder_len:,} ({w.max_encoder_len_source})")
+    return t
+
+
+def _hazards(plan: Plan) -> Table | Text:
+    if not plan.hazards:
+        return Text("no hazards found", style="green")
+    t = Table(title="Hazards", title_justify="left")
+    t.add_column("severity")
+    t.add_column("id")
+    t.add_column("finding", overflow="fold")
+    t.add_column("fix", overflow="fold")
+    for h in plan.hazards:
+        t.add_row(Text(h.severity, style=SEVERITY_STYLE[h.severity]), h.id, Text(h.message), Text(h.fix))
+    return t
+
+
+def _verdict(plan: Plan) -> Panel:
+    if plan.fits:
+        line = Text(f"FITS: {plan.concurrency.actual_requests} concurrent requests at max_model_len {plan.serving.max_model_len:,}", style="bold green")
+    else:
+        errors = [h.id for h in plan.hazards if h.severity == ERROR]
+        line = Text(f"DOES NOT FIT: {', '.join(errors)}", style="bold red")
+    body = Group(line, Text("suggested: " + plan.suggested_command()))
+    return Panel(body, title="verdict", title_align="left")
+
+
+def render(plan: Plan, console: Console) -> None:
+    console.print(_header(plan))
+    console.print(_memory(plan))
+    console.print(_kv(plan))
+    console.print(_budget_warmup(plan))
+    console.print(_hazards(plan))
+    console.print(_verdict(plan))
+    console.print(Text("kinds: exact = fixed by the architecture and knobs; estimated = documented formula or constant; measured = from a GPU profile", style="dim"))

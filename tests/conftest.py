@@ -1,0 +1,51 @@
+"""Shared fixtures: catalog model configs and a planner shortcut."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from capacity.families import model_spec
+from capacity.gpus import gpu_by_name
+from capacity.models import ModelSource, resolve_model
+from capacity.plan import Plan
+from capacity.planner import build_plan
+from capacity.serving import ServingArgs, resolve_serving
+from capacity.spec import ModelSpec
+
+GiB = 2**30
+
+
+@pytest.fixture
+def catalog_config() -> Callable[[str], dict[str, Any]]:
+    """The raw config.json dict of a catalog model."""
+
+    def load(name: str) -> dict[str, Any]:
+        return dict(resolve_model(name).config)
+
+    return load
+
+
+@pytest.fixture
+def spec_of() -> Callable[[str], ModelSpec]:
+    def load(name: str) -> ModelSpec:
+        source = resolve_model(name)
+        return model_spec(source.config, source.name, source.preprocessor)
+
+    return load
+
+
+@pytest.fixture
+def make_plan() -> Callable[..., Plan]:
+    """Plan a catalog model on a catalog GPU with the given knobs (ServingArgs fields)."""
+
+    def plan(model: str, gpu: str = "H200", **knobs: Any) -> Plan:
+        source: ModelSource = resolve_model(model)
+        spec = model_spec(source.config, source.name, source.preprocessor)
+        target = gpu_by_name(gpu)
+        serving = resolve_serving(ServingArgs(**knobs), spec, target)
+        return build_plan(source, spec, target, serving)
+
+    return plan

@@ -24,30 +24,33 @@ class Gpu:
         return asdict(self)
 
 
-# Totals in MiB as `nvidia-smi --query-gpu=memory.total` prints them (the driver's total, which
-# cudaMemGetInfo also returns). The H200 value was measured on the project's H200 (bench/).
-_CATALOG: dict[str, tuple[int, tuple[str, ...], bool]] = {
-    "H200": (143_771, ("H200-141GB", "H200-SXM", "NVIDIA H200"), False),
-    "H100-80GB": (81_559, ("H100", "H100-SXM", "H100-PCIE", "NVIDIA H100 80GB HBM3"), False),
-    "H100-NVL": (95_830, ("H100-94GB",), False),
-    "A100-80GB": (81_920, ("A100", "A100-SXM4-80GB", "A100-80G"), False),
-    "A100-40GB": (40_960, ("A100-SXM4-40GB", "A100-40G"), False),
-    "L40S": (46_068, ("NVIDIA L40S",), False),
-    "L40": (46_068, (), False),
-    "L4": (23_034, ("NVIDIA L4",), False),
-    "A10G": (23_028, ("NVIDIA A10G",), False),
-    "A10": (23_028, (), False),
-    "T4": (15_360, ("Tesla T4",), False),
-    "RTX-4090": (24_564, ("4090", "RTX4090", "GeForce RTX 4090"), False),
-    "RTX-6000-Ada": (49_140, ("RTX6000-ADA",), False),
-    "B200": (183_359, ("NVIDIA B200",), True),
+# Total memory as CUDA reports it (cudaMemGetInfo total, which vLLM multiplies by
+# gpu_memory_utilization). H200: measured on the project's H200 (bench/results/calibration-h200-*.json):
+# NVML/nvidia-smi say 143,771 MiB, CUDA reports 615 MiB less. The other GPUs use nvidia-smi's
+# published totals, so CUDA's total is likely a few hundred MiB lower there (not measured).
+_MEASURED = "cudaMemGetInfo total measured on an H200 (driver 580.159.04); nvidia-smi shows 143,771 MiB"
+_CATALOG: dict[str, tuple[int, str, tuple[str, ...], bool]] = {
+    "H200": (150_109_880_320, _MEASURED, ("H200-141GB", "H200-SXM", "NVIDIA H200"), False),
+    "H100-80GB": (81_559 * MiB, "", ("H100", "H100-SXM", "H100-PCIE", "NVIDIA H100 80GB HBM3"), False),
+    "H100-NVL": (95_830 * MiB, "", ("H100-94GB",), False),
+    "A100-80GB": (81_920 * MiB, "", ("A100", "A100-SXM4-80GB", "A100-80G"), False),
+    "A100-40GB": (40_960 * MiB, "", ("A100-SXM4-40GB", "A100-40G"), False),
+    "L40S": (46_068 * MiB, "", ("NVIDIA L40S",), False),
+    "L40": (46_068 * MiB, "", (), False),
+    "L4": (23_034 * MiB, "", ("NVIDIA L4",), False),
+    "A10G": (23_028 * MiB, "", ("NVIDIA A10G",), False),
+    "A10": (23_028 * MiB, "", (), False),
+    "T4": (15_360 * MiB, "", ("Tesla T4",), False),
+    "RTX-4090": (24_564 * MiB, "", ("4090", "RTX4090", "GeForce RTX 4090"), False),
+    "RTX-6000-Ada": (49_140 * MiB, "", ("RTX6000-ADA",), False),
+    "B200": (183_359 * MiB, "", ("NVIDIA B200",), True),
 }
 
 
 def catalog_gpus() -> list[Gpu]:
     return [
-        Gpu(name, mib * MiB, "catalog", f"{mib:,} MiB as nvidia-smi reports it", sm100)
-        for name, (mib, _aliases, sm100) in _CATALOG.items()
+        Gpu(name, total, "catalog", how or f"{total // MiB:,} MiB as nvidia-smi reports it (CUDA's total not measured)", sm100)
+        for name, (total, how, _aliases, sm100) in _CATALOG.items()
     ]
 
 
@@ -59,7 +62,7 @@ def gpu_by_name(name: str) -> Gpu:
     """A catalog GPU by name or alias (case and spacing insensitive); BadInput lists the closest names."""
     key = _norm(name)
     for gpu in catalog_gpus():
-        aliases = _CATALOG[gpu.name][1]
+        aliases = _CATALOG[gpu.name][2]
         if key == _norm(gpu.name) or any(key == _norm(a) for a in aliases):
             return gpu
     names = [g.name for g in catalog_gpus()]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from capacity.kv_spec import kv_heads_per_rank
 from capacity.plan import ERROR, INFO, WARNING, Hazard
 from capacity.spec import CROSS, SLIDING
-from capacity.units import gib
+from capacity.units import MiB, gib
 
 if TYPE_CHECKING:
     from capacity.plan import Plan
@@ -246,7 +246,7 @@ def encoder_profiling(plan: Plan) -> Iterator[Hazard]:
         return
     yield Hazard(
         "kv_overallocated_without_encoder_profiling",
-        WARNING if plan.fits else INFO,
+        WARNING if cache >= 256 * MiB else INFO,
         f"an engine that does not profile the encoder (MRV2 before PR #47985) gives the {cache:,} B ({gib(cache)}) of encoder-cache outputs "
         f"({plan.budget.profile_items} x {plan.budget.profile_tokens_per_item} tokens) to the KV cache, plus the encoder's activations, and can OOM under load",
         "use vLLM 0.33 (it profiles the encoder cache), or lower --gpu-memory-utilization by that much on older MRV2",

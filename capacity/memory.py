@@ -22,7 +22,9 @@ ESTIMATED = "estimated"
 MEASURED = "measured"
 
 # Constants of the estimates (documented in README "How each figure is obtained").
-CUDA_CONTEXT_BYTES = 512 * MiB  # CUDA context + cuBLAS handles, before vLLM's baseline snapshot
+# CUDA context + cuBLAS/cuBLASLt handles before vLLM's baseline snapshot: measured on the H200
+# (torch 2.11, CUDA 13.0, driver 580.159.04; bench/results/calibration-h200-2026-11-30.json).
+CUDA_CONTEXT_BYTES = 753_729_536
 NCCL_BYTES_PER_RANK = 256 * MiB  # NCCL buffers when tensor_parallel_size > 1, before the snapshot
 NON_TORCH_INCREASE_BYTES = 256 * MiB  # kernel modules loaded during profile_run (non-torch growth)
 MIN_GRAPH_BYTES = 1 * MiB  # MRV2 _extrapolate_full_graph_memory floor per extra graph
@@ -171,7 +173,7 @@ def cuda_context_term(serving: ServingConfig) -> MemoryTerm:
     return MemoryTerm(
         CUDA_CONTEXT_BYTES + nccl,
         ESTIMATED,
-        "constant: CUDA context and cuBLAS handles" + (" + NCCL buffers" if nccl else "") + " (before vLLM's baseline snapshot)",
+        "constant measured on an H200: CUDA context and cuBLAS handles" + (" + NCCL buffers (estimated)" if nccl else "") + " (before vLLM's baseline snapshot)",
     )
 
 

@@ -71,8 +71,9 @@ class NemotronParseAdapter:
             num_attention_heads=heads,
             decoder=DecoderShape(
                 d_model,
-                # vLLM's MBartDecoderNoPos reads the FFN width from encoder_ffn_dim.
-                need(decoder, "encoder_ffn_dim", "nemotron_parse"),
+                # vLLM's MBartDecoderNoPos reads the FFN width from encoder_ffn_dim; a config without it
+                # (the reconstructed v1.2 in the catalog) falls back to decoder_ffn_dim, as capacity/arch does.
+                need(decoder, "encoder_ffn_dim" if "encoder_ffn_dim" in decoder else "decoder_ffn_dim", "nemotron_parse"),
                 False,
                 need(decoder, "vocab_size", "nemotron_parse"),
                 n_dec,

@@ -169,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as exc:
         return int(exc.exit_code)
     except UsageError as exc:
+        if not exc.format_message():  # bare `capacity`: the help was printed, no error to add
+            return EXIT_BAD_INPUT
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
         print(f"capacity: error: {exc.format_message()}{hint}", file=sys.stderr)
         return EXIT_BAD_INPUT

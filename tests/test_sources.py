@@ -1,0 +1,139 @@
+"""Model sources (folder, local HF cache, catalog), GPU detection through NVML, and the layering rule."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from capacity.gpus import detect_local_gpu, resolve_gpu
+from capacity.models import resolve_model
+from capacity.planner import plan_for
+from capacity.serving import ServingArgs
+
+
+def write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> None:
+    """A safetensors file by hand: 8-byte little-endian header length, JSON header, zero data."""
+    sizes = {"BF16": 2, "F16": 2, "F32": 4}
+    header, offset = {}, 0
+    for name, (dtype, shape) in tensors.items():
+        n = sizes[dtype]
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
+        offset += n
+    blob = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(blob)) + blob + bytes(offset))
+
+
+@pytest.fixture
+def whisper_tiny_folder(tmp_path: Path, catalog_config) -> Path:
+    folder = tmp_path / "whisper-tiny-local"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(catalog_config("openai/whisper-tiny")))
+    return folder
+
+
+def test_folder_with_safetensors_uses_headers_for_weights(whisper_tiny_folder: Path):
+    # 1000 x 384 + 384 elements: the weights term counts what the checkpoint holds, x 2 B in bf16
+    write_safetensors(whisper_tiny_folder / "model.safetensors", {"a": ("F32", [1000, 384]), "b": ("F32", [384])})
+    plan = plan_for(str(whisper_tiny_folder), ServingArgs(), "L4")
+    assert plan.source.origin == "folder"
+    assert plan.parameter_count == 1000 * 384 + 384
+    assert plan.memory["weights"].bytes == (1000 * 384 + 384) * 2  # float32 checkpoint -> bfloat16 under dtype auto
+    assert plan.serving.dtype == "bfloat16"
+    assert "safetensors" in plan.memory["weights"].method
+
+
+def test_folder_without_safetensors_builds_on_meta(whisper_tiny_folder: Path):
+    plan = plan_for(str(whisper_tiny_folder), ServingArgs(), "L4")
+    assert plan.parameter_count == 37_760_640  # published whisper-tiny count
+
+
+def test_hf_cache_is_found_offline(tmp_path: Path, monkeypatch, catalog_config):
+    repo = tmp_path / "hub" / "models--acme--tiny-asr"
+    snap = repo / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("abc123")
+    (snap / "config.json").write_text(json.dumps(catalog_config("openai/whisper-tiny")))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    source = resolve_model("acme/tiny-asr")
+    assert (source.origin, source.name, source.path) == ("hf-cache", "acme/tiny-asr", str(snap))
+
+
+def test_catalog_alias_and_short_name():
+    assert resolve_model("nvidia/Nemotron-Parse").name == "nvidia/NVIDIA-Nemotron-Parse-v1.1"
+    assert resolve_model("WHISPER-LARGE-V3").name == "openai/whisper-large-v3"
+
+
+class FakeNvml(types.ModuleType):
+    """Enough of nvidia-ml-py's pynvml for detect_local_gpu."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, total: int, others: list[int]) -> None:
+        super().__init__("pynvml")
+        self.total, self.others, self.shut = total, others, False
+
+    def nvmlInit(self) -> None: ...
+    def nvmlShutdown(self) -> None:
+        self.shut = True
+
+    def nvmlDeviceGetCount(self) -> int:
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        return i
+
+    def nvmlDeviceGetName(self, h: int) -> str:
+        return "NVIDIA H200"
+
+    def nvmlDeviceGetMemoryInfo(self, h: int):
+        return types.SimpleNamespace(total=self.total, used=sum(self.others), free=self.total - sum(self.others))
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: int):
+        return [types.SimpleNamespace(usedGpuMemory=b) for b in self.others]
+
+    def nvmlDeviceGetCudaComputeCapability(self, h: int):
+        return (9, 0)
+
+
+def test_local_gpu_through_nvml(monkeypatch):
+    fake = FakeNvml(150_754_820_096, [2 * 2**30])
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    gpu = detect_local_gpu()
+    assert gpu is not None and gpu.source == "nvml"
+    assert (gpu.name, gpu.total_memory_bytes, gpu.used_by_others_bytes, gpu.sm100) == ("NVIDIA H200", 150_754_820_096, 2 * 2**30, False)
+    assert fake.shut
+    assert resolve_gpu(None)[0].source == "nvml"
+
+
+def test_other_processes_memory_can_block_startup(monkeypatch):
+    # 100 GiB held by another process: 0.92 x total cannot be free at startup
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(150_754_820_096, [100 * 2**30]))
+    plan = plan_for("openai/whisper-tiny", ServingArgs(), None)
+    assert "requested_exceeds_free" in {h.id for h in plan.hazards}
+    assert plan.verdict == "does_not_fit"
+
+
+def test_no_gpu_defaults_to_h200_with_a_note(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
+    gpu, note = resolve_gpu(None)
+    assert gpu.name == "H200" and note and "H200" in note
+
+
+def test_capacity_core_does_not_import_torch():
+    code = (
+        "import sys, capacity.cli, capacity.planner, capacity.families, capacity.memory, capacity.arch, reports.terminal\n"
+        "from capacity.families import supported_model_types; supported_model_types()\n"
+        "print('torch' in sys.modules, 'transformers' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False"]

@@ -5,10 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from capacity.families import register
-from capacity.families.common import config_dtype, need
+from capacity.families.common import config_dtype, need, self_and_cross_layers
 from capacity.spec import (
-    CROSS,
-    FULL,
     AttentionLayer,
     DecoderShape,
     EncoderShape,
@@ -22,11 +20,7 @@ def bart_decoder_layers(text: dict[str, Any], where: str) -> tuple[AttentionLaye
     """Self + cross attention per decoder layer, d_model // heads wide (no GQA)."""
     d_model = need(text, "d_model", where)
     heads = need(text, "decoder_attention_heads", where)
-    layers: list[AttentionLayer] = []
-    for _ in range(need(text, "decoder_layers", where)):
-        layers.append(AttentionLayer(FULL, heads, d_model // heads))
-        layers.append(AttentionLayer(CROSS, heads, d_model // heads))
-    return tuple(layers)
+    return self_and_cross_layers(need(text, "decoder_layers", where), heads, d_model // heads)
 
 
 def bart_decoder_shape(text: dict[str, Any], where: str) -> DecoderShape:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from capacity.errors import BadInput
+from capacity.spec import CROSS, FULL, AttentionLayer
 
 
 def need(config: dict[str, Any], key: str, where: str) -> Any:
@@ -32,3 +33,12 @@ def config_dtype(config: dict[str, Any], *subs: dict[str, Any]) -> str:
             if isinstance(value, str):
                 return value.replace("torch.", "")
     return "float32"
+
+
+def self_and_cross_layers(num_layers: int, heads: int, head_size: int) -> tuple[AttentionLayer, ...]:
+    """An encoder-decoder decoder: per layer one self-attention and one cross-attention (no GQA)."""
+    layers: list[AttentionLayer] = []
+    for _ in range(num_layers):
+        layers.append(AttentionLayer(FULL, heads, head_size))
+        layers.append(AttentionLayer(CROSS, heads, head_size))
+    return tuple(layers)

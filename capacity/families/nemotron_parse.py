@@ -6,11 +6,8 @@ from typing import Any
 
 from capacity.errors import BadInput
 from capacity.families import register
-from capacity.families.common import config_dtype, need, sub
+from capacity.families.common import config_dtype, need, self_and_cross_layers, sub
 from capacity.spec import (
-    CROSS,
-    FULL,
-    AttentionLayer,
     DecoderShape,
     EncoderShape,
     Modality,
@@ -45,10 +42,7 @@ class NemotronParseAdapter:
         heads = need(decoder, "decoder_attention_heads", "nemotron_parse")
         n_dec = need(decoder, "decoder_layers", "nemotron_parse")
         head_size = d_model // heads
-        layers: list[AttentionLayer] = []
-        for _ in range(n_dec):
-            layers.append(AttentionLayer(FULL, heads, head_size))
-            layers.append(AttentionLayer(CROSS, heads, head_size))
+        layers = self_and_cross_layers(n_dec, heads, head_size)
         # NemotronParseConfig passes its max_sequence_length (default 9000) down to the decoder
         # sub-config, which is vLLM's text config; derive_max_model_len finds it there.
         text = dict(decoder)
@@ -62,7 +56,7 @@ class NemotronParseAdapter:
             arch_builder="nemotron_parse",
             is_encoder_decoder=True,
             config_dtype=config_dtype(config, decoder),
-            layers=tuple(layers),
+            layers=layers,
             modalities=(Modality("image", tokens, 1),),
             derived_max_model_len=max_len,
             max_len_key=f"decoder.{key}",

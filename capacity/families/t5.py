@@ -5,11 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from capacity.families import register
-from capacity.families.common import config_dtype, need
+from capacity.families.common import config_dtype, need, self_and_cross_layers
 from capacity.spec import (
-    CROSS,
-    FULL,
-    AttentionLayer,
     DecoderShape,
     EncoderShape,
     ModelSpec,
@@ -28,10 +25,7 @@ class T5Adapter:
         head_size = need(config, "d_kv", "t5")  # T5's head width is d_kv, not d_model // heads
         n_enc = need(config, "num_layers", "t5")
         n_dec = config.get("num_decoder_layers") or n_enc
-        layers: list[AttentionLayer] = []
-        for _ in range(n_dec):
-            layers.append(AttentionLayer(FULL, heads, head_size))
-            layers.append(AttentionLayer(CROSS, heads, head_size))
+        layers = self_and_cross_layers(n_dec, heads, head_size)
         max_len, key = derive_max_model_len(config)
         gated = str(config.get("feed_forward_proj", "relu")).startswith("gated")
         return ModelSpec(
@@ -41,7 +35,7 @@ class T5Adapter:
             arch_builder="t5",
             is_encoder_decoder=True,
             config_dtype=config_dtype(config),
-            layers=tuple(layers),
+            layers=layers,
             modalities=(),
             derived_max_model_len=max_len,
             max_len_key=key,

@@ -5,11 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from capacity.families import register
-from capacity.families.common import config_dtype, need
+from capacity.families.common import config_dtype, need, self_and_cross_layers
 from capacity.spec import (
-    CROSS,
-    FULL,
-    AttentionLayer,
     DecoderShape,
     EncoderShape,
     Modality,
@@ -30,10 +27,7 @@ class WhisperAdapter:
         # vLLM: WhisperProcessingInfo.get_num_audio_tokens = max_source_positions (1500 for 30 s).
         source_positions = need(config, "max_source_positions", "whisper")
         head_size = d_model // heads
-        layers: list[AttentionLayer] = []
-        for _ in range(n_dec):
-            layers.append(AttentionLayer(FULL, heads, head_size))
-            layers.append(AttentionLayer(CROSS, heads, head_size))
+        layers = self_and_cross_layers(n_dec, heads, head_size)
         max_len, key = derive_max_model_len(config)
         return ModelSpec(
             name=name,
@@ -42,7 +36,7 @@ class WhisperAdapter:
             arch_builder="whisper",
             is_encoder_decoder=True,
             config_dtype=config_dtype(config),
-            layers=tuple(layers),
+            layers=layers,
             modalities=(Modality("audio", source_positions, 1),),
             derived_max_model_len=max_len,
             max_len_key=key,

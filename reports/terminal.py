@@ -55,22 +55,29 @@ def _header(plan: Plan) -> Table:
     return t
 
 
-def _memory(plan: Plan) -> Table:
+def _memory(plan: Plan, wide: bool) -> Table:
     t = Table(title="GPU memory (per rank)", title_justify="left")
     t.add_column("term")
     t.add_column("bytes", justify="right")
     t.add_column("GiB", justify="right")
     t.add_column("kind")
-    t.add_column("how", overflow="fold")
+    if wide:
+        t.add_column("how", overflow="fold")
+    else:
+        t.caption = "how each term was obtained: widen the terminal to 140 columns, or --json (memory.<term>.method)"
+
+    def row(*cells: str | Text) -> None:
+        t.add_row(*(cells if wide else cells[:4]))
+
     for key in (*MEMORY_TERMS, "block_tables"):
         term = plan.memory.get(key)
         if term is None:
             continue
-        t.add_row(TERM_LABEL[key], f"{term.bytes:,}", _gib(term.bytes), Text(term.kind, style=KIND_STYLE[term.kind]), Text(term.method))
+        row(TERM_LABEL[key], f"{term.bytes:,}", _gib(term.bytes), Text(term.kind, style=KIND_STYLE[term.kind]), Text(term.method))
     t.add_section()
-    t.add_row("requested (total x utilization)", f"{plan.requested_memory_bytes:,}", _gib(plan.requested_memory_bytes), "", "ceil(total x gpu_memory_utilization)")
-    t.add_row("non-KV (vLLM subtracts)", f"{plan.non_kv_bytes:,}", _gib(plan.non_kv_bytes), "", "weights + activation peak + encoder cache + non-torch + CUDA graphs")
-    t.add_row("available KV cache memory", f"{plan.kv.available_bytes:,}", _gib(plan.kv.available_bytes), "", "vLLM log: Available KV cache memory")
+    row("requested (total x utilization)", f"{plan.requested_memory_bytes:,}", _gib(plan.requested_memory_bytes), "", "ceil(total x gpu_memory_utilization)")
+    row("non-KV (vLLM subtracts)", f"{plan.non_kv_bytes:,}", _gib(plan.non_kv_bytes), "", "weights + activation peak + encoder cache + non-torch + CUDA graphs")
+    row("available KV cache memory", f"{plan.kv.available_bytes:,}", _gib(plan.kv.available_bytes), "", "vLLM log: Available KV cache memory")
     return t
 
 
@@ -143,7 +150,7 @@ def _verdict(plan: Plan) -> Panel:
 
 def render(plan: Plan, console: Console) -> None:
     console.print(_header(plan))
-    console.print(_memory(plan))
+    console.print(_memory(plan, wide=console.width >= 140))
     console.print(_kv(plan))
     console.print(_budget_warmup(plan))
     console.print(_hazards(plan))

@@ -119,6 +119,26 @@ def kv_cache_groups(specs: list[KVCacheSpec]) -> list[KVGroup]:
     return groups
 
 
+# kv_groups_for memo: keyed by the identity of the model's layer tuple and the knobs the specs depend on.
+# The entry keeps a reference to the tuple, so its id cannot be reused while the entry lives.
+_GROUPS_MEMO: dict[tuple[int, int, int, int], tuple[tuple[Any, ...], tuple[KVGroup, ...]]] = {}
+_GROUPS_MEMO_SIZE = 256
+
+
+def kv_groups_for(spec: ModelSpec, serving: ServingConfig) -> list[KVGroup]:
+    """`kv_cache_groups(layer_specs(spec, serving))`, memoized: the groups depend only on the model's layers,
+    the block size, the tensor-parallel size and the KV dtype, which a sweep varies far less than the rest."""
+    key = (id(spec.layers), serving.block_size, serving.tensor_parallel_size, serving.kv_cache_dtype_bytes)
+    hit = _GROUPS_MEMO.get(key)
+    if hit is not None and hit[0] is spec.layers:
+        return list(hit[1])
+    groups = kv_cache_groups(layer_specs(spec, serving))
+    if len(_GROUPS_MEMO) >= _GROUPS_MEMO_SIZE:
+        _GROUPS_MEMO.clear()
+    _GROUPS_MEMO[key] = (spec.layers, tuple(groups))
+    return groups
+
+
 def bytes_per_block(groups: list[KVGroup]) -> int:
     """vLLM: _get_kv_cache_bytes_per_block = max over groups of the group's summed page (groups share one pool)."""
     return max(g.bytes_per_block for g in groups)

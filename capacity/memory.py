@@ -53,6 +53,25 @@ def _meta_parameter_count(arch: str, config_json: str) -> int:
     return parameter_count(module)
 
 
+# _config_json memo, keyed by the identity of the config dict (the entry keeps the dict alive, so the id
+# cannot be reused): re-planning one model many times (a sweep) serializes its config once.
+_CONFIG_JSON: dict[int, tuple[dict[str, Any], str]] = {}
+
+
+def _config_json(config: dict[str, Any]) -> str:
+    """The config as canonical JSON: the key of the meta-device build cache."""
+    hit = _CONFIG_JSON.get(id(config))
+    if hit is not None and hit[0] is config:
+        return hit[1]
+    import json
+
+    text = json.dumps(config, sort_keys=True)
+    if len(_CONFIG_JSON) >= 32:
+        _CONFIG_JSON.clear()
+    _CONFIG_JSON[id(config)] = (config, text)
+    return text
+
+
 def parameter_count(spec: ModelSpec, source: ModelSource) -> tuple[int, str]:
     """Parameters of the real architecture: safetensors headers of a local folder, else a meta-device build."""
     if source.safetensors:
@@ -60,10 +79,8 @@ def parameter_count(spec: ModelSpec, source: ModelSource) -> tuple[int, str]:
 
         assert source.path is not None
         return safetensors_parameter_count(source.path), "safetensors headers of the model folder"
-    import json
-
     try:
-        count = _meta_parameter_count(spec.arch_builder, json.dumps(source.config, sort_keys=True))
+        count = _meta_parameter_count(spec.arch_builder, _config_json(source.config))
     except ImportError as exc:
         raise RuntimeFailure(f"exact weights need torch and transformers ({exc.name} missing): pip install the project") from exc
     except Exception as exc:  # a config transformers cannot build

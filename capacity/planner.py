@@ -20,8 +20,7 @@ from capacity.kv_spec import (
     blocks_per_request_actual,
     blocks_per_request_vllm,
     bytes_per_block,
-    kv_cache_groups,
-    layer_specs,
+    kv_groups_for,
 )
 from capacity.memory import (
     ESTIMATED,
@@ -101,7 +100,7 @@ def build_plan(source: ModelSource, spec: ModelSpec, gpu: Gpu, serving: ServingC
         kind = ESTIMATED if ESTIMATED in kinds else EXACT
         kv_term = MemoryTerm(max(available, 0), kind, "requested - (weights + activation peak + encoder cache + non-torch) - CUDA graphs")
 
-    groups = kv_cache_groups(layer_specs(spec, serving))
+    groups = kv_groups_for(spec, serving)
     if not groups:
         raise BadInput(f"{spec.name} has no attention layers that hold KV cache: nothing to plan")
     bpb = bytes_per_block(groups)

@@ -264,3 +264,47 @@ def concurrency_pessimism(plan: Plan) -> Iterator[Hazard]:
             f"requests really hold {plan.spec.encoder_tokens_per_request}, so {c.actual:.2f}x fit",
             "expected; trust the actual figure for capacity",
         )
+
+
+@check
+def profile_provenance(plan: Plan) -> Iterator[Hazard]:
+    profile = plan.profile
+    if profile is None:
+        return
+    fp = profile.fingerprint
+    if profile.oom is not None:
+        yield Hazard(
+            "profile_out_of_memory",
+            ERROR,
+            f"CUDA out of memory while profiling, in phase '{profile.oom.phase}' ({profile.oom.detail}): {profile.oom.message}",
+            "lower --max-num-batched-tokens / --max-num-seqs / --limit-mm-per-prompt, or use a larger GPU or more tensor parallelism",
+        )
+    s, b = plan.serving, plan.budget
+    now = {
+        "max_num_batched_tokens": s.max_num_batched_tokens,
+        "max_num_seqs": s.max_num_seqs,
+        "num_speculative_tokens": s.num_speculative_tokens,
+        "tensor_parallel_size": s.tensor_parallel_size,
+        "dtype": s.dtype,
+        "enforce_eager": s.enforce_eager,
+        "encoder_items": b.profile_items,
+        "encoder_tokens_per_item": b.profile_tokens_per_item,
+    }
+    differ = [f"{k} {fp.knobs.get(k)} profiled, {v} now" for k, v in now.items() if fp.knobs.get(k) != v]
+    if differ:
+        more_items = b.profile_items > int(fp.knobs.get("encoder_items", 0) or 0)
+        yield Hazard(
+            "profile_knobs_differ",
+            WARNING,
+            "the measured terms were sized by other knobs: " + "; ".join(differ) + (" (more encoder items per batch than profiled)" if more_items else ""),
+            "re-run `capacity profile` with these knobs on the GPU",
+        )
+    if fp.device != "cuda":
+        yield Hazard("profile_from_cpu_probe", INFO, "this profile was taken with the CPU probe (live tensor bytes), not on a GPU", "profile on the target GPU for real measurements")
+    elif fp.gpu_name.lower().replace("nvidia ", "") != plan.gpu.name.lower().replace("nvidia ", ""):
+        yield Hazard(
+            "profile_gpu_differs",
+            INFO,
+            f"measured on {fp.gpu_name}, planning for {plan.gpu.name}: weights, encoder outputs and activations carry over; CUDA context, allocator reserve and graph memory may differ",
+            f"profile on a {plan.gpu.name} for exact figures",
+        )

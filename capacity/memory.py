@@ -13,6 +13,7 @@ from typing import Any
 from capacity.budget import MultiModalBudget
 from capacity.errors import RuntimeFailure
 from capacity.models import ModelSource
+from capacity.profile import MemoryProfile
 from capacity.serving import ServingConfig
 from capacity.spec import DTYPE_BYTES, DecoderShape, ModelSpec
 from capacity.units import MiB
@@ -254,3 +255,38 @@ def cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tup
         MemoryTerm(total, ESTIMATED, f"{len(sizes)} FULL decode graphs ({mode}), largest {largest} tokens; MRV2 extrapolation form"),
         len(sizes),
     )
+
+
+# --- measured (from a MemoryProfile) --------------------------------------------------------------------
+
+
+def measured_terms(profile: MemoryProfile, estimates: dict[str, MemoryTerm]) -> dict[str, MemoryTerm]:
+    """The terms a GPU profile measured; they replace the estimates.
+
+    weights + non_torch = vLLM's total_consumed (cudaMemGetInfo delta since the baseline), and
+    encoder_cache + activation_peak = vLLM's transient_peak_headroom (peak - allocated after).
+    """
+    where = f"measured on {profile.fingerprint.gpu_name} ({profile.fingerprint.created})"
+    terms = {
+        "weights": MemoryTerm(profile.weights_bytes, MEASURED, f"allocated growth across model load, {profile.fingerprint.weights} weights; {where}"),
+        "encoder_cache": MemoryTerm(
+            profile.encoder_cache_bytes, MEASURED, f"{profile.encoder_items} encoder outputs of {profile.encoder_tokens_per_item} tokens held; {where}"
+        ),
+        "activation_peak": MemoryTerm(profile.activation_peak_bytes, MEASURED, f"profile peak - allocated after - encoder outputs; {where}"),
+        "non_torch": MemoryTerm(
+            profile.non_torch_and_reserve_bytes, MEASURED, f"total_consumed - weights (non-torch growth + allocator reserve); {where}"
+        ),
+        "cuda_context": MemoryTerm(profile.baseline_device_used_bytes, MEASURED, f"CUDA context + cuBLAS before the model; {where}"),
+    }
+    if profile.fingerprint.device != "cuda":
+        terms.pop("cuda_context")
+        for key, term in terms.items():
+            terms[key] = MemoryTerm(term.bytes, MEASURED, term.method.replace(where, f"measured on the CPU probe ({profile.fingerprint.created})"))
+    if profile.cuda_graphs is not None:
+        g = profile.cuda_graphs
+        terms["cuda_graphs"] = MemoryTerm(
+            g.estimate_bytes,
+            MEASURED,
+            f"captures of {list(g.sampled_sizes)} tokens took {list(g.samples_bytes)} B; s1 + ({len(g.sizes)} - 1) x max(s2, 1 MiB) as MRV2 extrapolates; {where}",
+        )
+    return terms

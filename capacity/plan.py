@@ -10,6 +10,7 @@ from capacity.gpus import Gpu
 from capacity.kv_spec import KVGroup, group_to_dict
 from capacity.memory import MemoryTerm
 from capacity.models import ModelSource
+from capacity.profile import MemoryProfile
 from capacity.serving import ServingConfig
 from capacity.spec import ModelSpec
 from capacity.warmup import WarmupPlan
@@ -99,6 +100,7 @@ class Plan:
     cuda_graph_count: int
     hazards: tuple[Hazard, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    profile: MemoryProfile | None = None
 
     @property
     def fits(self) -> bool:
@@ -170,6 +172,7 @@ class Plan:
             "verdict": self.verdict,
             "suggested_command": suggested_command(self),
             "notes": list(self.notes),
+            "profile": None if self.profile is None else self.profile.to_dict(),
         }
 
 

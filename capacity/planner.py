@@ -25,17 +25,20 @@ from capacity.kv_spec import (
 from capacity.memory import (
     ESTIMATED,
     EXACT,
+    MEASURED,
     MemoryTerm,
     activation_estimate,
     activation_term,
     cuda_context_term,
     cuda_graph_term,
     encoder_cache_term,
+    measured_terms,
     non_torch_term,
     weights_term,
 )
 from capacity.models import ModelSource, resolve_model
 from capacity.plan import NON_KV_TERMS, Concurrency, GroupPlan, KVCachePlan, Plan
+from capacity.profile import MemoryProfile
 from capacity.serving import ServingArgs, ServingConfig, resolve_serving
 from capacity.spec import ModelSpec
 from capacity.warmup import warmup_plan
@@ -75,7 +78,14 @@ def block_tables_term(groups: list[KVGroup], widths: list[int], serving: Serving
     )
 
 
-def build_plan(source: ModelSource, spec: ModelSpec, gpu: Gpu, serving: ServingConfig, notes: tuple[str, ...] = ()) -> Plan:
+def build_plan(
+    source: ModelSource,
+    spec: ModelSpec,
+    gpu: Gpu,
+    serving: ServingConfig,
+    notes: tuple[str, ...] = (),
+    profile: MemoryProfile | None = None,
+) -> Plan:
     budget: MultiModalBudget = build_budget(spec, serving, enable_cache=False)
     weights, n_params = weights_term(spec, source, serving)
     activations = activation_estimate(spec, budget, serving)
@@ -88,6 +98,8 @@ def build_plan(source: ModelSource, spec: ModelSpec, gpu: Gpu, serving: ServingC
         "cuda_graphs": graphs,
         "cuda_context": cuda_context_term(serving),
     }
+    if profile is not None:
+        memory.update(measured_terms(profile, memory))
     requested = requested_memory(gpu, serving.gpu_memory_utilization)
     free_at_startup = gpu.total_memory_bytes - memory["cuda_context"].bytes - gpu.used_by_others_bytes
     non_kv = sum(memory[k].bytes for k in NON_KV_TERMS)
@@ -97,7 +109,7 @@ def build_plan(source: ModelSource, spec: ModelSpec, gpu: Gpu, serving: ServingC
     else:
         available = requested - non_kv
         kinds = {memory[k].kind for k in NON_KV_TERMS}
-        kind = ESTIMATED if ESTIMATED in kinds else EXACT
+        kind = ESTIMATED if ESTIMATED in kinds else MEASURED if MEASURED in kinds else EXACT
         kv_term = MemoryTerm(max(available, 0), kind, "requested - (weights + activation peak + encoder cache + non-torch) - CUDA graphs")
 
     groups = kv_groups_for(spec, serving)
@@ -171,15 +183,16 @@ def build_plan(source: ModelSource, spec: ModelSpec, gpu: Gpu, serving: ServingC
         parameter_count=n_params,
         cuda_graph_count=n_graphs,
         notes=notes,
+        profile=profile,
     )
     return replace(plan, hazards=tuple(find_hazards(plan)))
 
 
-def plan_for(model: str, args: ServingArgs, gpu_name: str | None = None) -> Plan:
-    """Resolve the model and GPU, apply vLLM's defaults, and plan."""
+def plan_for(model: str, args: ServingArgs, gpu_name: str | None = None, profile: MemoryProfile | None = None) -> Plan:
+    """Resolve the model and GPU, apply vLLM's defaults, and plan (from a profile's measurements if given)."""
     source = resolve_model(model)
     spec = model_spec(source.config, source.name, source.preprocessor)
     gpu, gpu_note = resolve_gpu(gpu_name)
     serving = resolve_serving(args, spec, gpu)
     notes = tuple(n for n in (source.alias_note, gpu_note) if n)
-    return build_plan(source, spec, gpu, serving, notes)
+    return build_plan(source, spec, gpu, serving, notes, profile)

@@ -1,0 +1,163 @@
+"""`MemoryProfile`: what a profiler measured, as frozen dataclasses that round-trip through JSON.
+
+A profile taken on a GPU is saved with a fingerprint (GPU, driver, CUDA, torch, transformers,
+capacity version, config hash, knobs) and can be re-planned anywhere, GPU or not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from capacity.errors import BadInput
+
+PROFILE_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    model_name: str
+    config_sha256: str
+    device: str  # "cuda" or "cpu" (CPU probe: tests and dry runs)
+    gpu_name: str
+    gpu_total_memory_bytes: int
+    driver: str
+    cuda: str
+    torch: str
+    transformers: str
+    capacity: str
+    python: str
+    created: str
+    dtype: str
+    attn_implementation: str
+    weights: str  # "real (safetensors)" | "random (same memory as real)"
+    inputs: str  # how the dummy inputs were made
+    knobs: dict[str, Any]  # the serving knobs and budget the phases were sized by
+
+
+@dataclass(frozen=True)
+class PhaseMeasurement:
+    name: str
+    detail: str
+    wall_s: float
+    allocated_before_bytes: int
+    allocated_after_bytes: int
+    peak_allocated_bytes: int  # torch allocated peak during the phase
+    reserved_bytes: int
+    device_used_bytes: int | None  # cudaMemGetInfo total - free after the phase (None on CPU)
+    nvml_process_bytes: int | None  # NVML: this process's memory on the GPU
+    nvml_device_bytes: int | None  # NVML: the whole device, other processes included
+
+    @property
+    def peak_above_start_bytes(self) -> int:
+        return self.peak_allocated_bytes - self.allocated_before_bytes
+
+
+@dataclass(frozen=True)
+class OomResult:
+    phase: str
+    detail: str
+    message: str
+
+
+@dataclass(frozen=True)
+class CudaGraphMeasurement:
+    sizes: tuple[int, ...]  # the FULL decode sizes vLLM would capture
+    sampled_sizes: tuple[int, ...]  # the two largest, captured here
+    samples_bytes: tuple[int, ...]  # device-memory drop of each capture (shared pool)
+    estimate_bytes: int  # s1 + (N - 1) x max(s2, 1 MiB), MRV2's extrapolation
+
+
+@dataclass(frozen=True)
+class MemoryProfile:
+    fingerprint: Fingerprint
+    baseline_device_used_bytes: int  # CUDA context + cuBLAS before the model (vLLM's init snapshot)
+    weights_bytes: int  # allocated growth across model load (vLLM: model_memory_usage)
+    encoder_items: int
+    encoder_tokens_per_item: int
+    encoder_cache_bytes: int  # bytes of the encoder outputs held through the decoder pass
+    total_consumed_bytes: int  # device memory used after the profile minus the baseline (vLLM total_consumed)
+    transient_peak_headroom_bytes: int  # peak - allocated after the profile (vLLM transient_peak_headroom)
+    warmup_peak_bytes: int | None  # transient peak of the warmup batches above their start
+    cuda_graphs: CudaGraphMeasurement | None
+    phases: tuple[PhaseMeasurement, ...]
+    oom: OomResult | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def activation_peak_bytes(self) -> int:
+        """Transient peak without the encoder outputs it held (those are their own term)."""
+        return max(self.transient_peak_headroom_bytes - self.encoder_cache_bytes, 0)
+
+    @property
+    def non_torch_and_reserve_bytes(self) -> int:
+        """total_consumed minus the weights: non-torch growth plus the caching allocator's reserve."""
+        return max(self.total_consumed_bytes - self.weights_bytes, 0)
+
+    def phase(self, name: str) -> PhaseMeasurement | None:
+        return next((p for p in self.phases if p.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"capacity_profile_format": PROFILE_FORMAT, **asdict(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MemoryProfile:
+        if data.get("capacity_profile_format") != PROFILE_FORMAT:
+            raise BadInput(f"profile format {data.get('capacity_profile_format')!r} is not {PROFILE_FORMAT}: re-run `capacity profile`")
+        try:
+            graphs = data.get("cuda_graphs")
+            oom = data.get("oom")
+            return cls(
+                fingerprint=Fingerprint(**data["fingerprint"]),
+                baseline_device_used_bytes=int(data["baseline_device_used_bytes"]),
+                weights_bytes=int(data["weights_bytes"]),
+                encoder_items=int(data["encoder_items"]),
+                encoder_tokens_per_item=int(data["encoder_tokens_per_item"]),
+                encoder_cache_bytes=int(data["encoder_cache_bytes"]),
+                total_consumed_bytes=int(data["total_consumed_bytes"]),
+                transient_peak_headroom_bytes=int(data["transient_peak_headroom_bytes"]),
+                warmup_peak_bytes=None if data.get("warmup_peak_bytes") is None else int(data["warmup_peak_bytes"]),
+                cuda_graphs=None if graphs is None else CudaGraphMeasurement(**{k: tuple(v) if isinstance(v, list) else v for k, v in graphs.items()}),
+                phases=tuple(PhaseMeasurement(**p) for p in data["phases"]),
+                oom=None if oom is None else OomResult(**oom),
+                notes=tuple(data.get("notes", ())),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BadInput(f"profile JSON is missing or has a wrong field ({exc}): re-run `capacity profile`") from exc
+
+
+def save_profile(profile: MemoryProfile, path: Path) -> None:
+    """Write atomically: a temp file in the same folder, then rename (no partial file on error or Ctrl-C)."""
+    write_text_atomic(path, json.dumps(profile.to_dict(), indent=2) + "\n")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise BadInput(f"cannot write {path}: folder {folder} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load_profile(path: Path) -> MemoryProfile:
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise BadInput(f"cannot read --profile {path}: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"--profile {path} is not valid JSON (line {exc.lineno}): re-run `capacity profile`") from exc
+    if not isinstance(data, dict):
+        raise BadInput(f"--profile {path} must hold a JSON object written by `capacity profile`")
+    return MemoryProfile.from_dict(data)
+

@@ -1,0 +1,216 @@
+"""Memory probes: where the profiler reads memory from.
+
+`CudaProbe` reads torch.cuda's allocator statistics, cudaMemGetInfo and NVML. `CpuProbe` counts the
+bytes of live tensors created under it (a TorchDispatchMode that tracks storages), so the whole
+profiler code path runs, and is tested, on a machine without a GPU.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import weakref
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, Protocol
+
+
+class MemoryProbe(Protocol):
+    device: str
+
+    def init(self) -> None: ...
+    def tracking(self) -> AbstractContextManager[Any]: ...
+    def sync(self) -> None: ...
+    def allocated(self) -> int: ...
+    def peak(self) -> int: ...
+    def reset_peak(self) -> None: ...
+    def reserved(self) -> int: ...
+    def device_used(self) -> int | None: ...
+    def nvml(self) -> tuple[int | None, int | None]: ...
+    def empty_cache(self) -> None: ...
+    def describe(self) -> dict[str, Any]: ...
+
+
+class CudaProbe:
+    """torch.cuda allocator counters, cudaMemGetInfo and NVML for one GPU."""
+
+    def __init__(self, index: int = 0) -> None:
+        self.index = index
+        self.device = f"cuda:{index}"
+        self._nvml: Any = None
+        self._handle: Any = None
+
+    def init(self) -> None:
+        """CUDA context and cuBLAS/cuBLASLt handles, as vLLM's Worker.init_device before its snapshot."""
+        import torch
+
+        torch.cuda.set_device(self.index)
+        a = torch.randn(16, 16, device=self.device)
+        torch.nn.functional.linear(a, a, a[0])
+        torch.cuda.synchronize()
+        del a
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._nvml = pynvml
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(self.index)
+        except Exception:  # NVML is optional: its figures are reported as missing
+            self._nvml = None
+
+    def tracking(self) -> AbstractContextManager[Any]:
+        return nullcontext()
+
+    def sync(self) -> None:
+        import torch
+
+        torch.cuda.synchronize(self.index)
+
+    def allocated(self) -> int:
+        import torch
+
+        return int(torch.cuda.memory_allocated(self.index))
+
+    def peak(self) -> int:
+        import torch
+
+        return int(torch.cuda.max_memory_allocated(self.index))
+
+    def reset_peak(self) -> None:
+        import torch
+
+        torch.cuda.reset_peak_memory_stats(self.index)
+
+    def reserved(self) -> int:
+        import torch
+
+        return int(torch.cuda.memory_reserved(self.index))
+
+    def device_used(self) -> int | None:
+        import torch
+
+        free, total = torch.cuda.mem_get_info(self.index)
+        return int(total - free)
+
+    def total(self) -> int:
+        import torch
+
+        return int(torch.cuda.mem_get_info(self.index)[1])
+
+    def nvml(self) -> tuple[int | None, int | None]:
+        if self._nvml is None:
+            return None, None
+        pynvml = self._nvml
+        device = int(pynvml.nvmlDeviceGetMemoryInfo(self._handle).used)
+        process = None
+        try:
+            for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(self._handle):
+                if proc.pid == os.getpid():
+                    process = int(proc.usedGpuMemory or 0)
+        except pynvml.NVMLError:
+            process = None
+        return process, device
+
+    def empty_cache(self) -> None:
+        import torch
+
+        gc.collect()
+        torch.cuda.empty_cache()
+
+    def describe(self) -> dict[str, Any]:
+        import torch
+
+        driver = ""
+        if self._nvml is not None:
+            driver = str(self._nvml.nvmlSystemGetDriverVersion())
+        return {
+            "device": "cuda",
+            "gpu_name": torch.cuda.get_device_name(self.index),
+            "gpu_total_memory_bytes": self.total(),
+            "driver": driver,
+            "cuda": str(torch.version.cuda),
+        }
+
+
+class CpuProbe:
+    """Live bytes of tensors created under `tracking()`, on the CPU; optional limit to simulate OOM."""
+
+    device = "cpu"
+
+    def __init__(self, limit_bytes: int | None = None) -> None:
+        self.limit_bytes = limit_bytes
+        self._live: dict[int, tuple[int, list[weakref.ref[Any]]]] = {}
+        self._peak = 0
+        self._mode: Any = None
+
+    def init(self) -> None:
+        return None
+
+    def _purge(self) -> int:
+        total = 0
+        for key in list(self._live):
+            nbytes, refs = self._live[key]
+            alive = [r for r in refs if r() is not None]
+            if not alive:
+                del self._live[key]
+                continue
+            self._live[key] = (nbytes, alive)
+            total += nbytes
+        return total
+
+    def _record(self, out: Any) -> None:
+        import torch
+
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
+                continue
+            storage = t.untyped_storage()
+            key = storage.data_ptr()
+            if key == 0:
+                continue
+            nbytes, refs = self._live.get(key, (storage.nbytes(), []))
+            refs.append(weakref.ref(t))
+            self._live[key] = (max(nbytes, storage.nbytes()), refs)
+        live = self._purge()
+        self._peak = max(self._peak, live)
+        if self.limit_bytes is not None and live > self.limit_bytes:
+            raise torch.cuda.OutOfMemoryError(f"CpuProbe: {live} live bytes exceed the {self.limit_bytes}-byte limit")
+
+    def tracking(self) -> AbstractContextManager[Any]:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        probe = self
+
+        class _Track(TorchDispatchMode):
+            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                out = func(*args, **(kwargs or {}))
+                probe._record(out)
+                return out
+
+        return _Track()
+
+    def sync(self) -> None:
+        return None
+
+    def allocated(self) -> int:
+        return self._purge()
+
+    def peak(self) -> int:
+        return max(self._peak, self._purge())
+
+    def reset_peak(self) -> None:
+        self._peak = self._purge()
+
+    def reserved(self) -> int:
+        return self._purge()
+
+    def device_used(self) -> int | None:
+        return None
+
+    def nvml(self) -> tuple[int | None, int | None]:
+        return None, None
+
+    def empty_cache(self) -> None:
+        gc.collect()
+
+    def describe(self) -> dict[str, Any]:
+        return {"device": "cpu", "gpu_name": "cpu (CpuProbe)", "gpu_total_memory_bytes": 0, "driver": "", "cuda": ""}

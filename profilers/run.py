@@ -1,0 +1,390 @@
+"""The profile run: replay what vLLM 0.33's Model Runner V2 does at startup and measure each phase.
+
+Phases (../shared/reference/vllm-memory-model.md §2-§5):
+  init      CUDA context + cuBLAS handles, then the baseline snapshot
+  weights   the real architecture built on the device in the target dtype (model_memory_usage)
+  encoder   max_items_per_batch copies of the max-size item through the real encoder; outputs kept
+  decoder   max_num_batched_tokens tokens over min(tokens, max_num_seqs) requests; as in vLLM's
+            dummy run, cross-attention gets no encoder K/V (a single zero key)
+  sampler   one fp32 logits row per request, a default pass and a warmup-parameters pass
+  (end)     encoder outputs released: total_consumed and transient_peak_headroom as vLLM computes them
+  graphs    the two largest FULL decode CUDA graphs captured in one pool, extrapolated like MRV2
+  warmup    prefill of 2+k and decode of 1+k tokens per request, encoder-decoder requests carrying
+            max_encoder_len encoder positions
+"""
+
+from __future__ import annotations
+
+import datetime
+import gc
+import platform
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+from capacity import __version__
+from capacity.budget import MultiModalBudget
+from capacity.gpus import Gpu
+from capacity.memory import MIN_GRAPH_BYTES, capture_sizes, full_decode_graph_sizes
+from capacity.models import ModelSource
+from capacity.profile import CudaGraphMeasurement, Fingerprint, MemoryProfile, OomResult, PhaseMeasurement
+from capacity.serving import ServingConfig
+from capacity.spec import ModelSpec
+from profilers.forward import forward_adapter
+from profilers.probes import MemoryProbe
+
+PhaseCallback = Callable[[str, str], None]
+
+DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "float32": "float32"}
+
+
+class PhaseOOM(Exception):
+    def __init__(self, phase: str, detail: str, message: str) -> None:
+        super().__init__(message)
+        self.phase, self.detail, self.message = phase, detail, message
+
+
+def sampler_pass(logits: Any) -> None:
+    """vLLM's two dummy sampler passes on fp32 logits: greedy, then SamplingParams.for_sampler_warmup
+    (penalties, temperature, top-k/top-p by sort, softmax, sampling, top-5 logprobs)."""
+    import torch
+
+    x = logits.float()
+    x.argmax(dim=-1)
+    y = x - 0.1  # frequency / presence penalties and logit bias are element-wise
+    y = y / 0.5  # temperature
+    top_k = torch.topk(y, k=min(50, y.shape[-1]), dim=-1).values[:, -1:]
+    y = y.masked_fill(y < top_k, float("-inf"))
+    sorted_logits, order = y.sort(dim=-1)
+    cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+    sorted_logits = sorted_logits.masked_fill(cumulative <= 0.1, float("-inf"))  # top-p 0.9
+    y = sorted_logits.scatter(-1, order, sorted_logits)
+    probs = y.softmax(dim=-1)
+    noise = torch.empty_like(probs).exponential_()
+    (probs / noise).argmax(dim=-1)
+    x.log_softmax(dim=-1).topk(5, dim=-1)
+
+
+def _randomize(model: Any) -> None:
+    """Random weights (same memory as real ones): small normal values, so activations stay finite."""
+    import torch
+
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.is_floating_point():
+                p.normal_(0.0, 0.02)
+
+
+def _load_real_weights(model: Any, source: ModelSource, device: str) -> int:
+    """Copy safetensors tensors into matching parameters (shapes checked); returns tensors loaded."""
+    from safetensors import safe_open
+
+    params = dict(model.named_parameters())
+    loaded = 0
+    for shard in source.safetensors:
+        with safe_open(shard, framework="pt", device=str(device)) as f:
+            for name in f.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                target = params.get(name) or params.get(name.removeprefix("model."))
+                if target is None:
+                    continue
+                tensor = f.get_tensor(name)
+                if tuple(tensor.shape) != tuple(target.shape):
+                    raise ValueError(f"{name}: checkpoint shape {tuple(tensor.shape)} != model shape {tuple(target.shape)}")
+                target.data.copy_(tensor)
+                loaded += 1
+    return loaded
+
+
+class _Phases:
+    """Measures phases on a probe; turns an out-of-memory error into a PhaseOOM naming the phase."""
+
+    def __init__(self, probe: MemoryProbe, on_phase: PhaseCallback | None) -> None:
+        self.probe = probe
+        self.on_phase = on_phase
+        self.done: list[PhaseMeasurement] = []
+
+    @contextmanager
+    def phase(self, name: str, detail: str) -> Any:
+        import torch
+
+        probe = self.probe
+        if self.on_phase:
+            self.on_phase(name, detail)
+        probe.sync()
+        probe.reset_peak()
+        before = probe.allocated()
+        start = time.perf_counter()
+        try:
+            yield
+            probe.sync()
+        except torch.cuda.OutOfMemoryError as exc:
+            raise PhaseOOM(name, detail, str(exc).splitlines()[0] if str(exc) else "CUDA out of memory") from None
+        process, device = probe.nvml()
+        self.done.append(
+            PhaseMeasurement(
+                name=name,
+                detail=detail,
+                wall_s=round(time.perf_counter() - start, 4),
+                allocated_before_bytes=before,
+                allocated_after_bytes=probe.allocated(),
+                peak_allocated_bytes=probe.peak(),
+                reserved_bytes=probe.reserved(),
+                device_used_bytes=probe.device_used(),
+                nvml_process_bytes=process,
+                nvml_device_bytes=device,
+            )
+        )
+
+
+def run_profile(
+    source: ModelSource,
+    spec: ModelSpec,
+    serving: ServingConfig,
+    budget: MultiModalBudget,
+    gpu: Gpu,
+    probe: MemoryProbe,
+    *,
+    attn_implementation: str = "sdpa",
+    on_phase: PhaseCallback | None = None,
+    capture_graphs: bool = True,
+    warmup: bool = True,
+) -> MemoryProfile:
+    """Run the MRV2 startup phases on `probe`'s device and return what was measured.
+
+    A CUDA out-of-memory error in any phase is a result: the profile comes back with `oom` set,
+    after every tensor of the run is released.
+    """
+    import torch
+    import transformers
+
+    from capacity.arch import build_module
+
+    adapter = forward_adapter(spec)
+    phases = _Phases(probe, on_phase)
+    state: dict[str, Any] = {}
+    probe.init()
+    describe = probe.describe()
+    device = "cuda" if describe["device"] == "cuda" else "cpu"
+    device_str = getattr(probe, "device", device)
+    dtype = getattr(torch, DTYPES[serving.dtype])
+    probe.empty_cache()
+    baseline_used = probe.device_used() or 0
+    baseline_alloc = probe.allocated()
+    notes: list[str] = []
+    items, tokens_per_item = budget.profile_items, budget.profile_tokens_per_item
+    reqs = min(serving.max_num_batched_tokens, serving.max_num_seqs)
+    per_req = -(-serving.max_num_batched_tokens // reqs)
+    result: dict[str, Any] = {"weights": 0, "encoder_cache": 0, "consumed": 0, "headroom": 0, "graphs": None, "warmup": None}
+    weights_kind = "random (same memory as real weights)"
+    inputs_note = ""
+    oom: OomResult | None = None
+    try:
+        with probe.tracking(), torch.inference_mode():
+            with phases.phase("weights", f"{spec.architecture} built on {device_str} in {serving.dtype}"):
+                state["model"] = build_module(
+                    spec.arch_builder, dict(source.config), device=device_str, dtype=serving.dtype, init_weights=False, attn_implementation=attn_implementation
+                ).eval()
+                if source.safetensors:
+                    loaded = _load_real_weights(state["model"], source, device_str)
+                    weights_kind = f"real (safetensors, {loaded} tensors)"
+                else:
+                    _randomize(state["model"])
+            model = state["model"]
+            result["weights"] = phases.done[-1].allocated_after_bytes - phases.done[-1].allocated_before_bytes
+
+            # vLLM memory_profiling(): gc, empty_cache, reset the peak, then profile_run.
+            probe.empty_cache()
+            probe.reset_peak()
+            before_profile_alloc = probe.allocated()
+            profile_peak = before_profile_alloc
+            if items:
+                with phases.phase("encoder", f"{items} x {budget.modality_with_max_tokens} items of {tokens_per_item} tokens"):
+                    item = adapter.item(spec, source, device_str, dtype)  # the processed dummy item, on the device
+                    inputs_note = item.note
+                    state["encoder_outputs"] = adapter.encode(model, item, items)
+                    del item
+                profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
+                result["encoder_cache"] = sum(o.numel() * o.element_size() for o in state["encoder_outputs"])
+                phases.done[-1] = replace(phases.done[-1], detail=f"{phases.done[-1].detail} ({inputs_note})")
+            hidden = adapter.hidden_size(spec)
+            with phases.phase("decoder", f"{reqs * per_req} tokens as {reqs} requests x {per_req} (max_num_batched_tokens {serving.max_num_batched_tokens})"):
+                ids = torch.zeros(reqs, per_req, dtype=torch.long, device=device_str)
+                stub = torch.zeros(reqs, 1, hidden, dtype=dtype, device=device_str) if spec.is_encoder_decoder else None
+                state["hidden"] = adapter.decode(model, ids, stub)
+                del ids, stub
+            profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
+            with phases.phase("sampler", f"{reqs} logits rows x {spec.decoder.vocab_size} vocab, two passes"):
+                logits = adapter.lm_head(model, state["hidden"][:, -1, :])
+                sampler_pass(logits)
+                sampler_pass(logits)
+                del logits
+            profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
+            state.pop("hidden", None)
+            state.pop("encoder_outputs", None)  # reset_encoder_cache()
+            probe.sync()
+            probe.empty_cache()
+            after_alloc = probe.allocated()
+            after_used = probe.device_used()
+            result["headroom"] = max(profile_peak - after_alloc, 0)
+            result["consumed"] = (after_used - baseline_used) if after_used is not None else (after_alloc - baseline_alloc)
+
+            if capture_graphs and device == "cuda" and not serving.enforce_eager:
+                result["graphs"] = _capture_graphs(phases, probe, adapter, model, spec, serving, gpu, dtype, device_str, notes)
+            if warmup:
+                result["warmup"] = _warmup(phases, probe, adapter, model, source, spec, serving, gpu, budget, dtype, device_str, result)
+    except PhaseOOM as exc:
+        oom = OomResult(exc.phase, exc.detail, exc.message)
+    finally:
+        state.clear()
+        gc.collect()
+        probe.empty_cache()
+
+    fingerprint = Fingerprint(
+        model_name=source.name,
+        config_sha256=source.config_sha256,
+        device=device,
+        gpu_name=str(describe["gpu_name"]),
+        gpu_total_memory_bytes=int(describe["gpu_total_memory_bytes"]),
+        driver=str(describe["driver"]),
+        cuda=str(describe["cuda"]),
+        torch=torch.__version__,
+        transformers=transformers.__version__,
+        capacity=__version__,
+        python=platform.python_version(),
+        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        dtype=serving.dtype,
+        attn_implementation=attn_implementation,
+        weights=weights_kind,
+        inputs=inputs_note,
+        knobs=profiled_knobs(serving, budget),
+    )
+    return MemoryProfile(
+        fingerprint=fingerprint,
+        baseline_device_used_bytes=baseline_used,
+        weights_bytes=result["weights"],
+        encoder_items=items,
+        encoder_tokens_per_item=tokens_per_item,
+        encoder_cache_bytes=result["encoder_cache"],
+        total_consumed_bytes=result["consumed"],
+        transient_peak_headroom_bytes=result["headroom"],
+        warmup_peak_bytes=result["warmup"],
+        cuda_graphs=result["graphs"],
+        phases=tuple(phases.done),
+        oom=oom,
+        notes=tuple(notes),
+    )
+
+
+def profiled_knobs(serving: ServingConfig, budget: MultiModalBudget) -> dict[str, Any]:
+    """The knobs that size the measured phases; re-planning compares against these."""
+    return {
+        "max_num_batched_tokens": serving.max_num_batched_tokens,
+        "max_num_seqs": serving.max_num_seqs,
+        "max_model_len": serving.max_model_len,
+        "num_speculative_tokens": serving.num_speculative_tokens,
+        "tensor_parallel_size": serving.tensor_parallel_size,
+        "dtype": serving.dtype,
+        "kv_cache_dtype": serving.kv_cache_dtype,
+        "block_size": serving.block_size,
+        "enforce_eager": serving.enforce_eager,
+        "encoder_items": budget.profile_items,
+        "encoder_tokens_per_item": budget.profile_tokens_per_item,
+    }
+
+
+def _capture_graphs(
+    phases: _Phases, probe: MemoryProbe, adapter: Any, model: Any, spec: ModelSpec, serving: ServingConfig, gpu: Gpu, dtype: Any, device: str, notes: list[str]
+) -> CudaGraphMeasurement | None:
+    """Capture the two largest FULL decode graphs into one pool and extrapolate like MRV2."""
+    import torch
+
+    q = 1 + serving.num_speculative_tokens
+    sizes = full_decode_graph_sizes(serving, capture_sizes(serving, gpu.sm100))
+    if not sizes:
+        return None
+    sampled = sizes[::-1][:2]
+    pool = torch.cuda.graph_pool_handle()
+    samples: list[int] = []
+    keep: list[Any] = []
+    try:
+        with phases.phase("cuda_graphs", f"capture FULL decode graphs of {sampled} tokens (of {len(sizes)} sizes)"):
+            for size in sampled:
+                batch = size // q
+                ids = torch.zeros(batch, q, dtype=torch.long, device=device)
+                stub = torch.zeros(batch, 1, adapter.hidden_size(spec), dtype=dtype, device=device) if spec.is_encoder_decoder else None
+                stream = torch.cuda.Stream()
+                stream.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(stream):
+                    adapter.lm_head(model, adapter.decode(model, ids, stub))  # warm-up run before capture
+                torch.cuda.current_stream().wait_stream(stream)
+                torch.cuda.synchronize()
+                used = probe.device_used() or 0
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool):
+                    out = adapter.lm_head(model, adapter.decode(model, ids, stub))
+                torch.cuda.synchronize()
+                samples.append(max((probe.device_used() or 0) - used, 0))
+                keep.append((graph, ids, stub, out))
+    except PhaseOOM:
+        raise
+    except Exception as exc:  # capture can fail on host syncs inside the model code: fall back to the estimate
+        notes.append(f"CUDA-graph capture failed ({type(exc).__name__}: {str(exc)[:120]}); the graph term stays estimated")
+        return None
+    finally:
+        keep.clear()
+        torch.cuda.synchronize()
+    s1 = samples[0]
+    s2 = samples[1] if len(samples) > 1 else 0
+    estimate = s1 + (len(sizes) - 1) * max(s2, MIN_GRAPH_BYTES) if len(samples) > 1 else s1
+    return CudaGraphMeasurement(tuple(sizes), tuple(sampled), tuple(samples), estimate)
+
+
+def _warmup(
+    phases: _Phases,
+    probe: MemoryProbe,
+    adapter: Any,
+    model: Any,
+    source: ModelSource,
+    spec: ModelSpec,
+    serving: ServingConfig,
+    gpu: Gpu,
+    budget: MultiModalBudget,
+    dtype: Any,
+    device: str,
+    result: dict[str, Any],
+) -> int:
+    """MRV2 warmup_kernels batches, sized by the plan that the measurements so far give."""
+    import torch
+
+    from capacity.planner import build_plan
+
+    partial = MemoryProfile(
+        fingerprint=Fingerprint("", "", "", "", 0, "", "", "", "", "", "", "", serving.dtype, "", "", "", profiled_knobs(serving, budget)),
+        baseline_device_used_bytes=0,
+        weights_bytes=result["weights"],
+        encoder_items=budget.profile_items,
+        encoder_tokens_per_item=budget.profile_tokens_per_item,
+        encoder_cache_bytes=result["encoder_cache"],
+        total_consumed_bytes=result["consumed"],
+        transient_peak_headroom_bytes=result["headroom"],
+        warmup_peak_bytes=None,
+        cuda_graphs=result["graphs"],
+        phases=(),
+    )
+    plan = build_plan(source, spec, gpu, replace(serving), profile=partial)
+    w = plan.warmup
+    hidden = adapter.hidden_size(spec)
+    # The encoder positions each warmup request carries; in vLLM their K/V sit in the KV cache.
+    enc = torch.zeros(w.num_reqs, w.max_encoder_len, hidden, dtype=dtype, device=device) if spec.is_encoder_decoder else None
+    peak = 0
+    for name, length in (("warmup_prefill", w.prompt_len), ("warmup_decode", w.decode_query_len)):
+        with phases.phase(name, f"{w.num_reqs} requests x {length} tokens" + (f", {w.max_encoder_len} encoder positions each" if enc is not None else "")):
+            ids = torch.zeros(w.num_reqs, length, dtype=torch.long, device=device)
+            logits = adapter.lm_head(model, adapter.decode(model, ids, enc)[:, -1, :])
+            sampler_pass(logits)
+            del ids, logits
+        peak = max(peak, phases.done[-1].peak_above_start_bytes)
+    del enc
+    return peak

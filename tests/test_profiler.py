@@ -1,0 +1,154 @@
+"""The profiler's whole code path on the CPU probe, with a tiny Whisper built from config."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from capacity.budget import build_budget
+from capacity.families import model_spec
+from capacity.gpus import gpu_by_name
+from capacity.models import resolve_model
+from capacity.planner import build_plan
+from capacity.profile import MemoryProfile, load_profile, save_profile
+from capacity.serving import ServingArgs, resolve_serving
+from profilers.probes import CpuProbe
+from profilers.run import run_profile
+
+TINY_WHISPER = {
+    "architectures": ["WhisperForConditionalGeneration"],
+    "model_type": "whisper",
+    "d_model": 64,
+    "encoder_layers": 2,
+    "decoder_layers": 2,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 128,
+    "decoder_ffn_dim": 128,
+    "num_mel_bins": 80,
+    "max_source_positions": 1500,
+    "max_target_positions": 448,
+    "vocab_size": 1000,
+    "pad_token_id": 0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "decoder_start_token_id": 1,
+    "torch_dtype": "float32",
+}
+
+
+@pytest.fixture
+def tiny_whisper(tmp_path: Path):
+    folder = tmp_path / "tiny-whisper"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_WHISPER))
+    source = resolve_model(str(folder))
+    spec = model_spec(source.config, source.name)
+    gpu = gpu_by_name("L4")
+    serving = resolve_serving(ServingArgs(max_num_batched_tokens=2048, max_num_seqs=16, dtype="float32"), spec, gpu)
+    return source, spec, gpu, serving
+
+
+def profile_of(tiny, probe=None, **kw) -> MemoryProfile:
+    source, spec, gpu, serving = tiny
+    return run_profile(source, spec, serving, build_budget(spec, serving), gpu, probe or CpuProbe(), **kw)
+
+
+def test_cpu_profile_phases_and_terms(tiny_whisper):
+    seen: list[str] = []
+    p = profile_of(tiny_whisper, on_phase=lambda name, detail: seen.append(name))
+    assert p.oom is None
+    # budget: max(2048, 1500) = 2048 -> 1 item; reqs min(16, 2048 // 1500) = 1
+    assert (p.encoder_items, p.encoder_tokens_per_item) == (1, 1500)
+    # the encoder output held through the decoder pass: 1 x 1500 positions x 64 x 4 B (float32)
+    assert p.encoder_cache_bytes == 1500 * 64 * 4 == 384_000
+    assert seen == ["weights", "encoder", "decoder", "sampler", "warmup_prefill", "warmup_decode"]
+    decoder = p.phase("decoder")
+    assert decoder is not None and "2048 tokens as 16 requests x 128" in decoder.detail
+    sampler = p.phase("sampler")
+    # the sampler holds at least one fp32 logits copy of 16 rows x 1000 vocab above its start
+    assert sampler is not None and sampler.peak_above_start_bytes >= 16 * 1000 * 4
+    assert p.transient_peak_headroom_bytes >= p.encoder_cache_bytes
+    assert p.fingerprint.device == "cpu" and p.fingerprint.knobs["max_num_batched_tokens"] == 2048
+    assert p.cuda_graphs is None  # no graphs on the CPU
+
+
+def test_cpu_probe_counts_the_weights(tiny_whisper):
+    from capacity.arch import buffer_bytes, build_module, parameter_bytes
+
+    p = profile_of(tiny_whisper, warmup=False)
+    module = build_module("whisper", TINY_WHISPER, device="meta", dtype="float32")
+    # parameters and persistent buffers of the same architecture, float32
+    assert p.weights_bytes == parameter_bytes(module) + buffer_bytes(module)
+
+
+def weights_only_limit(tiny) -> int:
+    """A memory limit the weights fit under, but not the 80 x 3000 x 4 B = 960,000 B of mel features."""
+    return profile_of(tiny, warmup=False).weights_bytes + 200_000
+
+
+def test_oom_is_a_result_and_memory_is_released(tiny_whisper):
+    probe = CpuProbe(limit_bytes=weights_only_limit(tiny_whisper))
+    p = profile_of(tiny_whisper, probe=probe)
+    assert p.oom is not None and p.oom.phase == "encoder"
+    assert "1 x audio items of 1500 tokens" in p.oom.detail
+    assert probe.allocated() == 0  # model, inputs and outputs all released
+
+
+def test_profile_json_round_trip_and_atomic_write(tiny_whisper, tmp_path: Path):
+    p = profile_of(tiny_whisper, warmup=False)
+    path = tmp_path / "profile.json"
+    save_profile(p, path)
+    assert load_profile(path) == p
+
+    class Boom(KeyboardInterrupt):
+        pass
+
+    target = tmp_path / "interrupted.json"
+    import capacity.profile as profile_module
+
+    original = profile_module.os.replace
+
+    def interrupted(src: str, dst: object) -> None:
+        raise Boom()
+
+    profile_module.os.replace = interrupted
+    try:
+        with pytest.raises(Boom):
+            save_profile(p, target)
+    finally:
+        profile_module.os.replace = original
+    assert not target.exists()
+    assert [f.name for f in tmp_path.iterdir() if f.name.startswith(".")] == []
+
+
+def test_plan_from_profile_uses_measured_terms(tiny_whisper):
+    source, spec, gpu, serving = tiny_whisper
+    p = profile_of(tiny_whisper, warmup=False)
+    plan = build_plan(source, spec, gpu, serving, profile=p)
+    m = plan.memory
+    assert m["weights"].kind == m["encoder_cache"].kind == m["activation_peak"].kind == m["non_torch"].kind == "measured"
+    assert m["weights"].bytes == p.weights_bytes
+    assert m["encoder_cache"].bytes + m["activation_peak"].bytes == p.transient_peak_headroom_bytes
+    assert m["weights"].bytes + m["non_torch"].bytes == max(p.total_consumed_bytes, p.weights_bytes)
+    assert "profile_from_cpu_probe" in {h.id for h in plan.hazards}
+    assert "profile_knobs_differ" not in {h.id for h in plan.hazards}
+
+    bigger = replace(serving, max_num_batched_tokens=4096)
+    replanned = build_plan(source, spec, gpu, bigger, profile=p)
+    differ = [h for h in replanned.hazards if h.id == "profile_knobs_differ"]
+    assert differ and "max_num_batched_tokens 2048 profiled, 4096 now" in differ[0].message
+    assert "more encoder items per batch than profiled" in differ[0].message  # 4096 // 1500 = 2 items now
+
+
+def test_oom_profile_makes_the_plan_fail(tiny_whisper):
+    source, spec, gpu, serving = tiny_whisper
+    p = profile_of(tiny_whisper, probe=CpuProbe(limit_bytes=weights_only_limit(tiny_whisper)))
+    plan = build_plan(source, spec, gpu, serving, profile=p)
+    assert "profile_out_of_memory" in {h.id for h in plan.hazards}
+    assert plan.verdict == "does_not_fit"

@@ -1,0 +1,62 @@
+"""Profile a model and plan from the measurements: the entry point the CLI and benchmarks use."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from capacity.budget import build_budget
+from capacity.families import model_spec
+from capacity.gpus import Gpu, detect_local_gpu, gpu_by_name
+from capacity.models import resolve_model
+from capacity.plan import Plan
+from capacity.planner import build_plan
+from capacity.profile import MemoryProfile
+from capacity.serving import ServingArgs, resolve_serving
+from profilers.probes import CpuProbe, CudaProbe, MemoryProbe
+from profilers.run import PhaseCallback, run_profile
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def profiling_gpu(probe: MemoryProbe, gpu_name: str | None) -> Gpu:
+    """The GPU the defaults are resolved for: the one being profiled (its CUDA total), or --gpu."""
+    if gpu_name:
+        return gpu_by_name(gpu_name)
+    if isinstance(probe, CudaProbe):
+        local = detect_local_gpu(probe.index)
+        info = probe.describe()
+        base = local or gpu_by_name("H200")
+        return replace(base, name=str(info["gpu_name"]), total_memory_bytes=int(info["gpu_total_memory_bytes"]), source="cuda", provenance="cudaMemGetInfo on this machine")
+    return gpu_by_name("H200")
+
+
+def profile_model(
+    model: str,
+    args: ServingArgs,
+    *,
+    gpu_name: str | None = None,
+    probe: MemoryProbe | None = None,
+    attn_implementation: str = "sdpa",
+    on_phase: PhaseCallback | None = None,
+    capture_graphs: bool = True,
+    warmup: bool = True,
+) -> tuple[Plan, MemoryProfile]:
+    source = resolve_model(model)
+    spec = model_spec(source.config, source.name, source.preprocessor)
+    if probe is None:
+        probe = CudaProbe() if cuda_available() else CpuProbe()
+    probe.init()
+    gpu = profiling_gpu(probe, gpu_name)
+    serving = resolve_serving(args, spec, gpu)
+    budget = build_budget(spec, serving, enable_cache=False)
+    profile = run_profile(
+        source, spec, serving, budget, gpu, probe, attn_implementation=attn_implementation, on_phase=on_phase, capture_graphs=capture_graphs, warmup=warmup
+    )
+    notes = tuple(n for n in (source.alias_note,) if n)
+    return build_plan(source, spec, gpu, serving, notes, profile), profile

@@ -33,39 +33,36 @@ def profile_one(model: str, out_dir: Path) -> dict:
     wall = time.perf_counter() - start
     name = model.replace("/", "--")
     save_profile(profile, out_dir / f"profile-{name}.json")
-    (out_dir / f"plan-{name}.json").write_text(json.dumps(plan.to_dict(), indent=2))
     return {"model": model, "wall_s": round(wall, 2), "verdict": plan.verdict, "oom": None if profile.oom is None else profile.oom.phase}
 
 
 def floor_whisper() -> float:
     """Build on GPU + one max-size encoder batch + one decoder step, plain transformers, fresh process."""
     code = r'''
-import time, torch
-t0 = time.perf_counter()
-from transformers import WhisperConfig, WhisperForConditionalGeneration
+import torch
+from capacity.arch import build_module
 from capacity.models import resolve_model
-cfg = WhisperConfig(**resolve_model("openai/whisper-large-v3").config)
-cfg._attn_implementation = "sdpa"
-with torch.device("cuda"):
-    torch.set_default_dtype(torch.float16)
-    m = WhisperForConditionalGeneration._from_config(cfg, dtype=torch.float16).eval()
+m = build_module("whisper", resolve_model("openai/whisper-large-v3").config, device="cuda", dtype="float16", init_weights=False, attn_implementation="sdpa").eval()
 with torch.inference_mode():
-    enc = m.model.encoder(torch.randn(5, 128, 3000, device="cuda", dtype=torch.float16)).last_hidden_state
+    enc = m.model.encoder(input_features=torch.randn(5, 128, 3000, device="cuda", dtype=torch.float16)).last_hidden_state
     ids = torch.zeros(1024, 8, dtype=torch.long, device="cuda")
-    m.proj_out(m.model.decoder(input_ids=ids, encoder_hidden_states=enc[:1].expand(1024, 1, -1)[:, :1], use_cache=False).last_hidden_state)
+    m.proj_out(m.model.decoder(input_ids=ids, encoder_hidden_states=torch.zeros(1024, 1, 1280, device="cuda", dtype=torch.float16), use_cache=False).last_hidden_state)
 torch.cuda.synchronize()
-print(time.perf_counter() - t0)
 '''
+    return timed(code)
+
+
+def timed(code: str) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(done.stderr[-2000:])
     return time.perf_counter() - start
 
 
 def full_profile_whisper() -> float:
     code = "from capacity.serving import ServingArgs\nfrom profilers.api import profile_model\nprofile_model('openai/whisper-large-v3', ServingArgs())\n"
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    return time.perf_counter() - start
+    return timed(code)
 
 
 def main() -> None:

@@ -140,8 +140,9 @@ def decoder_activation_bytes(decoder: DecoderShape, num_tokens: int, dtype_bytes
 
 
 def sampler_bytes(decoder: DecoderShape, num_reqs: int, dtype_bytes: int) -> int:
-    """One logits row per request: lm_head output in the model dtype plus two fp32 copies (logits, probs)."""
-    return num_reqs * decoder.vocab_size * (dtype_bytes + 2 * DTYPE_BYTES["float32"])
+    """One logits row per request in the model dtype, plus the one fp32 copy MRV2's sampler
+    (penalties, temperature, top-k/top-p as in-place triton kernels) works on."""
+    return num_reqs * decoder.vocab_size * (dtype_bytes + DTYPE_BYTES["float32"])
 
 
 @dataclass(frozen=True)

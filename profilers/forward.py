@@ -26,7 +26,7 @@ class EncoderInput:
 
 
 class ForwardAdapter(Protocol):
-    def item(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype) -> EncoderInput: ...
+    def item(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput: ...
     def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]: ...
     def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor: ...
     def lm_head(self, model: Any, hidden: torch.Tensor) -> torch.Tensor: ...
@@ -36,7 +36,7 @@ class ForwardAdapter(Protocol):
 class WhisperForward:
     """Whisper: the real feature extractor on 30 s of 16 kHz audio -> (mel bins, 3000) frames."""
 
-    def item(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype) -> EncoderInput:
+    def item(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
         import numpy as np
         from transformers import WhisperFeatureExtractor
 
@@ -69,7 +69,7 @@ class WhisperForward:
 class NemotronParseForward:
     """Nemotron-Parse: pages resized and padded to image_size; a tensor of that processed shape."""
 
-    def item(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype) -> EncoderInput:
+    def item(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
         import torch
 
         height, width = source.config["image_size"]
@@ -97,7 +97,7 @@ class NemotronParseForward:
 class DecoderOnlyForward:
     """Plain *ForCausalLM: no encoder."""
 
-    def item(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype) -> EncoderInput:
+    def item(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
         return EncoderInput({}, "no encoder")
 
     def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
@@ -116,7 +116,7 @@ class DecoderOnlyForward:
 class Qwen25VLForward(DecoderOnlyForward):
     """Qwen2.5-VL: the max-token item (a video at max pixels, or an image) as processed patches."""
 
-    def item(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype) -> EncoderInput:
+    def item(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
         import torch
 
         vision = source.config.get("vision_config") or {}
@@ -125,8 +125,7 @@ class Qwen25VLForward(DecoderOnlyForward):
         temporal = vision.get("temporal_patch_size", 2)
         image_tokens = spec.modalities[0].max_tokens_per_item
         side = int(image_tokens**0.5)  # the most-square merged grid (128 x 128 at the default max_pixels)
-        tokens = spec.modalities[-1].max_tokens_per_item if len(spec.modalities) > 1 else image_tokens
-        frames = max(tokens // (side * side), 1)
+        frames = max(tokens // (side * side), 1)  # frame pairs of the budget's max-token item
         grid = torch.tensor([[frames, side * merge, side * merge]], device=device)
         n_patches = frames * (side * merge) ** 2
         pixels = torch.zeros(n_patches, 3 * temporal * patch * patch, device=device, dtype=dtype)

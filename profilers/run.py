@@ -47,24 +47,18 @@ class PhaseOOM(Exception):
 
 
 def sampler_pass(logits: Any) -> None:
-    """vLLM's two dummy sampler passes on fp32 logits: greedy, then SamplingParams.for_sampler_warmup
-    (penalties, temperature, top-k/top-p by sort, softmax, sampling, top-5 logprobs)."""
+    """One MRV2 sampler call on the model-dtype logits, as its warmup-parameters pass allocates:
+    greedy argmax, one fp32 copy that penalties, temperature, min-p and top-k/top-p modify in place
+    (triton kernels in vLLM), Gumbel-max sampling and the top-5 logprobs."""
     import torch
 
-    x = logits.float()
+    logits.argmax(dim=-1)
+    x = torch.empty_like(logits, dtype=torch.float32).copy_(logits)
+    x.sub_(0.1).div_(0.5)
+    kth = torch.topk(x, k=min(50, x.shape[-1]), dim=-1).values[:, -1:]
+    x.masked_fill_(x < kth, float("-inf"))
     x.argmax(dim=-1)
-    y = x - 0.1  # frequency / presence penalties and logit bias are element-wise
-    y = y / 0.5  # temperature
-    top_k = torch.topk(y, k=min(50, y.shape[-1]), dim=-1).values[:, -1:]
-    y = y.masked_fill(y < top_k, float("-inf"))
-    sorted_logits, order = y.sort(dim=-1)
-    cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
-    sorted_logits = sorted_logits.masked_fill(cumulative <= 0.1, float("-inf"))  # top-p 0.9
-    y = sorted_logits.scatter(-1, order, sorted_logits)
-    probs = y.softmax(dim=-1)
-    noise = torch.empty_like(probs).exponential_()
-    (probs / noise).argmax(dim=-1)
-    x.log_softmax(dim=-1).topk(5, dim=-1)
+    torch.topk(logits, k=min(5, logits.shape[-1]), dim=-1)
 
 
 def _randomize(model: Any) -> None:
@@ -201,7 +195,7 @@ def run_profile(
             profile_peak = before_profile_alloc
             if items:
                 with phases.phase("encoder", f"{items} x {budget.modality_with_max_tokens} items of {tokens_per_item} tokens"):
-                    item = adapter.item(spec, source, device_str, dtype)  # the processed dummy item, on the device
+                    item = adapter.item(spec, source, device_str, dtype, tokens_per_item)  # the processed dummy item, on the device
                     inputs_note = item.note
                     state["encoder_outputs"] = adapter.encode(model, item, items)
                     del item
@@ -217,8 +211,8 @@ def run_profile(
             profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
             with phases.phase("sampler", f"{reqs} logits rows x {spec.decoder.vocab_size} vocab, two passes"):
                 logits = adapter.lm_head(model, state["hidden"][:, -1, :])
-                sampler_pass(logits)
-                sampler_pass(logits)
+                sampler_pass(logits)  # default pass
+                sampler_pass(logits)  # SamplingParams.for_sampler_warmup() pass
                 del logits
             profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
             state.pop("hidden", None)

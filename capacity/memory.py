@@ -169,7 +169,8 @@ def activation_estimate(spec: ModelSpec, budget: MultiModalBudget, serving: Serv
     if spec.encoder is not None and budget.profile_items:
         e = spec.encoder
         # vLLM runs multimodal encoders replicated (data-parallel style) unless configured otherwise.
-        encoder = budget.profile_items * e.seq_len * per_token_activation_bytes(e.hidden_size, e.ffn_size, False, dtype)
+        seq = e.seq_len_for(budget.profile_tokens_per_item)
+        encoder = budget.profile_items * seq * per_token_activation_bytes(e.hidden_size, e.ffn_size, e.gated_ffn, dtype)
     decoder = decoder_activation_bytes(spec.decoder, serving.max_num_batched_tokens, dtype, tp)
     reqs = min(serving.max_num_batched_tokens, serving.max_num_seqs)
     return ActivationEstimate(encoder, decoder, sampler_bytes(spec.decoder, reqs, dtype))

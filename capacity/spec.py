@@ -45,6 +45,12 @@ class EncoderShape:
     ffn_size: int
     num_layers: int
     output_hidden_size: int  # width of the embeddings it hands the decoder (encoder-cache entries)
+    seq_len_tokens: int = 0  # the output tokens seq_len corresponds to, when items vary (videos); 0 = fixed
+    gated_ffn: bool = False  # SwiGLU-style MLP (gate + up)
+
+    def seq_len_for(self, tokens: int) -> int:
+        """Encoder sequence length for an item of `tokens` output tokens."""
+        return self.seq_len if not self.seq_len_tokens else self.seq_len * tokens // self.seq_len_tokens
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,8 @@ class Qwen25VLAdapter:
                 ffn_size=vision.get("intermediate_size", 3420),
                 num_layers=vision.get("depth", 32),
                 output_hidden_size=vision.get("out_hidden_size", hidden),
+                seq_len_tokens=image,  # a video of n frame pairs has n times the patches
+                gated_ffn=True,  # Qwen2.5-VL's vision MLP: gate, up, down (SiLU)
             ),
             vllm_support=VllmSupport("native", "Qwen2_5_VLForConditionalGeneration (vllm/model_executor/models/qwen2_5_vl.py)"),
             notes=(f"max_pixels {max_pixels}: {image} tokens per image; videos up to {MAX_FRAMES_PER_VIDEO} frames",),

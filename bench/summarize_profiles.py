@@ -58,7 +58,7 @@ def main(folder: Path) -> None:
         p = load_profile(path)
         g = p.cuda_graphs
         print(f"| {p.fingerprint.model_name} | {mib(p.baseline_device_used_bytes)} | {mib(p.total_consumed_bytes)} | {mib(p.transient_peak_headroom_bytes)} | "
-              f"{'—' if g is None else ', '.join(f'{s}:{b:,}' for s, b in zip(g.sampled_sizes, g.samples_bytes))} | {mib(None if g is None else g.estimate_bytes)} | {mib(p.warmup_peak_bytes)} |")
+              f"{'—' if g is None else ', '.join(f'{s}:{b:,}' for s, b in zip(g.sampled_sizes, g.samples_bytes, strict=False))} | {mib(None if g is None else g.estimate_bytes)} | {mib(p.warmup_peak_bytes)} |")
     summary = folder / "summary.json"
     if summary.exists():
         speed = json.loads(summary.read_text()).get("speed") or {}

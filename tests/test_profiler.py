@@ -152,3 +152,42 @@ def test_oom_profile_makes_the_plan_fail(tiny_whisper):
     plan = build_plan(source, spec, gpu, serving, profile=p)
     assert "profile_out_of_memory" in {h.id for h in plan.hazards}
     assert plan.verdict == "does_not_fit"
+
+
+TINY_LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 500,
+    "max_position_embeddings": 256,
+    "torch_dtype": "float32",
+}
+
+
+def test_decoder_only_profile_has_no_encoder_phase(tmp_path: Path):
+    folder = tmp_path / "tiny-llama"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_LLAMA))
+    source = resolve_model(str(folder))
+    spec = model_spec(source.config, source.name)
+    gpu = gpu_by_name("L4")
+    serving = resolve_serving(ServingArgs(max_num_batched_tokens=512, max_num_seqs=8, dtype="float32"), spec, gpu)
+    seen: list[str] = []
+    p = run_profile(source, spec, serving, build_budget(spec, serving), gpu, CpuProbe(), on_phase=lambda n, d: seen.append(n))
+    assert seen == ["weights", "decoder", "sampler", "warmup_prefill", "warmup_decode"]
+    assert (p.encoder_items, p.encoder_cache_bytes) == (0, 0)
+    # 512 tokens as 8 requests x 64; the sampler's fp32 copy of 8 x 500 logits is at least 16,000 B
+    assert "512 tokens as 8 requests x 64" in p.phase("decoder").detail
+    assert p.phase("sampler").peak_above_start_bytes >= 8 * 500 * 4
+
+
+def test_unprofilable_family_says_so(spec_of):
+    from capacity.errors import BadInput
+    from profilers.forward import forward_adapter
+
+    with pytest.raises(BadInput, match="not implemented yet.*--offline"):
+        forward_adapter(spec_of("google/gemma-3-4b-it"))

@@ -89,8 +89,9 @@ def parameter_count(spec: ModelSpec, source: ModelSource) -> tuple[int, str]:
     return count, f"parameters of {spec.architecture} built on the meta device"
 
 
-def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig) -> tuple[MemoryTerm, int]:
-    count, how = parameter_count(spec, source)
+def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, counted: int | None = None) -> tuple[MemoryTerm, int]:
+    """Parameter bytes in the serving dtype; `counted` is a count already taken (a profile's model)."""
+    count, how = (counted, "parameters of the profiled model") if counted else parameter_count(spec, source)
     total = count * serving.dtype_bytes
     tp = serving.tensor_parallel_size
     if tp == 1:

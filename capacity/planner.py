@@ -87,7 +87,7 @@ def build_plan(
     profile: MemoryProfile | None = None,
 ) -> Plan:
     budget: MultiModalBudget = build_budget(spec, serving, enable_cache=False)
-    weights, n_params = weights_term(spec, source, serving)
+    weights, n_params = weights_term(spec, source, serving, profile.parameter_count if profile is not None else None)
     activations = activation_estimate(spec, budget, serving)
     graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
     memory: dict[str, MemoryTerm] = {

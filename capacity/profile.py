@@ -87,6 +87,7 @@ class MemoryProfile:
     phases: tuple[PhaseMeasurement, ...]
     oom: OomResult | None = None
     notes: tuple[str, ...] = field(default=())
+    parameter_count: int = 0  # parameters of the model the profile built (0: not built)
 
     @property
     def activation_peak_bytes(self) -> int:
@@ -125,6 +126,7 @@ class MemoryProfile:
                 phases=tuple(PhaseMeasurement(**p) for p in data["phases"]),
                 oom=None if oom is None else OomResult(**oom),
                 notes=tuple(data.get("notes", ())),
+                parameter_count=int(data.get("parameter_count", 0)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise BadInput(f"profile JSON is missing or has a wrong field ({exc}): re-run `capacity profile`") from exc

@@ -170,7 +170,7 @@ def run_profile(
     items, tokens_per_item = budget.profile_items, budget.profile_tokens_per_item
     reqs = min(serving.max_num_batched_tokens, serving.max_num_seqs)
     per_req = -(-serving.max_num_batched_tokens // reqs)
-    result: dict[str, Any] = {"weights": 0, "encoder_cache": 0, "consumed": 0, "headroom": 0, "graphs": None, "warmup": None}
+    result: dict[str, Any] = {"parameters": 0, "weights": 0, "encoder_cache": 0, "consumed": 0, "headroom": 0, "graphs": None, "warmup": None}
     weights_kind = "random (same memory as real weights)"
     inputs_note = ""
     oom: OomResult | None = None
@@ -186,6 +186,7 @@ def run_profile(
                 else:
                     _randomize(state["model"])
             model = state["model"]
+            result["parameters"] = sum(p.numel() for p in model.parameters())
             result["weights"] = phases.done[-1].allocated_after_bytes - phases.done[-1].allocated_before_bytes
 
             # vLLM memory_profiling(): gc, empty_cache, reset the peak, then profile_run.
@@ -268,6 +269,7 @@ def run_profile(
         phases=tuple(phases.done),
         oom=oom,
         notes=tuple(notes),
+        parameter_count=result["parameters"],
     )
 
 
@@ -366,6 +368,7 @@ def _warmup(
         warmup_peak_bytes=None,
         cuda_graphs=result["graphs"],
         phases=(),
+        parameter_count=result["parameters"],
     )
     plan = build_plan(source, spec, gpu, replace(serving), profile=partial)
     w = plan.warmup

@@ -85,6 +85,7 @@ def test_cpu_probe_counts_the_weights(tiny_whisper):
     module = build_module("whisper", TINY_WHISPER, device="meta", dtype="float32")
     # parameters and persistent buffers of the same architecture, float32
     assert p.weights_bytes == parameter_bytes(module) + buffer_bytes(module)
+    assert p.parameter_count == parameter_bytes(module) // 4
 
 
 def weights_only_limit(tiny) -> int:

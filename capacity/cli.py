@@ -5,17 +5,19 @@ Exit codes: 0 fits, 1 does not fit, 2 bad input, 3 runtime failure.
 
 from __future__ import annotations
 
-import json
+import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperCommand
 
 from capacity.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_RUNTIME_FAILURE, BadInput, CapacityError
 from capacity.units import parse_human_int
 
-EXIT_CODES_HELP = "Exit codes: 0 fits, 1 does not fit, 2 bad input, 3 runtime failure."
+EXIT_CODES_HELP = "Exit codes: 0 fits (check: passes), 1 does not fit (check: fails), 2 bad input, 3 runtime failure."
 
 app = typer.Typer(
     add_completion=False,
@@ -55,32 +57,57 @@ def serving_values(**given: Any) -> dict[str, Any]:
     return out
 
 
-@app.command()
-def plan(
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Catalog id or alias, a HF id in the local cache, or a folder with config.json.")] = None,
-    gpu: Annotated[str | None, typer.Option(help="Target GPU from the catalog (see `capacity gpus`); default: the local GPU, else H200.")] = None,
-    config: Annotated[Path | None, typer.Option("--config", help="A `vllm serve --config` YAML file; flags given here override it.")] = None,
-    gpu_memory_utilization: Annotated[float | None, typer.Option(help="Fraction of GPU memory vLLM may use (vLLM default 0.92).")] = None,
-    block_size: Annotated[int | None, typer.Option(help="KV block size in tokens (default 16).")] = None,
-    max_model_len: Annotated[str | None, typer.Option(help="Decoder context length; 'auto' or -1 fits it to memory.")] = None,
-    max_num_seqs: Annotated[int | None, typer.Option(help="Max concurrent sequences (default by GPU memory).")] = None,
-    max_num_batched_tokens: Annotated[str | None, typer.Option(help="Tokens per scheduler step (default by GPU memory and model).")] = None,
-    limit_mm_per_prompt: Annotated[str | None, typer.Option(help="Items per prompt, e.g. image=1 or '{\"image\": 1}'.")] = None,
-    num_speculative_tokens: Annotated[int | None, typer.Option(help="Speculative tokens per step (k).")] = None,
-    tensor_parallel_size: Annotated[int | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel ranks.")] = None,
-    decode_context_parallel_size: Annotated[int | None, typer.Option("--decode-context-parallel-size", "-dcp", help="Decode context parallel size.")] = None,
-    kv_cache_dtype: Annotated[str | None, typer.Option(help="auto, fp8, fp8_e4m3, fp8_e5m2, float16 or bfloat16.")] = None,
-    kv_cache_memory_bytes: Annotated[str | None, typer.Option(help="Fixed KV cache size (e.g. 10G); skips profiling like vLLM.")] = None,
-    dtype: Annotated[str | None, typer.Option(help="Model dtype: auto, bfloat16, float16, float32.")] = None,
-    enforce_eager: Annotated[bool | None, typer.Option("--enforce-eager", help="No CUDA graphs.")] = None,
-    usage_context: Annotated[str | None, typer.Option(help="openai_api_server (vllm serve, default) or llm_class (offline LLM).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the plan as JSON on stdout instead of the report.")] = False,
-) -> None:
-    """Plan how vLLM 0.33 would budget GPU memory for MODEL, and whether it will start.
+# --- options shared by plan, check and sweep ----------------------------------------------------------
 
-    Exit codes: 0 fits, 1 does not fit, 2 bad input, 3 runtime failure.
+ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Catalog id or alias, a HF id in the local cache, or a folder with config.json.")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="A `vllm serve --config` YAML file; flags given here override it.")]
+UtilOpt = Annotated[float | None, typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory vLLM may use (vLLM default 0.92).")]
+BlockSizeOpt = Annotated[int | None, typer.Option("--block-size", help="KV block size in tokens (default 16).")]
+BatchedTokensOpt = Annotated[str | None, typer.Option("--max-num-batched-tokens", help="Tokens per scheduler step (default by GPU memory and model).")]
+LimitMmOpt = Annotated[str | None, typer.Option("--limit-mm-per-prompt", help="Items per prompt, e.g. image=1 or '{\"image\": 1}'.")]
+SpecTokensOpt = Annotated[int | None, typer.Option("--num-speculative-tokens", help="Speculative tokens per step (k).")]
+DcpOpt = Annotated[int | None, typer.Option("--decode-context-parallel-size", "-dcp", help="Decode context parallel size.")]
+KvDtypeOpt = Annotated[str | None, typer.Option("--kv-cache-dtype", help="auto, fp8, fp8_e4m3, fp8_e5m2, float16 or bfloat16.")]
+KvBytesOpt = Annotated[str | None, typer.Option("--kv-cache-memory-bytes", help="Fixed KV cache size (e.g. 10G); skips profiling like vLLM.")]
+DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="Model dtype: auto, bfloat16, float16, float32.")]
+EagerOpt = Annotated[bool | None, typer.Option("--enforce-eager", help="No CUDA graphs.")]
+UsageOpt = Annotated[str | None, typer.Option("--usage-context", help="openai_api_server (vllm serve, default) or llm_class (offline LLM).")]
+CsvOpt = Annotated[
+    Path | None,
+    typer.Option("--csv", metavar="PATH", help="Write the tables as CSV: for a plan a folder with one <section>.csv per section, for a sweep one file."),
+]
+HtmlOpt = Annotated[Path | None, typer.Option("--html", metavar="PATH", help="Write a self-contained HTML report (no scripts, no network).")]
+JsonOpt = Annotated[
+    str | None,
+    typer.Option("--json", metavar="[PATH]", help="--json alone: print JSON on stdout instead of the report; --json PATH: write it to PATH."),
+]
+
+JSON_STDOUT = "-"
+
+
+class OptionalJsonCommand(TyperCommand):
+    """`--json` takes an optional value: bare `--json` (last, or followed by another option) means stdout.
+
+    typer's bundled click parser has no optional-value options (click's `is_flag=False, flag_value=`),
+    so a bare `--json` is rewritten to `--json=-` before parsing. These commands take no positional
+    arguments, so a word after `--json` that is not an option can only be its PATH.
     """
-    from capacity.planner import plan_for
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        out: list[str] = []
+        for i, arg in enumerate(args):
+            if arg == "--":
+                out += args[i:]
+                break
+            nxt = args[i + 1] if i + 1 < len(args) else None
+            if arg == "--json" and (nxt is None or (nxt.startswith("-") and nxt != JSON_STDOUT)):
+                arg = f"--json={JSON_STDOUT}"
+            out.append(arg)
+        return super().parse_args(ctx, out)
+
+
+def _serving_args(model: str | None, config: Path | None, **knobs: Any) -> tuple[str, Any]:
+    """The model and ServingArgs from --config (if any) and the flags, flags winning."""
     from capacity.serving import ServingArgs, load_serve_yaml
 
     values: dict[str, Any] = {}
@@ -91,27 +118,91 @@ def plan(
             print(f"capacity: note: {config} options not modelled, ignored: {', '.join(ignored)}", file=sys.stderr)
     if not model:
         raise BadInput("no model: pass --model (a catalog id, a HF id in the local cache or a folder), or 'model:' in --config")
-    values.update(
-        serving_values(
-            gpu_memory_utilization=gpu_memory_utilization,
-            block_size=block_size,
-            max_model_len=max_model_len,
-            max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens,
-            limit_mm_per_prompt=limit_mm_per_prompt,
-            num_speculative_tokens=num_speculative_tokens,
-            tensor_parallel_size=tensor_parallel_size,
-            decode_context_parallel_size=decode_context_parallel_size,
-            kv_cache_dtype=kv_cache_dtype,
-            kv_cache_memory_bytes=kv_cache_memory_bytes,
-            dtype=dtype,
-            enforce_eager=enforce_eager,
-            usage_context=usage_context,
-        )
+    values.update(serving_values(**knobs))
+    return model, ServingArgs(**values)
+
+
+def _json_path(value: str | None) -> Path | None:
+    if value is None or value == JSON_STDOUT:
+        return None
+    if not value.strip():
+        raise BadInput("--json: empty path; use --json alone for stdout or --json PATH for a file")
+    return Path(value)
+
+
+def _export(subject: Any, csv: Path | None, html: Path | None, json_out: str | None, extra: dict[str, Any] | None = None) -> None:
+    """Write the file exports (all or nothing) before anything is printed on stdout."""
+    json_file = _json_path(json_out)
+    if csv is None and html is None and json_file is None:
+        return
+    from reports.export import write_exports
+
+    written = write_exports(subject, csv=csv, html=html, json=json_file, json_extra=extra)
+    shown = []
+    if csv is not None:
+        shown.append(f"{csv}/ ({sum(p.parent == csv.resolve() for p in written)} CSV files)" if csv.is_dir() else str(csv))
+    shown += [str(p) for p in (html, json_file) if p is not None]
+    print(f"capacity: wrote {', '.join(shown)}", file=sys.stderr)
+
+
+def _print_json(subject: Any, extra: dict[str, Any] | None = None) -> None:
+    from reports.export import json_text
+
+    sys.stdout.write(json_text(subject, extra))
+
+
+@app.command(cls=OptionalJsonCommand)
+def plan(
+    model: ModelOpt = None,
+    gpu: Annotated[str | None, typer.Option(help="Target GPU from the catalog (see `capacity gpus`); default: the local GPU, else H200.")] = None,
+    config: ConfigOpt = None,
+    gpu_memory_utilization: UtilOpt = None,
+    block_size: BlockSizeOpt = None,
+    max_model_len: Annotated[str | None, typer.Option(help="Decoder context length; 'auto' or -1 fits it to memory.")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(help="Max concurrent sequences (default by GPU memory).")] = None,
+    max_num_batched_tokens: BatchedTokensOpt = None,
+    limit_mm_per_prompt: LimitMmOpt = None,
+    num_speculative_tokens: SpecTokensOpt = None,
+    tensor_parallel_size: Annotated[int | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel ranks.")] = None,
+    decode_context_parallel_size: DcpOpt = None,
+    kv_cache_dtype: KvDtypeOpt = None,
+    kv_cache_memory_bytes: KvBytesOpt = None,
+    dtype: DtypeOpt = None,
+    enforce_eager: EagerOpt = None,
+    usage_context: UsageOpt = None,
+    json_out: JsonOpt = None,
+    csv: CsvOpt = None,
+    html: HtmlOpt = None,
+) -> None:
+    """Plan how vLLM 0.33 would budget GPU memory for MODEL, and whether it will start.
+
+    Exit codes: 0 fits, 1 does not fit, 2 bad input, 3 runtime failure.
+    """
+    from capacity.planner import plan_for
+
+    model, args = _serving_args(
+        model,
+        config,
+        gpu_memory_utilization=gpu_memory_utilization,
+        block_size=block_size,
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        limit_mm_per_prompt=limit_mm_per_prompt,
+        num_speculative_tokens=num_speculative_tokens,
+        tensor_parallel_size=tensor_parallel_size,
+        decode_context_parallel_size=decode_context_parallel_size,
+        kv_cache_dtype=kv_cache_dtype,
+        kv_cache_memory_bytes=kv_cache_memory_bytes,
+        dtype=dtype,
+        enforce_eager=enforce_eager,
+        usage_context=usage_context,
     )
-    result = plan_for(model, ServingArgs(**values), gpu)
-    if as_json:
-        print(json.dumps(result.to_dict(), indent=2))
+    _json_path(json_out)  # a bad --json value fails before any work
+    result = plan_for(model, args, gpu)
+    _export(result, csv, html, json_out)
+    if json_out == JSON_STDOUT:
+        _print_json(result)
     else:
         from rich.console import Console
 
@@ -119,6 +210,143 @@ def plan(
 
         render(result, Console())
     raise typer.Exit(EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT)
+
+
+@app.command(cls=OptionalJsonCommand)
+def check(
+    model: ModelOpt = None,
+    gpu: Annotated[str | None, typer.Option(help="Target GPU from the catalog (see `capacity gpus`); default: the local GPU, else H200.")] = None,
+    config: ConfigOpt = None,
+    gpu_memory_utilization: UtilOpt = None,
+    block_size: BlockSizeOpt = None,
+    max_model_len: Annotated[str | None, typer.Option(help="Decoder context length; 'auto' or -1 fits it to memory.")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(help="Max concurrent sequences (default by GPU memory).")] = None,
+    max_num_batched_tokens: BatchedTokensOpt = None,
+    limit_mm_per_prompt: LimitMmOpt = None,
+    num_speculative_tokens: SpecTokensOpt = None,
+    tensor_parallel_size: Annotated[int | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel ranks.")] = None,
+    decode_context_parallel_size: DcpOpt = None,
+    kv_cache_dtype: KvDtypeOpt = None,
+    kv_cache_memory_bytes: KvBytesOpt = None,
+    dtype: DtypeOpt = None,
+    enforce_eager: EagerOpt = None,
+    usage_context: UsageOpt = None,
+    min_concurrency: Annotated[int | None, typer.Option(help="Fail unless this many whole requests at max_model_len fit at once (concurrency.actual_requests).")] = None,
+    min_vllm_concurrency: Annotated[float | None, typer.Option(help="Fail unless vLLM's logged concurrency (concurrency.vllm_reported) is at least this.")] = None,
+    min_kv_tokens: Annotated[int | None, typer.Option(help="Fail unless vLLM's logged KV cache size in tokens (kv_cache.tokens_vllm_reported) is at least this.")] = None,
+    require_max_model_len: Annotated[int | None, typer.Option(help="Fail unless requests of this many tokens are served (max_model_len, and one request's KV fits).")] = None,
+    fail_on_hazard: Annotated[str, typer.Option(help="Lowest hazard severity that fails: info, warning or error (errors always fail).")] = "error",
+    json_out: Annotated[str | None, typer.Option("--json", metavar="[PATH]", help="Write the JSON (plan + gate) to PATH instead of stdout.")] = None,
+    csv: CsvOpt = None,
+    html: HtmlOpt = None,
+) -> None:
+    """Gate a deployment: plan MODEL and compare the plan with thresholds.
+
+    Prints one verdict line on stderr and the plan's JSON with a `gate` section on stdout (or in --json PATH).
+    Exit codes: 0 pass, 1 fail, 2 bad input, 3 runtime failure.
+    """
+    from capacity.gate import Thresholds, evaluate
+    from capacity.planner import plan_for
+
+    thresholds = Thresholds(
+        min_concurrency=min_concurrency,
+        min_vllm_concurrency=min_vllm_concurrency,
+        min_kv_tokens=min_kv_tokens,
+        require_max_model_len=require_max_model_len,
+        fail_on_hazard=fail_on_hazard.strip().lower(),
+    )
+    model, args = _serving_args(
+        model,
+        config,
+        gpu_memory_utilization=gpu_memory_utilization,
+        block_size=block_size,
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        limit_mm_per_prompt=limit_mm_per_prompt,
+        num_speculative_tokens=num_speculative_tokens,
+        tensor_parallel_size=tensor_parallel_size,
+        decode_context_parallel_size=decode_context_parallel_size,
+        kv_cache_dtype=kv_cache_dtype,
+        kv_cache_memory_bytes=kv_cache_memory_bytes,
+        dtype=dtype,
+        enforce_eager=enforce_eager,
+        usage_context=usage_context,
+    )
+    _json_path(json_out)
+    result = plan_for(model, args, gpu)
+    gate = evaluate(result, thresholds)
+    extra = {"gate": gate.to_dict()}
+    _export(result, csv, html, json_out, extra)
+    if _json_path(json_out) is None:
+        _print_json(result, extra)
+    print(f"capacity: check: {gate.verdict_line(result)}", file=sys.stderr)
+    raise typer.Exit(EXIT_FITS if gate.passed else EXIT_DOES_NOT_FIT)
+
+
+@app.command(cls=OptionalJsonCommand)
+def sweep(
+    model: ModelOpt = None,
+    gpu: Annotated[str | None, typer.Option(help="GPUs, comma-separated (e.g. L4,L40S,H100-80GB,H200); default: the local GPU, else H200.")] = None,
+    tensor_parallel_size: Annotated[str | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel sizes, comma-separated.")] = None,
+    max_num_seqs: Annotated[str | None, typer.Option(help="max_num_seqs values, comma-separated (e.g. 16,64,256).")] = None,
+    max_model_len: Annotated[str | None, typer.Option(help="max_model_len values, comma-separated ('auto' fits to memory).")] = None,
+    config: ConfigOpt = None,
+    gpu_memory_utilization: UtilOpt = None,
+    block_size: BlockSizeOpt = None,
+    max_num_batched_tokens: BatchedTokensOpt = None,
+    limit_mm_per_prompt: LimitMmOpt = None,
+    num_speculative_tokens: SpecTokensOpt = None,
+    decode_context_parallel_size: DcpOpt = None,
+    kv_cache_dtype: KvDtypeOpt = None,
+    kv_cache_memory_bytes: KvBytesOpt = None,
+    dtype: DtypeOpt = None,
+    enforce_eager: EagerOpt = None,
+    usage_context: UsageOpt = None,
+    json_out: JsonOpt = None,
+    csv: CsvOpt = None,
+    html: HtmlOpt = None,
+) -> None:
+    """Re-plan MODEL over a grid of GPUs, TP sizes, max_num_seqs and max_model_len (offline).
+
+    Every grid point is planned exactly as `capacity plan` would. Other knobs apply to every point.
+    Exit codes: 0 at least one point fits, 1 none fits, 2 bad input, 3 runtime failure.
+    """
+    from capacity.sweep import SweepAxes, parse_int_list, parse_name_list, run_sweep
+
+    model, base = _serving_args(
+        model,
+        config,
+        gpu_memory_utilization=gpu_memory_utilization,
+        block_size=block_size,
+        max_num_batched_tokens=max_num_batched_tokens,
+        limit_mm_per_prompt=limit_mm_per_prompt,
+        num_speculative_tokens=num_speculative_tokens,
+        decode_context_parallel_size=decode_context_parallel_size,
+        kv_cache_dtype=kv_cache_dtype,
+        kv_cache_memory_bytes=kv_cache_memory_bytes,
+        dtype=dtype,
+        enforce_eager=enforce_eager,
+        usage_context=usage_context,
+    )
+    axes = SweepAxes(
+        gpus=parse_name_list(gpu, "--gpu") if gpu is not None else (None,),
+        tensor_parallel_sizes=parse_int_list(tensor_parallel_size, "--tensor-parallel-size") if tensor_parallel_size is not None else (None,),
+        max_num_seqs=parse_int_list(max_num_seqs, "--max-num-seqs") if max_num_seqs is not None else (None,),
+        max_model_lens=parse_int_list(max_model_len, "--max-model-len", allow_auto=True) if max_model_len is not None else (None,),
+    )
+    _json_path(json_out)
+    result = run_sweep(model, base, axes)
+    _export(result, csv, html, json_out)
+    if json_out == JSON_STDOUT:
+        _print_json(result)
+    else:
+        from rich.console import Console
+
+        from reports.terminal import render_sweep
+
+        render_sweep(result, Console())
+    raise typer.Exit(EXIT_FITS if result.fitting else EXIT_DOES_NOT_FIT)
 
 
 @app.command()
@@ -182,6 +410,12 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("capacity: interrupted", file=sys.stderr)
+        return EXIT_RUNTIME_FAILURE
+    except Exception as exc:  # a bug, not the input: still exit 3 (a gate must not read a crash as "fail")
+        if os.environ.get("CAPACITY_TRACEBACK"):
+            traceback.print_exc()
+        what = " ".join(str(exc).split())
+        print(f"capacity: error: internal error: {type(exc).__name__}: {what} (set CAPACITY_TRACEBACK=1 for the traceback)", file=sys.stderr)
         return EXIT_RUNTIME_FAILURE
     return int(rv) if isinstance(rv, int) else EXIT_FITS
 

@@ -5,8 +5,19 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING
 
+from capacity.units import MiB
+
 if TYPE_CHECKING:
     from capacity.plan import Plan
+
+# vLLM 0.33 keeps this much back when it suggests --kv-cache-memory-bytes after profiling
+# (gpu_worker: redundancy_buffer_memory = 150 MiB; "requested - non_kv - 150 MiB" fits the requested memory).
+KV_CACHE_BUFFER_BYTES = 150 * MiB
+
+
+def suggested_kv_cache_memory_bytes(plan: Plan) -> int:
+    """vLLM 0.33's own suggestion for --kv-cache-memory-bytes: requested memory - non-KV memory - 150 MiB."""
+    return plan.requested_memory_bytes - plan.non_kv_bytes - KV_CACHE_BUFFER_BYTES
 
 
 def suggested_flags(plan: Plan) -> list[str]:
@@ -27,6 +38,11 @@ def suggested_flags(plan: Plan) -> list[str]:
     if s.kv_cache_memory_bytes is not None:
         flags.append(f"--kv-cache-memory-bytes {s.kv_cache_memory_bytes}")
     else:
+        # A measured KV term (the non-KV terms came from a GPU profile) is pinned the way vLLM suggests,
+        # so the server skips profiling; the utilization keeps vLLM's free-memory check at startup.
+        kv_bytes = suggested_kv_cache_memory_bytes(plan)
+        if plan.memory["kv_cache"].kind == "measured" and kv_bytes > 0:
+            flags.append(f"--kv-cache-memory-bytes {kv_bytes}")
         flags.append(f"--gpu-memory-utilization {s.gpu_memory_utilization}")
     if s.block_size != 16:
         flags.append(f"--block-size {s.block_size}")

@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from capacity.plan import ERROR, INFO, MEMORY_TERMS, WARNING, Plan
+from capacity.sweep import SweepPoint, SweepResult
 from capacity.units import GiB
 
 KIND_STYLE = {"exact": "green", "estimated": "yellow", "measured": "cyan"}
@@ -156,3 +157,44 @@ def render(plan: Plan, console: Console) -> None:
     console.print(_hazards(plan))
     console.print(_verdict(plan))
     console.print(Text("kinds: exact = fixed by the architecture and knobs; estimated = documented formula or constant; measured = from a GPU profile", style="dim"))
+
+
+# --- sweeps ------------------------------------------------------------------------------------------------
+
+
+def render_sweep(result: SweepResult, console: Console) -> None:
+    """One table per GPU and TP size: rows max_num_seqs, columns max_model_len, cells the real max concurrency."""
+    src = result.source
+    console.print(Text(f"sweep  {src.name}  ({result.spec.architecture}, {src.origin})  config sha256 {src.config_sha256[:12]}", style="bold"))
+    for note in result.notes:
+        console.print(Text(f"note  {note}", style="italic"))
+    panels: dict[tuple[str, int | None], list[SweepPoint]] = {}
+    for p in result.points:
+        panels.setdefault((p.gpu, p.requested_tensor_parallel_size), []).append(p)
+    for (gpu, _tp), points in panels.items():
+        lens = list(dict.fromkeys(p.requested_max_model_len for p in points))
+        seqs = list(dict.fromkeys(p.requested_max_num_seqs for p in points))
+        grid = {(p.requested_max_num_seqs, p.requested_max_model_len): p for p in points}
+        first = points[0]
+        t = Table(title=f"{gpu}  TP {first.tensor_parallel_size}", title_justify="left")
+        t.add_column("seqs \\ len", justify="right")
+        for v in lens:
+            effective = grid[(seqs[0], v)].max_model_len
+            t.add_column("auto" if v == -1 else f"{effective:,}" + (" (default)" if v is None else ""), justify="right")
+        for s in seqs:
+            row: list[str | Text] = [f"{grid[(s, lens[0])].max_num_seqs:,}" + (" (default)" if s is None else "")]
+            for v in lens:
+                p = grid[(s, v)]
+                if p.fits:
+                    row.append(Text(f"{p.max_concurrent_requests} (KV {p.actual_requests})", style="green"))
+                else:
+                    row.append(Text("x " + (p.errors.split()[0] if p.errors else "does not fit"), style="red"))
+            t.add_row(*row)
+        console.print(t)
+    console.print(
+        Text(
+            f"{result.fitting} of {len(result.points)} points fit. Cells: requests run at once = min(max_num_seqs, requests the KV cache holds) "
+            "(KV: concurrency.actual_requests); x: the first error hazard. Every point is a full `capacity plan`.",
+            style="dim",
+        )
+    )

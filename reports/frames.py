@@ -1,0 +1,284 @@
+"""A plan (or a sweep) as tidy pandas DataFrames: one per section, one row per observation.
+
+`frames(subject)` dispatches on the subject's type; a new subject (a GPU profile) registers its own
+function with `@frames.register`. Section names are the CSV file names (`--csv DIR/<section>.csv`).
+"""
+
+from __future__ import annotations
+
+from functools import singledispatch
+from typing import Any
+
+import pandas as pd
+
+import capacity
+from capacity.plan import MEMORY_TERMS, Plan
+from capacity.sweep import SweepResult
+from capacity.units import GiB
+
+PLAN_SECTIONS = ("summary", "memory", "budget", "kv_groups", "block_tables", "warmup", "hazards", "knobs", "fingerprint")
+
+TERM_LABEL = {
+    "weights": "weights",
+    "activation_peak": "activation peak",
+    "encoder_cache": "encoder cache (profiled outputs)",
+    "non_torch": "non-torch growth",
+    "cuda_graphs": "CUDA graphs",
+    "kv_cache": "KV cache",
+    "cuda_context": "CUDA context (before snapshot)",
+    "block_tables": "block tables (after KV budget)",
+}
+
+
+@singledispatch
+def frames(subject: Any) -> dict[str, pd.DataFrame]:
+    """The tidy DataFrames of a subject, keyed by section name."""
+    raise TypeError(f"no DataFrames for {type(subject).__name__}")
+
+
+def _kv(rows: list[tuple[Any, ...]], columns: list[str]) -> pd.DataFrame:
+    """A key/value frame whose `value` column keeps ints as ints (a mixed column would turn them into floats)."""
+    df = pd.DataFrame(rows, columns=columns, dtype=object)
+    return df
+
+
+# --- pieces shared with the HTML report ---------------------------------------------------------------
+
+
+def fingerprint(plan: Plan) -> dict[str, Any]:
+    """Where a plan came from: model config hash, capacity and vLLM-semantics versions, GPU."""
+    src, gpu = plan.source, plan.gpu
+    out: dict[str, Any] = {
+        "model": src.name,
+        "model_requested": src.requested,
+        "model_origin": src.origin,
+        "model_path": src.path,
+        "config_sha256": src.config_sha256,
+        "architecture": plan.spec.architecture,
+        "family": plan.spec.family,
+        "parameters": plan.parameter_count,
+        "capacity_version": capacity.__version__,
+        "vllm_semantics_version": capacity.VLLM_VERSION,
+        "gpu": gpu.name,
+        "gpu_total_memory_bytes": gpu.total_memory_bytes,
+        "gpu_source": gpu.source,
+        "gpu_provenance": gpu.provenance,
+    }
+    profile = getattr(plan, "profile", None)
+    if profile is not None:
+        fp = profile.fingerprint
+        out.update(profile_gpu=fp.gpu_name, profile_created=fp.created, profile_device=fp.device)
+    return out
+
+
+def unused_bytes(plan: Plan) -> int:
+    """GPU memory nothing in the plan takes: total - every term (negative when the plan over-commits)."""
+    used = sum(t.bytes for t in plan.memory.values())
+    return plan.gpu.total_memory_bytes - used
+
+
+def max_model_len_served(plan: Plan) -> int:
+    """The longest request the plan serves: max_model_len, or less when one request at it does not fit."""
+    return min(plan.serving.max_model_len, plan.max_model_len_that_fits)
+
+
+# --- the plan's sections -----------------------------------------------------------------------------
+
+
+def summary_frame(plan: Plan) -> pd.DataFrame:
+    c = plan.concurrency
+    rows = [
+        ("verdict", plan.verdict),
+        ("fits", plan.fits),
+        ("actual_requests", c.actual_requests),
+        ("concurrency_actual", round(c.actual, 2)),
+        ("concurrency_vllm_reported", round(c.vllm_reported, 2)),
+        ("tokens_vllm_reported", c.tokens_vllm_reported),
+        ("max_model_len", plan.serving.max_model_len),
+        ("max_model_len_that_fits", plan.max_model_len_that_fits),
+        ("errors", " ".join(h.id for h in plan.hazards if h.severity == "error")),
+        ("suggested_command", plan.suggested_command()),
+    ]
+    return _kv(rows, ["key", "value"])
+
+
+def memory_frame(plan: Plan) -> pd.DataFrame:
+    total = plan.gpu.total_memory_bytes
+    rows = []
+    for key in (*MEMORY_TERMS, "block_tables"):
+        term = plan.memory.get(key)
+        if term is None:
+            continue
+        rows.append(
+            {
+                "term": key,
+                "label": TERM_LABEL.get(key, key),
+                "bytes": term.bytes,
+                "gib": round(term.bytes / GiB, 3),
+                "share_of_gpu": round(term.bytes / total, 4),
+                "kind": term.kind,
+                "method": term.method,
+            }
+        )
+    return pd.DataFrame(rows, columns=["term", "label", "bytes", "gib", "share_of_gpu", "kind", "method"])
+
+
+def budget_frame(plan: Plan) -> pd.DataFrame:
+    """GPU memory budget, KV-cache arithmetic and the encoder budget as (scope, quantity, modality, value, unit)."""
+    s, kv, c, b = plan.serving, plan.kv, plan.concurrency, plan.budget
+    rows: list[tuple[Any, ...]] = [
+        ("memory", "gpu_total", None, plan.gpu.total_memory_bytes, "B"),
+        ("memory", "gpu_memory_utilization", None, s.gpu_memory_utilization, "ratio"),
+        ("memory", "requested", None, plan.requested_memory_bytes, "B"),
+        ("memory", "free_at_startup", None, plan.free_at_startup_bytes, "B"),
+        ("memory", "non_kv", None, plan.non_kv_bytes, "B"),
+        ("memory", "available_kv_cache", None, kv.available_bytes, "B"),
+        ("memory", "kv_cache_allocated", None, plan.memory["kv_cache"].bytes, "B"),
+        ("memory", "unused", None, unused_bytes(plan), "B"),
+        ("kv_cache", "bytes_per_block", None, kv.bytes_per_block, "B"),
+        ("kv_cache", "num_blocks", None, kv.num_blocks, "blocks"),
+        ("kv_cache", "blocks_per_request_vllm", None, kv.blocks_per_request_vllm, "blocks"),
+        ("kv_cache", "blocks_per_request_actual", None, kv.blocks_per_request_actual, "blocks"),
+        ("kv_cache", "needed_for_one_request", None, kv.needed_for_one_request_bytes, "B"),
+        ("kv_cache", "tokens_vllm_reported", None, c.tokens_vllm_reported, "tokens"),
+        ("kv_cache", "concurrency_vllm_reported", None, round(c.vllm_reported, 2), "requests"),
+        ("kv_cache", "concurrency_actual", None, round(c.actual, 2), "requests"),
+        ("kv_cache", "actual_requests", None, c.actual_requests, "requests"),
+        ("kv_cache", "max_model_len_that_fits", None, plan.max_model_len_that_fits, "tokens"),
+        ("encoder", "encoder_compute_budget", None, b.encoder_compute_budget, "tokens"),
+        ("encoder", "encoder_cache_size", None, b.encoder_cache_size, "tokens"),
+        ("encoder", "encoder_budget", None, b.encoder_budget, "tokens"),
+        ("encoder", "profile_items", b.modality_with_max_tokens, b.profile_items, "items"),
+        ("encoder", "profile_tokens_per_item", b.modality_with_max_tokens, b.profile_tokens_per_item, "tokens"),
+    ]
+    for modality, tokens in b.max_tokens_per_item.items():
+        rows += [
+            ("encoder", "allowed_limit_per_prompt", modality, b.allowed_limits[modality], "items"),
+            ("encoder", "max_tokens_per_item", modality, tokens, "tokens"),
+            ("encoder", "max_items_per_prompt", modality, b.max_items_per_prompt[modality], "items"),
+            ("encoder", "max_items_per_batch", modality, b.max_items_per_batch[modality], "items"),
+        ]
+    return _kv(rows, ["scope", "quantity", "modality", "value", "unit"])
+
+
+def kv_groups_frame(plan: Plan) -> pd.DataFrame:
+    rows = []
+    for i, g in enumerate(plan.kv.groups):
+        spec = g.group.spec
+        rows.append(
+            {
+                "group": i,
+                "kind": g.group.kind,
+                "num_layers": g.group.num_layers,
+                "num_padding_layers": g.group.num_padding_layers,
+                "block_size": spec.block_size,
+                "num_kv_heads_per_rank": spec.num_kv_heads,
+                "head_size": spec.head_size,
+                "sliding_window": spec.sliding_window,
+                "page_size_bytes": g.group.page_size_bytes,
+                "group_bytes_per_block": g.group.bytes_per_block,
+                "blocks_per_request_vllm": g.blocks_per_request_vllm,
+                "blocks_per_request_actual": g.blocks_per_request_actual,
+            }
+        )
+    df = pd.DataFrame(rows)
+    df["sliding_window"] = df["sliding_window"].astype("Int64")
+    return df
+
+
+def block_tables_frame(plan: Plan) -> pd.DataFrame:
+    """MRV2 BlockTables per group: width, the pre-#46753 width, and bytes (two int32 tables + an int64 slot mapping)."""
+    s, kv = plan.serving, plan.kv
+    rows = []
+    for i, g in enumerate(kv.groups):
+        bs = g.group.spec.block_size
+        rows.append(
+            {
+                "group": i,
+                "kind": g.group.kind,
+                "block_size": bs,
+                "max_len_tokens": kv.block_table_max_len,
+                "width_blocks": g.block_table_width_blocks,
+                "width_tokens": g.block_table_width_blocks * bs,
+                "max_len_tokens_pre_fix": kv.block_table_max_len_pre_fix,
+                "width_blocks_pre_fix": g.block_table_width_blocks_pre_fix,
+                "width_tokens_pre_fix": g.block_table_width_blocks_pre_fix * bs,
+                "max_num_seqs": s.max_num_seqs,
+                "table_bytes": 2 * s.max_num_seqs * g.block_table_width_blocks * 4,
+                "slot_mapping_bytes": s.max_num_batched_tokens * 8,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def warmup_frame(plan: Plan) -> pd.DataFrame:
+    w = plan.warmup
+    rows: list[tuple[Any, ...]] = [
+        ("decode_query_len", None, w.decode_query_len),
+        ("prompt_len", None, w.prompt_len),
+        ("num_decode_steps", None, w.num_decode_steps),
+        ("decode_len", None, w.decode_len),
+        ("max_encoder_len", None, w.max_encoder_len),
+        ("max_encoder_len_source", None, w.max_encoder_len_source),
+        ("max_blocks_per_req", None, w.max_blocks_per_req),
+        ("num_reqs_before_kv_cap", None, w.num_reqs_before_kv_cap),
+        ("num_reqs", None, w.num_reqs),
+    ]
+    rows += [("blocks_per_request", i, n) for i, n in enumerate(w.blocks_per_request)]
+    df = _kv(rows, ["key", "group", "value"])
+    df["group"] = df["group"].astype("Int64")
+    return df
+
+
+def hazards_frame(plan: Plan) -> pd.DataFrame:
+    return pd.DataFrame([h.to_dict() for h in plan.hazards], columns=["id", "severity", "message", "fix"])
+
+
+def knobs_frame(plan: Plan) -> pd.DataFrame:
+    s = plan.serving
+    defaulted = set(s.defaulted)
+    rows = []
+    for key, value in s.to_dict().items():
+        if key == "defaulted":
+            continue
+        if isinstance(value, dict):
+            value = ",".join(f"{k}={v}" for k, v in value.items())
+        rows.append((key, value, key in defaulted))
+    return _kv(rows, ["knob", "value", "vllm_default"])
+
+
+def fingerprint_frame(plan: Plan) -> pd.DataFrame:
+    return _kv(list(fingerprint(plan).items()), ["key", "value"])
+
+
+@frames.register
+def _plan_frames(plan: Plan) -> dict[str, pd.DataFrame]:
+    return {
+        "summary": summary_frame(plan),
+        "memory": memory_frame(plan),
+        "budget": budget_frame(plan),
+        "kv_groups": kv_groups_frame(plan),
+        "block_tables": block_tables_frame(plan),
+        "warmup": warmup_frame(plan),
+        "hazards": hazards_frame(plan),
+        "knobs": knobs_frame(plan),
+        "fingerprint": fingerprint_frame(plan),
+    }
+
+
+# --- sweeps ---------------------------------------------------------------------------------------------
+
+
+def sweep_frame(result: SweepResult) -> pd.DataFrame:
+    """One row per grid point (SweepPoint fields); hazard ids joined by spaces."""
+    records = [p.to_dict() for p in result.points]
+    df = pd.DataFrame.from_records(records)
+    for col in ("requested_max_num_seqs", "requested_max_model_len", "requested_tensor_parallel_size"):
+        if col in df:
+            df[col] = df[col].astype("Int64")
+    return df
+
+
+@frames.register
+def _sweep_frames(result: SweepResult) -> dict[str, pd.DataFrame]:
+    return {"sweep": sweep_frame(result)}

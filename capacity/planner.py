@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import replace
 
 from capacity.budget import MultiModalBudget, build_budget
@@ -57,10 +58,13 @@ def needed_bytes(groups: list[KVGroup], bpb: int, ctx: BlockContext) -> int:
 def max_model_len_that_fits(groups: list[KVGroup], bpb: int, serving: ServingConfig, available: int, upper: int) -> int:
     """vLLM: _estimate_max_model_len_from_groups: binary search in [1, upper]; 0 when one token does not fit."""
     budget = available - bpb  # the null block is held back
+    # Groups of one spec need the same blocks: count each distinct spec once per step (Gemma-3: 6 equal sliding groups).
+    distinct = list(Counter(g.spec for g in groups).items())
     lo, hi, best = 1, upper, 0
     while lo <= hi:
         mid = (lo + hi) // 2
-        if needed_bytes(groups, bpb, block_context(serving, mid)) <= budget:
+        ctx = block_context(serving, mid)
+        if bpb * sum(n * blocks_per_request_vllm(spec, ctx) for spec, n in distinct) <= budget:
             best, lo = mid, mid + 1
         else:
             hi = mid - 1

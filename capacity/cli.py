@@ -291,6 +291,7 @@ def sweep(
     tensor_parallel_size: Annotated[str | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel sizes, comma-separated.")] = None,
     max_num_seqs: Annotated[str | None, typer.Option(help="max_num_seqs values, comma-separated (e.g. 16,64,256).")] = None,
     max_model_len: Annotated[str | None, typer.Option(help="max_model_len values, comma-separated ('auto' fits to memory).")] = None,
+    profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Re-plan every point from this GPU profile's measured terms.")] = None,
     config: ConfigOpt = None,
     gpu_memory_utilization: UtilOpt = None,
     block_size: BlockSizeOpt = None,
@@ -307,7 +308,7 @@ def sweep(
     csv: CsvOpt = None,
     html: HtmlOpt = None,
 ) -> None:
-    """Re-plan MODEL over a grid of GPUs, TP sizes, max_num_seqs and max_model_len (offline).
+    """Re-plan MODEL over a grid of GPUs, TP sizes, max_num_seqs and max_model_len (offline, or from one --profile).
 
     Every grid point is planned exactly as `capacity plan` would. Other knobs apply to every point.
     Exit codes: 0 at least one point fits, 1 none fits, 2 bad input, 3 runtime failure.
@@ -336,7 +337,12 @@ def sweep(
         max_model_lens=parse_int_list(max_model_len, "--max-model-len", allow_auto=True) if max_model_len is not None else (None,),
     )
     _json_path(json_out)
-    result = run_sweep(model, base, axes)
+    measured = None
+    if profile is not None:
+        from capacity.profile import load_profile
+
+        measured = load_profile(profile)
+    result = run_sweep(model, base, axes, measured)
     _export(result, csv, html, json_out)
     if json_out == JSON_STDOUT:
         _print_json(result)

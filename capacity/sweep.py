@@ -1,7 +1,8 @@
 """Sweeps: re-plan one model over a grid of GPUs, tensor-parallel sizes, max_num_seqs and max_model_len.
 
 Every grid point is a full `build_plan` with the knobs of that point, exactly what `capacity plan`
-computes for them; a `SweepPoint` keeps the figures a grid compares. Pure Python (no pandas here:
+computes for them (from the measured terms of one GPU profile, when given); a `SweepPoint` keeps the
+figures a grid compares. Pure Python (no pandas here:
 `reports.frames.sweep_frame` turns a result into a DataFrame).
 """
 
@@ -17,6 +18,7 @@ from capacity.gpus import Gpu, resolve_gpu
 from capacity.models import ModelSource, resolve_model
 from capacity.plan import ERROR, WARNING, Plan
 from capacity.planner import build_plan
+from capacity.profile import MemoryProfile
 from capacity.serving import ServingArgs, resolve_serving
 from capacity.spec import ModelSpec
 from capacity.units import parse_human_int
@@ -140,6 +142,7 @@ class SweepResult:
     axes: SweepAxes
     points: tuple[SweepPoint, ...]
     notes: tuple[str, ...] = ()
+    profile: MemoryProfile | None = None  # every point re-planned from this profile's measured terms
 
     @property
     def fitting(self) -> int:
@@ -158,6 +161,7 @@ class SweepResult:
             "points": [p.to_dict() for p in self.points],
             "fitting_points": self.fitting,
             "notes": list(self.notes),
+            "profile": None if self.profile is None else asdict(self.profile.fingerprint),
         }
 
 
@@ -173,8 +177,16 @@ def _gpus(names: Sequence[str | None]) -> tuple[list[Gpu], tuple[str, ...]]:
     return gpus, tuple(notes)
 
 
-def sweep_source(source: ModelSource, spec: ModelSpec, base: ServingArgs, axes: SweepAxes, notes: tuple[str, ...] = ()) -> SweepResult:
-    """Plan every grid point (order: GPU, TP, max_num_seqs, max_model_len) with build_plan."""
+def sweep_source(
+    source: ModelSource, spec: ModelSpec, base: ServingArgs, axes: SweepAxes, notes: tuple[str, ...] = (), profile: MemoryProfile | None = None
+) -> SweepResult:
+    """Plan every grid point (order: GPU, TP, max_num_seqs, max_model_len) with build_plan, from `profile` if given."""
+    if profile is not None and profile.fingerprint.config_sha256 != source.config_sha256:
+        fp = profile.fingerprint
+        raise BadInput(
+            f"the profile was taken of {fp.model_name} (config sha256 {fp.config_sha256[:12]}), not of {source.name} "
+            f"({source.config_sha256[:12]}): profile this model, or sweep the profiled one"
+        )
     gpus, gpu_notes = _gpus(axes.gpus)
     points: list[SweepPoint] = []
     for gpu in gpus:
@@ -184,14 +196,14 @@ def sweep_source(source: ModelSource, spec: ModelSpec, base: ServingArgs, axes: 
                 at_seqs = at_tp if seqs is None else replace(at_tp, max_num_seqs=seqs)
                 for mml in axes.max_model_lens:
                     args = at_seqs if mml is None else replace(at_seqs, max_model_len=mml)
-                    plan = build_plan(source, spec, gpu, resolve_serving(args, spec, gpu))
+                    plan = build_plan(source, spec, gpu, resolve_serving(args, spec, gpu), profile=profile)
                     points.append(point_from_plan(plan, tp, seqs, mml))
-    return SweepResult(source, spec, base, axes, tuple(points), notes + gpu_notes)
+    return SweepResult(source, spec, base, axes, tuple(points), notes + gpu_notes, profile)
 
 
-def run_sweep(model: str, base: ServingArgs, axes: SweepAxes) -> SweepResult:
-    """Resolve the model once and plan every grid point."""
+def run_sweep(model: str, base: ServingArgs, axes: SweepAxes, profile: MemoryProfile | None = None) -> SweepResult:
+    """Resolve the model once and plan every grid point (offline, or from one GPU profile)."""
     source = resolve_model(model)
     spec = model_spec(source.config, source.name, source.preprocessor)
     notes = (source.alias_note,) if source.alias_note else ()
-    return sweep_source(source, spec, base, axes, notes)
+    return sweep_source(source, spec, base, axes, notes, profile)

@@ -518,6 +518,12 @@ def _sweep_html(result: SweepResult) -> str:
             ["architecture", result.spec.architecture],
             ["fixed knobs", ", ".join(f"{k}={v}" for k, v in base.items()) or "vLLM defaults"],
             ["capacity / vLLM semantics", f"{capacity.__version__} / {capacity.VLLM_VERSION}"],
+            [
+                "memory terms",
+                "estimated offline"
+                if result.profile is None
+                else f"measured: profile of {result.profile.fingerprint.gpu_name} ({result.profile.fingerprint.device}), {result.profile.fingerprint.created}",
+            ],
             *([["note", n] for n in result.notes]),
         ],
         cls="facts",

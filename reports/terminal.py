@@ -166,6 +166,9 @@ def render_sweep(result: SweepResult, console: Console) -> None:
     """One table per GPU and TP size: rows max_num_seqs, columns max_model_len, cells the real max concurrency."""
     src = result.source
     console.print(Text(f"sweep  {src.name}  ({result.spec.architecture}, {src.origin})  config sha256 {src.config_sha256[:12]}", style="bold"))
+    if result.profile is not None:
+        fp = result.profile.fingerprint
+        console.print(Text(f"from the profile taken on {fp.gpu_name} ({fp.device}) {fp.created}: measured terms", style="cyan"))
     for note in result.notes:
         console.print(Text(f"note  {note}", style="italic"))
     panels: dict[tuple[str, int | None], list[SweepPoint]] = {}

@@ -135,6 +135,42 @@ def test_sweep_frame():
     assert df[df.max_model_len == 448].fits.all()
 
 
+# --- from a GPU profile ---------------------------------------------------------------------------------------
+
+PROFILE = Path(__file__).resolve().parents[1] / "bench" / "results" / "h200-profiles-2026-11-30" / "profile-openai--whisper-large-v3.json"
+
+
+def test_sweep_from_a_profile_equals_plans_from_it():
+    from capacity.profile import load_profile
+
+    profile = load_profile(PROFILE)
+    axes = SweepAxes(gpus=("H200", "L40S"), max_num_seqs=(256, 1024))
+    result = run_sweep("openai/whisper-large-v3", ServingArgs(), axes, profile)
+    assert result.profile == profile
+    for point in result.points:
+        plan = plan_for("openai/whisper-large-v3", ServingArgs(max_num_seqs=point.requested_max_num_seqs), point.gpu, profile)
+        assert plan.memory["weights"].kind == "measured"
+        assert point == point_from_plan(plan, None, point.requested_max_num_seqs, None)
+        assert point.weights_bytes == profile.weights_bytes  # the measured weights, on every GPU
+
+
+def test_sweep_profile_of_another_model_is_bad_input(capsys):
+    code, out, err = run(capsys, ["sweep", "--model", "openai/whisper-tiny", "--profile", str(PROFILE), "--gpu", "L4"])
+    assert code == EXIT_BAD_INPUT and out == ""
+    assert err.strip().startswith("capacity: error: the profile was taken of openai/whisper-large-v3") and len(err.strip().splitlines()) == 1
+
+
+def test_sweep_cli_with_a_profile(capsys):
+    from capacity.profile import load_profile
+
+    code, out, err = run(
+        capsys, ["sweep", "--model", "openai/whisper-large-v3", "--profile", str(PROFILE), "--gpu", "H200", "--max-num-seqs", "1024", "--json"]
+    )
+    assert code == EXIT_FITS, err
+    doc = json.loads(out)
+    assert doc["profile"]["gpu_name"] == "NVIDIA H200" and doc["points"][0]["weights_bytes"] == load_profile(PROFILE).weights_bytes
+
+
 # --- CLI: table, exports, exit codes ----------------------------------------------------------------------------
 
 

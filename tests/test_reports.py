@@ -388,3 +388,63 @@ def test_user_kv_cache_memory_bytes_is_kept(make_plan):
     p = make_plan("openai/whisper-large-v3", kv_cache_memory_bytes=10 * GiB)
     line = suggested_command(p)
     assert "--kv-cache-memory-bytes 10737418240" in line and "--gpu-memory-utilization" not in line
+
+
+# --- every catalog model renders -----------------------------------------------------------------------------
+
+
+def _catalog_names() -> list[str]:
+    from capacity.models import catalog
+
+    return list(catalog())
+
+
+@pytest.mark.parametrize("model", _catalog_names())
+def test_every_catalog_model_exports(model):
+    from capacity.planner import plan_for
+    from capacity.serving import ServingArgs
+    from reports.export import json_document
+    from reports.frames import frames
+    from reports.html import render_html
+
+    plan = plan_for(model, ServingArgs(), "H200")
+    page = render_html(plan)
+    assert "<script" not in page.lower() and 'id="provenance"' in page and ("FITS:" in page or "DOES NOT FIT:" in page)
+    sections = frames(plan)
+    assert len(sections["kv_groups"]) == len(sections["block_tables"]) == len(plan.kv.groups)
+    assert len(sections["memory"]) == len(plan.memory) and len(sections["hazards"]) == len(plan.hazards)
+    assert sections["memory"]["bytes"].sum() == sum(t.bytes for t in plan.memory.values())
+    assert json.loads(json.dumps(json_document(plan)))["fingerprint"]["model"] == plan.source.name
+
+
+def test_html_shows_an_over_committed_gpu(capsys, tmp_path):
+    # 30 GiB of KV cache on an L4 (23,034 MiB): vLLM would allocate past the GPU's memory
+    code, out, err = run(
+        capsys, ["plan", "--model", "openai/whisper-large-v3", "--gpu", "L4", "--kv-cache-memory-bytes", "30G", "--html", "r.html", "--csv", "t"]
+    )
+    assert code == EXIT_DOES_NOT_FIT, err
+    page = (tmp_path / "r.html").read_text()
+    assert "DOES NOT FIT: kv_cache_memory_bytes_oom" in page
+    assert "The plan over-commits the GPU by" in page and "over-committed by" in page
+    budget = pd.read_csv(tmp_path / "t" / "budget.csv").set_index("quantity")
+    memory = pd.read_csv(tmp_path / "t" / "memory.csv")
+    assert int(budget.loc["unused", "value"]) == 24_152_899_584 - int(memory["bytes"].sum()) < 0
+
+
+def test_kv_cache_memory_bytes_from_a_real_profile():
+    """A plan from the committed H200 profile of whisper-large-v3 has a measured KV term. vLLM's non-KV memory is
+    total_consumed + transient peak headroom + CUDA graphs (the profile's fields); requested on the H200 is
+    ceil(150,109,880,320 x 0.92) = 138,101,089,895."""
+    from capacity.planner import plan_for
+    from capacity.profile import load_profile
+    from capacity.serving import ServingArgs
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "results" / "h200-profiles-2026-11-30" / "profile-openai--whisper-large-v3.json"
+    raw = json.loads(path.read_text())
+    non_kv = raw["total_consumed_bytes"] + raw["transient_peak_headroom_bytes"] + raw["cuda_graphs"]["estimate_bytes"]
+    plan = plan_for("openai/whisper-large-v3", ServingArgs(), "H200", load_profile(path))
+    assert plan.memory["kv_cache"].kind == "measured"
+    assert plan.requested_memory_bytes == 138_101_089_895 and plan.non_kv_bytes == non_kv
+    expected = 138_101_089_895 - non_kv - 150 * MiB
+    assert suggested_kv_cache_memory_bytes(plan) == expected
+    assert f"--kv-cache-memory-bytes {expected} --gpu-memory-utilization 0.92" in plan.suggested_command()

@@ -170,15 +170,25 @@ def plan(
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
     usage_context: UsageOpt = None,
+    profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Plan from a saved GPU profile (`capacity profile -o`); --model defaults to its model.")] = None,
+    offline: Annotated[bool, typer.Option("--offline", help="Never profile on a local GPU: plan from the config alone.")] = False,
     json_out: JsonOpt = None,
     csv: CsvOpt = None,
     html: HtmlOpt = None,
 ) -> None:
     """Plan how vLLM 0.33 would budget GPU memory for MODEL, and whether it will start.
 
-    Exit codes: 0 fits, 1 does not fit, 2 bad input, 3 runtime failure.
+    On a machine with an NVIDIA GPU (and without --offline or --profile) the model is profiled on it
+    first and the plan uses the measurements. Exit codes: 0 fits, 1 does not fit, 2 bad input, 3 runtime failure.
     """
     from capacity.planner import plan_for
+
+    measured = None
+    if profile is not None:
+        from capacity.profile import load_profile
+
+        measured = load_profile(profile)
+        model = model or measured.fingerprint.model_name
 
     model, args = _serving_args(
         model,
@@ -199,7 +209,117 @@ def plan(
         usage_context=usage_context,
     )
     _json_path(json_out)  # a bad --json value fails before any work
-    result = plan_for(model, args, gpu)
+    if measured is None and not offline and _local_cuda_gpu():
+        result, _ = _profile_with_progress(model, args, gpu)
+    else:
+        result = plan_for(model, args, gpu, measured)
+    _export(result, csv, html, json_out)
+    if json_out == JSON_STDOUT:
+        _print_json(result)
+    else:
+        from rich.console import Console
+
+        from reports.terminal import render
+
+        render(result, Console())
+    raise typer.Exit(EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT)
+
+
+def _local_cuda_gpu() -> bool:
+    """An NVIDIA GPU here that torch can use (NVML first: it is cheap and needs no CUDA context)."""
+    from capacity.gpus import detect_local_gpu
+
+    if detect_local_gpu() is None:
+        return False
+    from profilers.api import cuda_available
+
+    return cuda_available()
+
+
+def _profile_with_progress(model: str, args: Any, gpu: str | None, *, cpu_probe: bool = False, attn: str = "sdpa", graphs: bool = True, warmup: bool = True) -> tuple[Any, Any]:
+    """Run the profiler with one progress line per phase on stderr; returns (plan, profile)."""
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from profilers.api import profile_model
+    from profilers.probes import CpuProbe
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=Console(stderr=True)) as progress:
+        current: list[Any] = []
+
+        def on_phase(name: str, detail: str) -> None:
+            if current:
+                progress.update(current[-1], total=1, completed=1)
+            current.append(progress.add_task(f"{name}: {detail}", total=None))
+
+        result = profile_model(
+            model, args, gpu_name=gpu, probe=CpuProbe() if cpu_probe else None, attn_implementation=attn, on_phase=on_phase, capture_graphs=graphs, warmup=warmup
+        )
+        if current:
+            progress.update(current[-1], total=1, completed=1)
+    return result
+
+
+@app.command(name="profile", cls=OptionalJsonCommand)
+def profile_command(
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="PATH", help="Where to write the profile JSON (atomically).")],
+    model: ModelOpt = None,
+    gpu: Annotated[str | None, typer.Option(help="Resolve vLLM's defaults for this catalog GPU instead of the local one.")] = None,
+    config: ConfigOpt = None,
+    gpu_memory_utilization: UtilOpt = None,
+    block_size: BlockSizeOpt = None,
+    max_model_len: Annotated[str | None, typer.Option(help="Decoder context length.")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(help="Max concurrent sequences (default by GPU memory).")] = None,
+    max_num_batched_tokens: BatchedTokensOpt = None,
+    limit_mm_per_prompt: LimitMmOpt = None,
+    num_speculative_tokens: SpecTokensOpt = None,
+    kv_cache_dtype: KvDtypeOpt = None,
+    dtype: DtypeOpt = None,
+    enforce_eager: EagerOpt = None,
+    usage_context: UsageOpt = None,
+    attn_implementation: Annotated[str, typer.Option(help="transformers attention: sdpa (default, like vLLM's kernels), flash_attention_2 or eager.")] = "sdpa",
+    no_graphs: Annotated[bool, typer.Option("--no-graphs", help="Skip the CUDA-graph captures (the graph term stays estimated).")] = False,
+    no_warmup: Annotated[bool, typer.Option("--no-warmup", help="Skip the warmup batches.")] = False,
+    cpu_probe: Annotated[bool, typer.Option("--cpu-probe", help="Run every phase on the CPU, counting live tensor bytes (tests, dry runs).")] = False,
+    json_out: JsonOpt = None,
+    csv: CsvOpt = None,
+    html: HtmlOpt = None,
+) -> None:
+    """Profile MODEL on the local GPU as vLLM 0.33's Model Runner V2 starts it, save the profile, and plan from it.
+
+    A CUDA out-of-memory error in a phase is a result (exit 1), and the GPU memory is released.
+    Exit codes: 0 fits, 1 does not fit or out of memory, 2 bad input (e.g. no GPU), 3 runtime failure.
+    """
+    from capacity.profile import save_profile
+
+    if attn_implementation not in ("sdpa", "eager", "flash_attention_2"):
+        raise BadInput(f"--attn-implementation {attn_implementation!r}: use sdpa, flash_attention_2 or eager")
+    folder = output.parent if str(output.parent) else Path(".")
+    if not folder.is_dir():
+        raise BadInput(f"--output {output}: folder {folder} does not exist")
+    model, args = _serving_args(
+        model,
+        config,
+        gpu_memory_utilization=gpu_memory_utilization,
+        block_size=block_size,
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        limit_mm_per_prompt=limit_mm_per_prompt,
+        num_speculative_tokens=num_speculative_tokens,
+        kv_cache_dtype=kv_cache_dtype,
+        dtype=dtype,
+        enforce_eager=enforce_eager,
+        usage_context=usage_context,
+    )
+    _json_path(json_out)
+    if not cpu_probe and not _local_cuda_gpu():
+        raise BadInput("no usable NVIDIA GPU here: `capacity profile` measures on a GPU; plan offline with `capacity plan`, or pass --cpu-probe for a dry run")
+    result, measured = _profile_with_progress(model, args, gpu, cpu_probe=cpu_probe, attn=attn_implementation, graphs=not no_graphs, warmup=not no_warmup)
+    save_profile(measured, output)
+    print(f"capacity: wrote profile {output}", file=sys.stderr)
+    if measured.oom is not None:
+        print(f"capacity: out of memory in phase '{measured.oom.phase}' ({measured.oom.detail}); GPU memory released", file=sys.stderr)
     _export(result, csv, html, json_out)
     if json_out == JSON_STDOUT:
         _print_json(result)

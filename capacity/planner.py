@@ -39,7 +39,7 @@ from capacity.memory import (
 )
 from capacity.models import ModelSource, resolve_model
 from capacity.plan import NON_KV_TERMS, Concurrency, GroupPlan, KVCachePlan, Plan
-from capacity.profile import MemoryProfile
+from capacity.profile import MemoryProfile, require_profile_of
 from capacity.serving import ServingArgs, ServingConfig, resolve_serving
 from capacity.spec import ModelSpec
 from capacity.warmup import warmup_plan
@@ -195,6 +195,8 @@ def build_plan(
 def plan_for(model: str, args: ServingArgs, gpu_name: str | None = None, profile: MemoryProfile | None = None) -> Plan:
     """Resolve the model and GPU, apply vLLM's defaults, and plan (from a profile's measurements if given)."""
     source = resolve_model(model)
+    if profile is not None:
+        require_profile_of(profile, source)
     spec = model_spec(source.config, source.name, source.preprocessor)
     gpu, gpu_note = resolve_gpu(gpu_name)
     serving = resolve_serving(args, spec, gpu)

@@ -132,6 +132,16 @@ class MemoryProfile:
             raise BadInput(f"profile JSON is missing or has a wrong field ({exc}): re-run `capacity profile`") from exc
 
 
+def require_profile_of(profile: MemoryProfile, source: Any) -> None:
+    """A profile's measurements belong to one model config: refuse to plan another with them."""
+    fp = profile.fingerprint
+    if fp.config_sha256 != source.config_sha256:
+        raise BadInput(
+            f"the profile was taken of {fp.model_name} (config sha256 {fp.config_sha256[:12]}), not of {source.name} "
+            f"({source.config_sha256[:12]}): profile this model, or plan the profiled one"
+        )
+
+
 def save_profile(profile: MemoryProfile, path: Path) -> None:
     """Write atomically: a temp file in the same folder, then rename (no partial file on error or Ctrl-C)."""
     write_text_atomic(path, json.dumps(profile.to_dict(), indent=2) + "\n")

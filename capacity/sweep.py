@@ -18,7 +18,7 @@ from capacity.gpus import Gpu, resolve_gpu
 from capacity.models import ModelSource, resolve_model
 from capacity.plan import ERROR, WARNING, Plan
 from capacity.planner import build_plan
-from capacity.profile import MemoryProfile
+from capacity.profile import MemoryProfile, require_profile_of
 from capacity.serving import ServingArgs, resolve_serving
 from capacity.spec import ModelSpec
 from capacity.units import parse_human_int
@@ -181,12 +181,8 @@ def sweep_source(
     source: ModelSource, spec: ModelSpec, base: ServingArgs, axes: SweepAxes, notes: tuple[str, ...] = (), profile: MemoryProfile | None = None
 ) -> SweepResult:
     """Plan every grid point (order: GPU, TP, max_num_seqs, max_model_len) with build_plan, from `profile` if given."""
-    if profile is not None and profile.fingerprint.config_sha256 != source.config_sha256:
-        fp = profile.fingerprint
-        raise BadInput(
-            f"the profile was taken of {fp.model_name} (config sha256 {fp.config_sha256[:12]}), not of {source.name} "
-            f"({source.config_sha256[:12]}): profile this model, or sweep the profiled one"
-        )
+    if profile is not None:
+        require_profile_of(profile, source)
     gpus, gpu_notes = _gpus(axes.gpus)
     points: list[SweepPoint] = []
     for gpu in gpus:

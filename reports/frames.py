@@ -67,7 +67,18 @@ def fingerprint(plan: Plan) -> dict[str, Any]:
     profile = getattr(plan, "profile", None)
     if profile is not None:
         fp = profile.fingerprint
-        out.update(profile_gpu=fp.gpu_name, profile_created=fp.created, profile_device=fp.device)
+        out.update(
+            profile_gpu=fp.gpu_name,
+            profile_created=fp.created,
+            profile_device=fp.device,
+            profile_driver=fp.driver,
+            profile_cuda=fp.cuda,
+            profile_torch=fp.torch,
+            profile_transformers=fp.transformers,
+            profile_weights=fp.weights,
+            profile_attn_implementation=fp.attn_implementation,
+            profile_inputs=fp.inputs,
+        )
     return out
 
 
@@ -251,8 +262,36 @@ def fingerprint_frame(plan: Plan) -> pd.DataFrame:
     return _kv(list(fingerprint(plan).items()), ["key", "value"])
 
 
+def phases_frame(plan: Plan) -> pd.DataFrame:
+    """A GPU profile's phases: allocator and device counters per phase, bytes and seconds."""
+    assert plan.profile is not None
+    rows = [
+        {
+            "phase": ph.name,
+            "detail": ph.detail,
+            "peak_above_start_bytes": ph.peak_above_start_bytes,
+            "allocated_before_bytes": ph.allocated_before_bytes,
+            "allocated_after_bytes": ph.allocated_after_bytes,
+            "peak_allocated_bytes": ph.peak_allocated_bytes,
+            "reserved_bytes": ph.reserved_bytes,
+            "device_used_bytes": ph.device_used_bytes,
+            "nvml_process_bytes": ph.nvml_process_bytes,
+            "nvml_device_bytes": ph.nvml_device_bytes,
+            "wall_s": ph.wall_s,
+        }
+        for ph in plan.profile.phases
+    ]
+    return pd.DataFrame(rows).astype({"device_used_bytes": "Int64", "nvml_process_bytes": "Int64", "nvml_device_bytes": "Int64"})
+
+
 @frames.register
 def _plan_frames(plan: Plan) -> dict[str, pd.DataFrame]:
+    if plan.profile is not None and plan.profile.phases:
+        return {**_plan_sections(plan), "phases": phases_frame(plan)}
+    return _plan_sections(plan)
+
+
+def _plan_sections(plan: Plan) -> dict[str, pd.DataFrame]:
     return {
         "summary": summary_frame(plan),
         "memory": memory_frame(plan),

@@ -333,6 +333,82 @@ def profile_command(
 
 
 @app.command(cls=OptionalJsonCommand)
+def verify(
+    model: ModelOpt = None,
+    gpu: Annotated[str | None, typer.Option(help="Resolve vLLM's defaults for this catalog GPU instead of the local one.")] = None,
+    config: ConfigOpt = None,
+    gpu_memory_utilization: UtilOpt = None,
+    block_size: BlockSizeOpt = None,
+    max_model_len: Annotated[str | None, typer.Option(help="Decoder context length.")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(help="Max concurrent sequences (default by GPU memory).")] = None,
+    max_num_batched_tokens: BatchedTokensOpt = None,
+    kv_cache_memory_bytes: KvBytesOpt = None,
+    dtype: DtypeOpt = None,
+    profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Verify the plan made from this saved profile (default: profile here first).")] = None,
+    steps: Annotated[int, typer.Option(help="Decode steps to run at full concurrency.")] = 3,
+    cpu_probe: Annotated[bool, typer.Option("--cpu-probe", help="Run on the CPU, counting live tensor bytes (tests, dry runs).")] = False,
+    json_out: JsonOpt = None,
+) -> None:
+    """Prove a plan on the GPU: allocate its KV pool next to the model and run its worst steady state.
+
+    Exit codes: 0 verified (no OOM, within the requested memory), 1 failed (a reproducer is printed), 2 bad input, 3 runtime failure.
+    """
+    import shlex
+
+    from capacity.planner import plan_for
+    from capacity.suggest import suggested_flags
+    from profilers.probes import CpuProbe, CudaProbe
+    from profilers.verify import run_verify
+
+    if steps < 1:
+        raise BadInput(f"--steps must be >= 1, got {steps}")
+    measured = None
+    if profile is not None:
+        from capacity.profile import load_profile
+
+        measured = load_profile(profile)
+        model = model or measured.fingerprint.model_name
+    model, args = _serving_args(
+        model,
+        config,
+        gpu_memory_utilization=gpu_memory_utilization,
+        block_size=block_size,
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        kv_cache_memory_bytes=kv_cache_memory_bytes,
+        dtype=dtype,
+    )
+    _json_path(json_out)
+    if not cpu_probe and not _local_cuda_gpu():
+        raise BadInput("no usable NVIDIA GPU here: `capacity verify` runs on a GPU (or pass --cpu-probe for a dry run)")
+    if measured is None and not cpu_probe:
+        result, _ = _profile_with_progress(model, args, gpu)
+    else:
+        result = plan_for(model, args, gpu, measured)
+    reproducer = shlex.join(["capacity", "verify", "--model", model, *" ".join(suggested_flags(result)).split(), "--steps", str(steps)])
+    outcome = run_verify(result, CpuProbe() if cpu_probe else CudaProbe(), steps=steps, reproducer=reproducer)
+    if json_out is not None:
+        import json
+
+        text = json.dumps({"plan": result.to_dict(), "verify": outcome.to_dict()}, indent=2) + "\n"
+        path = _json_path(json_out)
+        if path is None:
+            sys.stdout.write(text)
+        else:
+            from capacity.profile import write_text_atomic
+
+            write_text_atomic(path, text)
+    if json_out != JSON_STDOUT:
+        from rich.console import Console
+
+        from reports.terminal import render_verify
+
+        render_verify(outcome, Console())
+    raise typer.Exit(EXIT_FITS if outcome.passed else EXIT_DOES_NOT_FIT)
+
+
+@app.command(cls=OptionalJsonCommand)
 def check(
     model: ModelOpt = None,
     gpu: Annotated[str | None, typer.Option(help="Target GPU from the catalog (see `capacity gpus`); default: the local GPU, else H200.")] = None,

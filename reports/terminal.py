@@ -10,6 +10,7 @@ from rich.text import Text
 from capacity.plan import ERROR, INFO, MEMORY_TERMS, WARNING, Plan
 from capacity.sweep import SweepPoint, SweepResult
 from capacity.units import GiB
+from capacity.verification import VerifyResult
 
 KIND_STYLE = {"exact": "green", "estimated": "yellow", "measured": "cyan"}
 SEVERITY_STYLE = {ERROR: "bold red", WARNING: "yellow", INFO: "dim"}
@@ -201,3 +202,23 @@ def render_sweep(result: SweepResult, console: Console) -> None:
             style="dim",
         )
     )
+
+
+def render_verify(result: VerifyResult, console: Console) -> None:
+    """`capacity verify`: the worst steady state's peak against the requested memory."""
+    t = Table(title=f"verify {result.model} on {result.gpu_name}", title_justify="left")
+    for col in ("phase", "detail", "peak above start", "device used", "wall s"):
+        t.add_column(col, justify="left" if col in ("phase", "detail") else "right", overflow="fold")
+    for ph in result.phases:
+        used = "" if ph.device_used_bytes is None else f"{ph.device_used_bytes:,}"
+        t.add_row(ph.name, ph.detail, f"{ph.peak_above_start_bytes:,}", used, f"{ph.wall_s:.3f}")
+    console.print(t)
+    console.print(
+        f"requests {result.requests} x (context {result.context_len:,} + encoder {result.encoder_len:,}) | KV pool {result.kv_pool_bytes:,} B | "
+        f"peak used {result.peak_used_bytes:,} B of requested {result.requested_bytes:,} B | unused {result.unused_bytes:,} B ({result.unused_fraction:.2%})"
+    )
+    if result.passed:
+        console.print(Text(f"VERIFIED: no OOM; {result.unused_fraction:.2%} of the requested memory unused", style="bold green"))
+    else:
+        why = f"out of memory in {result.oom.phase} ({result.oom.detail})" if result.oom else "over the requested memory"
+        console.print(Text(f"FAILED: {why}. The plan has a bug; reproduce with: {result.reproducer}", style="bold red"))

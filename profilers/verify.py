@@ -1,0 +1,165 @@
+"""`capacity verify`: allocate the planned KV pool next to the model and run the worst steady state.
+
+The pool is one allocation of num_blocks x bytes_per_block, laid out as vLLM's attention layers see
+it (per layer slot: K and V, num_blocks x block_size x kv_heads x head_size). Each of the plan's
+concurrent requests gets its self-attention blocks (max_model_len tokens) and cross-attention blocks
+(its encoder tokens) inside the pool; one encoder batch of max-size items is run and its K/V written
+into every request's cross blocks; then decode steps run one token per request with self-attention
+over the full context and cross-attention over the full encoder length, reading K/V from the pool
+(as vLLM's kernels do), followed by the sampler. Encoder-decoder models with BART-style decoder
+layers (Whisper, Nemotron-Parse) are supported.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from typing import Any
+
+from capacity.budget import build_budget
+from capacity.errors import BadInput
+from capacity.plan import Plan
+from capacity.profile import OomResult
+from capacity.units import cdiv
+from capacity.verification import VerifyResult
+from profilers.forward import forward_adapter
+from profilers.probes import MemoryProbe
+from profilers.run import PhaseCallback, PhaseOOM, _Phases, sampler_pass
+
+VERIFIABLE = ("whisper", "nemotron_parse")
+
+
+def _decoder(model: Any, arch: str) -> Any:
+    return model.model.decoder if arch == "whisper" else model.decoder
+
+
+def _attend(attn: Any, x: Any, keys: Any, values: Any) -> Any:
+    """Multi-head attention of x's queries over cached keys/values [R, L, heads, head_dim] (pool views)."""
+    import torch
+
+    batch = x.shape[0]
+    q = attn.q_proj(x).view(batch, -1, keys.shape[2], keys.shape[3]).transpose(1, 2)
+    out = torch.nn.functional.scaled_dot_product_attention(q, keys.transpose(1, 2), values.transpose(1, 2))
+    return attn.out_proj(out.transpose(1, 2).reshape(batch, -1, keys.shape[2] * keys.shape[3]))
+
+
+def run_verify(plan: Plan, probe: MemoryProbe, *, steps: int = 3, reproducer: str = "", on_phase: PhaseCallback | None = None) -> VerifyResult:
+    import torch
+
+    from capacity.arch import build_module
+
+    spec, serving, kv = plan.spec, plan.serving, plan.kv
+    if spec.arch_builder not in VERIFIABLE:
+        raise BadInput(f"verify runs encoder-decoder models with BART-style decoders ({', '.join(VERIFIABLE)}); {spec.family} is not one yet")
+    if serving.kv_cache_dtype_bytes != serving.dtype_bytes:
+        raise BadInput("verify runs attention on the pool in the model dtype: plan it with --kv-cache-dtype auto")
+    if any(g.group.num_padding_layers for g in kv.groups) or len({g.group.spec.page_size_bytes for g in kv.groups}) != 1:
+        raise BadInput("verify needs KV groups of equal layers and pages (self + cross attention)")
+    adapter = forward_adapter(spec)
+    phases = _Phases(probe, on_phase)
+    state: dict[str, Any] = {}
+    probe.init()
+    info = probe.describe()
+    device = getattr(probe, "device", "cpu")
+    dtype = getattr(torch, serving.dtype)
+    probe.empty_cache()
+    baseline_used = probe.device_used()
+    requests = min(plan.concurrency.actual_requests, serving.max_num_seqs)
+    group = kv.groups[0].group.spec
+    bs, heads, head = group.block_size, group.num_kv_heads, group.head_size
+    slots = kv.bytes_per_block // group.page_size_bytes
+    self_blocks, cross_blocks = cdiv(serving.max_model_len, bs), cdiv(spec.encoder_tokens_per_request, bs)
+    start = time.perf_counter()
+    peak_alloc = 0
+    peak_used = 0
+    oom: OomResult | None = None
+
+    def track() -> None:
+        nonlocal peak_alloc, peak_used
+        last = phases.done[-1]
+        peak_alloc = max(peak_alloc, last.peak_allocated_bytes)
+        used = last.device_used_bytes
+        peak_used = max(peak_used, (used - (baseline_used or 0)) if used is not None else last.peak_allocated_bytes)
+
+    try:
+        with probe.tracking(), torch.inference_mode():
+            with phases.phase("weights", f"{spec.architecture} in {serving.dtype}"):
+                state["model"] = build_module(spec.arch_builder, dict(plan.source.config), device=device, dtype=serving.dtype, init_weights=False).eval()
+                for p in state["model"].parameters():
+                    p.normal_(0.0, 0.02)
+            track()
+            model = state["model"]
+            decoder = _decoder(model, spec.arch_builder)
+            with phases.phase("kv_pool", f"{kv.num_blocks:,} blocks x {kv.bytes_per_block:,} B + block tables"):
+                state["pool"] = torch.zeros(slots, 2, kv.num_blocks, bs, heads, head, dtype=dtype, device=device)
+                state["tables"] = torch.zeros(plan.memory["block_tables"].bytes // 4, dtype=torch.int32, device=device)
+            track()
+            if requests < 1:
+                raise BadInput("the plan holds no whole request at max_model_len: nothing to verify")
+            pool = state["pool"]
+            first_cross = 1 + requests * self_blocks  # block 0 is the null block
+
+            def self_kv(layer: int, which: int) -> Any:
+                return pool[layer, which, 1:first_cross].reshape(requests, self_blocks * bs, heads, head)[:, : serving.max_model_len]
+
+            def cross_kv(layer: int, which: int) -> Any:
+                region = pool[layer, which, first_cross : first_cross + requests * cross_blocks]
+                return region.reshape(requests, cross_blocks * bs, heads, head)[:, : spec.encoder_tokens_per_request]
+
+            budget = build_budget(spec, serving)
+            items = max(budget.profile_items, 1)
+            with phases.phase("encoder", f"{items} max-size items; their K/V written into {requests} requests' cross-attention blocks"):
+                item = adapter.item(spec, plan.source, device, dtype, budget.profile_tokens_per_item)
+                outputs = adapter.encode(model, item, items)
+                enc = outputs[0].unsqueeze(0)
+                del item, outputs
+                for i, layer in enumerate(decoder.layers):
+                    cross_kv(i, 0).copy_(layer.encoder_attn.k_proj(enc).view(1, -1, heads, head).expand(requests, -1, -1, -1))
+                    cross_kv(i, 1).copy_(layer.encoder_attn.v_proj(enc).view(1, -1, heads, head).expand(requests, -1, -1, -1))
+                del enc
+            track()
+            for step in range(steps):
+                with phases.phase(
+                    f"decode_{step}", f"{requests} requests x 1 token: self-attention over {serving.max_model_len}, cross over {spec.encoder_tokens_per_request}"
+                ):
+                    ids = torch.zeros(requests, 1, dtype=torch.long, device=device)
+                    x = decoder.embed_tokens(ids)
+                    if getattr(decoder, "layernorm_embedding", None) is not None:
+                        x = decoder.layernorm_embedding(x)
+                    for i, layer in enumerate(decoder.layers):
+                        h = layer.self_attn_layer_norm(x)
+                        keys, values = self_kv(i, 0), self_kv(i, 1)
+                        keys[:, -1:].copy_(layer.self_attn.k_proj(h).view(requests, 1, heads, head))
+                        values[:, -1:].copy_(layer.self_attn.v_proj(h).view(requests, 1, heads, head))
+                        x = x + _attend(layer.self_attn, h, keys, values)
+                        x = x + _attend(layer.encoder_attn, layer.encoder_attn_layer_norm(x), cross_kv(i, 0), cross_kv(i, 1))
+                        x = x + layer.fc2(layer.activation_fn(layer.fc1(layer.final_layer_norm(x))))
+                    logits = adapter.lm_head(model, decoder.layer_norm(x)[:, -1, :])
+                    sampler_pass(logits)
+                    del ids, x, logits
+                track()
+    except PhaseOOM as exc:
+        oom = OomResult(exc.phase, exc.detail, exc.message)
+    finally:
+        state.clear()
+        gc.collect()
+        probe.empty_cache()
+    return VerifyResult(
+        model=plan.source.name,
+        gpu_name=str(info["gpu_name"]),
+        device=str(info["device"]),
+        requested_bytes=plan.requested_memory_bytes,
+        baseline_device_used_bytes=baseline_used or 0,
+        kv_pool_bytes=kv.num_blocks * kv.bytes_per_block,
+        block_tables_bytes=plan.memory["block_tables"].bytes,
+        requests=requests,
+        context_len=serving.max_model_len,
+        encoder_len=spec.encoder_tokens_per_request,
+        decode_steps=steps,
+        peak_allocated_bytes=peak_alloc,
+        peak_used_bytes=peak_used,
+        wall_s=round(time.perf_counter() - start, 3),
+        phases=tuple(phases.done),
+        oom=oom,
+        reproducer=reproducer,
+    )

@@ -106,6 +106,29 @@ class OptionalJsonCommand(TyperCommand):
         return super().parse_args(ctx, out)
 
 
+KNOBS = (
+    "gpu_memory_utilization",
+    "block_size",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "limit_mm_per_prompt",
+    "num_speculative_tokens",
+    "tensor_parallel_size",
+    "decode_context_parallel_size",
+    "kv_cache_dtype",
+    "kv_cache_memory_bytes",
+    "dtype",
+    "enforce_eager",
+    "usage_context",
+)
+
+
+def _knobs(scope: dict[str, Any]) -> dict[str, Any]:
+    """The serving knobs among a command's parameters (its `locals()`); each command takes a subset."""
+    return {name: scope[name] for name in KNOBS if name in scope}
+
+
 def _serving_args(model: str | None, config: Path | None, **knobs: Any) -> tuple[str, Any]:
     """The model and ServingArgs from --config (if any) and the flags, flags winning."""
     from capacity.serving import ServingArgs, load_serve_yaml
@@ -190,24 +213,7 @@ def plan(
         measured = load_profile(profile)
         model = model or measured.fingerprint.model_name
 
-    model, args = _serving_args(
-        model,
-        config,
-        gpu_memory_utilization=gpu_memory_utilization,
-        block_size=block_size,
-        max_model_len=max_model_len,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        limit_mm_per_prompt=limit_mm_per_prompt,
-        num_speculative_tokens=num_speculative_tokens,
-        tensor_parallel_size=tensor_parallel_size,
-        decode_context_parallel_size=decode_context_parallel_size,
-        kv_cache_dtype=kv_cache_dtype,
-        kv_cache_memory_bytes=kv_cache_memory_bytes,
-        dtype=dtype,
-        enforce_eager=enforce_eager,
-        usage_context=usage_context,
-    )
+    model, args = _serving_args(model, config, **_knobs(locals()))
     _json_path(json_out)  # a bad --json value fails before any work
     if measured is None and not offline and _local_cuda_gpu():
         result, _ = _profile_with_progress(model, args, gpu)
@@ -297,21 +303,7 @@ def profile_command(
     folder = output.parent if str(output.parent) else Path(".")
     if not folder.is_dir():
         raise BadInput(f"--output {output}: folder {folder} does not exist")
-    model, args = _serving_args(
-        model,
-        config,
-        gpu_memory_utilization=gpu_memory_utilization,
-        block_size=block_size,
-        max_model_len=max_model_len,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        limit_mm_per_prompt=limit_mm_per_prompt,
-        num_speculative_tokens=num_speculative_tokens,
-        kv_cache_dtype=kv_cache_dtype,
-        dtype=dtype,
-        enforce_eager=enforce_eager,
-        usage_context=usage_context,
-    )
+    model, args = _serving_args(model, config, **_knobs(locals()))
     _json_path(json_out)
     if not cpu_probe and not _local_cuda_gpu():
         raise BadInput("no usable NVIDIA GPU here: `capacity profile` measures on a GPU; plan offline with `capacity plan`, or pass --cpu-probe for a dry run")
@@ -368,17 +360,7 @@ def verify(
 
         measured = load_profile(profile)
         model = model or measured.fingerprint.model_name
-    model, args = _serving_args(
-        model,
-        config,
-        gpu_memory_utilization=gpu_memory_utilization,
-        block_size=block_size,
-        max_model_len=max_model_len,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        kv_cache_memory_bytes=kv_cache_memory_bytes,
-        dtype=dtype,
-    )
+    model, args = _serving_args(model, config, **_knobs(locals()))
     _json_path(json_out)
     if not cpu_probe and not _local_cuda_gpu():
         raise BadInput("no usable NVIDIA GPU here: `capacity verify` runs on a GPU (or pass --cpu-probe for a dry run)")
@@ -451,24 +433,7 @@ def check(
         require_max_model_len=require_max_model_len,
         fail_on_hazard=fail_on_hazard.strip().lower(),
     )
-    model, args = _serving_args(
-        model,
-        config,
-        gpu_memory_utilization=gpu_memory_utilization,
-        block_size=block_size,
-        max_model_len=max_model_len,
-        max_num_seqs=max_num_seqs,
-        max_num_batched_tokens=max_num_batched_tokens,
-        limit_mm_per_prompt=limit_mm_per_prompt,
-        num_speculative_tokens=num_speculative_tokens,
-        tensor_parallel_size=tensor_parallel_size,
-        decode_context_parallel_size=decode_context_parallel_size,
-        kv_cache_dtype=kv_cache_dtype,
-        kv_cache_memory_bytes=kv_cache_memory_bytes,
-        dtype=dtype,
-        enforce_eager=enforce_eager,
-        usage_context=usage_context,
-    )
+    model, args = _serving_args(model, config, **_knobs(locals()))
     _json_path(json_out)
     result = plan_for(model, args, gpu)
     gate = evaluate(result, thresholds)
@@ -484,9 +449,9 @@ def check(
 def sweep(
     model: ModelOpt = None,
     gpu: Annotated[str | None, typer.Option(help="GPUs, comma-separated (e.g. L4,L40S,H100-80GB,H200); default: the local GPU, else H200.")] = None,
-    tensor_parallel_size: Annotated[str | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel sizes, comma-separated.")] = None,
-    max_num_seqs: Annotated[str | None, typer.Option(help="max_num_seqs values, comma-separated (e.g. 16,64,256).")] = None,
-    max_model_len: Annotated[str | None, typer.Option(help="max_model_len values, comma-separated ('auto' fits to memory).")] = None,
+    tp_values: Annotated[str | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel sizes, comma-separated.")] = None,
+    seqs_values: Annotated[str | None, typer.Option("--max-num-seqs", help="max_num_seqs values, comma-separated (e.g. 16,64,256).")] = None,
+    len_values: Annotated[str | None, typer.Option("--max-model-len", help="max_model_len values, comma-separated ('auto' fits to memory).")] = None,
     profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Re-plan every point from this GPU profile's measured terms.")] = None,
     config: ConfigOpt = None,
     gpu_memory_utilization: UtilOpt = None,
@@ -511,26 +476,12 @@ def sweep(
     """
     from capacity.sweep import SweepAxes, parse_int_list, parse_name_list, run_sweep
 
-    model, base = _serving_args(
-        model,
-        config,
-        gpu_memory_utilization=gpu_memory_utilization,
-        block_size=block_size,
-        max_num_batched_tokens=max_num_batched_tokens,
-        limit_mm_per_prompt=limit_mm_per_prompt,
-        num_speculative_tokens=num_speculative_tokens,
-        decode_context_parallel_size=decode_context_parallel_size,
-        kv_cache_dtype=kv_cache_dtype,
-        kv_cache_memory_bytes=kv_cache_memory_bytes,
-        dtype=dtype,
-        enforce_eager=enforce_eager,
-        usage_context=usage_context,
-    )
+    model, base = _serving_args(model, config, **_knobs(locals()))
     axes = SweepAxes(
         gpus=parse_name_list(gpu, "--gpu") if gpu is not None else (None,),
-        tensor_parallel_sizes=parse_int_list(tensor_parallel_size, "--tensor-parallel-size") if tensor_parallel_size is not None else (None,),
-        max_num_seqs=parse_int_list(max_num_seqs, "--max-num-seqs") if max_num_seqs is not None else (None,),
-        max_model_lens=parse_int_list(max_model_len, "--max-model-len", allow_auto=True) if max_model_len is not None else (None,),
+        tensor_parallel_sizes=parse_int_list(tp_values, "--tensor-parallel-size") if tp_values is not None else (None,),
+        max_num_seqs=parse_int_list(seqs_values, "--max-num-seqs") if seqs_values is not None else (None,),
+        max_model_lens=parse_int_list(len_values, "--max-model-len", allow_auto=True) if len_values is not None else (None,),
     )
     _json_path(json_out)
     measured = None

@@ -180,4 +180,16 @@ class Plan:
 # non_kv_cache_memory = total_consumed (weights + non-torch) + transient peak (activations +
 # encoder-cache outputs held during profiling), then the CUDA-graph estimate.
 NON_KV_TERMS = ("weights", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs")
+# How reports name each memory term.
+TERM_LABELS = {
+    "weights": "weights",
+    "activation_peak": "activation peak",
+    "encoder_cache": "encoder cache (profiled outputs)",
+    "non_torch": "non-torch growth",
+    "cuda_graphs": "CUDA graphs",
+    "kv_cache": "KV cache",
+    "cuda_context": "CUDA context (before snapshot)",
+    "block_tables": "block tables (after KV budget)",
+}
+
 MEMORY_TERMS = ("weights", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "kv_cache", "cuda_context")

@@ -91,6 +91,20 @@ def _load_real_weights(model: Any, source: ModelSource, device: str) -> int:
     return loaded
 
 
+@contextmanager
+def released(state: dict[str, Any], probe: MemoryProbe) -> Any:
+    """Turn a phase's out-of-memory error into a result, and always release what the run held."""
+    caught: list[OomResult] = []
+    try:
+        yield caught
+    except PhaseOOM as exc:
+        caught.append(OomResult(exc.phase, exc.detail, exc.message))
+    finally:
+        state.clear()
+        gc.collect()
+        probe.empty_cache()
+
+
 class _Phases:
     """Measures phases on a probe; turns an out-of-memory error into a PhaseOOM naming the phase."""
 
@@ -173,68 +187,64 @@ def run_profile(
     result: dict[str, Any] = {"parameters": 0, "weights": 0, "encoder_cache": 0, "consumed": 0, "headroom": 0, "graphs": None, "warmup": None}
     weights_kind = "random (same memory as real weights)"
     inputs_note = ""
-    oom: OomResult | None = None
-    try:
-        with probe.tracking(), torch.inference_mode():
-            with phases.phase("weights", f"{spec.architecture} built on {device_str} in {serving.dtype}"):
-                state["model"] = build_module(
-                    spec.arch_builder, dict(source.config), device=device_str, dtype=serving.dtype, init_weights=False, attn_implementation=attn_implementation
-                ).eval()
-                if source.safetensors:
-                    loaded = _load_real_weights(state["model"], source, device_str)
-                    weights_kind = f"real (safetensors, {loaded} tensors)"
-                else:
-                    _randomize(state["model"])
-            model = state["model"]
-            result["parameters"] = sum(p.numel() for p in model.parameters())
-            result["weights"] = phases.done[-1].allocated_after_bytes - phases.done[-1].allocated_before_bytes
+    with released(state, probe) as caught, probe.tracking(), torch.inference_mode():
+        with phases.phase("weights", f"{spec.architecture} built on {device_str} in {serving.dtype}"):
+            state["model"] = build_module(
+                spec.arch_builder, dict(source.config), device=device_str, dtype=serving.dtype, init_weights=False, attn_implementation=attn_implementation
+            ).eval()
+            if source.safetensors:
+                loaded = _load_real_weights(state["model"], source, device_str)
+                weights_kind = f"real (safetensors, {loaded} tensors)"
+            else:
+                _randomize(state["model"])
+        model = state["model"]
+        result["parameters"] = sum(p.numel() for p in model.parameters())
+        result["weights"] = phases.done[-1].allocated_after_bytes - phases.done[-1].allocated_before_bytes
 
-            # vLLM memory_profiling(): gc, empty_cache, reset the peak, then profile_run.
-            probe.empty_cache()
-            probe.reset_peak()
-            before_profile_alloc = probe.allocated()
-            profile_peak = before_profile_alloc
-            if items:
-                with phases.phase("encoder", f"{items} x {budget.modality_with_max_tokens} items of {tokens_per_item} tokens"):
-                    item = adapter.item(spec, source, device_str, dtype, tokens_per_item)  # the processed dummy item, on the device
-                    inputs_note = item.note
-                    state["encoder_outputs"] = adapter.encode(model, item, items)
-                    del item
-                profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
-                result["encoder_cache"] = sum(o.numel() * o.element_size() for o in state["encoder_outputs"])
-                phases.done[-1] = replace(phases.done[-1], detail=f"{phases.done[-1].detail} ({inputs_note})")
-            hidden = adapter.hidden_size(spec)
-            with phases.phase("decoder", f"{reqs * per_req} tokens as {reqs} requests x {per_req} (max_num_batched_tokens {serving.max_num_batched_tokens})"):
-                ids = torch.zeros(reqs, per_req, dtype=torch.long, device=device_str)
-                stub = torch.zeros(reqs, 1, hidden, dtype=dtype, device=device_str) if spec.is_encoder_decoder else None
-                state["hidden"] = adapter.decode(model, ids, stub)
-                del ids, stub
-            profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
-            with phases.phase("sampler", f"{reqs} logits rows x {spec.decoder.vocab_size} vocab, two passes"):
-                logits = adapter.lm_head(model, state["hidden"][:, -1, :])
-                sampler_pass(logits)  # default pass
-                sampler_pass(logits)  # SamplingParams.for_sampler_warmup() pass
-                del logits
-            profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
-            state.pop("hidden", None)
-            state.pop("encoder_outputs", None)  # reset_encoder_cache()
-            probe.sync()
-            probe.empty_cache()
-            after_alloc = probe.allocated()
-            after_used = probe.device_used()
-            result["headroom"] = max(profile_peak - after_alloc, 0)
-            result["consumed"] = (after_used - baseline_used) if after_used is not None else (after_alloc - baseline_alloc)
-
-            if capture_graphs and device == "cuda" and not serving.enforce_eager:
-                result["graphs"] = _capture_graphs(phases, probe, adapter, model, spec, serving, gpu, dtype, device_str, notes)
-            if warmup:
-                result["warmup"] = _warmup(phases, probe, adapter, model, source, spec, serving, gpu, budget, dtype, device_str, result)
-    except PhaseOOM as exc:
-        oom = OomResult(exc.phase, exc.detail, exc.message)
-    finally:
-        state.clear()
-        gc.collect()
+        # vLLM memory_profiling(): gc, empty_cache, reset the peak, then profile_run.
         probe.empty_cache()
+        probe.reset_peak()
+        before_profile_alloc = probe.allocated()
+        profile_peak = before_profile_alloc
+        if items:
+            with phases.phase("encoder", f"{items} x {budget.modality_with_max_tokens} items of {tokens_per_item} tokens"):
+                item = adapter.item(spec, source, device_str, dtype, tokens_per_item)  # the processed dummy item, on the device
+                inputs_note = item.note
+                state["encoder_outputs"] = adapter.encode(model, item, items)
+                del item
+            profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
+            result["encoder_cache"] = sum(o.numel() * o.element_size() for o in state["encoder_outputs"])
+            phases.done[-1] = replace(phases.done[-1], detail=f"{phases.done[-1].detail} ({inputs_note})")
+        hidden = adapter.hidden_size(spec)
+        with phases.phase("decoder", f"{reqs * per_req} tokens as {reqs} requests x {per_req} (max_num_batched_tokens {serving.max_num_batched_tokens})"):
+            ids = torch.zeros(reqs, per_req, dtype=torch.long, device=device_str)
+            stub = torch.zeros(reqs, 1, hidden, dtype=dtype, device=device_str) if spec.is_encoder_decoder else None
+            state["hidden"] = adapter.decode(model, ids, stub)
+            del ids, stub
+        profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
+        with phases.phase("sampler", f"{reqs} logits rows x {spec.decoder.vocab_size} vocab, two passes"):
+            logits = adapter.lm_head(model, state["hidden"][:, -1, :])
+            sampler_pass(logits)  # default pass
+            sampler_pass(logits)  # SamplingParams.for_sampler_warmup() pass
+            del logits
+        profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
+        state.pop("hidden", None)
+        state.pop("encoder_outputs", None)  # reset_encoder_cache()
+        probe.sync()
+        probe.empty_cache()
+        after_alloc = probe.allocated()
+        after_used = probe.device_used()
+        result["headroom"] = max(profile_peak - after_alloc, 0)
+        result["consumed"] = (after_used - baseline_used) if after_used is not None else (after_alloc - baseline_alloc)
+
+        if capture_graphs and device == "cuda" and not serving.enforce_eager:
+            result["graphs"] = _capture_graphs(phases, probe, adapter, model, spec, serving, gpu, dtype, device_str, notes)
+        if warmup:
+            result["warmup"] = _warmup(phases, probe, adapter, model, source, spec, serving, gpu, budget, dtype, device_str, result)
+    oom = caught[0] if caught else None
+    model = None  # the last reference: release the cached blocks too, so an OOM leaves the GPU free
+    gc.collect()
+    probe.empty_cache()
 
     fingerprint = Fingerprint(
         model_name=source.name,

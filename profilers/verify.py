@@ -19,12 +19,11 @@ from typing import Any
 from capacity.budget import build_budget
 from capacity.errors import BadInput
 from capacity.plan import Plan
-from capacity.profile import OomResult
 from capacity.units import cdiv
 from capacity.verification import VerifyResult
 from profilers.forward import forward_adapter
 from profilers.probes import MemoryProbe
-from profilers.run import PhaseCallback, PhaseOOM, _Phases, sampler_pass
+from profilers.run import PhaseCallback, _Phases, released, sampler_pass
 
 VERIFIABLE = ("whisper", "nemotron_parse")
 
@@ -72,7 +71,6 @@ def run_verify(plan: Plan, probe: MemoryProbe, *, steps: int = 3, reproducer: st
     start = time.perf_counter()
     peak_alloc = 0
     peak_used = 0
-    oom: OomResult | None = None
 
     def track() -> None:
         nonlocal peak_alloc, peak_used
@@ -81,69 +79,66 @@ def run_verify(plan: Plan, probe: MemoryProbe, *, steps: int = 3, reproducer: st
         used = last.device_used_bytes
         peak_used = max(peak_used, (used - (baseline_used or 0)) if used is not None else last.peak_allocated_bytes)
 
-    try:
-        with probe.tracking(), torch.inference_mode():
-            with phases.phase("weights", f"{spec.architecture} in {serving.dtype}"):
-                state["model"] = build_module(spec.arch_builder, dict(plan.source.config), device=device, dtype=serving.dtype, init_weights=False).eval()
-                for p in state["model"].parameters():
-                    p.normal_(0.0, 0.02)
-            track()
-            model = state["model"]
-            decoder = _decoder(model, spec.arch_builder)
-            with phases.phase("kv_pool", f"{kv.num_blocks:,} blocks x {kv.bytes_per_block:,} B + block tables"):
-                state["pool"] = torch.zeros(slots, 2, kv.num_blocks, bs, heads, head, dtype=dtype, device=device)
-                state["tables"] = torch.zeros(plan.memory["block_tables"].bytes // 4, dtype=torch.int32, device=device)
-            track()
-            if requests < 1:
-                raise BadInput("the plan holds no whole request at max_model_len: nothing to verify")
-            pool = state["pool"]
-            first_cross = 1 + requests * self_blocks  # block 0 is the null block
+    with released(state, probe) as caught, probe.tracking(), torch.inference_mode():
+        with phases.phase("weights", f"{spec.architecture} in {serving.dtype}"):
+            state["model"] = build_module(spec.arch_builder, dict(plan.source.config), device=device, dtype=serving.dtype, init_weights=False).eval()
+            for p in state["model"].parameters():
+                p.normal_(0.0, 0.02)
+        track()
+        model = state["model"]
+        decoder = _decoder(model, spec.arch_builder)
+        with phases.phase("kv_pool", f"{kv.num_blocks:,} blocks x {kv.bytes_per_block:,} B + block tables"):
+            state["pool"] = torch.zeros(slots, 2, kv.num_blocks, bs, heads, head, dtype=dtype, device=device)
+            state["tables"] = torch.zeros(plan.memory["block_tables"].bytes // 4, dtype=torch.int32, device=device)
+        track()
+        if requests < 1:
+            raise BadInput("the plan holds no whole request at max_model_len: nothing to verify")
+        pool = state["pool"]
+        first_cross = 1 + requests * self_blocks  # block 0 is the null block
 
-            def self_kv(layer: int, which: int) -> Any:
-                return pool[layer, which, 1:first_cross].reshape(requests, self_blocks * bs, heads, head)[:, : serving.max_model_len]
+        def self_kv(layer: int, which: int) -> Any:
+            return pool[layer, which, 1:first_cross].reshape(requests, self_blocks * bs, heads, head)[:, : serving.max_model_len]
 
-            def cross_kv(layer: int, which: int) -> Any:
-                region = pool[layer, which, first_cross : first_cross + requests * cross_blocks]
-                return region.reshape(requests, cross_blocks * bs, heads, head)[:, : spec.encoder_tokens_per_request]
+        def cross_kv(layer: int, which: int) -> Any:
+            region = pool[layer, which, first_cross : first_cross + requests * cross_blocks]
+            return region.reshape(requests, cross_blocks * bs, heads, head)[:, : spec.encoder_tokens_per_request]
 
-            budget = build_budget(spec, serving)
-            items = max(budget.profile_items, 1)
-            with phases.phase("encoder", f"{items} max-size items; their K/V written into {requests} requests' cross-attention blocks"):
-                item = adapter.item(spec, plan.source, device, dtype, budget.profile_tokens_per_item)
-                outputs = adapter.encode(model, item, items)
-                enc = outputs[0].unsqueeze(0)
-                del item, outputs
+        budget = build_budget(spec, serving)
+        items = max(budget.profile_items, 1)
+        with phases.phase("encoder", f"{items} max-size items; their K/V written into {requests} requests' cross-attention blocks"):
+            item = adapter.item(spec, plan.source, device, dtype, budget.profile_tokens_per_item)
+            outputs = adapter.encode(model, item, items)
+            enc = outputs[0].unsqueeze(0)
+            del item, outputs
+            for i, layer in enumerate(decoder.layers):
+                cross_kv(i, 0).copy_(layer.encoder_attn.k_proj(enc).view(1, -1, heads, head).expand(requests, -1, -1, -1))
+                cross_kv(i, 1).copy_(layer.encoder_attn.v_proj(enc).view(1, -1, heads, head).expand(requests, -1, -1, -1))
+            del enc
+        track()
+        for step in range(steps):
+            with phases.phase(
+                f"decode_{step}", f"{requests} requests x 1 token: self-attention over {serving.max_model_len}, cross over {spec.encoder_tokens_per_request}"
+            ):
+                ids = torch.zeros(requests, 1, dtype=torch.long, device=device)
+                x = decoder.embed_tokens(ids)
+                if getattr(decoder, "layernorm_embedding", None) is not None:
+                    x = decoder.layernorm_embedding(x)
                 for i, layer in enumerate(decoder.layers):
-                    cross_kv(i, 0).copy_(layer.encoder_attn.k_proj(enc).view(1, -1, heads, head).expand(requests, -1, -1, -1))
-                    cross_kv(i, 1).copy_(layer.encoder_attn.v_proj(enc).view(1, -1, heads, head).expand(requests, -1, -1, -1))
-                del enc
+                    h = layer.self_attn_layer_norm(x)
+                    keys, values = self_kv(i, 0), self_kv(i, 1)
+                    keys[:, -1:].copy_(layer.self_attn.k_proj(h).view(requests, 1, heads, head))
+                    values[:, -1:].copy_(layer.self_attn.v_proj(h).view(requests, 1, heads, head))
+                    x = x + _attend(layer.self_attn, h, keys, values)
+                    x = x + _attend(layer.encoder_attn, layer.encoder_attn_layer_norm(x), cross_kv(i, 0), cross_kv(i, 1))
+                    x = x + layer.fc2(layer.activation_fn(layer.fc1(layer.final_layer_norm(x))))
+                logits = adapter.lm_head(model, decoder.layer_norm(x)[:, -1, :])
+                sampler_pass(logits)
+                del ids, x, logits
             track()
-            for step in range(steps):
-                with phases.phase(
-                    f"decode_{step}", f"{requests} requests x 1 token: self-attention over {serving.max_model_len}, cross over {spec.encoder_tokens_per_request}"
-                ):
-                    ids = torch.zeros(requests, 1, dtype=torch.long, device=device)
-                    x = decoder.embed_tokens(ids)
-                    if getattr(decoder, "layernorm_embedding", None) is not None:
-                        x = decoder.layernorm_embedding(x)
-                    for i, layer in enumerate(decoder.layers):
-                        h = layer.self_attn_layer_norm(x)
-                        keys, values = self_kv(i, 0), self_kv(i, 1)
-                        keys[:, -1:].copy_(layer.self_attn.k_proj(h).view(requests, 1, heads, head))
-                        values[:, -1:].copy_(layer.self_attn.v_proj(h).view(requests, 1, heads, head))
-                        x = x + _attend(layer.self_attn, h, keys, values)
-                        x = x + _attend(layer.encoder_attn, layer.encoder_attn_layer_norm(x), cross_kv(i, 0), cross_kv(i, 1))
-                        x = x + layer.fc2(layer.activation_fn(layer.fc1(layer.final_layer_norm(x))))
-                    logits = adapter.lm_head(model, decoder.layer_norm(x)[:, -1, :])
-                    sampler_pass(logits)
-                    del ids, x, logits
-                track()
-    except PhaseOOM as exc:
-        oom = OomResult(exc.phase, exc.detail, exc.message)
-    finally:
-        state.clear()
-        gc.collect()
-        probe.empty_cache()
+    oom = caught[0] if caught else None
+    model = decoder = pool = None  # the last references: release the cached blocks too
+    gc.collect()
+    probe.empty_cache()
     return VerifyResult(
         model=plan.source.name,
         gpu_name=str(info["gpu_name"]),

@@ -12,23 +12,11 @@ from typing import Any
 import pandas as pd
 
 import capacity
-from capacity.plan import MEMORY_TERMS, Plan
+from capacity.plan import MEMORY_TERMS, TERM_LABELS, Plan
 from capacity.sweep import SweepResult
 from capacity.units import GiB
 
 PLAN_SECTIONS = ("summary", "memory", "budget", "kv_groups", "block_tables", "warmup", "hazards", "knobs", "fingerprint")
-
-TERM_LABEL = {
-    "weights": "weights",
-    "activation_peak": "activation peak",
-    "encoder_cache": "encoder cache (profiled outputs)",
-    "non_torch": "non-torch growth",
-    "cuda_graphs": "CUDA graphs",
-    "kv_cache": "KV cache",
-    "cuda_context": "CUDA context (before snapshot)",
-    "block_tables": "block tables (after KV budget)",
-}
-
 
 @singledispatch
 def frames(subject: Any) -> dict[str, pd.DataFrame]:
@@ -123,7 +111,7 @@ def memory_frame(plan: Plan) -> pd.DataFrame:
         rows.append(
             {
                 "term": key,
-                "label": TERM_LABEL.get(key, key),
+                "label": TERM_LABELS.get(key, key),
                 "bytes": term.bytes,
                 "gib": round(term.bytes / GiB, 3),
                 "share_of_gpu": round(term.bytes / total, 4),

@@ -15,11 +15,11 @@ from functools import singledispatch
 from typing import Any
 
 import capacity
-from capacity.plan import ERROR, INFO, WARNING, Plan
+from capacity.plan import ERROR, INFO, TERM_LABELS, WARNING, Plan
 from capacity.serving import ServingArgs
 from capacity.sweep import SweepPoint, SweepResult
 from capacity.units import GiB
-from reports.frames import TERM_LABEL, fingerprint, max_model_len_served, unused_bytes
+from reports.frames import fingerprint, max_model_len_served, unused_bytes
 
 
 class Html(str):
@@ -137,7 +137,7 @@ def _kind(kind: str) -> Html:
 
 def _segments(plan: Plan) -> list[tuple[str, str, int, str]]:
     """(key, label, bytes, kind) in bar order, ending with unused (0 when the plan over-commits)."""
-    segs = [(k, TERM_LABEL[k], plan.memory[k].bytes, plan.memory[k].kind) for k in BAR_ORDER if k in plan.memory]
+    segs = [(k, TERM_LABELS[k], plan.memory[k].bytes, plan.memory[k].kind) for k in BAR_ORDER if k in plan.memory]
     segs.append(("unused", "unused", max(unused_bytes(plan), 0), ""))
     return segs
 
@@ -383,7 +383,7 @@ def _knobs_section(plan: Plan) -> Html:
 
 
 def _provenance_section(plan: Plan) -> Html:
-    rows = [[TERM_LABEL.get(k, k), _kind(t.kind), t.method] for k, t in plan.memory.items()]
+    rows = [[TERM_LABELS.get(k, k), _kind(t.kind), t.method] for k, t in plan.memory.items()]
     rows += [
         [
             "GPU total memory",

@@ -7,23 +7,13 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from capacity.plan import ERROR, INFO, MEMORY_TERMS, WARNING, Plan
+from capacity.plan import ERROR, INFO, MEMORY_TERMS, TERM_LABELS, WARNING, Plan
 from capacity.sweep import SweepPoint, SweepResult
 from capacity.units import GiB
 from capacity.verification import VerifyResult
 
 KIND_STYLE = {"exact": "green", "estimated": "yellow", "measured": "cyan"}
 SEVERITY_STYLE = {ERROR: "bold red", WARNING: "yellow", INFO: "dim"}
-TERM_LABEL = {
-    "weights": "weights",
-    "activation_peak": "activation peak",
-    "encoder_cache": "encoder cache (profiled outputs)",
-    "non_torch": "non-torch growth",
-    "cuda_graphs": "CUDA graphs",
-    "kv_cache": "KV cache",
-    "cuda_context": "CUDA context (before snapshot)",
-    "block_tables": "block tables (after KV budget)",
-}
 
 
 def _gib(n: int | float) -> str:
@@ -75,7 +65,7 @@ def _memory(plan: Plan, wide: bool) -> Table:
         term = plan.memory.get(key)
         if term is None:
             continue
-        row(TERM_LABEL[key], f"{term.bytes:,}", _gib(term.bytes), Text(term.kind, style=KIND_STYLE[term.kind]), Text(term.method))
+        row(TERM_LABELS[key], f"{term.bytes:,}", _gib(term.bytes), Text(term.kind, style=KIND_STYLE[term.kind]), Text(term.method))
     t.add_section()
     row("requested (total x utilization)", f"{plan.requested_memory_bytes:,}", _gib(plan.requested_memory_bytes), "", "ceil(total x gpu_memory_utilization)")
     row("non-KV (vLLM subtracts)", f"{plan.non_kv_bytes:,}", _gib(plan.non_kv_bytes), "", "weights + activation peak + encoder cache + non-torch + CUDA graphs")

@@ -82,7 +82,46 @@ JsonOpt = Annotated[
     typer.Option("--json", metavar="[PATH]", help="--json alone: print JSON on stdout instead of the report; --json PATH: write it to PATH."),
 ]
 
+EstimateOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--estimate",
+        help="Without a GPU profile: 'trace' runs the real model's phases on fake tensors (default; CAPACITY_ESTIMATE sets another), 'formula' uses the quick formulas.",
+    ),
+]
+
 JSON_STDOUT = "-"
+ESTIMATES = ("trace", "formula")
+
+
+def _plan(model: str, args: Any, gpu: str | None, measured: Any, *, offline: bool, estimate: str | None) -> Any:
+    """The plan from a saved profile, else from profiling the local GPU, else from a fake-tensor trace or formulas."""
+    from dataclasses import replace
+
+    from capacity.planner import plan_for
+
+    how = (estimate or os.environ.get("CAPACITY_ESTIMATE") or "trace").strip().lower()
+    if how not in ESTIMATES:
+        raise BadInput(f"--estimate {how!r}: use trace or formula")
+    if measured is not None:
+        return plan_for(model, args, gpu, measured)
+    if not offline and _local_cuda_gpu():
+        return _profile_with_progress(model, args, gpu)[0]
+    if how == "formula":
+        return plan_for(model, args, gpu)
+    from profilers.api import trace_model
+
+    try:
+        result, _ = trace_model(model, args, gpu_name=gpu)
+        return result
+    except CapacityError as exc:
+        if exc.exit_code != EXIT_BAD_INPUT or "not implemented yet" not in str(exc):
+            raise
+        reason = f"no fake-tensor trace for this family ({exc}); the activation terms are formulas"
+    except Exception as exc:  # a data-dependent op (.item(), nonzero) stops a fake trace: documented fallback
+        reason = f"the fake-tensor trace stopped at {type(exc).__name__}: {' '.join(str(exc).split())[:160]}; the activation terms are formulas"
+    result = plan_for(model, args, gpu)
+    return replace(result, notes=(*result.notes, reason))
 
 
 class OptionalJsonCommand(TyperCommand):
@@ -195,6 +234,7 @@ def plan(
     usage_context: UsageOpt = None,
     profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Plan from a saved GPU profile (`capacity profile -o`); --model defaults to its model.")] = None,
     offline: Annotated[bool, typer.Option("--offline", help="Never profile on a local GPU: plan from the config alone.")] = False,
+    estimate: EstimateOpt = None,
     json_out: JsonOpt = None,
     csv: CsvOpt = None,
     html: HtmlOpt = None,
@@ -204,7 +244,6 @@ def plan(
     On a machine with an NVIDIA GPU (and without --offline or --profile) the model is profiled on it
     first and the plan uses the measurements. Exit codes: 0 fits, 1 does not fit, 2 bad input, 3 runtime failure.
     """
-    from capacity.planner import plan_for
 
     measured = None
     if profile is not None:
@@ -215,10 +254,7 @@ def plan(
 
     model, args = _serving_args(model, config, **_knobs(locals()))
     _json_path(json_out)  # a bad --json value fails before any work
-    if measured is None and not offline and _local_cuda_gpu():
-        result, _ = _profile_with_progress(model, args, gpu)
-    else:
-        result = plan_for(model, args, gpu, measured)
+    result = _plan(model, args, gpu, measured, offline=offline, estimate=estimate)
     _export(result, csv, html, json_out)
     if json_out == JSON_STDOUT:
         _print_json(result)
@@ -390,6 +426,53 @@ def verify(
     raise typer.Exit(EXIT_FITS if outcome.passed else EXIT_DOES_NOT_FIT)
 
 
+@app.command()
+def reconcile(
+    log: Annotated[Path, typer.Argument(metavar="LOG", help="A vLLM startup log (0.11 to 0.33).")],
+    model: ModelOpt = None,
+    gpu: Annotated[str | None, typer.Option(help="The GPU vLLM ran on (catalog name); default: the local GPU, else H200.")] = None,
+    config: ConfigOpt = None,
+    gpu_memory_utilization: UtilOpt = None,
+    block_size: BlockSizeOpt = None,
+    max_model_len: Annotated[str | None, typer.Option(help="Decoder context length vLLM ran with.")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(help="max_num_seqs vLLM ran with.")] = None,
+    max_num_batched_tokens: BatchedTokensOpt = None,
+    limit_mm_per_prompt: LimitMmOpt = None,
+    num_speculative_tokens: SpecTokensOpt = None,
+    tensor_parallel_size: Annotated[int | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel ranks.")] = None,
+    kv_cache_dtype: KvDtypeOpt = None,
+    kv_cache_memory_bytes: KvBytesOpt = None,
+    dtype: DtypeOpt = None,
+    profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Compare with the plan made from this saved profile.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON on stdout.")] = False,
+) -> None:
+    """Set a vLLM startup log side by side with capacity's plan for the same knobs, term by term.
+
+    Exit codes: 0 compared, 2 bad input (e.g. not a vLLM log), 3 runtime failure.
+    """
+    import json
+
+    from capacity.reconcile import reconcile as reconcile_log
+
+    measured = None
+    if profile is not None:
+        from capacity.profile import load_profile
+
+        measured = load_profile(profile)
+        model = model or measured.fingerprint.model_name
+    model, args = _serving_args(model, config, **_knobs(locals()))
+    result = reconcile_log(log, _plan(model, args, gpu, measured, offline=True, estimate="formula" if measured is None else None))
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    else:
+        from rich.console import Console
+
+        from reports.reconcile import render_reconcile
+
+        render_reconcile(result, Console())
+    raise typer.Exit(EXIT_FITS)
+
+
 @app.command(cls=OptionalJsonCommand)
 def check(
     model: ModelOpt = None,
@@ -414,6 +497,8 @@ def check(
     min_kv_tokens: Annotated[int | None, typer.Option(help="Fail unless vLLM's logged KV cache size in tokens (kv_cache.tokens_vllm_reported) is at least this.")] = None,
     require_max_model_len: Annotated[int | None, typer.Option(help="Fail unless requests of this many tokens are served (max_model_len, and one request's KV fits).")] = None,
     fail_on_hazard: Annotated[str, typer.Option(help="Lowest hazard severity that fails: info, warning or error (errors always fail).")] = "error",
+    offline: Annotated[bool, typer.Option("--offline", help="Never profile on a local GPU: plan from the config alone.")] = False,
+    estimate: EstimateOpt = None,
     json_out: Annotated[str | None, typer.Option("--json", metavar="[PATH]", help="Write the JSON (plan + gate) to PATH instead of stdout.")] = None,
     csv: CsvOpt = None,
     html: HtmlOpt = None,
@@ -424,7 +509,6 @@ def check(
     Exit codes: 0 pass, 1 fail, 2 bad input, 3 runtime failure.
     """
     from capacity.gate import Thresholds, evaluate
-    from capacity.planner import plan_for
 
     thresholds = Thresholds(
         min_concurrency=min_concurrency,
@@ -435,7 +519,7 @@ def check(
     )
     model, args = _serving_args(model, config, **_knobs(locals()))
     _json_path(json_out)
-    result = plan_for(model, args, gpu)
+    result = _plan(model, args, gpu, None, offline=offline, estimate=estimate)
     gate = evaluate(result, thresholds)
     extra = {"gate": gate.to_dict()}
     _export(result, csv, html, json_out, extra)

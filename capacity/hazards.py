@@ -299,7 +299,15 @@ def profile_provenance(plan: Plan) -> Iterator[Hazard]:
             "the measured terms were sized by other knobs: " + "; ".join(differ) + (" (more encoder items per batch than profiled)" if more_items else ""),
             "re-run `capacity profile` with these knobs on the GPU",
         )
-    if fp.device != "cuda":
+    if fp.device == "fake":
+        yield Hazard(
+            "estimated_by_fake_trace",
+            INFO,
+            "weights, encoder outputs and activations come from the real model's phases run on fake tensors (no GPU); "
+            "device-level memory is an H200-measured constant and CUDA graphs a formula",
+            "profile on the target GPU (`capacity profile`) for measured figures",
+        )
+    elif fp.device != "cuda":
         yield Hazard("profile_from_cpu_probe", INFO, "this profile was taken with the CPU probe (live tensor bytes), not on a GPU", "profile on the target GPU for real measurements")
     elif fp.gpu_name.lower().replace("nvidia ", "") != plan.gpu.name.lower().replace("nvidia ", ""):
         yield Hazard(

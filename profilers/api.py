@@ -60,3 +60,10 @@ def profile_model(
     )
     notes = tuple(n for n in (source.alias_note,) if n)
     return build_plan(source, spec, gpu, serving, notes, profile), profile
+
+
+def trace_model(model: str, args: ServingArgs, *, gpu_name: str | None = None) -> tuple[Plan, MemoryProfile]:
+    """The profile phases run on fake tensors (no GPU, no memory): the offline estimate of every phase."""
+    from profilers.probes import FakeProbe
+
+    return profile_model(model, args, gpu_name=gpu_name or "H200", probe=FakeProbe(), capture_graphs=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 import os
 import weakref
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Protocol
 
 
@@ -19,6 +19,8 @@ class MemoryProbe(Protocol):
 
     def init(self) -> None: ...
     def tracking(self) -> AbstractContextManager[Any]: ...
+    def host(self) -> AbstractContextManager[Any]: ...
+    def adopt(self, tensor: Any) -> Any: ...
     def sync(self) -> None: ...
     def allocated(self) -> int: ...
     def peak(self) -> int: ...
@@ -59,6 +61,13 @@ class CudaProbe:
 
     def tracking(self) -> AbstractContextManager[Any]:
         return nullcontext()
+
+    def host(self) -> AbstractContextManager[Any]:
+        """Where host-side preprocessing (feature extractors) runs: here, as it is."""
+        return nullcontext()
+
+    def adopt(self, tensor: Any) -> Any:
+        return tensor
 
     def sync(self) -> None:
         import torch
@@ -140,7 +149,7 @@ class CpuProbe:
         self.limit_bytes = limit_bytes
         self._live: dict[int, tuple[int, list[weakref.ref[Any]]]] = {}
         self._peak = 0
-        self._mode: Any = None
+        self._paused = False
 
     def init(self) -> None:
         return None
@@ -157,19 +166,29 @@ class CpuProbe:
             total += nbytes
         return total
 
+    def _key_and_size(self, t: Any) -> tuple[int, int] | None:
+        """A live storage's identity and its bytes; None for tensors not to count."""
+        if t.device.type != "cpu":
+            return None
+        storage = t.untyped_storage()
+        key = storage.data_ptr()
+        return None if key == 0 else (key, storage.nbytes())
+
     def _record(self, out: Any) -> None:
         import torch
 
+        if self._paused:
+            return
         for t in out if isinstance(out, (tuple, list)) else (out,):
-            if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
+            if not isinstance(t, torch.Tensor):
                 continue
-            storage = t.untyped_storage()
-            key = storage.data_ptr()
-            if key == 0:
+            found = self._key_and_size(t)
+            if found is None:
                 continue
-            nbytes, refs = self._live.get(key, (storage.nbytes(), []))
+            key, size = found
+            nbytes, refs = self._live.get(key, (size, []))
             refs.append(weakref.ref(t))
-            self._live[key] = (max(nbytes, storage.nbytes()), refs)
+            self._live[key] = (max(nbytes, size), refs)
         live = self._purge()
         self._peak = max(self._peak, live)
         if self.limit_bytes is not None and live > self.limit_bytes:
@@ -187,6 +206,12 @@ class CpuProbe:
                 return out
 
         return _Track()
+
+    def host(self) -> AbstractContextManager[Any]:
+        return nullcontext()
+
+    def adopt(self, tensor: Any) -> Any:
+        return tensor
 
     def sync(self) -> None:
         return None
@@ -214,3 +239,54 @@ class CpuProbe:
 
     def describe(self) -> dict[str, Any]:
         return {"device": "cpu", "gpu_name": "cpu (CpuProbe)", "gpu_total_memory_bytes": 0, "driver": "", "cuda": ""}
+
+
+class FakeProbe(CpuProbe):
+    """No memory at all: the phases run under torch's FakeTensorMode (shapes and dtypes only) and the
+    bytes of live storages are counted the way the CUDA caching allocator counts them (each allocation
+    rounded up to a multiple of 512 bytes). Device-level memory (CUDA context, cuBLAS workspaces) is
+    invisible here; the planner adds measured constants for it."""
+
+    device = "cpu"
+    ROUND = 512  # CUDA caching allocator: kMinBlockSize; block sizes are multiples of it
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._fake: Any = None
+
+    def _key_and_size(self, t: Any) -> tuple[int, int] | None:
+        storage = t.untyped_storage()
+        size = storage.nbytes()
+        return storage._cdata, max(self.ROUND, -(-size // self.ROUND) * self.ROUND)
+
+    def tracking(self) -> AbstractContextManager[Any]:
+        from contextlib import ExitStack
+
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        stack = ExitStack()
+        self._fake = FakeTensorMode(allow_non_fake_inputs=True)
+        stack.enter_context(self._fake)
+        stack.enter_context(super().tracking())
+        return stack
+
+    @contextmanager
+    def host(self) -> Any:
+        """Real tensors for host-side preprocessing (a feature extractor's STFT), not counted."""
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        self._paused = True
+        try:
+            with unset_fake_temporarily():
+                yield
+        finally:
+            self._paused = False
+
+    def adopt(self, tensor: Any) -> Any:
+        """A host tensor handed to the device: its fake twin, counted."""
+        fake = self._fake.from_tensor(tensor)
+        self._record(fake)
+        return fake
+
+    def describe(self) -> dict[str, Any]:
+        return {"device": "fake", "gpu_name": "fake tensors (FakeProbe)", "gpu_total_memory_bytes": 0, "driver": "", "cuda": ""}

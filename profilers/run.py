@@ -208,7 +208,9 @@ def run_profile(
         profile_peak = before_profile_alloc
         if items:
             with phases.phase("encoder", f"{items} x {budget.modality_with_max_tokens} items of {tokens_per_item} tokens"):
-                item = adapter.item(spec, source, device_str, dtype, tokens_per_item)  # the processed dummy item, on the device
+                with probe.host():  # the processor runs on the host, as in vLLM
+                    item = adapter.item(spec, source, device_str, dtype, tokens_per_item)
+                item = replace(item, tensors={k: probe.adopt(v) for k, v in item.tensors.items()})
                 inputs_note = item.note
                 state["encoder_outputs"] = adapter.encode(model, item, items)
                 del item
@@ -249,7 +251,7 @@ def run_profile(
     fingerprint = Fingerprint(
         model_name=source.name,
         config_sha256=source.config_sha256,
-        device=device,
+        device=str(describe["device"]),
         gpu_name=str(describe["gpu_name"]),
         gpu_total_memory_bytes=int(describe["gpu_total_memory_bytes"]),
         driver=str(describe["driver"]),

@@ -106,7 +106,8 @@ def run_verify(plan: Plan, probe: MemoryProbe, *, steps: int = 3, reproducer: st
         budget = build_budget(spec, serving)
         items = max(budget.profile_items, 1)
         with phases.phase("encoder", f"{items} max-size items; their K/V written into {requests} requests' cross-attention blocks"):
-            item = adapter.item(spec, plan.source, device, dtype, budget.profile_tokens_per_item)
+            with probe.host():
+                item = adapter.item(spec, plan.source, device, dtype, budget.profile_tokens_per_item)
             outputs = adapter.encode(model, item, items)
             enc = outputs[0].unsqueeze(0)
             del item, outputs

@@ -49,3 +49,9 @@ def make_plan() -> Callable[..., Plan]:
         return build_plan(source, spec, target, serving)
 
     return plan
+
+
+@pytest.fixture(autouse=True)
+def formula_estimates_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CLI plans in tests use the quick formulas unless a test asks for the fake-tensor trace."""
+    monkeypatch.setenv("CAPACITY_ESTIMATE", "formula")

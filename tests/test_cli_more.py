@@ -1,0 +1,61 @@
+"""CLI wiring of reconcile and of the fake-tensor-trace estimate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from capacity.cli import main
+
+LOGS = Path(__file__).parent / "fixtures" / "vllm_logs"
+
+
+def test_reconcile_command_matches_a_plan_with_the_logs_kv_bytes(capsys):
+    log = LOGS / "whisper-large-v3-h200-v0.33.0-kv-cache-memory-bytes.log"
+    # the fixture's vLLM ran with --kv-cache-memory-bytes 120G: 120 x 2^30 // 2,621,440 = 49,152 blocks
+    code = main(["reconcile", str(log), "--model", "openai/whisper-large-v3", "--gpu", "H200", "--kv-cache-memory-bytes", "120G", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    rows = {r["key"]: r for r in json.loads(out.out)["rows"]}
+    assert any(r["agrees"] for r in rows.values())
+    blocks = [r for r in rows.values() if "num_blocks" in r["term"]]
+    assert blocks and blocks[0]["agrees"]
+
+
+def test_reconcile_command_refuses_a_non_vllm_log(tmp_path: Path, capsys):
+    log = tmp_path / "notes.txt"
+    log.write_text("hello\nthis is not a vLLM log\n")
+    code = main(["reconcile", str(log), "--model", "openai/whisper-large-v3"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("capacity: error:") and err.count("\n") == 1
+
+
+def test_estimate_flag_is_checked(capsys):
+    code = main(["plan", "--model", "openai/whisper-tiny", "--estimate", "guess"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--estimate 'guess'" in err
+
+
+def test_fake_trace_estimate_of_whisper_tiny(capsys):
+    pytest.importorskip("torch")
+    code = main(["plan", "--model", "openai/whisper-tiny", "--gpu", "L4", "--estimate", "trace", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    plan = json.loads(out.out)
+    assert plan["memory"]["activation_peak"]["kind"] == "estimated"
+    assert plan["memory"]["activation_peak"]["method"].startswith("fake-tensor trace of the real model")
+    # the trace holds one 30 s item: 1 x 1500 positions x 384 wide x 2 B (bfloat16), exactly
+    assert plan["memory"]["encoder_cache"]["bytes"] == 1500 * 384 * 2
+    assert "estimated_by_fake_trace" in {h["id"] for h in plan["hazards"]}
+
+
+def test_fake_trace_falls_back_for_families_without_an_adapter(capsys):
+    pytest.importorskip("torch")
+    code = main(["plan", "--model", "google/gemma-3-4b-it", "--estimate", "trace", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    plan = json.loads(out.out)
+    assert any("no fake-tensor trace for this family" in n for n in plan["notes"])
+    assert plan["memory"]["activation_peak"]["method"].startswith("formula")

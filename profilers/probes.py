@@ -32,6 +32,14 @@ class MemoryProbe(Protocol):
     def describe(self) -> dict[str, Any]: ...
 
 
+def _returns_its_input(func: Any, args: Any) -> bool:
+    """Ops that allocate nothing on a real device but get a fresh storage under fake tensors:
+    dropout outside training returns its input (ATen: `if (!train || p == 0) return input`)."""
+    import torch
+
+    return func is torch.ops.aten.dropout.default and len(args) > 2 and not args[2]
+
+
 class CudaProbe:
     """torch.cuda allocator counters, cudaMemGetInfo and NVML for one GPU."""
 
@@ -194,6 +202,9 @@ class CpuProbe:
         if self.limit_bytes is not None and live > self.limit_bytes:
             raise torch.cuda.OutOfMemoryError(f"CpuProbe: {live} live bytes exceed the {self.limit_bytes}-byte limit")
 
+    def _allocates_nothing_on_gpu(self, func: Any, args: Any, out: Any) -> bool:
+        return _returns_its_input(func, args)
+
     def tracking(self) -> AbstractContextManager[Any]:
         from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -202,7 +213,8 @@ class CpuProbe:
         class _Track(TorchDispatchMode):
             def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
                 out = func(*args, **(kwargs or {}))
-                probe._record(out)
+                if not probe._allocates_nothing_on_gpu(func, args, out):
+                    probe._record(out)
                 return out
 
         return _Track()

@@ -155,24 +155,27 @@ class CpuProbe:
 
     def __init__(self, limit_bytes: int | None = None) -> None:
         self.limit_bytes = limit_bytes
-        self._live: dict[int, tuple[int, list[weakref.ref[Any]]]] = {}
+        # storage key -> [bytes, recorded tensors still alive]; a weakref finalizer per tensor keeps it
+        # current, so each op costs O(its outputs), not O(live storages)
+        self._live: dict[int, list[int]] = {}
+        self._total = 0
         self._peak = 0
         self._paused = False
 
     def init(self) -> None:
         return None
 
+    def _release(self, key: int) -> None:
+        entry = self._live.get(key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] == 0:
+            self._total -= entry[0]
+            del self._live[key]
+
     def _purge(self) -> int:
-        total = 0
-        for key in list(self._live):
-            nbytes, refs = self._live[key]
-            alive = [r for r in refs if r() is not None]
-            if not alive:
-                del self._live[key]
-                continue
-            self._live[key] = (nbytes, alive)
-            total += nbytes
-        return total
+        return self._total
 
     def _key_and_size(self, t: Any) -> tuple[int, int] | None:
         """A live storage's identity and its bytes; None for tensors not to count."""
@@ -194,10 +197,16 @@ class CpuProbe:
             if found is None:
                 continue
             key, size = found
-            nbytes, refs = self._live.get(key, (size, []))
-            refs.append(weakref.ref(t))
-            self._live[key] = (max(nbytes, size), refs)
-        live = self._purge()
+            entry = self._live.get(key)
+            if entry is None:
+                entry = self._live[key] = [size, 0]
+                self._total += size
+            elif size > entry[0]:  # a storage seen again, larger (resized in place)
+                self._total += size - entry[0]
+                entry[0] = size
+            entry[1] += 1
+            weakref.finalize(t, self._release, key)
+        live = self._total
         self._peak = max(self._peak, live)
         if self.limit_bytes is not None and live > self.limit_bytes:
             raise torch.cuda.OutOfMemoryError(f"CpuProbe: {live} live bytes exceed the {self.limit_bytes}-byte limit")

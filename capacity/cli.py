@@ -61,6 +61,10 @@ def serving_values(**given: Any) -> dict[str, Any]:
 
 ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Catalog id or alias, a HF id in the local cache, or a folder with config.json.")]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="A `vllm serve --config` YAML file; flags given here override it.")]
+GpuOpt = Annotated[str | None, typer.Option(help="Target GPU from the catalog (see `capacity gpus`); default: the local GPU, else H200.")]
+MaxModelLenOpt = Annotated[str | None, typer.Option(help="Decoder context length; 'auto' or -1 fits it to memory.")]
+MaxNumSeqsOpt = Annotated[int | None, typer.Option(help="Max concurrent sequences (default by GPU memory).")]
+TpOpt = Annotated[int | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel ranks.")]
 UtilOpt = Annotated[float | None, typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory vLLM may use (vLLM default 0.92).")]
 BlockSizeOpt = Annotated[int | None, typer.Option("--block-size", help="KV block size in tokens (default 16).")]
 BatchedTokensOpt = Annotated[str | None, typer.Option("--max-num-batched-tokens", help="Tokens per scheduler step (default by GPU memory and model).")]
@@ -216,16 +220,16 @@ def _print_json(subject: Any, extra: dict[str, Any] | None = None) -> None:
 @app.command(cls=OptionalJsonCommand)
 def plan(
     model: ModelOpt = None,
-    gpu: Annotated[str | None, typer.Option(help="Target GPU from the catalog (see `capacity gpus`); default: the local GPU, else H200.")] = None,
+    gpu: GpuOpt = None,
     config: ConfigOpt = None,
     gpu_memory_utilization: UtilOpt = None,
     block_size: BlockSizeOpt = None,
-    max_model_len: Annotated[str | None, typer.Option(help="Decoder context length; 'auto' or -1 fits it to memory.")] = None,
-    max_num_seqs: Annotated[int | None, typer.Option(help="Max concurrent sequences (default by GPU memory).")] = None,
+    max_model_len: MaxModelLenOpt = None,
+    max_num_seqs: MaxNumSeqsOpt = None,
     max_num_batched_tokens: BatchedTokensOpt = None,
     limit_mm_per_prompt: LimitMmOpt = None,
     num_speculative_tokens: SpecTokensOpt = None,
-    tensor_parallel_size: Annotated[int | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel ranks.")] = None,
+    tensor_parallel_size: TpOpt = None,
     decode_context_parallel_size: DcpOpt = None,
     kv_cache_dtype: KvDtypeOpt = None,
     kv_cache_memory_bytes: KvBytesOpt = None,
@@ -311,7 +315,7 @@ def profile_command(
     gpu_memory_utilization: UtilOpt = None,
     block_size: BlockSizeOpt = None,
     max_model_len: Annotated[str | None, typer.Option(help="Decoder context length.")] = None,
-    max_num_seqs: Annotated[int | None, typer.Option(help="Max concurrent sequences (default by GPU memory).")] = None,
+    max_num_seqs: MaxNumSeqsOpt = None,
     max_num_batched_tokens: BatchedTokensOpt = None,
     limit_mm_per_prompt: LimitMmOpt = None,
     num_speculative_tokens: SpecTokensOpt = None,
@@ -368,7 +372,7 @@ def verify(
     gpu_memory_utilization: UtilOpt = None,
     block_size: BlockSizeOpt = None,
     max_model_len: Annotated[str | None, typer.Option(help="Decoder context length.")] = None,
-    max_num_seqs: Annotated[int | None, typer.Option(help="Max concurrent sequences (default by GPU memory).")] = None,
+    max_num_seqs: MaxNumSeqsOpt = None,
     max_num_batched_tokens: BatchedTokensOpt = None,
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
@@ -439,7 +443,7 @@ def reconcile(
     max_num_batched_tokens: BatchedTokensOpt = None,
     limit_mm_per_prompt: LimitMmOpt = None,
     num_speculative_tokens: SpecTokensOpt = None,
-    tensor_parallel_size: Annotated[int | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel ranks.")] = None,
+    tensor_parallel_size: TpOpt = None,
     kv_cache_dtype: KvDtypeOpt = None,
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
@@ -476,16 +480,16 @@ def reconcile(
 @app.command(cls=OptionalJsonCommand)
 def check(
     model: ModelOpt = None,
-    gpu: Annotated[str | None, typer.Option(help="Target GPU from the catalog (see `capacity gpus`); default: the local GPU, else H200.")] = None,
+    gpu: GpuOpt = None,
     config: ConfigOpt = None,
     gpu_memory_utilization: UtilOpt = None,
     block_size: BlockSizeOpt = None,
-    max_model_len: Annotated[str | None, typer.Option(help="Decoder context length; 'auto' or -1 fits it to memory.")] = None,
-    max_num_seqs: Annotated[int | None, typer.Option(help="Max concurrent sequences (default by GPU memory).")] = None,
+    max_model_len: MaxModelLenOpt = None,
+    max_num_seqs: MaxNumSeqsOpt = None,
     max_num_batched_tokens: BatchedTokensOpt = None,
     limit_mm_per_prompt: LimitMmOpt = None,
     num_speculative_tokens: SpecTokensOpt = None,
-    tensor_parallel_size: Annotated[int | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel ranks.")] = None,
+    tensor_parallel_size: TpOpt = None,
     decode_context_parallel_size: DcpOpt = None,
     kv_cache_dtype: KvDtypeOpt = None,
     kv_cache_memory_bytes: KvBytesOpt = None,

@@ -148,11 +148,54 @@ class Qwen25VLForward(DecoderOnlyForward):
         return model.model.language_model(input_ids=input_ids, use_cache=False).last_hidden_state
 
 
+class Gemma3Forward(DecoderOnlyForward):
+    """Gemma-3: SigLIP on one 896 x 896 image (pan & scan off), projected to 256 tokens."""
+
+    def item(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
+        import torch
+
+        size = (source.config.get("vision_config") or {}).get("image_size", 896)
+        pixels = torch.zeros(1, 3, size, size, device=device, dtype=dtype)
+        return EncoderInput({"pixel_values": pixels}, f"processed-shape tensor (1, 3, {size}, {size}): one image, pan & scan off")
+
+    def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
+        pixels = item.tensors["pixel_values"].expand(count, -1, -1, -1).contiguous()
+        states = model.model.vision_tower(pixel_values=pixels).last_hidden_state
+        return list(model.model.multi_modal_projector(states).unbind(0))
+
+    def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
+        return model.model.language_model(input_ids=input_ids, use_cache=False).last_hidden_state
+
+
+class TextEncoderDecoderForward:
+    """BART / mBART / T5: text encoder-decoders; vLLM profiles no encoder items for them (no multimodal budget)."""
+
+    def item(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
+        raise BadInput(f"{spec.family} takes no multimodal items to profile")
+
+    def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
+        return []
+
+    def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
+        decoder = model.model.decoder if hasattr(model, "model") else model.decoder  # BART keeps it under .model, T5 not
+        return decoder(input_ids=input_ids, encoder_hidden_states=encoder_states, use_cache=False).last_hidden_state
+
+    def lm_head(self, model: Any, hidden: torch.Tensor) -> torch.Tensor:
+        return model.lm_head(hidden)
+
+    def hidden_size(self, spec: ModelSpec) -> int:
+        return spec.decoder.hidden_size
+
+
 ADAPTERS: dict[str, ForwardAdapter] = {
     "whisper": WhisperForward(),
     "nemotron_parse": NemotronParseForward(),
     "decoder_only": DecoderOnlyForward(),
     "qwen2_5_vl": Qwen25VLForward(),
+    "gemma3": Gemma3Forward(),
+    "bart": TextEncoderDecoderForward(),
+    "mbart": TextEncoderDecoderForward(),
+    "t5": TextEncoderDecoderForward(),
 }
 
 

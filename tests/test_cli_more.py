@@ -53,7 +53,7 @@ def test_fake_trace_estimate_of_whisper_tiny(capsys):
 
 def test_fake_trace_falls_back_for_families_without_an_adapter(capsys):
     pytest.importorskip("torch")
-    code = main(["plan", "--model", "google/gemma-3-4b-it", "--estimate", "trace", "--json"])
+    code = main(["plan", "--model", "microsoft/Florence-2-large", "--estimate", "trace", "--json"])
     out = capsys.readouterr()
     assert code == 0, out.err
     plan = json.loads(out.out)

@@ -191,4 +191,40 @@ def test_unprofilable_family_says_so(spec_of):
     from profilers.forward import forward_adapter
 
     with pytest.raises(BadInput, match="not implemented yet.*--offline"):
-        forward_adapter(spec_of("google/gemma-3-4b-it"))
+        forward_adapter(spec_of("meta-llama/Llama-3.2-11B-Vision-Instruct"))
+
+
+TINY_BART = {
+    "architectures": ["BartForConditionalGeneration"],
+    "model_type": "bart",
+    "d_model": 64,
+    "encoder_layers": 1,
+    "decoder_layers": 2,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 128,
+    "decoder_ffn_dim": 128,
+    "max_position_embeddings": 128,
+    "vocab_size": 300,
+    "pad_token_id": 1,
+    "bos_token_id": 0,
+    "eos_token_id": 2,
+    "decoder_start_token_id": 2,
+    "torch_dtype": "float32",
+}
+
+
+def test_text_encoder_decoder_profile_has_no_encoder_items(tmp_path: Path):
+    folder = tmp_path / "tiny-bart"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_BART))
+    source = resolve_model(str(folder))
+    spec = model_spec(source.config, source.name)
+    gpu = gpu_by_name("L4")
+    serving = resolve_serving(ServingArgs(max_num_batched_tokens=256, max_num_seqs=4, dtype="float32"), spec, gpu)
+    seen: list[str] = []
+    p = run_profile(source, spec, serving, build_budget(spec, serving), gpu, CpuProbe(), on_phase=lambda n, d: seen.append(n))
+    assert seen == ["weights", "decoder", "sampler", "warmup_prefill", "warmup_decode"]
+    # warmup requests carry max_encoder_len = max_model_len = 128 encoder positions (no max_source_positions)
+    assert "128 encoder positions each" in p.phase("warmup_prefill").detail
+    assert p.oom is None and p.encoder_items == 0

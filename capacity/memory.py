@@ -29,9 +29,11 @@ CUDA_CONTEXT_BYTES = 753_729_536
 NCCL_BYTES_PER_RANK = 256 * MiB  # NCCL buffers when tensor_parallel_size > 1, before the snapshot
 NON_TORCH_INCREASE_BYTES = 256 * MiB  # kernel modules loaded during profile_run (non-torch growth)
 MIN_GRAPH_BYTES = 1 * MiB  # MRV2 _extrapolate_full_graph_memory floor per extra graph
-# total_consumed - weights on the H200, median of the five profiles in bench/results/h200-profiles-2026-11-30
-# (105.9, 134.6, 135.2, 210.2, 252.9 MB): what a fake-tensor trace cannot see.
-NON_TORCH_AND_RESERVE_BYTES = 135_174_144
+# total_consumed - weights on the H200 (bench/results/h200-profiles-2026-11-30), what a fake-tensor trace cannot
+# see: models that run convolutions initialise cuDNN (whisper-tiny, -large-v3, -turbo, Nemotron-Parse, Gemma-3,
+# Qwen2.5-VL: 105.9 to 252.9 MB, median 134.9 MB); those that do not (BART, T5: 5.2 and 14.6 MB) stay small.
+NON_TORCH_WITH_CONVOLUTIONS_BYTES = 134_862_848
+NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES = 9_925_888
 
 
 @dataclass(frozen=True)
@@ -287,10 +289,12 @@ def measured_terms(profile: MemoryProfile, estimates: dict[str, MemoryTerm]) -> 
     if profile.fingerprint.device == "fake":
         # A fake-tensor trace sees the allocator's tensors only: device-level memory is a constant.
         terms.pop("cuda_context")
+        conv = bool(profile.uses_convolution)
         terms["non_torch"] = MemoryTerm(
-            NON_TORCH_AND_RESERVE_BYTES,
+            NON_TORCH_WITH_CONVOLUTIONS_BYTES if conv else NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES,
             ESTIMATED,
-            "constant measured on an H200: median of total_consumed - weights over five profiles (non-torch growth + allocator reserve)",
+            "constant measured on an H200 (median of total_consumed - weights over profiled models "
+            + ("with convolutions: cuDNN, non-torch growth, allocator reserve)" if conv else "without convolutions: non-torch growth, allocator reserve)"),
         )
         for key in ("weights", "encoder_cache", "activation_peak"):
             term = terms[key]

@@ -88,6 +88,7 @@ class MemoryProfile:
     oom: OomResult | None = None
     notes: tuple[str, ...] = field(default=())
     parameter_count: int = 0  # parameters of the model the profile built (0: not built)
+    uses_convolution: bool | None = None  # a fake trace saw convolutions (cuDNN on a GPU); None: not traced
 
     @property
     def activation_peak_bytes(self) -> int:
@@ -127,6 +128,7 @@ class MemoryProfile:
                 oom=None if oom is None else OomResult(**oom),
                 notes=tuple(data.get("notes", ())),
                 parameter_count=int(data.get("parameter_count", 0)),
+                uses_convolution=data.get("uses_convolution"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise BadInput(f"profile JSON is missing or has a wrong field ({exc}): re-run `capacity profile`") from exc

@@ -274,11 +274,19 @@ class FakeProbe(CpuProbe):
     def __init__(self) -> None:
         super().__init__()
         self._fake: Any = None
+        self.convolutions = 0  # convolution ops seen: a real GPU would initialise cuDNN for them
 
     def _key_and_size(self, t: Any) -> tuple[int, int] | None:
         storage = t.untyped_storage()
         size = storage.nbytes()
         return storage._cdata, max(self.ROUND, -(-size // self.ROUND) * self.ROUND)
+
+    def _allocates_nothing_on_gpu(self, func: Any, args: Any, out: Any) -> bool:
+        import torch
+
+        if func.__name__.split(".")[0] in ("convolution", "conv1d", "conv2d", "conv3d", "_convolution", "cudnn_convolution"):
+            self.convolutions += 1
+        return super()._allocates_nothing_on_gpu(func, args, out)
 
     def tracking(self) -> AbstractContextManager[Any]:
         from contextlib import ExitStack

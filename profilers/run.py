@@ -282,6 +282,7 @@ def run_profile(
         oom=oom,
         notes=tuple(notes),
         parameter_count=result["parameters"],
+        uses_convolution=bool(probe.convolutions) if hasattr(probe, "convolutions") else None,
     )
 
 

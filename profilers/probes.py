@@ -282,7 +282,6 @@ class FakeProbe(CpuProbe):
         return storage._cdata, max(self.ROUND, -(-size // self.ROUND) * self.ROUND)
 
     def _allocates_nothing_on_gpu(self, func: Any, args: Any, out: Any) -> bool:
-        import torch
 
         if func.__name__.split(".")[0] in ("convolution", "conv1d", "conv2d", "conv3d", "_convolution", "cudnn_convolution"):
             self.convolutions += 1

@@ -187,7 +187,27 @@ class TextEncoderDecoderForward:
         return spec.decoder.hidden_size
 
 
+class Florence2Forward(TextEncoderDecoderForward):
+    """Florence-2: DaViT on one 768 x 768 image, projected to the BART width; BART decoder."""
+
+    def item(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
+        import torch
+
+        pixels = torch.zeros(1, 3, 768, 768, device=device, dtype=dtype)
+        return EncoderInput({"pixel_values": pixels}, "processed-shape tensor (1, 3, 768, 768): the processor is remote code")
+
+    def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
+        pixels = item.tensors["pixel_values"].expand(count, -1, -1, -1).contiguous()
+        states = model.model.vision_tower(pixels).last_hidden_state
+        return list(model.model.multi_modal_projector(states).unbind(0))
+
+    def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
+        decoder = model.model.language_model.decoder
+        return decoder(input_ids=input_ids, encoder_hidden_states=encoder_states, use_cache=False).last_hidden_state
+
+
 ADAPTERS: dict[str, ForwardAdapter] = {
+    "florence2": Florence2Forward(),
     "whisper": WhisperForward(),
     "nemotron_parse": NemotronParseForward(),
     "decoder_only": DecoderOnlyForward(),

@@ -12,12 +12,24 @@ from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive
 FLORENCE_IMAGE_SIZE = 768  # the processor's crop size
 
 
+def stride_product(strides: list[int]) -> int:
+    out = 1
+    for s in strides:
+        out *= s
+    return out
+
+
 def image_tokens(image_size: int, strides: list[int]) -> int:
     """Spatial tokens of the last DaViT stage plus one pooled token: (768/32)^2 + 1 = 577."""
-    stride = 1
-    for s in strides:
-        stride *= s
-    return (image_size // stride) ** 2 + 1
+    return (image_size // stride_product(strides)) ** 2 + 1
+
+
+def davit_widest_stage(strides: list[int], dims: list[int]) -> int:
+    """The DaViT stage with the most activation bytes per image: tokens x width (MLP ratio 4 everywhere).
+
+    At 768 px: stage 1 has 192^2 tokens x 256 wide, 4x the product of stage 3 (48^2 x 1024)."""
+    sizes = [(FLORENCE_IMAGE_SIZE // stride_product(strides[: i + 1])) ** 2 * dims[i] for i in range(len(dims))]
+    return max(range(len(dims)), key=lambda i: sizes[i])
 
 
 class Florence2Adapter:
@@ -33,8 +45,8 @@ class Florence2Adapter:
         max_len, key = derive_max_model_len(text)
         dims = vision.get("dim_embed", [256, 512, 1024, 2048])
         depths = vision.get("depths", [1, 1, 9, 1])
-        # The heaviest DaViT stage for activations: stage 3 (1024 wide at 1/16 resolution).
-        side = FLORENCE_IMAGE_SIZE // (strides[0] * strides[1] * strides[2])
+        stage = davit_widest_stage(strides, dims)
+        side = FLORENCE_IMAGE_SIZE // stride_product(strides[: stage + 1])
         return ModelSpec(
             name=name,
             family=self.family,
@@ -51,7 +63,7 @@ class Florence2Adapter:
             encoder_tokens_per_request=positions,
             num_attention_heads=need(text, "decoder_attention_heads", "florence2"),
             decoder=bart_decoder_shape(text, "florence2"),
-            encoder=EncoderShape(side * side, dims[2], 4 * dims[2], depths[2], need(text, "d_model", "florence2")),
+            encoder=EncoderShape(side * side, dims[stage], 4 * dims[stage], depths[stage], need(text, "d_model", "florence2")),
             vllm_support=VllmSupport(
                 "plugin", "Florence2ForConditionalGeneration needs the out-of-tree vllm-project/bart-plugin in vLLM 0.33"
             ),

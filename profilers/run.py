@@ -26,6 +26,7 @@ from typing import Any
 
 from capacity import __version__
 from capacity.budget import MultiModalBudget
+from capacity.errors import BadInput
 from capacity.gpus import Gpu
 from capacity.memory import MIN_GRAPH_BYTES, capture_sizes, full_decode_graph_sizes
 from capacity.models import ModelSource
@@ -80,12 +81,17 @@ def _load_real_weights(model: Any, source: ModelSource, device: str) -> int:
     for shard in source.safetensors:
         with safe_open(shard, framework="pt", device=str(device)) as f:
             for name in f.keys():  # noqa: SIM118 (safe_open is not a mapping)
-                target = params.get(name) or params.get(name.removeprefix("model."))
+                target = params.get(name)
+                if target is None:
+                    target = params.get(name.removeprefix("model."))
                 if target is None:
                     continue
                 tensor = f.get_tensor(name)
                 if tuple(tensor.shape) != tuple(target.shape):
-                    raise ValueError(f"{name}: checkpoint shape {tuple(tensor.shape)} != model shape {tuple(target.shape)}")
+                    raise BadInput(
+                        f"{shard}: tensor {name} has shape {tuple(tensor.shape)} but config.json builds {tuple(target.shape)}: "
+                        "the weights do not belong to this config"
+                    )
                 target.data.copy_(tensor)
                 loaded += 1
     return loaded
@@ -192,7 +198,7 @@ def run_profile(
             state["model"] = build_module(
                 spec.arch_builder, dict(source.config), device=device_str, dtype=serving.dtype, init_weights=False, attn_implementation=attn_implementation
             ).eval()
-            if source.safetensors:
+            if source.safetensors and describe["device"] != "fake":
                 loaded = _load_real_weights(state["model"], source, device_str)
                 weights_kind = f"real (safetensors, {loaded} tensors)"
             else:

@@ -228,3 +228,35 @@ def test_text_encoder_decoder_profile_has_no_encoder_items(tmp_path: Path):
     # warmup requests carry max_encoder_len = max_model_len = 128 encoder positions (no max_source_positions)
     assert "128 encoder positions each" in p.phase("warmup_prefill").detail
     assert p.oom is None and p.encoder_items == 0
+
+
+def _folder_with_weights(tmp_path: Path, shape: tuple[int, int]) -> Path:
+    from safetensors.torch import save_file
+
+    folder = tmp_path / "tiny-whisper-weights"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_WHISPER))
+    save_file({"model.decoder.embed_tokens.weight": torch.ones(*shape)}, str(folder / "model.safetensors"))
+    return folder
+
+
+def test_real_weights_are_loaded_when_the_folder_has_them(tmp_path: Path):
+    folder = _folder_with_weights(tmp_path, (1000, 64))  # vocab 1000 x d_model 64, as the config builds it
+    source = resolve_model(str(folder))
+    spec = model_spec(source.config, source.name)
+    gpu = gpu_by_name("L4")
+    serving = resolve_serving(ServingArgs(max_num_batched_tokens=2048, max_num_seqs=16, dtype="float32"), spec, gpu)
+    p = run_profile(source, spec, serving, build_budget(spec, serving), gpu, CpuProbe(), warmup=False)
+    assert p.fingerprint.weights == "real (safetensors, 1 tensors)"
+
+
+def test_weights_of_another_shape_are_refused(tmp_path: Path):
+    from capacity.errors import BadInput
+
+    folder = _folder_with_weights(tmp_path, (999, 64))
+    source = resolve_model(str(folder))
+    spec = model_spec(source.config, source.name)
+    gpu = gpu_by_name("L4")
+    serving = resolve_serving(ServingArgs(max_num_batched_tokens=2048, max_num_seqs=16, dtype="float32"), spec, gpu)
+    with pytest.raises(BadInput, match=r"has shape \(999, 64\) but config.json builds \(1000, 64\)"):
+        run_profile(source, spec, serving, build_budget(spec, serving), gpu, CpuProbe(), warmup=False)

@@ -226,9 +226,9 @@ def run_profile(
         hidden = adapter.hidden_size(spec)
         with phases.phase("decoder", f"{reqs * per_req} tokens as {reqs} requests x {per_req} (max_num_batched_tokens {serving.max_num_batched_tokens})"):
             ids = torch.zeros(reqs, per_req, dtype=torch.long, device=device_str)
-            stub = torch.zeros(reqs, 1, hidden, dtype=dtype, device=device_str) if spec.is_encoder_decoder else None
-            state["hidden"] = adapter.decode(model, ids, stub)
-            del ids, stub
+            one_key = torch.zeros(reqs, 1, hidden, dtype=dtype, device=device_str) if spec.is_encoder_decoder else None
+            state["hidden"] = adapter.decode(model, ids, one_key)
+            del ids, one_key
         profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
         with phases.phase("sampler", f"{reqs} logits rows x {spec.decoder.vocab_size} vocab, two passes"):
             logits = adapter.lm_head(model, state["hidden"][:, -1, :])
@@ -328,20 +328,20 @@ def _capture_graphs(
             for size in sampled:
                 batch = size // q
                 ids = torch.zeros(batch, q, dtype=torch.long, device=device)
-                stub = torch.zeros(batch, 1, adapter.hidden_size(spec), dtype=dtype, device=device) if spec.is_encoder_decoder else None
+                one_key = torch.zeros(batch, 1, adapter.hidden_size(spec), dtype=dtype, device=device) if spec.is_encoder_decoder else None
                 stream = torch.cuda.Stream()
                 stream.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(stream):
-                    adapter.lm_head(model, adapter.decode(model, ids, stub))  # warm-up run before capture
+                    adapter.lm_head(model, adapter.decode(model, ids, one_key))  # warm-up run before capture
                 torch.cuda.current_stream().wait_stream(stream)
                 torch.cuda.synchronize()
                 used = probe.device_used() or 0
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph, pool=pool):
-                    out = adapter.lm_head(model, adapter.decode(model, ids, stub))
+                    out = adapter.lm_head(model, adapter.decode(model, ids, one_key))
                 torch.cuda.synchronize()
                 samples.append(max((probe.device_used() or 0) - used, 0))
-                keep.append((graph, ids, stub, out))
+                keep.append((graph, ids, one_key, out))
     except PhaseOOM:
         raise
     except Exception as exc:  # capture can fail on host syncs inside the model code: fall back to the estimate

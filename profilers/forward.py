@@ -6,7 +6,7 @@ yet, and says so (plan it offline).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from capacity.errors import BadInput
@@ -23,6 +23,7 @@ class EncoderInput:
 
     tensors: dict[str, Any]
     note: str
+    host: dict[str, Any] = field(default_factory=dict)  # plain values the device tensors were made from
 
 
 class ForwardAdapter(Protocol):
@@ -132,20 +133,77 @@ class Qwen25VLForward(DecoderOnlyForward):
         return EncoderInput(
             {"pixel_values": pixels, "grid_thw": grid},
             f"processed-shape patches for {frames} frame pair(s) of {side * merge * patch}x{side * merge * patch} px ({n_patches} patches)",
+            host={"grid_thw": [frames, side * merge, side * merge]},
         )
 
     def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
         import torch
+        from torch._subclasses.fake_tensor import FakeTensor
 
         pixels = item.tensors["pixel_values"]
         grid = item.tensors["grid_thw"]
-        out = model.model.visual(torch.cat([pixels] * count) if count > 1 else pixels, grid_thw=grid.repeat(count, 1))
+        pixels = torch.cat([pixels] * count) if count > 1 else pixels
+        if isinstance(pixels, FakeTensor):
+            out = self._traced_visual(model, pixels, grid.repeat(count, 1), [item.host["grid_thw"]] * count)
+        else:
+            out = model.model.visual(pixels, grid_thw=grid.repeat(count, 1))
         if not isinstance(out, torch.Tensor):  # newer transformers return an output object
             out = getattr(out, "pooler_output", None) if getattr(out, "pooler_output", None) is not None else out.last_hidden_state
         return list(out.chunk(count))
 
     def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
         return model.model.language_model(input_ids=input_ids, use_cache=False).last_hidden_state
+
+    @staticmethod
+    def _traced_visual(model: Any, pixels: torch.Tensor, grid: torch.Tensor, grid_rows: list[list[int]]) -> Any:
+        """The vision tower under fake tensors, where its data-dependent steps cannot run.
+
+        The per-family fallback: window indices, cu_seqlens and position ids are computed on the host from the
+        known grid and passed in precomputed (transformers' vision_utils accepts them), and the attention's
+        `lengths.tolist()` gets the per-frame lengths. Windowed layers then attend per frame instead of per
+        window: the same q/k/v views and the same output bytes, in 7 calls instead of 7,168 (the kernels
+        materialise no score matrix either way).
+        """
+        import torch
+        from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+
+        try:
+            from transformers import vision_utils
+            from transformers.utils.generic import get_max_seqlen
+        except ImportError as exc:  # older transformers compute these inside the model, on data
+            raise NotImplementedError("this transformers has no precomputable vision indices; the trace cannot run Qwen2.5-VL's vision tower") from exc
+        visual = model.model.visual
+        with unset_fake_temporarily():
+            host_grid = torch.tensor(grid_rows)
+            position_ids = vision_utils.get_vision_position_ids(host_grid, visual.spatial_merge_size)
+            cu_seqlens, max_seqlen = vision_utils.get_vision_attention_seqlens(host_grid, visual.config)
+            window_index, cu_window_seqlens = vision_utils.get_vision_window_index(
+                host_grid, spatial_merge_size=visual.spatial_merge_size, window_size=visual.window_size, patch_size=visual.patch_size
+            )
+            max_window_seqlen = get_max_seqlen(cu_window_seqlens, visual.config, kwarg_name="max_window_seqlen")
+            frame_lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist()
+            segment_counts = {len(frame_lengths), len(cu_window_seqlens) - 1}  # the two `lengths` the attention splits by
+        original = FakeTensor.tolist
+
+        def tolist(tensor: Any) -> Any:
+            if tensor.dim() == 1 and not tensor.is_floating_point() and tensor.numel() in segment_counts:
+                return list(frame_lengths)
+            return original(tensor)
+
+        FakeTensor.tolist = tolist  # type: ignore[method-assign]
+        try:
+            return visual(
+                pixels,
+                grid_thw=grid,
+                position_ids=position_ids,
+                cu_seqlens=cu_seqlens,
+                max_seqlen=max_seqlen,
+                window_index=window_index,
+                cu_window_seqlens=cu_window_seqlens,
+                max_window_seqlen=max_window_seqlen,
+            )
+        finally:
+            FakeTensor.tolist = original  # type: ignore[method-assign]
 
 
 class Gemma3Forward(DecoderOnlyForward):

@@ -260,3 +260,49 @@ def test_weights_of_another_shape_are_refused(tmp_path: Path):
     serving = resolve_serving(ServingArgs(max_num_batched_tokens=2048, max_num_seqs=16, dtype="float32"), spec, gpu)
     with pytest.raises(BadInput, match=r"has shape \(999, 64\) but config.json builds \(1000, 64\)"):
         run_profile(source, spec, serving, build_budget(spec, serving), gpu, CpuProbe(), warmup=False)
+
+
+TINY_QWEN_VL = {
+    "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+    "model_type": "qwen2_5_vl",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "max_position_embeddings": 2048,
+    "vocab_size": 500,
+    "rope_scaling": {"mrope_section": [2, 3, 3], "rope_type": "default", "type": "default"},
+    "torch_dtype": "bfloat16",
+    "vision_config": {
+        "model_type": "qwen2_5_vl",
+        "depth": 2,
+        "hidden_size": 32,
+        "num_heads": 2,
+        "intermediate_size": 64,
+        "out_hidden_size": 64,
+        "fullatt_block_indexes": [1],
+        "window_size": 112,
+        "spatial_patch_size": 14,
+    },
+}
+
+
+def test_qwen_vision_tower_traces_under_fake_tensors(tmp_path: Path):
+    """The per-family fallback for data-dependent ops: host-computed indices, per-frame attention lengths."""
+    from profilers.probes import FakeProbe
+
+    folder = tmp_path / "tiny-qwen-vl"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_QWEN_VL))
+    source = resolve_model(str(folder))
+    spec = model_spec(source.config, source.name)
+    gpu = gpu_by_name("L4")
+    serving = resolve_serving(ServingArgs(), spec, gpu)
+    budget = build_budget(spec, serving)
+    # default max_pixels 12,845,056 -> 16,384 tokens per image; a video of one frame pair at max_model_len 2048
+    assert budget.max_tokens_per_item == {"image": 16_384, "video": 16_384}
+    p = run_profile(source, spec, serving, budget, gpu, FakeProbe(), capture_graphs=False, warmup=False)
+    assert p.oom is None and p.encoder_items == 1
+    assert p.encoder_cache_bytes == 16_384 * 64 * 2  # merged tokens x out_hidden_size x bfloat16
+    assert p.phase("encoder").peak_above_start_bytes > 65_536 * 32 * 2  # at least the 4 x 16,384 patches, 32 wide

@@ -310,6 +310,32 @@ class FakeProbe(CpuProbe):
         finally:
             self._paused = False
 
+    def adopt_module(self, module: Any) -> Any:
+        """A module built on the meta device, its parameters and buffers turned into counted fake tensors.
+
+        Building under fake tensors fails where a constructor reads a value (Florence-2's DaViT computes its
+        drop-path rates with `.item()`); building on meta needs no values. Shared (tied) tensors stay shared."""
+        import torch
+
+        memo: dict[int, tuple[Any, Any]] = {}  # id -> (the meta tensor, kept alive so ids stay unique; its fake twin)
+        cpu = torch.device("cpu")
+
+        def fake(t: Any, parameter: bool) -> Any:
+            if id(t) not in memo:
+                twin = self._fake.fake_tensor_converter.from_meta_and_device(self._fake, t.data if parameter else t, cpu)
+                self._record(twin)
+                memo[id(t)] = (t, torch.nn.Parameter(twin, requires_grad=False) if parameter else twin)
+            return memo[id(t)][1]
+
+        for mod in module.modules():
+            for name, param in list(mod._parameters.items()):
+                if param is not None:
+                    mod._parameters[name] = fake(param, True)
+            for name, buf in list(mod._buffers.items()):
+                if buf is not None:
+                    mod._buffers[name] = fake(buf, False)
+        return module
+
     def adopt(self, tensor: Any) -> Any:
         """A host tensor handed to the device: its fake twin, counted."""
         fake = self._fake.from_tensor(tensor)

@@ -195,9 +195,15 @@ def run_profile(
     inputs_note = ""
     with released(state, probe) as caught, probe.tracking(), torch.inference_mode():
         with phases.phase("weights", f"{spec.architecture} built on {device_str} in {serving.dtype}"):
-            state["model"] = build_module(
-                spec.arch_builder, dict(source.config), device=device_str, dtype=serving.dtype, init_weights=False, attn_implementation=attn_implementation
-            ).eval()
+            if describe["device"] == "fake":  # build on meta (no values needed), then fake tensors the probe counts
+                with probe.host():
+                    meta = build_module(spec.arch_builder, dict(source.config), device="meta", dtype=serving.dtype, attn_implementation=attn_implementation)
+                state["model"] = probe.adopt_module(meta).eval()  # type: ignore[attr-defined]
+                del meta
+            else:
+                state["model"] = build_module(
+                    spec.arch_builder, dict(source.config), device=device_str, dtype=serving.dtype, init_weights=False, attn_implementation=attn_implementation
+                ).eval()
             if source.safetensors and describe["device"] != "fake":
                 loaded = _load_real_weights(state["model"], source, device_str)
                 weights_kind = f"real (safetensors, {loaded} tensors)"

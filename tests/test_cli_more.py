@@ -61,11 +61,29 @@ def test_fake_trace_falls_back_for_families_without_an_adapter(capsys):
     assert plan["memory"]["activation_peak"]["method"].startswith("formula")
 
 
-def test_fake_trace_falls_back_at_a_data_dependent_op(capsys):
-    pytest.importorskip("torch")
-    code = main(["plan", "--model", "microsoft/Florence-2-large", "--estimate", "trace", "--json"])
+def test_fake_trace_falls_back_at_a_data_dependent_op(capsys, monkeypatch):
+    torch = pytest.importorskip("torch")
+    from torch._subclasses.fake_tensor import DataDependentOutputException
+
+    import profilers.api
+
+    def stops(*args, **kwargs):
+        raise DataDependentOutputException(torch.ops.aten._local_scalar_dense.default)
+
+    monkeypatch.setattr(profilers.api, "trace_model", stops)
+    code = main(["plan", "--model", "openai/whisper-tiny", "--estimate", "trace", "--json"])
     out = capsys.readouterr()
     assert code == 0, out.err
     plan = json.loads(out.out)
     assert any("the fake-tensor trace stopped at DataDependentOutputException" in n for n in plan["notes"])
     assert plan["memory"]["activation_peak"]["method"].startswith("formula")
+
+
+def test_florence2_traces_although_its_constructor_reads_values(capsys):
+    pytest.importorskip("torch")
+    code = main(["plan", "--model", "microsoft/Florence-2-large", "--estimate", "trace", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    plan = json.loads(out.out)
+    assert plan["memory"]["activation_peak"]["method"].startswith("fake-tensor trace")
+    assert plan["model"]["parameters"] == 770_173_952  # the published Florence-2-large count

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from capacity.kv_spec import kv_heads_per_rank
+from capacity.memory import TRACE_UNDERCOUNT_PERCENT
 from capacity.plan import ERROR, INFO, WARNING, Hazard
 from capacity.spec import CROSS, SLIDING
 from capacity.units import MiB, gib
@@ -298,6 +299,15 @@ def profile_provenance(plan: Plan) -> Iterator[Hazard]:
             WARNING,
             "the measured terms were sized by other knobs: " + "; ".join(differ) + (" (more encoder items per batch than profiled)" if more_items else ""),
             "re-run `capacity profile` with these knobs on the GPU",
+        )
+    gap = TRACE_UNDERCOUNT_PERCENT.get(plan.spec.family)
+    if fp.device == "fake" and gap:
+        yield Hazard(
+            "trace_misses_workspaces",
+            WARNING,
+            f"on the H200 this family's measured activation peak was {gap} % above its fake-tensor trace: its encoder's "
+            "convolution and attention workspaces come from the CUDA allocator, which fake tensors cannot see",
+            "profile on a GPU (`capacity profile`) before planning a tight deployment, or keep gpu_memory_utilization headroom",
         )
     if fp.device == "fake":
         yield Hazard(

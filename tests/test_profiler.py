@@ -42,21 +42,29 @@ TINY_WHISPER = {
 }
 
 
-@pytest.fixture
-def tiny_whisper(tmp_path: Path):
-    folder = tmp_path / "tiny-whisper"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(TINY_WHISPER))
+def folder_model(folder: Path, config: dict | None = None, **knobs: object):
+    """(source, spec, gpu, serving) of a model folder (written from `config` if given), on an L4 with `knobs`."""
+    if config is not None:
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(config))
     source = resolve_model(str(folder))
     spec = model_spec(source.config, source.name)
     gpu = gpu_by_name("L4")
-    serving = resolve_serving(ServingArgs(max_num_batched_tokens=2048, max_num_seqs=16, dtype="float32"), spec, gpu)
-    return source, spec, gpu, serving
+    return source, spec, gpu, resolve_serving(ServingArgs(**knobs), spec, gpu)
+
+
+def profile_model_of(model, probe=None, **kw) -> MemoryProfile:
+    source, spec, gpu, serving = model
+    return run_profile(source, spec, serving, build_budget(spec, serving), gpu, probe or CpuProbe(), **kw)
+
+
+@pytest.fixture
+def tiny_whisper(tmp_path: Path):
+    return folder_model(tmp_path / "tiny-whisper", TINY_WHISPER, max_num_batched_tokens=2048, max_num_seqs=16, dtype="float32")
 
 
 def profile_of(tiny, probe=None, **kw) -> MemoryProfile:
-    source, spec, gpu, serving = tiny
-    return run_profile(source, spec, serving, build_budget(spec, serving), gpu, probe or CpuProbe(), **kw)
+    return profile_model_of(tiny, probe, **kw)
 
 
 def test_cpu_profile_phases_and_terms(tiny_whisper):
@@ -170,15 +178,9 @@ TINY_LLAMA = {
 
 
 def test_decoder_only_profile_has_no_encoder_phase(tmp_path: Path):
-    folder = tmp_path / "tiny-llama"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(TINY_LLAMA))
-    source = resolve_model(str(folder))
-    spec = model_spec(source.config, source.name)
-    gpu = gpu_by_name("L4")
-    serving = resolve_serving(ServingArgs(max_num_batched_tokens=512, max_num_seqs=8, dtype="float32"), spec, gpu)
+    model = folder_model(tmp_path / "tiny-llama", TINY_LLAMA, max_num_batched_tokens=512, max_num_seqs=8, dtype="float32")
     seen: list[str] = []
-    p = run_profile(source, spec, serving, build_budget(spec, serving), gpu, CpuProbe(), on_phase=lambda n, d: seen.append(n))
+    p = profile_model_of(model, on_phase=lambda n, d: seen.append(n))
     assert seen == ["weights", "decoder", "sampler", "warmup_prefill", "warmup_decode"]
     assert (p.encoder_items, p.encoder_cache_bytes) == (0, 0)
     # 512 tokens as 8 requests x 64; the sampler's fp32 copy of 8 x 500 logits is at least 16,000 B
@@ -215,15 +217,9 @@ TINY_BART = {
 
 
 def test_text_encoder_decoder_profile_has_no_encoder_items(tmp_path: Path):
-    folder = tmp_path / "tiny-bart"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(TINY_BART))
-    source = resolve_model(str(folder))
-    spec = model_spec(source.config, source.name)
-    gpu = gpu_by_name("L4")
-    serving = resolve_serving(ServingArgs(max_num_batched_tokens=256, max_num_seqs=4, dtype="float32"), spec, gpu)
+    model = folder_model(tmp_path / "tiny-bart", TINY_BART, max_num_batched_tokens=256, max_num_seqs=4, dtype="float32")
     seen: list[str] = []
-    p = run_profile(source, spec, serving, build_budget(spec, serving), gpu, CpuProbe(), on_phase=lambda n, d: seen.append(n))
+    p = profile_model_of(model, on_phase=lambda n, d: seen.append(n))
     assert seen == ["weights", "decoder", "sampler", "warmup_prefill", "warmup_decode"]
     # warmup requests carry max_encoder_len = max_model_len = 128 encoder positions (no max_source_positions)
     assert "128 encoder positions each" in p.phase("warmup_prefill").detail
@@ -242,24 +238,17 @@ def _folder_with_weights(tmp_path: Path, shape: tuple[int, int]) -> Path:
 
 def test_real_weights_are_loaded_when_the_folder_has_them(tmp_path: Path):
     folder = _folder_with_weights(tmp_path, (1000, 64))  # vocab 1000 x d_model 64, as the config builds it
-    source = resolve_model(str(folder))
-    spec = model_spec(source.config, source.name)
-    gpu = gpu_by_name("L4")
-    serving = resolve_serving(ServingArgs(max_num_batched_tokens=2048, max_num_seqs=16, dtype="float32"), spec, gpu)
-    p = run_profile(source, spec, serving, build_budget(spec, serving), gpu, CpuProbe(), warmup=False)
+    model = folder_model(folder, max_num_batched_tokens=2048, max_num_seqs=16, dtype="float32")
+    p = profile_model_of(model, warmup=False)
     assert p.fingerprint.weights == "real (safetensors, 1 tensors)"
 
 
 def test_weights_of_another_shape_are_refused(tmp_path: Path):
     from capacity.errors import BadInput
 
-    folder = _folder_with_weights(tmp_path, (999, 64))
-    source = resolve_model(str(folder))
-    spec = model_spec(source.config, source.name)
-    gpu = gpu_by_name("L4")
-    serving = resolve_serving(ServingArgs(max_num_batched_tokens=2048, max_num_seqs=16, dtype="float32"), spec, gpu)
+    model = folder_model(_folder_with_weights(tmp_path, (999, 64)), max_num_batched_tokens=2048, max_num_seqs=16, dtype="float32")
     with pytest.raises(BadInput, match=r"has shape \(999, 64\) but config.json builds \(1000, 64\)"):
-        run_profile(source, spec, serving, build_budget(spec, serving), gpu, CpuProbe(), warmup=False)
+        profile_model_of(model, warmup=False)
 
 
 TINY_QWEN_VL = {
@@ -292,13 +281,8 @@ def test_qwen_vision_tower_traces_under_fake_tensors(tmp_path: Path):
     """The per-family fallback for data-dependent ops: host-computed indices, per-frame attention lengths."""
     from profilers.probes import FakeProbe
 
-    folder = tmp_path / "tiny-qwen-vl"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(TINY_QWEN_VL))
-    source = resolve_model(str(folder))
-    spec = model_spec(source.config, source.name)
-    gpu = gpu_by_name("L4")
-    serving = resolve_serving(ServingArgs(), spec, gpu)
+    model = folder_model(tmp_path / "tiny-qwen-vl", TINY_QWEN_VL)
+    source, spec, gpu, serving = model
     budget = build_budget(spec, serving)
     # default max_pixels 12,845,056 -> 16,384 tokens per image; a video of one frame pair at max_model_len 2048
     assert budget.max_tokens_per_item == {"image": 16_384, "video": 16_384}

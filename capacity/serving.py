@@ -72,6 +72,11 @@ class ServingConfig:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def knob_items(self) -> list[tuple[str, Any, bool]]:
+        """(knob, value, chosen by vLLM's defaults) for every knob, as reports list them."""
+        defaulted = set(self.defaulted)
+        return [(key, value, key in defaulted) for key, value in self.to_dict().items() if key != "defaulted"]
+
 
 def batch_defaults(gpu: Gpu, usage_context: str) -> tuple[int, int]:
     """(max_num_batched_tokens, max_num_seqs) before model rules (vLLM: EngineArgs.get_batch_defaults)."""

@@ -52,9 +52,8 @@ def fingerprint(plan: Plan) -> dict[str, Any]:
         "gpu_source": gpu.source,
         "gpu_provenance": gpu.provenance,
     }
-    profile = getattr(plan, "profile", None)
-    if profile is not None:
-        fp = profile.fingerprint
+    if plan.profile is not None:
+        fp = plan.profile.fingerprint
         out.update(
             profile_gpu=fp.gpu_name,
             profile_created=fp.created,
@@ -234,15 +233,11 @@ def hazards_frame(plan: Plan) -> pd.DataFrame:
 
 
 def knobs_frame(plan: Plan) -> pd.DataFrame:
-    s = plan.serving
-    defaulted = set(s.defaulted)
     rows = []
-    for key, value in s.to_dict().items():
-        if key == "defaulted":
-            continue
+    for key, value, defaulted in plan.serving.knob_items():
         if isinstance(value, dict):
             value = ",".join(f"{k}={v}" for k, v in value.items())
-        rows.append((key, value, key in defaulted))
+        rows.append((key, value, defaulted))
     return _kv(rows, ["knob", "value", "vllm_default"])
 
 

@@ -370,15 +370,11 @@ def _hazards_section(plan: Plan) -> Html:
 
 
 def _knobs_section(plan: Plan) -> Html:
-    s = plan.serving
-    defaulted = set(s.defaulted)
     rows = []
-    for key, value in s.to_dict().items():
-        if key == "defaulted":
-            continue
+    for key, value, defaulted in plan.serving.knob_items():
         if isinstance(value, dict):
             value = ", ".join(f"{k}={v}" for k, v in value.items()) or "-"
-        rows.append([key, "-" if value is None else str(value), "vLLM default" if key in defaulted else ""])
+        rows.append([key, "-" if value is None else str(value), "vLLM default" if defaulted else ""])
     return el("section", el("h2", "Knobs"), _table(["knob", "value", ""], rows), id="knobs")
 
 

@@ -193,6 +193,45 @@ def run_profile(
     result: dict[str, Any] = {"parameters": 0, "weights": 0, "encoder_cache": 0, "consumed": 0, "headroom": 0, "graphs": None, "warmup": None}
     weights_kind = "random (same memory as real weights)"
     inputs_note = ""
+    def snapshot(done: tuple[PhaseMeasurement, ...] = (), oom: OomResult | None = None) -> MemoryProfile:
+        """The profile of what was measured so far (the warmup is sized from one without its own phases)."""
+        fingerprint = Fingerprint(
+            model_name=source.name,
+            config_sha256=source.config_sha256,
+            device=str(describe["device"]),
+            gpu_name=str(describe["gpu_name"]),
+            gpu_total_memory_bytes=int(describe["gpu_total_memory_bytes"]),
+            driver=str(describe["driver"]),
+            cuda=str(describe["cuda"]),
+            torch=torch.__version__,
+            transformers=transformers.__version__,
+            capacity=__version__,
+            python=platform.python_version(),
+            created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            dtype=serving.dtype,
+            attn_implementation=attn_implementation,
+            weights=weights_kind,
+            inputs=inputs_note,
+            knobs=profiled_knobs(serving, budget),
+        )
+        return MemoryProfile(
+            fingerprint=fingerprint,
+            baseline_device_used_bytes=baseline_used,
+            weights_bytes=result["weights"],
+            encoder_items=items,
+            encoder_tokens_per_item=tokens_per_item,
+            encoder_cache_bytes=result["encoder_cache"],
+            total_consumed_bytes=result["consumed"],
+            transient_peak_headroom_bytes=result["headroom"],
+            warmup_peak_bytes=result["warmup"],
+            cuda_graphs=result["graphs"],
+            phases=done,
+            oom=oom,
+            notes=tuple(notes),
+            parameter_count=result["parameters"],
+            uses_convolution=bool(probe.convolutions) if hasattr(probe, "convolutions") else None,
+        )
+
     with released(state, probe) as caught, probe.tracking(), torch.inference_mode():
         with phases.phase("weights", f"{spec.architecture} built on {device_str} in {serving.dtype}"):
             if describe["device"] == "fake":  # build on meta (no values needed), then fake tensors the probe counts
@@ -254,48 +293,13 @@ def run_profile(
         if capture_graphs and device == "cuda" and not serving.enforce_eager:
             result["graphs"] = _capture_graphs(phases, probe, adapter, model, spec, serving, gpu, dtype, device_str, notes)
         if warmup:
-            result["warmup"] = _warmup(phases, probe, adapter, model, source, spec, serving, gpu, budget, dtype, device_str, result)
+            result["warmup"] = _warmup(phases, adapter, model, source, spec, serving, gpu, dtype, device_str, snapshot())
     oom = caught[0] if caught else None
     model = None  # the last reference: release the cached blocks too, so an OOM leaves the GPU free
     gc.collect()
     probe.empty_cache()
 
-    fingerprint = Fingerprint(
-        model_name=source.name,
-        config_sha256=source.config_sha256,
-        device=str(describe["device"]),
-        gpu_name=str(describe["gpu_name"]),
-        gpu_total_memory_bytes=int(describe["gpu_total_memory_bytes"]),
-        driver=str(describe["driver"]),
-        cuda=str(describe["cuda"]),
-        torch=torch.__version__,
-        transformers=transformers.__version__,
-        capacity=__version__,
-        python=platform.python_version(),
-        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        dtype=serving.dtype,
-        attn_implementation=attn_implementation,
-        weights=weights_kind,
-        inputs=inputs_note,
-        knobs=profiled_knobs(serving, budget),
-    )
-    return MemoryProfile(
-        fingerprint=fingerprint,
-        baseline_device_used_bytes=baseline_used,
-        weights_bytes=result["weights"],
-        encoder_items=items,
-        encoder_tokens_per_item=tokens_per_item,
-        encoder_cache_bytes=result["encoder_cache"],
-        total_consumed_bytes=result["consumed"],
-        transient_peak_headroom_bytes=result["headroom"],
-        warmup_peak_bytes=result["warmup"],
-        cuda_graphs=result["graphs"],
-        phases=tuple(phases.done),
-        oom=oom,
-        notes=tuple(notes),
-        parameter_count=result["parameters"],
-        uses_convolution=bool(probe.convolutions) if hasattr(probe, "convolutions") else None,
-    )
+    return snapshot(tuple(phases.done), oom)
 
 
 def profiled_knobs(serving: ServingConfig, budget: MultiModalBudget) -> dict[str, Any]:
@@ -364,38 +368,22 @@ def _capture_graphs(
 
 def _warmup(
     phases: _Phases,
-    probe: MemoryProbe,
     adapter: Any,
     model: Any,
     source: ModelSource,
     spec: ModelSpec,
     serving: ServingConfig,
     gpu: Gpu,
-    budget: MultiModalBudget,
     dtype: Any,
     device: str,
-    result: dict[str, Any],
+    measured: MemoryProfile,
 ) -> int:
     """MRV2 warmup_kernels batches, sized by the plan that the measurements so far give."""
     import torch
 
     from capacity.planner import build_plan
 
-    partial = MemoryProfile(
-        fingerprint=Fingerprint("", "", "", "", 0, "", "", "", "", "", "", "", serving.dtype, "", "", "", profiled_knobs(serving, budget)),
-        baseline_device_used_bytes=0,
-        weights_bytes=result["weights"],
-        encoder_items=budget.profile_items,
-        encoder_tokens_per_item=budget.profile_tokens_per_item,
-        encoder_cache_bytes=result["encoder_cache"],
-        total_consumed_bytes=result["consumed"],
-        transient_peak_headroom_bytes=result["headroom"],
-        warmup_peak_bytes=None,
-        cuda_graphs=result["graphs"],
-        phases=(),
-        parameter_count=result["parameters"],
-    )
-    plan = build_plan(source, spec, gpu, replace(serving), profile=partial)
+    plan = build_plan(source, spec, gpu, serving, profile=measured)
     w = plan.warmup
     hidden = adapter.hidden_size(spec)
     # The encoder positions each warmup request carries; in vLLM their K/V sit in the KV cache.

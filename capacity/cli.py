@@ -418,9 +418,9 @@ def verify(
         if path is None:
             sys.stdout.write(text)
         else:
-            from capacity.profile import write_text_atomic
+            from reports.export import write_files
 
-            write_text_atomic(path, text)
+            write_files({path: ("--json", text.encode())})
     if json_out != JSON_STDOUT:
         from rich.console import Console
 

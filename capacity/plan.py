@@ -121,8 +121,6 @@ class Plan:
         return suggested_command(self)
 
     def to_dict(self) -> dict[str, Any]:
-        from capacity.suggest import suggested_command
-
         s = self.serving
         return {
             "capacity_plan_version": 1,
@@ -170,7 +168,7 @@ class Plan:
             "cuda_graph_count": self.cuda_graph_count,
             "hazards": [h.to_dict() for h in self.hazards],
             "verdict": self.verdict,
-            "suggested_command": suggested_command(self),
+            "suggested_command": self.suggested_command(),
             "notes": list(self.notes),
             "profile": None if self.profile is None else self.profile.to_dict(),
         }

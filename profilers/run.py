@@ -135,6 +135,10 @@ class _Phases:
             probe.sync()
         except torch.cuda.OutOfMemoryError as exc:
             raise PhaseOOM(name, detail, str(exc).splitlines()[0] if str(exc) else "CUDA out of memory") from None
+        except RuntimeError as exc:  # the CPU probe's host allocator refusing an allocation is its out-of-memory
+            if "can't allocate memory" not in str(exc):
+                raise
+            raise PhaseOOM(name, detail, " ".join(str(exc).split())[:200]) from None
         process, device = probe.nvml()
         self.done.append(
             PhaseMeasurement(

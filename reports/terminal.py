@@ -211,4 +211,7 @@ def render_verify(result: VerifyResult, console: Console) -> None:
         console.print(Text(f"VERIFIED: no OOM; {result.unused_fraction:.2%} of the requested memory unused", style="bold green"))
     else:
         why = f"out of memory in {result.oom.phase} ({result.oom.detail})" if result.oom else "over the requested memory"
-        console.print(Text(f"FAILED: {why}. The plan has a bug; reproduce with: {result.reproducer}", style="bold red"))
+        if result.oom and result.device != "cuda":
+            console.print(Text(f"FAILED: {why} on the host (a CPU-probe dry run allocates the pool in RAM: size it with --kv-cache-memory-bytes)", style="bold red"))
+        else:
+            console.print(Text(f"FAILED: {why}. The plan has a bug; reproduce with: {result.reproducer}", style="bold red"))

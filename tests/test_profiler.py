@@ -290,3 +290,14 @@ def test_qwen_vision_tower_traces_under_fake_tensors(tmp_path: Path):
     assert p.oom is None and p.encoder_items == 1
     assert p.encoder_cache_bytes == 16_384 * 64 * 2  # merged tokens x out_hidden_size x bfloat16
     assert p.phase("encoder").peak_above_start_bytes > 65_536 * 32 * 2  # at least the 4 x 16,384 patches, 32 wide
+
+
+def test_a_host_allocation_failure_is_an_out_of_memory_result():
+    from profilers.run import PhaseOOM, _Phases
+
+    phases = _Phases(CpuProbe(), None)
+    with pytest.raises(PhaseOOM) as caught, phases.phase("kv_pool", "the planned pool"):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory: you tried to allocate 137771810816 bytes")
+    assert (caught.value.phase, caught.value.detail) == ("kv_pool", "the planned pool")
+    with pytest.raises(RuntimeError, match="another error"), phases.phase("decoder", "x"):
+        raise RuntimeError("another error")

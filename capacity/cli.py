@@ -323,6 +323,9 @@ def profile_command(
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
     usage_context: UsageOpt = None,
+    tensor_parallel_size: TpOpt = None,
+    mm_encoder_tp_mode: Annotated[str, typer.Option(help="With --tensor-parallel-size: the multimodal encoder sharded ('weights', vLLM's default) or whole on every rank ('data', where vLLM supports it).")] = "weights",
+    timeout: Annotated[float, typer.Option(help="With --tensor-parallel-size: seconds before the ranks are stopped (collectives time out after min(timeout, 300) s).")] = 900.0,
     attn_implementation: Annotated[str, typer.Option(help="transformers attention: sdpa (default, like vLLM's kernels), flash_attention_2 or eager.")] = "sdpa",
     no_graphs: Annotated[bool, typer.Option("--no-graphs", help="Skip the CUDA-graph captures (the graph term stays estimated).")] = False,
     no_warmup: Annotated[bool, typer.Option("--no-warmup", help="Skip the warmup batches.")] = False,
@@ -347,7 +350,18 @@ def profile_command(
     _json_path(json_out)
     if not cpu_probe and not _local_cuda_gpu():
         raise BadInput("no usable NVIDIA GPU here: `capacity profile` measures on a GPU; plan offline with `capacity plan`, or pass --cpu-probe for a dry run")
-    result, measured = _profile_with_progress(model, args, gpu, cpu_probe=cpu_probe, attn=attn_implementation, graphs=not no_graphs, warmup=not no_warmup)
+    if args.tensor_parallel_size > 1:
+        from profilers.api import profile_model_tensor_parallel
+
+        if timeout <= 0:
+            raise BadInput(f"--timeout must be > 0 seconds, got {timeout}")
+        print(f"capacity: profiling {args.tensor_parallel_size} tensor-parallel ranks ({'gloo, CPU probe' if cpu_probe else 'NCCL'})", file=sys.stderr)
+        result, measured = profile_model_tensor_parallel(
+            model, args, gpu_name=gpu, cpu=cpu_probe, encoder_tp_mode=mm_encoder_tp_mode, attn_implementation=attn_implementation,
+            capture_graphs=not no_graphs, warmup=not no_warmup, timeout_s=timeout, collective_timeout_s=min(timeout, 300.0),
+        )  # fmt: skip
+    else:
+        result, measured = _profile_with_progress(model, args, gpu, cpu_probe=cpu_probe, attn=attn_implementation, graphs=not no_graphs, warmup=not no_warmup)
     save_profile(measured, output)
     print(f"capacity: wrote profile {output}", file=sys.stderr)
     if measured.oom is not None:

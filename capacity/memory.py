@@ -11,7 +11,9 @@ from functools import lru_cache
 from typing import Any
 
 from capacity.budget import MultiModalBudget
+from capacity.collectives import NCCL_COMMUNICATOR_BYTES, vllm_all_reduce_buffers
 from capacity.errors import RuntimeFailure
+from capacity.gpus import Gpu
 from capacity.models import ModelSource
 from capacity.profile import MemoryProfile
 from capacity.serving import ServingConfig
@@ -26,7 +28,6 @@ MEASURED = "measured"
 # CUDA context + cuBLAS/cuBLASLt handles before vLLM's baseline snapshot: measured on the H200
 # (torch 2.11, CUDA 13.0, driver 580.159.04; bench/results/calibration-h200-2026-11-30.json).
 CUDA_CONTEXT_BYTES = 753_729_536
-NCCL_BYTES_PER_RANK = 256 * MiB  # NCCL buffers when tensor_parallel_size > 1, before the snapshot
 NON_TORCH_INCREASE_BYTES = 256 * MiB  # kernel modules loaded during profile_run (non-torch growth)
 MIN_GRAPH_BYTES = 1 * MiB  # MRV2 _extrapolate_full_graph_memory floor per extra graph
 # total_consumed - weights on the H200 (bench/results/h200-profiles-2026-11-30), what a fake-tensor trace cannot
@@ -198,12 +199,30 @@ def activation_term(estimate: ActivationEstimate) -> MemoryTerm:
 
 
 def cuda_context_term(serving: ServingConfig) -> MemoryTerm:
-    nccl = NCCL_BYTES_PER_RANK if serving.tensor_parallel_size > 1 else 0
-    return MemoryTerm(
-        CUDA_CONTEXT_BYTES + nccl,
-        ESTIMATED,
-        "constant measured on an H200: CUDA context and cuBLAS handles" + (" + NCCL buffers (estimated)" if nccl else "") + " (before vLLM's baseline snapshot)",
-    )
+    return MemoryTerm(CUDA_CONTEXT_BYTES, ESTIMATED, "constant measured on an H200: CUDA context and cuBLAS handles (before vLLM's baseline snapshot)")
+
+
+def compute_capability(gpu: Gpu) -> str:
+    """The capability vLLM's all-reduce size tables are keyed by (Hopper 9.0, data-centre Blackwell 10.0)."""
+    if gpu.sm100:
+        return "10.0"
+    return "9.0" if any(name in gpu.name.upper() for name in ("H100", "H200", "H20", "H800", "GH200")) else "other"
+
+
+def collectives_term(serving: ServingConfig, gpu: Gpu, profile: MemoryProfile | None = None) -> MemoryTerm:
+    """NCCL's communicator (measured by a tensor-parallel profile, else a constant) + vLLM's all-reduce buffers
+    (from its source, capacity/collectives.py); allocated before the baseline snapshot, like the CUDA context."""
+    tp = serving.tensor_parallel_size
+    if tp == 1:
+        return MemoryTerm(0, EXACT, "TP 1: no communicators")
+    buffers = vllm_all_reduce_buffers(tp, compute_capability(gpu))
+    measured = profile is not None and profile.communicator_bytes is not None and profile.measured_tensor_parallel_size == tp
+    if measured:
+        assert profile is not None and profile.communicator_bytes is not None
+        nccl, how = profile.communicator_bytes, f"NCCL communicator {profile.communicator_bytes:,} B measured (init_process_group + first collectives, rank {profile.rank})"
+    else:
+        nccl, how = NCCL_COMMUNICATOR_BYTES, f"NCCL communicator {NCCL_COMMUNICATOR_BYTES:,} B (constant)"
+    return MemoryTerm(nccl + buffers.total_bytes, ESTIMATED, f"{how} + {buffers.describe()}; before the baseline snapshot")
 
 
 def non_torch_term() -> MemoryTerm:
@@ -287,7 +306,9 @@ def measured_terms(profile: MemoryProfile, estimates: dict[str, MemoryTerm]) -> 
         "non_torch": MemoryTerm(
             profile.non_torch_and_reserve_bytes, MEASURED, f"total_consumed - weights (non-torch growth + allocator reserve); {where}"
         ),
-        "cuda_context": MemoryTerm(profile.baseline_device_used_bytes, MEASURED, f"CUDA context + cuBLAS before the model; {where}"),
+        "cuda_context": MemoryTerm(
+            profile.baseline_device_used_bytes - (profile.communicator_bytes or 0), MEASURED, f"CUDA context + cuBLAS before the model (NCCL's share in collectives); {where}"
+        ),
     }
     if profile.fingerprint.device == "fake":
         # A fake-tensor trace sees the allocator's tensors only: device-level memory is a constant.

@@ -83,6 +83,25 @@ class Concurrency:
 
 
 @dataclass(frozen=True)
+class RankBudget:
+    """One tensor-parallel rank of a profile: what it measured and the KV budget it leaves (vLLM uses the least)."""
+
+    rank: int
+    weights_bytes: int
+    activation_peak_bytes: int
+    encoder_cache_bytes: int
+    non_torch_bytes: int
+    cuda_graphs_bytes: int
+    communicator_bytes: int | None
+    non_kv_bytes: int
+    available_kv_bytes: int
+    deciding: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Plan:
     source: ModelSource
     spec: ModelSpec
@@ -101,6 +120,13 @@ class Plan:
     hazards: tuple[Hazard, ...] = ()
     notes: tuple[str, ...] = field(default=())
     profile: MemoryProfile | None = None
+    ranks: tuple[RankBudget, ...] = ()  # a tensor-parallel profile's ranks, the spread of their KV budgets
+
+    @property
+    def kv_spread_bytes(self) -> int:
+        """Largest minus smallest available KV memory over the profiled ranks (0 for one rank)."""
+        budgets = [r.available_kv_bytes for r in self.ranks]
+        return max(budgets) - min(budgets) if budgets else 0
 
     @property
     def fits(self) -> bool:
@@ -171,6 +197,8 @@ class Plan:
             "suggested_command": self.suggested_command(),
             "notes": list(self.notes),
             "profile": None if self.profile is None else self.profile.to_dict(),
+            "ranks": [r.to_dict() for r in self.ranks],
+            "kv_spread_bytes": self.kv_spread_bytes,
         }
 
 
@@ -187,7 +215,8 @@ TERM_LABELS = {
     "cuda_graphs": "CUDA graphs",
     "kv_cache": "KV cache",
     "cuda_context": "CUDA context (before snapshot)",
+    "collectives": "NCCL + all-reduce buffers (before snapshot)",
     "block_tables": "block tables (after KV budget)",
 }
 
-MEMORY_TERMS = ("weights", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "kv_cache", "cuda_context")
+MEMORY_TERMS = ("weights", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "kv_cache", "cuda_context", "collectives")

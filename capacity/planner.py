@@ -30,6 +30,7 @@ from capacity.memory import (
     MemoryTerm,
     activation_estimate,
     activation_term,
+    collectives_term,
     cuda_context_term,
     cuda_graph_term,
     encoder_cache_term,
@@ -38,7 +39,7 @@ from capacity.memory import (
     weights_term,
 )
 from capacity.models import ModelSource, resolve_model
-from capacity.plan import NON_KV_TERMS, Concurrency, GroupPlan, KVCachePlan, Plan
+from capacity.plan import NON_KV_TERMS, Concurrency, GroupPlan, KVCachePlan, Plan, RankBudget
 from capacity.profile import MemoryProfile, require_profile_of
 from capacity.serving import ServingArgs, ServingConfig, resolve_serving
 from capacity.spec import ModelSpec
@@ -101,11 +102,12 @@ def build_plan(
         "non_torch": non_torch_term(),
         "cuda_graphs": graphs,
         "cuda_context": cuda_context_term(serving),
+        "collectives": collectives_term(serving, gpu, profile),
     }
     if profile is not None:
         memory.update(measured_terms(profile, memory))
     requested = requested_memory(gpu, serving.gpu_memory_utilization)
-    free_at_startup = gpu.total_memory_bytes - memory["cuda_context"].bytes - gpu.used_by_others_bytes
+    free_at_startup = gpu.total_memory_bytes - memory["cuda_context"].bytes - memory["collectives"].bytes - gpu.used_by_others_bytes
     non_kv = sum(memory[k].bytes for k in NON_KV_TERMS)
     if serving.kv_cache_memory_bytes is not None:
         available = serving.kv_cache_memory_bytes
@@ -188,8 +190,32 @@ def build_plan(
         cuda_graph_count=n_graphs,
         notes=notes,
         profile=profile,
+        ranks=rank_budgets(profile, memory, requested) if profile is not None and profile.ranks else (),
     )
     return replace(plan, hazards=tuple(find_hazards(plan)))
+
+
+def rank_budgets(profile: MemoryProfile, estimates: dict[str, MemoryTerm], requested: int) -> tuple[RankBudget, ...]:
+    """Every profiled rank's non-KV terms and the KV memory it leaves; vLLM 0.33 sizes the cache by the least."""
+    out = []
+    for rank in profile.ranks:
+        terms = {**estimates, **measured_terms(rank, estimates)}
+        non_kv = sum(terms[k].bytes for k in NON_KV_TERMS)
+        out.append(
+            RankBudget(
+                rank=rank.rank,
+                weights_bytes=terms["weights"].bytes,
+                activation_peak_bytes=terms["activation_peak"].bytes,
+                encoder_cache_bytes=terms["encoder_cache"].bytes,
+                non_torch_bytes=terms["non_torch"].bytes,
+                cuda_graphs_bytes=terms["cuda_graphs"].bytes,
+                communicator_bytes=rank.communicator_bytes,
+                non_kv_bytes=non_kv,
+                available_kv_bytes=requested - non_kv,
+                deciding=rank.rank == profile.rank,
+            )
+        )
+    return tuple(out)
 
 
 def plan_for(model: str, args: ServingArgs, gpu_name: str | None = None, profile: MemoryProfile | None = None) -> Plan:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from capacity.errors import BadInput
 
-PROFILE_FORMAT = 1
+PROFILE_FORMAT = 2  # 2: per-rank fields and `ranks` (tensor parallelism); 1 (single rank) still loads
+READABLE_FORMATS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,15 @@ class MemoryProfile:
     notes: tuple[str, ...] = field(default=())
     parameter_count: int = 0  # parameters of the model the profile built (0: not built)
     uses_convolution: bool | None = None  # a fake trace saw convolutions (cuDNN on a GPU); None: not traced
+    rank: int = 0  # this rank's index in its tensor-parallel group
+    # Ranks the measured model was split over (1: the whole model on one device).
+    measured_tensor_parallel_size: int = 1
+    # Device memory growth across init_process_group and the first collectives (NCCL's communicator), measured
+    # before the baseline snapshot; None: one rank, or not measured (the CPU/gloo path).
+    communicator_bytes: int | None = None
+    # Every rank of a tensor-parallel profile (each with its own `rank`); this profile's own fields are those of
+    # the rank with the least KV budget (`deciding_rank`), the one vLLM's minimum over ranks follows.
+    ranks: tuple[MemoryProfile, ...] = field(default=())
 
     @property
     def activation_peak_bytes(self) -> int:
@@ -100,6 +110,12 @@ class MemoryProfile:
         """total_consumed minus the weights: non-torch growth plus the caching allocator's reserve."""
         return max(self.total_consumed_bytes - self.weights_bytes, 0)
 
+    @property
+    def non_kv_measured_bytes(self) -> int:
+        """What vLLM subtracts from the requested memory on this rank: total_consumed + transient peak + graphs."""
+        graphs = self.cuda_graphs.estimate_bytes if self.cuda_graphs is not None else 0
+        return self.total_consumed_bytes + self.transient_peak_headroom_bytes + graphs
+
     def phase(self, name: str) -> PhaseMeasurement | None:
         return next((p for p in self.phases if p.name == name), None)
 
@@ -108,11 +124,20 @@ class MemoryProfile:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MemoryProfile:
-        if data.get("capacity_profile_format") != PROFILE_FORMAT:
-            raise BadInput(f"profile format {data.get('capacity_profile_format')!r} is not {PROFILE_FORMAT}: re-run `capacity profile`")
+        if data.get("capacity_profile_format") not in READABLE_FORMATS:
+            raise BadInput(f"profile format {data.get('capacity_profile_format')!r} is not one of {READABLE_FORMATS}: re-run `capacity profile`")
+        try:
+            ranks = tuple(cls._one(r) for r in data.get("ranks") or ())
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BadInput(f"profile JSON is missing or has a wrong field in `ranks` ({exc}): re-run `capacity profile`") from exc
+        return combine_ranks(ranks) if ranks else cls._one(data)
+
+    @classmethod
+    def _one(cls, data: dict[str, Any]) -> MemoryProfile:
         try:
             graphs = data.get("cuda_graphs")
             oom = data.get("oom")
+            comm = data.get("communicator_bytes")
             return cls(
                 fingerprint=Fingerprint(**data["fingerprint"]),
                 baseline_device_used_bytes=int(data["baseline_device_used_bytes"]),
@@ -129,9 +154,29 @@ class MemoryProfile:
                 notes=tuple(data.get("notes", ())),
                 parameter_count=int(data.get("parameter_count", 0)),
                 uses_convolution=data.get("uses_convolution"),
+                rank=int(data.get("rank", 0)),
+                measured_tensor_parallel_size=int(data.get("measured_tensor_parallel_size", 1)),
+                communicator_bytes=None if comm is None else int(comm),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise BadInput(f"profile JSON is missing or has a wrong field ({exc}): re-run `capacity profile`") from exc
+
+
+def deciding_rank(ranks: tuple[MemoryProfile, ...]) -> MemoryProfile:
+    """The rank with the least KV budget: the most non-KV memory (every rank requests total x utilization of an
+    identical GPU). vLLM 0.33 sets every rank's num_blocks to the minimum over ranks (get_kv_cache_configs);
+    a rank that failed decides first (its run is the result). Ties go to the lowest rank."""
+    failed = [r for r in ranks if r.oom is not None]
+    if failed:
+        return min(failed, key=lambda r: r.rank)
+    return max(ranks, key=lambda r: (r.non_kv_measured_bytes, -r.rank))
+
+
+def combine_ranks(ranks: tuple[MemoryProfile, ...], notes: tuple[str, ...] = ()) -> MemoryProfile:
+    """One profile of a tensor-parallel run: the deciding rank's fields, every rank under `ranks`."""
+    ordered = tuple(sorted((replace(r, ranks=()) for r in ranks), key=lambda r: r.rank))
+    decider = deciding_rank(ordered)
+    return replace(decider, ranks=ordered, notes=decider.notes + notes)
 
 
 def require_profile_of(profile: MemoryProfile, source: Any) -> None:

@@ -67,3 +67,38 @@ def trace_model(model: str, args: ServingArgs, *, gpu_name: str | None = None) -
     from profilers.probes import FakeProbe
 
     return profile_model(model, args, gpu_name=gpu_name or "H200", probe=FakeProbe(), capture_graphs=False)
+
+
+def profile_model_tensor_parallel(
+    model: str,
+    args: ServingArgs,
+    *,
+    gpu_name: str | None = None,
+    cpu: bool = False,
+    encoder_tp_mode: str = "weights",
+    attn_implementation: str = "sdpa",
+    capture_graphs: bool = True,
+    warmup: bool = True,
+    timeout_s: float = 900.0,
+    collective_timeout_s: float = 300.0,
+) -> tuple[Plan, MemoryProfile]:
+    """Profile one process per rank (NCCL on the local GPUs, or gloo + the CPU probe) and plan from the rank
+    with the least KV budget. The parent process makes no CUDA context (NVML names the GPU)."""
+    from profilers.tensor_parallel import require_ranks, run_tensor_parallel, tensor_parallel_job
+
+    source = resolve_model(model)
+    spec = model_spec(source.config, source.name, source.preprocessor)
+    backend = "gloo" if cpu else "nccl"
+    require_ranks(args.tensor_parallel_size, backend)
+    gpu = gpu_by_name(gpu_name) if gpu_name else (detect_local_gpu(0) if not cpu else None) or gpu_by_name("H200")
+    serving = resolve_serving(args, spec, gpu)
+    budget = build_budget(spec, serving, enable_cache=False)
+    job = tensor_parallel_job(
+        source, spec, serving, budget, gpu, backend=backend, encoder_tp_mode=encoder_tp_mode, collective_timeout_s=collective_timeout_s,
+        attn_implementation=attn_implementation, capture_graphs=capture_graphs, warmup=warmup,
+    )  # fmt: skip
+    profile = run_tensor_parallel(job, timeout_s=timeout_s)
+    if not gpu_name and not cpu:  # plan for the GPU as CUDA reports it on the ranks
+        gpu = replace(gpu, total_memory_bytes=profile.fingerprint.gpu_total_memory_bytes, name=profile.fingerprint.gpu_name, source="cuda", provenance="cudaMemGetInfo on the profiled ranks")
+    notes = tuple(n for n in (source.alias_note,) if n)
+    return build_plan(source, spec, gpu, serving, notes, profile), profile

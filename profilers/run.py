@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from capacity import __version__
 from capacity.budget import MultiModalBudget
@@ -156,6 +156,50 @@ class _Phases:
         )
 
 
+class Placement(Protocol):
+    """How the model reaches the device, and who encodes the multimodal items."""
+
+    rank: int
+    world_size: int
+    communicator_bytes: int | None
+
+    def describe(self) -> str: ...
+    def load(self, spec: ModelSpec, source: ModelSource, serving: ServingConfig, probe: MemoryProbe, device: str, attn: str) -> tuple[Any, str]: ...
+    def encode(self, adapter: Any, model: Any, item: Any, count: int) -> list[Any]: ...
+    def knobs(self) -> dict[str, Any]: ...
+
+
+class WholeModel:
+    """The whole model on one device: real safetensors weights when the folder has them, else random ones."""
+
+    rank = 0
+    world_size = 1
+    communicator_bytes = None
+
+    def describe(self) -> str:
+        return "built"
+
+    def load(self, spec: ModelSpec, source: ModelSource, serving: ServingConfig, probe: MemoryProbe, device: str, attn: str) -> tuple[Any, str]:
+        from capacity.arch import build_module
+
+        if probe.describe()["device"] == "fake":  # build on meta (no values needed), then fake tensors the probe counts
+            with probe.host():
+                meta = build_module(spec.arch_builder, dict(source.config), device="meta", dtype=serving.dtype, attn_implementation=attn)
+            return probe.adopt_module(meta).eval(), "random (same memory as real weights)"  # type: ignore[attr-defined]
+        model = build_module(spec.arch_builder, dict(source.config), device=device, dtype=serving.dtype, init_weights=False, attn_implementation=attn).eval()
+        if source.safetensors:
+            loaded = _load_real_weights(model, source, device)
+            return model, f"real (safetensors, {loaded} tensors)"
+        _randomize(model)
+        return model, "random (same memory as real weights)"
+
+    def encode(self, adapter: Any, model: Any, item: Any, count: int) -> list[Any]:
+        return adapter.encode(model, item, count)
+
+    def knobs(self) -> dict[str, Any]:
+        return {}
+
+
 def run_profile(
     source: ModelSource,
     spec: ModelSpec,
@@ -168,17 +212,19 @@ def run_profile(
     on_phase: PhaseCallback | None = None,
     capture_graphs: bool = True,
     warmup: bool = True,
+    placement: Placement | None = None,
 ) -> MemoryProfile:
     """Run the MRV2 startup phases on `probe`'s device and return what was measured.
 
+    `placement` puts the model on the device: the whole model (default), or one tensor-parallel rank's shard
+    (profilers/tensor_parallel.py), which then runs these same phases with its collectives.
     A CUDA out-of-memory error in any phase is a result: the profile comes back with `oom` set,
     after every tensor of the run is released.
     """
     import torch
     import transformers
 
-    from capacity.arch import build_module
-
+    placement = placement or WholeModel()
     adapter = forward_adapter(spec)
     phases = _Phases(probe, on_phase)
     state: dict[str, Any] = {}
@@ -216,7 +262,7 @@ def run_profile(
             attn_implementation=attn_implementation,
             weights=weights_kind,
             inputs=inputs_note,
-            knobs=profiled_knobs(serving, budget),
+            knobs={**profiled_knobs(serving, budget), **placement.knobs()},
         )
         return MemoryProfile(
             fingerprint=fingerprint,
@@ -234,24 +280,14 @@ def run_profile(
             notes=tuple(notes),
             parameter_count=result["parameters"],
             uses_convolution=bool(probe.convolutions) if hasattr(probe, "convolutions") else None,
+            rank=placement.rank,
+            measured_tensor_parallel_size=placement.world_size,
+            communicator_bytes=placement.communicator_bytes,
         )
 
     with released(state, probe) as caught, probe.tracking(), torch.inference_mode():
-        with phases.phase("weights", f"{spec.architecture} built on {device_str} in {serving.dtype}"):
-            if describe["device"] == "fake":  # build on meta (no values needed), then fake tensors the probe counts
-                with probe.host():
-                    meta = build_module(spec.arch_builder, dict(source.config), device="meta", dtype=serving.dtype, attn_implementation=attn_implementation)
-                state["model"] = probe.adopt_module(meta).eval()  # type: ignore[attr-defined]
-                del meta
-            else:
-                state["model"] = build_module(
-                    spec.arch_builder, dict(source.config), device=device_str, dtype=serving.dtype, init_weights=False, attn_implementation=attn_implementation
-                ).eval()
-            if source.safetensors and describe["device"] != "fake":
-                loaded = _load_real_weights(state["model"], source, device_str)
-                weights_kind = f"real (safetensors, {loaded} tensors)"
-            else:
-                _randomize(state["model"])
+        with phases.phase("weights", f"{spec.architecture} {placement.describe()} on {device_str} in {serving.dtype}"):
+            state["model"], weights_kind = placement.load(spec, source, serving, probe, device_str, attn_implementation)
         model = state["model"]
         result["parameters"] = sum(p.numel() for p in model.parameters())
         result["weights"] = phases.done[-1].allocated_after_bytes - phases.done[-1].allocated_before_bytes
@@ -267,7 +303,7 @@ def run_profile(
                     item = adapter.item(spec, source, device_str, dtype, tokens_per_item)
                 item = replace(item, tensors={k: probe.adopt(v) for k, v in item.tensors.items()})
                 inputs_note = item.note
-                state["encoder_outputs"] = adapter.encode(model, item, items)
+                state["encoder_outputs"] = placement.encode(adapter, model, item, items)
                 del item
             profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
             result["encoder_cache"] = sum(o.numel() * o.element_size() for o in state["encoder_outputs"])

@@ -120,10 +120,11 @@ TERM_COLOR = {
     "cuda_graphs": "#59a14f",
     "kv_cache": "#edc948",
     "cuda_context": "#b07aa1",
+    "collectives": "#9c755f",
     "block_tables": "#ff9da7",
     "unused": "#e4e4e4",
 }
-BAR_ORDER = ("weights", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "kv_cache", "cuda_context", "block_tables")
+BAR_ORDER = ("weights", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "kv_cache", "cuda_context", "collectives", "block_tables")
 KIND_NOTE = {
     "exact": "fixed by the architecture and the knobs",
     "estimated": "a documented formula or constant",

@@ -392,6 +392,9 @@ def verify(
     dtype: DtypeOpt = None,
     profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Verify the plan made from this saved profile (default: profile here first).")] = None,
     steps: Annotated[int, typer.Option(help="Decode steps to run at full concurrency.")] = 3,
+    tensor_parallel_size: TpOpt = None,
+    mm_encoder_tp_mode: Annotated[str, typer.Option(help="With --tensor-parallel-size: the multimodal encoder sharded ('weights') or whole on every rank ('data').")] = "weights",
+    timeout: Annotated[float, typer.Option(help="With --tensor-parallel-size: seconds before the ranks are stopped.")] = 900.0,
     cpu_probe: Annotated[bool, typer.Option("--cpu-probe", help="Run on the CPU, counting live tensor bytes (tests, dry runs).")] = False,
     json_out: JsonOpt = None,
 ) -> None:
@@ -418,12 +421,30 @@ def verify(
     _json_path(json_out)
     if not cpu_probe and not _local_cuda_gpu():
         raise BadInput("no usable NVIDIA GPU here: `capacity verify` runs on a GPU (or pass --cpu-probe for a dry run)")
-    if measured is None and not cpu_probe:
+    tp = args.tensor_parallel_size if measured is None else measured.measured_tensor_parallel_size
+    if measured is not None and args.tensor_parallel_size not in (1, tp):
+        raise BadInput(f"--tensor-parallel-size {args.tensor_parallel_size}: the profile was taken at TP {tp}; verify its plan at TP {tp} or profile again")
+    if tp > 1:
+        from dataclasses import replace
+
+        from profilers.api import profile_model_tensor_parallel, verify_tensor_parallel_plan
+
+        if timeout <= 0:
+            raise BadInput(f"--timeout must be > 0 seconds, got {timeout}")
+        args = replace(args, tensor_parallel_size=tp)
+        if measured is None:
+            result, _ = profile_model_tensor_parallel(model, args, gpu_name=gpu, cpu=cpu_probe, encoder_tp_mode=mm_encoder_tp_mode, timeout_s=timeout, collective_timeout_s=min(timeout, 300.0))
+        else:
+            result = plan_for(model, args, gpu, measured)
+    elif measured is None and not cpu_probe:
         result, _ = _profile_with_progress(model, args, gpu)
     else:
         result = plan_for(model, args, gpu, measured)
     reproducer = shlex.join(["capacity", "verify", "--model", model, *" ".join(suggested_flags(result)).split(), "--steps", str(steps)])
-    outcome = run_verify(result, CpuProbe() if cpu_probe else CudaProbe(), steps=steps, reproducer=reproducer)
+    if tp > 1:
+        outcome = verify_tensor_parallel_plan(result, cpu=cpu_probe, steps=steps, reproducer=reproducer, encoder_tp_mode=mm_encoder_tp_mode, timeout_s=timeout)
+    else:
+        outcome = run_verify(result, CpuProbe() if cpu_probe else CudaProbe(), steps=steps, reproducer=reproducer)
     if json_out is not None:
         import json
 

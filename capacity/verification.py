@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from capacity.profile import OomResult, PhaseMeasurement
@@ -27,6 +27,9 @@ class VerifyResult:
     phases: tuple[PhaseMeasurement, ...]
     oom: OomResult | None
     reproducer: str
+    rank: int = 0  # the tensor-parallel rank this ran on
+    ranks: tuple[VerifyResult, ...] = field(default=())  # tensor parallelism: every rank; this one fared worst
+    notes: tuple[str, ...] = field(default=())
 
     @property
     def unused_bytes(self) -> int:
@@ -39,9 +42,16 @@ class VerifyResult:
 
     @property
     def passed(self) -> bool:
-        return self.oom is None and self.unused_bytes >= 0 and self.requests > 0
+        return self.oom is None and self.unused_bytes >= 0 and self.requests > 0 and all(r.passed for r in self.ranks)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out.update(unused_bytes=self.unused_bytes, unused_fraction=round(self.unused_fraction, 5), passed=self.passed)
         return out
+
+
+def combine_verify_ranks(ranks: tuple[VerifyResult, ...], notes: tuple[str, ...] = ()) -> VerifyResult:
+    """A tensor-parallel verify: the rank that failed, else the one with the least memory left, every rank listed."""
+    ordered = tuple(sorted(ranks, key=lambda r: r.rank))
+    worst = min(ordered, key=lambda r: (r.oom is None, r.unused_bytes, r.rank))
+    return replace(worst, ranks=ordered, notes=worst.notes + notes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from capacity.budget import build_budget
 from capacity.families import model_spec
@@ -102,3 +103,15 @@ def profile_model_tensor_parallel(
         gpu = replace(gpu, total_memory_bytes=profile.fingerprint.gpu_total_memory_bytes, name=profile.fingerprint.gpu_name, source="cuda", provenance="cudaMemGetInfo on the profiled ranks")
     notes = tuple(n for n in (source.alias_note,) if n)
     return build_plan(source, spec, gpu, serving, notes, profile), profile
+
+
+def verify_tensor_parallel_plan(plan: Plan, *, cpu: bool = False, steps: int = 3, reproducer: str = "", encoder_tp_mode: str = "weights", timeout_s: float = 900.0) -> Any:
+    """`capacity verify` on one process per rank: each allocates its share of the plan's KV pool next to its shard."""
+    from profilers.tensor_parallel import tensor_parallel_job, verify_tensor_parallel
+
+    budget = build_budget(plan.spec, plan.serving, enable_cache=False)
+    job = tensor_parallel_job(
+        plan.source, plan.spec, plan.serving, budget, plan.gpu, backend="gloo" if cpu else "nccl", encoder_tp_mode=encoder_tp_mode,
+        collective_timeout_s=min(timeout_s, 300.0), plan=plan, steps=steps, reproducer=reproducer,
+    )  # fmt: skip
+    return verify_tensor_parallel(job, timeout_s=timeout_s)

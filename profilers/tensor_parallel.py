@@ -30,7 +30,7 @@ from capacity.budget import MultiModalBudget
 from capacity.errors import BadInput, CapacityError
 from capacity.gpus import Gpu
 from capacity.models import ModelSource
-from capacity.profile import MemoryProfile, OomResult, combine_ranks
+from capacity.profile import MemoryProfile, combine_ranks
 from capacity.serving import ServingConfig
 from capacity.spec import ModelSpec
 from profilers.probes import MemoryProbe
@@ -62,7 +62,13 @@ class RankJob:
     attn_implementation: str = "sdpa"
     capture_graphs: bool = True
     warmup: bool = True
-    cpu_limit_bytes: int | None = None  # CPU probe limit (tests: a rank that runs out of memory)
+    task: str = "profile"  # "profile" | "verify"
+    plan: Any = None  # verify: the plan to put to the test (a Plan from the tensor-parallel profile)
+    steps: int = 3  # verify: decode steps
+    reproducer: str = ""
+    # Per-rank memory limits in bytes (the CPU probe's limit; on a GPU, torch's per-process memory fraction):
+    # a smaller device for one rank, to see what a rank that runs out of memory does to the run.
+    rank_memory_limit_bytes: tuple[tuple[int, int], ...] = ()
     fail_rank: int | None = None  # tests: this rank dies (os._exit) after its weights phase
     hang_rank: int | None = None  # tests: this rank stops answering after its weights phase
 
@@ -79,7 +85,7 @@ class RankShard:
         self.report: Any = None
 
     def describe(self) -> str:
-        return f"rank {self.rank} of TP {self.world_size}, sharded as vLLM's parallel layers,"
+        return f"(rank {self.rank} of TP {self.world_size}, sharded as vLLM's parallel layers)"
 
     def load(self, spec: ModelSpec, source: ModelSource, serving: ServingConfig, probe: MemoryProbe, device: str, attn: str) -> tuple[Any, str]:
         from capacity.arch import build_module
@@ -174,30 +180,50 @@ def _rank_main(rank: int, job: RankJob, results: Any) -> None:
         from profilers.sharding import TorchCollectives
 
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // job.world_size))
-        probe: MemoryProbe = CudaProbe(rank) if job.backend == "nccl" else CpuProbe(job.cpu_limit_bytes)
+        limit = dict(job.rank_memory_limit_bytes).get(rank)
+        probe: MemoryProbe = CudaProbe(rank) if job.backend == "nccl" else CpuProbe(limit)
         probe.init()
+        if limit is not None and job.backend == "nccl":
+            torch.cuda.set_per_process_memory_fraction(min(limit / torch.cuda.mem_get_info(rank)[1], 1.0), rank)
         communicator = _measure_communicator(job, rank, probe)
         placement = RankShard(job, TorchCollectives(), communicator)
-        profile = run_profile(
-            job.source,
-            job.spec,
-            job.serving,
-            job.budget,
-            job.gpu,
-            probe,
-            attn_implementation=job.attn_implementation,
-            capture_graphs=job.capture_graphs,
-            warmup=job.warmup,
-            placement=placement,
-        )
-        results.put(("profile", rank, profile.to_dict()))
-        if profile.oom is None:
+        if job.task == "verify":
+            from profilers.verify import run_verify
+
+            outcome = run_verify(job.plan, probe, steps=job.steps, reproducer=job.reproducer, placement=placement)
+            results.put(("verify", rank, outcome))
+            failed = outcome.oom is not None
+        else:
+            profile = run_profile(
+                job.source,
+                job.spec,
+                job.serving,
+                job.budget,
+                job.gpu,
+                probe,
+                attn_implementation=job.attn_implementation,
+                capture_graphs=job.capture_graphs,
+                warmup=job.warmup,
+                placement=placement,
+            )
+            results.put(("profile", rank, profile.to_dict()))
+            failed = profile.oom is not None
+        if not failed:
             dist.barrier()  # leave together: a rank still in a collective is not torn down under the others
         dist.destroy_process_group()
     except CapacityError as exc:
         results.put(("error", rank, f"{type(exc).__name__}: {exc}", getattr(exc, "exit_code", 3)))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent as this rank's failure
-        results.put(("error", rank, f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}", 3, traceback.format_exc()[-2000:]))
+        # A collective that timed out or lost its peer failed because of another rank (exit 1); anything else is a bug (3).
+        code = 1 if _collective_failure(exc) else 3
+        results.put(("error", rank, f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}", code, traceback.format_exc()[-2000:]))
+
+
+def _collective_failure(exc: BaseException) -> bool:
+    import torch.distributed as dist
+
+    text = str(exc).lower()
+    return isinstance(exc, dist.DistError) or any(s in text for s in ("timed out", "timeout", "connection closed", "watchdog", "nccl error"))
 
 
 def free_port() -> int:
@@ -230,6 +256,26 @@ def run_tensor_parallel(job: RankJob, *, timeout_s: float) -> MemoryProfile:
     A rank that runs out of memory makes the run an out-of-memory result (the plan exits 1) once the others have
     stopped; a rank that dies, a rank's error, or the deadline raises one error after every rank is stopped.
     """
+    outcomes, notes = _run_ranks(job, timeout_s)
+    return combine_ranks(tuple(MemoryProfile.from_dict(d) for d in outcomes.values()), notes)
+
+
+def verify_tensor_parallel(job: RankJob, *, timeout_s: float) -> Any:
+    """`capacity verify` on every rank; the result is the rank that fared worst, with every rank under `ranks`."""
+    from capacity.verification import combine_verify_ranks
+
+    outcomes, notes = _run_ranks(replace(job, task="verify"), timeout_s)
+    return combine_verify_ranks(tuple(outcomes.values()), notes)
+
+
+def _failed(message: tuple[Any, ...]) -> bool:
+    """A rank's result that ends the run: an out-of-memory profile or verify."""
+    result = message[2]
+    oom = result.get("oom") if isinstance(result, dict) else getattr(result, "oom", None)
+    return oom is not None
+
+
+def _run_ranks(job: RankJob, timeout_s: float) -> tuple[dict[int, Any], tuple[str, ...]]:
     import torch.multiprocessing as mp
 
     if job.encoder_tp_mode not in ENCODER_TP_MODES:
@@ -241,15 +287,16 @@ def run_tensor_parallel(job: RankJob, *, timeout_s: float) -> MemoryProfile:
     procs = [ctx.Process(target=_rank_main, args=(rank, job, results), daemon=True, name=f"capacity-tp-rank{rank}") for rank in range(job.world_size)]
     for p in procs:
         p.start()
-    profiles: dict[int, MemoryProfile] = {}
+    outcomes: dict[int, Any] = {}
     errors: dict[int, tuple[Any, ...]] = {}
     deadline = time.monotonic() + timeout_s
     stop_at: float | None = None
     why = ""
     try:
-        while len(profiles) + len(errors) < job.world_size:
+        while len(outcomes) + len(errors) < job.world_size:
             now = time.monotonic()
             if stop_at is not None and now >= stop_at:
+                why = why or "stopped after another rank ran out of memory"
                 break
             if now >= deadline:
                 why = f"the ranks did not finish within {timeout_s:.0f} s (a collective may be stuck)"
@@ -258,35 +305,29 @@ def run_tensor_parallel(job: RankJob, *, timeout_s: float) -> MemoryProfile:
                 msg = results.get(timeout=0.2)
             except queue.Empty:
                 for rank, p in enumerate(procs):
-                    if p.exitcode is not None and p.exitcode != 0 and rank not in profiles and rank not in errors:
+                    if p.exitcode is not None and p.exitcode != 0 and rank not in outcomes and rank not in errors:
                         errors[rank] = ("died", rank, f"rank {rank} died (exit code {p.exitcode})", 1)
                         stop_at = stop_at or time.monotonic() + 2.0
                 continue
-            if msg[0] == "profile":
-                profile = MemoryProfile.from_dict(msg[2])
-                profiles[msg[1]] = profile
-                if profile.oom is not None and stop_at is None:
-                    stop_at = time.monotonic() + GRACE_S  # the others may be waiting on the failed rank's collective
-            else:
+            if msg[0] == "error":
                 errors[msg[1]] = msg
                 stop_at = stop_at or time.monotonic() + 2.0
+                continue
+            outcomes[msg[1]] = msg[2]
+            if _failed(msg) and stop_at is None:
+                stop_at = time.monotonic() + GRACE_S  # the others may be waiting on the failed rank's collective
     finally:
-        stopped = _stop(procs)
+        _stop(procs)
         results.close()
-    if errors:
+    if errors and not any(_failed(("", r, o)) for r, o in outcomes.items()):  # an out-of-memory rank is the result
         rank, error = min(errors.items())
-        raise (RankFailed if error[0] == "died" else _error_class(error))(
-            f"tensor-parallel run failed on rank {rank}: {error[2]}; every rank was stopped and its memory released"
-        )
-    if why and not profiles:
-        raise RankFailed(f"tensor-parallel run: {why}; every rank was stopped and its memory released")
-    notes: tuple[str, ...] = ()
-    missing = sorted(set(range(job.world_size)) - set(profiles))
-    if missing:
-        notes = (f"ranks {missing} were stopped before reporting ({why or 'after another rank ran out of memory'}){'' if not stopped else ''}",)
-    if missing and not any(p.oom for p in profiles.values()):
+        raise _error_class(error)(f"tensor-parallel run failed on rank {rank}: {error[2]}; every rank was stopped and its memory released")
+    missing = sorted(set(range(job.world_size)) - set(outcomes))
+    if missing and not any(_failed(("", r, o)) for r, o in outcomes.items()):
         raise RankFailed(f"tensor-parallel run: ranks {missing} did not report ({why}); every rank was stopped and its memory released")
-    return combine_ranks(tuple(profiles.values()), notes)
+    notes = (f"ranks {missing} did not report ({why or 'their collective lost the failed rank'}); they were stopped and their memory released",) if missing else ()
+    notes += tuple(f"rank {r} then failed: {e[2]}" for r, e in sorted(errors.items()))
+    return outcomes, notes
 
 
 def _error_class(error: tuple[Any, ...]) -> type[CapacityError]:
@@ -298,7 +339,7 @@ def _error_class(error: tuple[Any, ...]) -> type[CapacityError]:
 
 
 def _stop(procs: list[Any]) -> int:
-    """Terminate the ranks still running, then kill what remains; returns how many had to be stopped."""
+    """Terminate the ranks still running, then kill what remains (Ctrl-C in the parent comes here too)."""
     alive = [p for p in procs if p.is_alive()]
     for p in alive:
         p.terminate()
@@ -310,10 +351,6 @@ def _stop(procs: list[Any]) -> int:
             p.kill()
             p.join(5)
     return len(alive)
-
-
-def oom_of(profile: MemoryProfile) -> OomResult | None:
-    return profile.oom
 
 
 def tensor_parallel_job(
@@ -342,6 +379,3 @@ def tensor_parallel_job(
         **kw,
     )
 
-
-def with_rank(profile: MemoryProfile, rank: int) -> MemoryProfile:
-    return replace(profile, rank=rank)

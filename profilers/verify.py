@@ -23,9 +23,20 @@ from capacity.units import cdiv
 from capacity.verification import VerifyResult
 from profilers.forward import forward_adapter
 from profilers.probes import MemoryProbe
-from profilers.run import PhaseCallback, _Phases, released, sampler_pass
+from profilers.run import PhaseCallback, Placement, WholeModel, _Phases, _randomize, released, sampler_pass
 
 VERIFIABLE = ("whisper", "nemotron_parse")
+
+
+class RandomWholeModel(WholeModel):
+    """verify's model: the whole architecture with random weights (the pool, not the values, is under test)."""
+
+    def load(self, spec: Any, source: Any, serving: Any, probe: MemoryProbe, device: str, attn: str) -> tuple[Any, str]:
+        from capacity.arch import build_module
+
+        model = build_module(spec.arch_builder, dict(source.config), device=device, dtype=serving.dtype, init_weights=False).eval()
+        _randomize(model)
+        return model, "random"
 
 
 def _decoder(model: Any, arch: str) -> Any:
@@ -42,10 +53,11 @@ def _attend(attn: Any, x: Any, keys: Any, values: Any) -> Any:
     return attn.out_proj(out.transpose(1, 2).reshape(batch, -1, keys.shape[2] * keys.shape[3]))
 
 
-def run_verify(plan: Plan, probe: MemoryProbe, *, steps: int = 3, reproducer: str = "", on_phase: PhaseCallback | None = None) -> VerifyResult:
+def run_verify(
+    plan: Plan, probe: MemoryProbe, *, steps: int = 3, reproducer: str = "", on_phase: PhaseCallback | None = None, placement: Placement | None = None
+) -> VerifyResult:
+    """`placement`: the whole model (default) or one tensor-parallel rank's shard (its pool holds the rank's KV heads)."""
     import torch
-
-    from capacity.arch import build_module
 
     spec, serving, kv = plan.spec, plan.serving, plan.kv
     if spec.arch_builder not in VERIFIABLE:
@@ -55,6 +67,7 @@ def run_verify(plan: Plan, probe: MemoryProbe, *, steps: int = 3, reproducer: st
     if any(g.group.num_padding_layers for g in kv.groups) or len({g.group.spec.page_size_bytes for g in kv.groups}) != 1:
         raise BadInput("verify needs KV groups of equal layers and pages (self + cross attention)")
     adapter = forward_adapter(spec)
+    placement = placement or RandomWholeModel()
     phases = _Phases(probe, on_phase)
     state: dict[str, Any] = {}
     probe.init()
@@ -80,10 +93,8 @@ def run_verify(plan: Plan, probe: MemoryProbe, *, steps: int = 3, reproducer: st
         peak_used = max(peak_used, (used - (baseline_used or 0)) if used is not None else last.peak_allocated_bytes)
 
     with released(state, probe) as caught, probe.tracking(), torch.inference_mode():
-        with phases.phase("weights", f"{spec.architecture} in {serving.dtype}"):
-            state["model"] = build_module(spec.arch_builder, dict(plan.source.config), device=device, dtype=serving.dtype, init_weights=False).eval()
-            for p in state["model"].parameters():
-                p.normal_(0.0, 0.02)
+        with phases.phase("weights", f"{spec.architecture} {placement.describe()} in {serving.dtype}"):
+            state["model"], _ = placement.load(spec, plan.source, serving, probe, device, "sdpa")
         track()
         model = state["model"]
         decoder = _decoder(model, spec.arch_builder)
@@ -108,7 +119,7 @@ def run_verify(plan: Plan, probe: MemoryProbe, *, steps: int = 3, reproducer: st
         with phases.phase("encoder", f"{items} max-size items; their K/V written into {requests} requests' cross-attention blocks"):
             with probe.host():
                 item = adapter.item(spec, plan.source, device, dtype, budget.profile_tokens_per_item)
-            outputs = adapter.encode(model, item, items)
+            outputs = placement.encode(adapter, model, item, items)
             enc = outputs[0].unsqueeze(0)
             del item, outputs
             for i, layer in enumerate(decoder.layers):
@@ -158,4 +169,5 @@ def run_verify(plan: Plan, probe: MemoryProbe, *, steps: int = 3, reproducer: st
         phases=tuple(phases.done),
         oom=oom,
         reproducer=reproducer,
+        rank=placement.rank,
     )

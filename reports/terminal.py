@@ -207,6 +207,11 @@ def render_verify(result: VerifyResult, console: Console) -> None:
         f"requests {result.requests} x (context {result.context_len:,} + encoder {result.encoder_len:,}) | KV pool {result.kv_pool_bytes:,} B | "
         f"peak used {result.peak_used_bytes:,} B of requested {result.requested_bytes:,} B | unused {result.unused_bytes:,} B ({result.unused_fraction:.2%})"
     )
+    for r in result.ranks:
+        state = "out of memory" if r.oom else f"unused {r.unused_bytes:,} B ({r.unused_fraction:.2%})"
+        console.print(f"  rank {r.rank}: peak used {r.peak_used_bytes:,} B, KV pool {r.kv_pool_bytes:,} B, {state}")
+    for note in result.notes:
+        console.print(f"  note: {note}")
     if result.passed:
         console.print(Text(f"VERIFIED: no OOM; {result.unused_fraction:.2%} of the requested memory unused", style="bold green"))
     else:

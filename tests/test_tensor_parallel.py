@@ -1,0 +1,231 @@
+"""Tensor-parallel profiling without a GPU: the shard arithmetic, the per-rank profile format, the plan from the
+rank with the least KV budget, and the real multi-process path under gloo with the CPU probe (tiny Whisper)."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from capacity.budget import build_budget
+from capacity.collectives import vllm_all_reduce_buffers
+from capacity.errors import BadInput
+from capacity.planner import build_plan
+from capacity.profile import MemoryProfile, combine_ranks, deciding_rank, load_profile, save_profile
+from capacity.units import MiB
+from profilers.sharding import FAMILY_RULES, build_on_meta_with_host_buffers, shard_module
+from profilers.tensor_parallel import RankFailed, run_tensor_parallel, tensor_parallel_job
+from tests.test_profiler import TINY_WHISPER, folder_model
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Tiny Whisper (d_model 64, 4 heads of 16, FFN 128, vocab 1000, 2 + 2 layers, 80 mel bins) at TP 2, float32, by hand:
+# q and v: 64 x 32 + 32 bias; k: 64 x 32 (no bias); out_proj: 64 x 32 + the whole 64 bias (row-parallel); fc1:
+# 64 x 64 + 64; fc2: 64 x 64 + 64 (whole bias); layer norms 2 x 64; convolutions, positions, embed_tokens whole.
+ATTN = (64 * 32 + 32) + 64 * 32 + (64 * 32 + 32) + (64 * 32 + 64)
+MLP = (64 * 64 + 64) + (64 * 64 + 64)
+LN = 2 * 64
+ENCODER = (80 * 64 * 3 + 64) + (64 * 64 * 3 + 64) + 1500 * 64 + 2 * (ATTN + LN + MLP + LN) + LN
+DECODER = 1000 * 64 + 448 * 64 + 2 * (ATTN + LN + ATTN + LN + MLP + LN) + LN  # proj_out is tied to embed_tokens
+TINY_WHISPER_RANK_BYTES = (ENCODER + DECODER) * 4
+
+
+class FakeCollectives:
+    """Shapes only (no process group): enough to build a rank's shard."""
+
+    def __init__(self, rank: int, world_size: int) -> None:
+        self.rank, self.world_size = rank, world_size
+
+    def all_reduce(self, t):
+        return t
+
+    def all_gather(self, t):
+        return torch.cat([t] * self.world_size, dim=-1)
+
+
+def meta_shard(arch: str, config: dict, rank: int = 0, tp: int = 2):
+    from capacity.arch import build_module
+
+    model = build_on_meta_with_host_buffers(lambda: build_module(arch, config, device="cpu", dtype="float32", init_weights=False))
+    report = shard_module(model, FAMILY_RULES[arch], FakeCollectives(rank, tp))
+    return model, report
+
+
+def unique_parameter_bytes(model) -> int:
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def test_whisper_shard_matches_the_arithmetic_split():
+    model, report = meta_shard("whisper", dict(TINY_WHISPER))
+    assert unique_parameter_bytes(model) == TINY_WHISPER_RANK_BYTES == 1_204_736
+    layer = model.model.decoder.layers[0]
+    assert tuple(layer.self_attn.k_proj.weight.shape) == (32, 64)
+    assert tuple(layer.self_attn.out_proj.weight.shape) == (64, 32) and tuple(layer.self_attn.out_proj.bias.shape) == (64,)
+    # vLLM 0.33 whisper.py: decoder.embed_tokens is a whole nn.Embedding and proj_out is tied to it
+    assert tuple(model.model.decoder.embed_tokens.weight.shape) == (1000, 64)
+    assert model.proj_out.weight is model.model.decoder.embed_tokens.weight
+    assert report.replaced == {"column": 2 * 3 + 2 * 6 + 2 + 2, "row": 2 * 2 + 2 * 3, "lm_head": 1}
+
+
+TINY_LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 1,
+    "num_hidden_layers": 1,
+    "vocab_size": 1000,
+    "max_position_embeddings": 256,
+    "tie_word_embeddings": False,
+}
+
+
+def test_decoder_only_shard_pads_the_vocabulary_and_replicates_a_kv_head():
+    model, report = meta_shard("decoder_only", dict(TINY_LLAMA), rank=1)
+    attn = model.model.layers[0].self_attn
+    assert tuple(attn.q_proj.weight.shape) == (32, 64)  # 2 of 4 heads of 16
+    assert tuple(attn.k_proj.weight.shape) == (16, 64)  # 1 KV head < TP 2: each rank keeps it (QKVParallelLinear)
+    assert report.replicated_kv_heads
+    assert attn.num_key_value_groups == 2  # 2 query heads on the rank over 1 KV head
+    # pad_vocab_size(1000, 64) = 1024, / 2 ranks = 512 rows for the embedding and the (untied) head
+    assert tuple(model.model.embed_tokens.weight.shape) == (512, 64) and model.model.embed_tokens.start == 512
+    assert tuple(model.lm_head.weight.shape) == (512, 64)
+    mlp = model.model.layers[0].mlp
+    assert tuple(mlp.gate_proj.weight.shape) == (64, 64) and tuple(mlp.down_proj.weight.shape) == (64, 64)
+
+
+def test_vllm_all_reduce_buffers_from_its_source():
+    # custom_all_reduce.py + symm_mem.py on Hopper (9.0), TP 2: symmetric memory 64 MiB; custom all-reduce
+    # max_size min(64 MiB, 8 MiB) = 8 MiB signal, IPC max(8, 2, 16) = 16 MiB, rank_data 8 MiB
+    b = vllm_all_reduce_buffers(2, "9.0")
+    assert (b.symm_mem_bytes, b.custom_signal_bytes, b.custom_ipc_bytes, b.custom_rank_data_bytes) == (64 * MiB, 8 * MiB, 16 * MiB, 8 * MiB)
+    assert vllm_all_reduce_buffers(8, "9.0").custom_signal_bytes == 256 * 1024  # CUSTOM_ALL_REDUCE_MAX_SIZES 9.0: 8 -> 256 KiB
+    assert vllm_all_reduce_buffers(4, "10.0").symm_mem_bytes == 32 * MiB
+    assert vllm_all_reduce_buffers(1).total_bytes == 0
+
+
+def test_unknown_family_is_refused_in_one_line(tmp_path):
+    from capacity.families import model_spec
+    from capacity.models import resolve_model
+    from profilers.sharding import shard_rules
+
+    source = resolve_model("google/gemma-3-4b-it")
+    with pytest.raises(BadInput, match="not implemented"):
+        shard_rules(model_spec(source.config, source.name, source.preprocessor).arch_builder)
+
+
+# --- profiles of several ranks -----------------------------------------------------------------------------
+
+
+def a_profile() -> MemoryProfile:
+    return load_profile(REPO / "bench/results/h200-profiles-2026-11-30/profile-openai--whisper-tiny.json")
+
+
+def test_format_1_profiles_still_load():
+    p = a_profile()
+    assert p.rank == 0 and p.measured_tensor_parallel_size == 1 and p.ranks == () and p.communicator_bytes is None
+
+
+def test_the_rank_with_the_most_non_kv_memory_decides(tmp_path):
+    base = replace(a_profile(), measured_tensor_parallel_size=2)
+    heavy = replace(base, rank=1, transient_peak_headroom_bytes=base.transient_peak_headroom_bytes + 10 * MiB)
+    combined = combine_ranks((replace(base, rank=0), heavy))
+    assert combined.rank == 1 and [r.rank for r in combined.ranks] == [0, 1]
+    assert deciding_rank((replace(base, rank=0), replace(base, rank=1))).rank == 0  # a tie: the lowest rank
+    path = tmp_path / "tp.json"
+    save_profile(combined, path)
+    data = json.loads(path.read_text())
+    assert data["capacity_profile_format"] == 2 and len(data["ranks"]) == 2
+    assert load_profile(path) == combined
+
+
+# --- the real path: one process per rank, gloo, CPU probe --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tp2_whisper(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tp") / "tiny-whisper"
+    source, spec, gpu, serving = folder_model(folder, TINY_WHISPER, max_num_batched_tokens=2048, max_num_seqs=16, dtype="float32", tensor_parallel_size=2)
+    job = tensor_parallel_job(source, spec, serving, build_budget(spec, serving), gpu, backend="gloo", collective_timeout_s=60, warmup=False)
+    return (source, spec, gpu, serving), job, run_tensor_parallel(job, timeout_s=240)
+
+
+def test_gloo_ranks_hold_the_arithmetic_split_and_combine(tp2_whisper):
+    (source, spec, gpu, serving), _, profile = tp2_whisper
+    assert [r.rank for r in profile.ranks] == [0, 1]
+    for rank in profile.ranks:
+        assert rank.oom is None and rank.measured_tensor_parallel_size == 2
+        assert rank.weights_bytes == TINY_WHISPER_RANK_BYTES
+        assert rank.communicator_bytes is None  # gloo on the CPU: no device memory to measure
+        # the encoder output held through the decoder pass is whole on every rank: 1 x 1500 x 64 x 4 B
+        assert rank.encoder_cache_bytes == 1500 * 64 * 4
+    plan = build_plan(source, spec, gpu, serving, profile=profile)
+    assert len(plan.ranks) == 2 and sum(r.deciding for r in plan.ranks) == 1
+    assert plan.kv.available_bytes == min(r.available_kv_bytes for r in plan.ranks)
+    assert plan.memory["weights"].bytes == TINY_WHISPER_RANK_BYTES
+
+
+def test_a_rank_that_dies_is_one_error_and_stops_the_others(tp2_whisper):
+    _, job, _ = tp2_whisper
+    from profilers.tensor_parallel import free_port
+
+    start = time.monotonic()
+    with pytest.raises(RankFailed, match="rank 1 died") as caught:
+        run_tensor_parallel(replace(job, port=free_port(), fail_rank=1), timeout_s=120)
+    assert caught.value.exit_code == 1
+    assert time.monotonic() - start < 120
+
+
+def test_more_ranks_than_gpus_is_bad_input():
+    from profilers.tensor_parallel import require_ranks
+
+    with pytest.raises(BadInput, match="needs 64 GPUs"):
+        require_ranks(64, "nccl")
+
+
+@pytest.mark.slow
+def test_four_gloo_ranks_split_and_combine(tmp_path):
+    """Issue 14's CPU part: TP 4 over four processes (tiny Whisper's 4 heads give one head per rank)."""
+    source, spec, gpu, serving = folder_model(tmp_path / "w", TINY_WHISPER, max_num_batched_tokens=2048, max_num_seqs=16, dtype="float32", tensor_parallel_size=4)
+    job = tensor_parallel_job(source, spec, serving, build_budget(spec, serving), gpu, backend="gloo", collective_timeout_s=120, warmup=False)
+    profile = run_tensor_parallel(job, timeout_s=400)
+    # by hand at TP 4: q, v 64 x 16 + 16; k 64 x 16; out_proj 64 x 16 + 64; fc1 64 x 32 + 32; fc2 64 x 32 + 64
+    attn = (64 * 16 + 16) + 64 * 16 + (64 * 16 + 16) + (64 * 16 + 64)
+    mlp = (64 * 32 + 32) + (64 * 32 + 64)
+    encoder = (80 * 64 * 3 + 64) + (64 * 64 * 3 + 64) + 1500 * 64 + 2 * (attn + LN + mlp + LN) + LN
+    decoder = 1000 * 64 + 448 * 64 + 2 * (attn + LN + attn + LN + mlp + LN) + LN
+    assert [r.rank for r in profile.ranks] == [0, 1, 2, 3]
+    assert {r.weights_bytes for r in profile.ranks} == {(encoder + decoder) * 4}
+    plan = build_plan(source, spec, gpu, serving, profile=profile)
+    assert len(plan.ranks) == 4 and plan.kv.available_bytes == min(r.available_kv_bytes for r in plan.ranks)
+
+
+@pytest.mark.slow
+def test_a_rank_out_of_memory_is_the_result(tp2_whisper):
+    """Rank 1 may hold its weights and little else: it runs out of memory in the encoder while rank 0 waits in a
+    collective; the run is one out-of-memory result (the plan does not fit), rank 0 is stopped."""
+    (source, spec, gpu, serving), job, _ = tp2_whisper
+    from profilers.tensor_parallel import free_port
+
+    limit = TINY_WHISPER_RANK_BYTES + 100_000
+    profile = run_tensor_parallel(replace(job, port=free_port(), rank_memory_limit_bytes=((1, limit),)), timeout_s=200)
+    assert profile.oom is not None and profile.rank == 1 and profile.oom.phase == "encoder"
+    assert [r.rank for r in profile.ranks] == [1] and "did not report" in profile.notes[0]
+    assert not build_plan(source, spec, gpu, serving, profile=profile).fits
+
+
+@pytest.mark.slow
+def test_a_rank_that_hangs_times_out(tp2_whisper):
+    _, job, _ = tp2_whisper
+    from profilers.tensor_parallel import free_port
+
+    start = time.monotonic()
+    with pytest.raises(RankFailed) as caught:
+        run_tensor_parallel(replace(job, port=free_port(), hang_rank=1, collective_timeout_s=15), timeout_s=90)
+    assert caught.value.exit_code == 1 and time.monotonic() - start < 120

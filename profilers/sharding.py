@@ -126,9 +126,11 @@ FAMILY_RULES: dict[str, ShardRules] = {
     ),
     # nemotron_parse.py + radio.py / intern_vit.py: RADIO attention qkv/proj and MLP fc1/fc2 parallel, the neck's
     # sum_proj a ColumnParallelLinear, mBART decoder layers parallel, BartScaledWordEmbedding vocab-parallel.
+    # transformers' RadioModel names its attention q/k/v_proj + o_proj (5.24) or, ViT-style, attention.query/key/value
+    # + output.dense (5.17).
     "nemotron_parse": ShardRules(
-        column=r"\.(q_proj|k_proj|v_proj|fc1)$",
-        row=r"\.(o_proj|out_proj|fc2)$",
+        column=r"(\.(q_proj|k_proj|v_proj|fc1)|\.attention\.(query|key|value))$",
+        row=r"(\.(o_proj|out_proj|fc2)|\.attention\.output\.dense)$",
         vocab_embedding=r"^decoder\.embed_tokens$",
         lm_head=r"^lm_head$",
         encoder=r"^(encoder|neck)\.",
@@ -347,12 +349,12 @@ def _divide_head_counts(model: Any, tp: int, whole_encoder: bool, rules: ShardRu
             continue
         if whole_encoder and rules.encoder and re.search(rules.encoder, name + "."):
             continue
-        heads = getattr(module, "num_heads", None)
-        if isinstance(heads, int) and heads % tp == 0:
-            module.num_heads = heads // tp
+        for attr in ("num_heads", "num_attention_heads", "all_head_size"):  # ViT-style modules reshape with these
+            value = getattr(module, attr, None)
+            if isinstance(value, int) and value % tp == 0:
+                setattr(module, attr, value // tp)
         kv = getattr(module, "num_key_value_heads", None)
-        q = getattr(module, "num_attention_heads", None) or getattr(module, "num_heads", None)
-        if isinstance(kv, int) and isinstance(q, int):
+        if isinstance(kv, int):
             module.num_key_value_heads = kv_heads_per_rank(kv, tp)
         groups = getattr(module, "num_key_value_groups", None)
         config = getattr(module, "config", None)

@@ -44,8 +44,13 @@ ALL_GATHER_MAX_SIZE = 2 * MiB  # CustomAllreduce._DEFAULT_ALL_GATHER_MAX_SIZE
 REDUCE_SCATTER_MAX_SIZE = 16 * MiB  # CustomAllreduce._DEFAULT_REDUCE_SCATTER_MAX_SIZE
 RANK_DATA_BYTES = 8 * MiB  # CustomAllreduce.rank_data = torch.empty(8 * 1024 * 1024, uint8)
 
-# NCCL's communicator when no profile measured it: the planner's earlier constant (estimated).
-NCCL_COMMUNICATOR_BYTES = 256 * MiB
+# NCCL's communicator when no profile measured it (estimated): device memory growth across init_process_group
+# (eager, device_id) + one all-reduce + one all-gather + a barrier, measured on every rank of an H200 x2 (NVLink NV18,
+# torch 2.11.0+cu130 with its NCCL 2.28.9, NVLS off; bench/results/h200x2-tp-2026-11-30): 975,175,680 B on every rank of
+# whisper-large-v3, Nemotron-Parse and Qwen2.5-VL-7B at TP 2 (975,241,216 B on one rank of two runs).
+# The planner's earlier constant, 256 MiB, was 3.6x too small. vLLM's PyNcclCommunicator is a second
+# communicator on the same ranks; its share is not measured here.
+NCCL_COMMUNICATOR_BYTES = 975_175_680
 
 
 @dataclass(frozen=True)

@@ -149,10 +149,20 @@ def decoder_activation_bytes(decoder: DecoderShape, num_tokens: int, dtype_bytes
     return num_tokens * per_token_activation_bytes(decoder.hidden_size, decoder.ffn_size // tp, decoder.gated_ffn, dtype_bytes)
 
 
-def sampler_bytes(decoder: DecoderShape, num_reqs: int, dtype_bytes: int) -> int:
+def sampler_bytes(decoder: DecoderShape, num_reqs: int, dtype_bytes: int, tp: int = 1) -> int:
     """One logits row per request in the model dtype, plus the one fp32 copy MRV2's sampler
-    (penalties, temperature, top-k/top-p as in-place triton kernels) works on."""
-    return num_reqs * decoder.vocab_size * (dtype_bytes + DTYPE_BYTES["float32"])
+    (penalties, temperature, top-k/top-p as in-place triton kernels) works on.
+
+    With TP > 1 the logits are all-gathered first (LogitsProcessor._gather_logits -> GroupCoordinator.all_gather):
+    the rank's logits, a (TP, rows, local vocab) buffer and its reshaped copy are alive together, local vocab being
+    pad_vocab_size(vocab) / TP, or the whole vocabulary when the head is tied to a whole embedding (Whisper: the
+    gather then returns TP copies). Measured on an H200 x2 (bench/results/h200x2-tp-2026-11-30): whisper-large-v3's
+    sampler phase peaked at 535,295,488 B for 1024 rows, this gives 531,107,840 B."""
+    whole = num_reqs * decoder.vocab_size * (dtype_bytes + DTYPE_BYTES["float32"])
+    if tp == 1:
+        return whole
+    local = decoder.vocab_size if not decoder.lm_head_sharded else -(-decoder.vocab_size // 64) * 64 // tp  # pad_vocab_size, 64
+    return max(whole, num_reqs * local * dtype_bytes * (1 + 2 * tp))
 
 
 @dataclass(frozen=True)
@@ -183,7 +193,7 @@ def activation_estimate(spec: ModelSpec, budget: MultiModalBudget, serving: Serv
         encoder = budget.profile_items * seq * per_token_activation_bytes(e.hidden_size, e.ffn_size, e.gated_ffn, dtype)
     decoder = decoder_activation_bytes(spec.decoder, serving.max_num_batched_tokens, dtype, tp)
     reqs = min(serving.max_num_batched_tokens, serving.max_num_seqs)
-    return ActivationEstimate(encoder, decoder, sampler_bytes(spec.decoder, reqs, dtype))
+    return ActivationEstimate(encoder, decoder, sampler_bytes(spec.decoder, reqs, dtype, tp))
 
 
 def activation_term(estimate: ActivationEstimate) -> MemoryTerm:

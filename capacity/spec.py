@@ -62,6 +62,9 @@ class DecoderShape:
     gated_ffn: bool  # SwiGLU-style gate+up projection (2 x ffn wide)
     vocab_size: int
     num_layers: int
+    # vLLM's LM head holds vocab / TP rows per rank (ParallelLMHead, or tied to a VocabParallelEmbedding); False when
+    # it is tied to an embedding vLLM keeps whole (Whisper's nn.Embedding): every rank computes all logits.
+    lm_head_sharded: bool = True
 
 
 @dataclass(frozen=True)

@@ -229,3 +229,14 @@ def test_a_rank_that_hangs_times_out(tp2_whisper):
     with pytest.raises(RankFailed) as caught:
         run_tensor_parallel(replace(job, port=free_port(), hang_rank=1, collective_timeout_s=15), timeout_s=90)
     assert caught.value.exit_code == 1 and time.monotonic() - start < 120
+
+
+def test_sampler_formula_counts_the_logits_all_gather(spec_of):
+    from capacity.memory import sampler_bytes
+
+    whisper = spec_of("openai/whisper-large-v3").decoder  # head tied to the whole embedding: all 51,866 logits per rank
+    # local logits + (2, rows, 51866) gather buffer + its reshaped copy, fp16: 1024 x 51866 x 2 B x (1 + 2 x 2)
+    assert sampler_bytes(whisper, 1024, 2, tp=2) == 1024 * 51866 * 2 * 5 == 531_107_840
+    assert sampler_bytes(whisper, 1024, 2, tp=1) == 1024 * 51866 * (2 + 4)
+    qwen = spec_of("Qwen/Qwen2.5-VL-7B-Instruct").decoder  # 152,064 / 2 rows per rank: the fp32 copy stays the larger
+    assert sampler_bytes(qwen, 1024, 2, tp=2) == 1024 * 152064 * (2 + 4)

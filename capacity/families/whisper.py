@@ -43,7 +43,8 @@ class WhisperAdapter:
             max_source_positions=source_positions,
             encoder_tokens_per_request=source_positions,
             num_attention_heads=heads,
-            decoder=DecoderShape(d_model, need(config, "decoder_ffn_dim", "whisper"), False, need(config, "vocab_size", "whisper"), n_dec),
+            # vllm/model_executor/models/whisper.py: proj_out is tied to decoder.embed_tokens, a whole nn.Embedding
+            decoder=DecoderShape(d_model, need(config, "decoder_ffn_dim", "whisper"), False, need(config, "vocab_size", "whisper"), n_dec, lm_head_sharded=False),
             encoder=EncoderShape(
                 seq_len=source_positions,
                 hidden_size=d_model,

@@ -251,10 +251,11 @@ def plan(
 
     measured = None
     if profile is not None:
-        from capacity.profile import load_profile
+        from capacity.profile import load_profile, tensor_parallel_of
 
         measured = load_profile(profile)
         model = model or measured.fingerprint.model_name
+        tensor_parallel_size = tensor_parallel_of(measured, tensor_parallel_size)
 
     model, args = _serving_args(model, config, **_knobs(locals()))
     _json_path(json_out)  # a bad --json value fails before any work
@@ -495,10 +496,11 @@ def reconcile(
 
     measured = None
     if profile is not None:
-        from capacity.profile import load_profile
+        from capacity.profile import load_profile, tensor_parallel_of
 
         measured = load_profile(profile)
         model = model or measured.fingerprint.model_name
+        tensor_parallel_size = tensor_parallel_of(measured, tensor_parallel_size)
     model, args = _serving_args(model, config, **_knobs(locals()))
     result = reconcile_log(log, _plan(model, args, gpu, measured, offline=True, estimate="formula" if measured is None else None))
     if as_json:
@@ -612,6 +614,8 @@ def sweep(
         from capacity.profile import load_profile
 
         measured = load_profile(profile)
+        if measured.measured_tensor_parallel_size > 1:
+            raise BadInput(f"--profile {profile}: a tensor-parallel profile (TP {measured.measured_tensor_parallel_size}) is re-planned with `capacity plan --profile`, not swept")
     result = run_sweep(model, base, axes, measured)
     _export(result, csv, html, json_out)
     if json_out == JSON_STDOUT:

@@ -92,7 +92,8 @@ def build_plan(
     profile: MemoryProfile | None = None,
 ) -> Plan:
     budget: MultiModalBudget = build_budget(spec, serving, enable_cache=False)
-    weights, n_params = weights_term(spec, source, serving, profile.parameter_count if profile is not None else None)
+    whole_model = profile is not None and profile.measured_tensor_parallel_size == 1  # a rank's count is not the model's
+    weights, n_params = weights_term(spec, source, serving, profile.parameter_count if whole_model else None)
     activations = activation_estimate(spec, budget, serving)
     graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
     memory: dict[str, MemoryTerm] = {

@@ -179,6 +179,16 @@ def combine_ranks(ranks: tuple[MemoryProfile, ...], notes: tuple[str, ...] = ())
     return replace(decider, ranks=ordered, notes=decider.notes + notes)
 
 
+def tensor_parallel_of(profile: MemoryProfile, requested: int | None) -> int | None:
+    """The TP a plan from `profile` runs at: a tensor-parallel profile's own (its terms are one rank's at that TP)."""
+    tp = profile.measured_tensor_parallel_size
+    if tp == 1:
+        return requested
+    if requested not in (None, tp):
+        raise BadInput(f"--tensor-parallel-size {requested}: the profile measured ranks of TP {tp}; plan it at TP {tp}, or profile at TP {requested}")
+    return tp
+
+
 def require_profile_of(profile: MemoryProfile, source: Any) -> None:
     """A profile's measurements belong to one model config: refuse to plan another with them."""
     fp = profile.fingerprint

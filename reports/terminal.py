@@ -140,9 +140,27 @@ def _verdict(plan: Plan) -> Panel:
     return Panel(body, title="verdict", title_align="left")
 
 
+def _ranks(plan: Plan) -> Table:
+    """A tensor-parallel profile's ranks: each one's measured terms and the KV budget it leaves; vLLM takes the least."""
+    t = Table(title=f"tensor-parallel ranks (vLLM sizes the KV cache by the least; spread {plan.kv_spread_bytes:,} B)", title_justify="left")
+    for col in ("rank", "weights", "activation peak", "encoder cache", "non-torch", "CUDA graphs", "NCCL (measured)", "available KV"):
+        t.add_column(col, justify="right")
+    for r in plan.ranks:
+        nccl = "" if r.communicator_bytes is None else f"{r.communicator_bytes:,}"
+        t.add_row(
+            f"{r.rank}{' (decides)' if r.deciding else ''}",
+            *(f"{v:,}" for v in (r.weights_bytes, r.activation_peak_bytes, r.encoder_cache_bytes, r.non_torch_bytes, r.cuda_graphs_bytes)),
+            nccl,
+            f"{r.available_kv_bytes:,}",
+        )
+    return t
+
+
 def render(plan: Plan, console: Console) -> None:
     console.print(_header(plan))
     console.print(_memory(plan, wide=console.width >= 140))
+    if plan.ranks:
+        console.print(_ranks(plan))
     console.print(_kv(plan))
     console.print(_budget_warmup(plan))
     console.print(_hazards(plan))

@@ -240,3 +240,36 @@ def test_sampler_formula_counts_the_logits_all_gather(spec_of):
     assert sampler_bytes(whisper, 1024, 2, tp=1) == 1024 * 51866 * (2 + 4)
     qwen = spec_of("Qwen/Qwen2.5-VL-7B-Instruct").decoder  # 152,064 / 2 rows per rank: the fp32 copy stays the larger
     assert sampler_bytes(qwen, 1024, 2, tp=2) == 1024 * 152064 * (2 + 4)
+
+
+# --- re-planning a measured TP profile anywhere ---------------------------------------------------------------
+
+QWEN_DATA = REPO / "bench/results/h200x2-tp-2026-11-30/qwen-data-tp2.json"
+
+
+def test_plan_from_a_tp_profile_takes_the_rank_with_the_least_kv(capsys):
+    from capacity.cli import main
+
+    code = main(["plan", "--profile", str(QWEN_DATA), "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    plan = json.loads(out.out)
+    saved = json.loads(QWEN_DATA.read_text())
+    # H200 x2, --mm-encoder-tp-mode data: rank 0 encoded the one profiled video, rank 1 none (their encoder phases)
+    encoder = [next(p for p in r["phases"] if p["name"] == "encoder") for r in saved["ranks"]]
+    encoder_peaks = [p["peak_allocated_bytes"] - p["allocated_before_bytes"] for p in encoder]
+    assert encoder_peaks[0] > 10 * encoder_peaks[1]
+    assert plan["serving"]["tensor_parallel_size"] == 2  # the profile's TP, not the default 1
+    ranks = plan["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1] and [r["deciding"] for r in ranks] == [True, False]
+    assert plan["kv_cache"]["available_bytes"] == ranks[0]["available_kv_bytes"] == min(r["available_kv_bytes"] for r in ranks)
+    assert plan["kv_spread_bytes"] == ranks[1]["available_kv_bytes"] - ranks[0]["available_kv_bytes"] > 0
+    assert plan["memory"]["collectives"]["bytes"] > saved["ranks"][0]["communicator_bytes"] == 975_175_680
+
+
+def test_a_tp_profile_at_another_tp_is_refused_in_one_line(capsys):
+    from capacity.cli import main
+
+    assert main(["plan", "--profile", str(QWEN_DATA), "-tp", "4"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "measured ranks of TP 2" in err[0]

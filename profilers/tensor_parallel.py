@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from capacity.budget import MultiModalBudget
-from capacity.errors import BadInput, CapacityError
+from capacity.errors import EXIT_DOES_NOT_FIT, BadInput, CapacityError
 from capacity.gpus import Gpu
 from capacity.models import ModelSource
 from capacity.profile import MemoryProfile, combine_ranks
@@ -42,7 +42,7 @@ GRACE_S = 20.0  # after one rank fails, how long the others get to report before
 class RankFailed(CapacityError):
     """A rank died or the run timed out: one line, exit 1 (the run is a does-not-fit result, not a bug)."""
 
-    exit_code = 1
+    exit_code = EXIT_DOES_NOT_FIT
 
 
 @dataclass(frozen=True)

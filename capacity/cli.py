@@ -647,7 +647,7 @@ def main(argv: list[str] | None = None) -> int:
         print("capacity: interrupted", file=sys.stderr)
         return EXIT_RUNTIME_FAILURE
     except CapacityError as exc:
-        print(f"capacity: error: {exc}", file=sys.stderr)
+        print(f"capacity: error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line, whatever the message held
         return exc.exit_code
     except KeyboardInterrupt:
         print("capacity: interrupted", file=sys.stderr)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from capacity.errors import BadInput
+from capacity.files import read_text
 
 CATALOG_PACKAGE = "capacity.catalog"
 
@@ -79,10 +80,9 @@ def catalog_config(entry: CatalogEntry) -> dict[str, Any]:
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
+    text = read_text(path, what)
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BadInput(f"{what} {path} is not valid JSON (line {exc.lineno}): fix or replace the file") from exc
     if not isinstance(data, dict):

@@ -5,9 +5,12 @@ Exit codes: 0 fits, 1 does not fit, 2 bad input, 3 runtime failure.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,7 +20,10 @@ from typer.core import TyperCommand
 from capacity.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_RUNTIME_FAILURE, BadInput, CapacityError
 from capacity.units import parse_human_int
 
-EXIT_CODES_HELP = "Exit codes: 0 fits (check: passes), 1 does not fit (check: fails), 2 bad input, 3 runtime failure."
+EXIT_CODES_HELP = (
+    "Exit codes: 0 fits (check: passes), 1 does not fit (check: fails), 2 bad input, 3 runtime failure. "
+    "A reader that closes stdout early (`| head`) does not change the verdict's code (3 if it closed before the verdict was known)."
+)
 
 app = typer.Typer(
     add_completion=False,
@@ -211,6 +217,53 @@ def _export(subject: Any, csv: Path | None, html: Path | None, json_out: str | N
     print(f"capacity: wrote {', '.join(shown)}", file=sys.stderr)
 
 
+class StdoutClosed(CapacityError):
+    """The reader of stdout went away (`capacity plan --json | head -c 100`, `| true`) after the verdict was known."""
+
+    def __init__(self, exit_code: int) -> None:
+        super().__init__("stdout was closed before the report was written")
+        self.exit_code = exit_code
+
+
+@contextmanager
+def _stdout(verdict_code: int) -> Iterator[None]:
+    """Where a command writes its report: a closed stdout is not a verdict, so the verdict's own code stands."""
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError as exc:
+        raise StdoutClosed(verdict_code) from exc
+
+
+def _console() -> Any:
+    """A rich Console on stdout whose broken pipe is a BrokenPipeError for _stdout (rich itself exits 1)."""
+    from rich.console import Console
+
+    class StdoutConsole(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError(errno.EPIPE, "stdout was closed")
+
+    return StdoutConsole()
+
+
+def _stdout_was_closed() -> bool:
+    """click's or rich's broken-pipe handling ran: stdout wrapped in PacifyFlushWrapper, or its fd is /dev/null."""
+    if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+        return True
+    try:
+        fd, null = os.fstat(sys.stdout.fileno()), os.stat(os.devnull)
+    except (OSError, ValueError):
+        return False
+    return (fd.st_dev, fd.st_ino) == (null.st_dev, null.st_ino)
+
+
+def _detach_stdout() -> None:
+    """Point a closed stdout at /dev/null, so the interpreter's last flush does not fail (exit 120) or warn."""
+    with suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
 def _print_json(subject: Any, extra: dict[str, Any] | None = None) -> None:
     from reports.export import json_text
 
@@ -260,15 +313,20 @@ def plan(
     _json_path(json_out)  # a bad --json value fails before any work
     result = _plan(model, args, gpu, measured, offline=offline, estimate=estimate)
     _export(result, csv, html, json_out)
+    code = EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT
+    with _stdout(code):
+        _show_plan(result, json_out)
+    raise typer.Exit(code)
+
+
+def _show_plan(result: Any, json_out: str | None) -> None:
+    """The plan on stdout: its JSON for a bare --json, else the terminal report."""
     if json_out == JSON_STDOUT:
         _print_json(result)
     else:
-        from rich.console import Console
-
         from reports.terminal import render
 
-        render(result, Console())
-    raise typer.Exit(EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT)
+        render(result, _console())
 
 
 def _local_cuda_gpu() -> bool:
@@ -353,15 +411,10 @@ def profile_command(
     if measured.oom is not None:
         print(f"capacity: out of memory in phase '{measured.oom.phase}' ({measured.oom.detail}); GPU memory released", file=sys.stderr)
     _export(result, csv, html, json_out)
-    if json_out == JSON_STDOUT:
-        _print_json(result)
-    else:
-        from rich.console import Console
-
-        from reports.terminal import render
-
-        render(result, Console())
-    raise typer.Exit(EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT)
+    code = EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT
+    with _stdout(code):
+        _show_plan(result, json_out)
+    raise typer.Exit(code)
 
 
 @app.command(cls=OptionalJsonCommand)
@@ -410,24 +463,25 @@ def verify(
         result = plan_for(model, args, gpu, measured)
     reproducer = shlex.join(["capacity", "verify", "--model", model, *" ".join(suggested_flags(result)).split(), "--steps", str(steps)])
     outcome = run_verify(result, CpuProbe() if cpu_probe else CudaProbe(), steps=steps, reproducer=reproducer)
+    code = EXIT_FITS if outcome.passed else EXIT_DOES_NOT_FIT
+    text = None
     if json_out is not None:
         import json
 
         text = json.dumps({"plan": result.to_dict(), "verify": outcome.to_dict()}, indent=2) + "\n"
         path = _json_path(json_out)
-        if path is None:
-            sys.stdout.write(text)
-        else:
+        if path is not None:
             from reports.export import write_files
 
             write_files({path: ("--json", text.encode())})
-    if json_out != JSON_STDOUT:
-        from rich.console import Console
+    with _stdout(code):
+        if json_out == JSON_STDOUT:
+            sys.stdout.write(text or "")
+        else:
+            from reports.terminal import render_verify
 
-        from reports.terminal import render_verify
-
-        render_verify(outcome, Console())
-    raise typer.Exit(EXIT_FITS if outcome.passed else EXIT_DOES_NOT_FIT)
+            render_verify(outcome, _console())
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -466,14 +520,13 @@ def reconcile(
         model = model or measured.fingerprint.model_name
     model, args = _serving_args(model, config, **_knobs(locals()))
     result = reconcile_log(log, _plan(model, args, gpu, measured, offline=True, estimate="formula" if measured is None else None))
-    if as_json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
-    else:
-        from rich.console import Console
+    with _stdout(EXIT_FITS):
+        if as_json:
+            sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        else:
+            from reports.reconcile import render_reconcile
 
-        from reports.reconcile import render_reconcile
-
-        render_reconcile(result, Console())
+            render_reconcile(result, _console())
     raise typer.Exit(EXIT_FITS)
 
 
@@ -527,10 +580,14 @@ def check(
     gate = evaluate(result, thresholds)
     extra = {"gate": gate.to_dict()}
     _export(result, csv, html, json_out, extra)
-    if _json_path(json_out) is None:
-        _print_json(result, extra)
-    print(f"capacity: check: {gate.verdict_line(result)}", file=sys.stderr)
-    raise typer.Exit(EXIT_FITS if gate.passed else EXIT_DOES_NOT_FIT)
+    code = EXIT_FITS if gate.passed else EXIT_DOES_NOT_FIT
+    try:
+        if _json_path(json_out) is None:
+            with _stdout(code):
+                _print_json(result, extra)
+    finally:  # the gate's verdict reaches stderr even when stdout's reader left early
+        print(f"capacity: check: {gate.verdict_line(result)}", file=sys.stderr)
+    raise typer.Exit(code)
 
 
 @app.command(cls=OptionalJsonCommand)
@@ -579,21 +636,20 @@ def sweep(
         measured = load_profile(profile)
     result = run_sweep(model, base, axes, measured)
     _export(result, csv, html, json_out)
-    if json_out == JSON_STDOUT:
-        _print_json(result)
-    else:
-        from rich.console import Console
+    code = EXIT_FITS if result.fitting else EXIT_DOES_NOT_FIT
+    with _stdout(code):
+        if json_out == JSON_STDOUT:
+            _print_json(result)
+        else:
+            from reports.terminal import render_sweep
 
-        from reports.terminal import render_sweep
-
-        render_sweep(result, Console())
-    raise typer.Exit(EXIT_FITS if result.fitting else EXIT_DOES_NOT_FIT)
+            render_sweep(result, _console())
+    raise typer.Exit(code)
 
 
 @app.command()
 def models() -> None:
     """List the built-in model catalog (works offline)."""
-    from rich.console import Console
     from rich.table import Table
 
     from capacity.families import model_spec
@@ -605,13 +661,13 @@ def models() -> None:
     for entry in catalog().values():
         spec = model_spec(catalog_config(entry), entry.name)
         table.add_row(entry.name, ", ".join(entry.aliases), spec.family, f"{spec.encoder_tokens_per_request:,}", entry.provenance)
-    Console().print(table)
+    with _stdout(EXIT_FITS):
+        _console().print(table)
 
 
 @app.command()
 def gpus() -> None:
     """List the GPU catalog and the local GPU (through NVML) if there is one."""
-    from rich.console import Console
     from rich.table import Table
 
     from capacity.gpus import catalog_gpus, detect_local_gpu
@@ -622,7 +678,8 @@ def gpus() -> None:
     local = detect_local_gpu()
     for g in ([local] if local else []) + catalog_gpus():
         table.add_row(g.name, f"{g.total_memory_bytes:,}", f"{g.total_memory_bytes / 2**30:.2f}", g.provenance)
-    Console().print(table)
+    with _stdout(EXIT_FITS):
+        _console().print(table)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -637,6 +694,20 @@ def main(argv: list[str] | None = None) -> int:
         rv = app(args=argv, standalone_mode=False)
     except typer.Exit as exc:
         return int(exc.exit_code)
+    except StdoutClosed as exc:
+        _detach_stdout()
+        with suppress(OSError):
+            print(f"capacity: note: stdout was closed before the report was written; exit {exc.exit_code} is the verdict's code", file=sys.stderr)
+        return exc.exit_code
+    except SystemExit as exc:
+        # A write outside _stdout (typer's --help) met a closed pipe: click's branch exits 1 after swapping in
+        # PacifyFlushWrapper, rich's after pointing stdout at /dev/null. Exit 1 reads as "does not fit": say 3.
+        if exc.code != 1 or not _stdout_was_closed():
+            raise
+        _detach_stdout()
+        with suppress(OSError):
+            print("capacity: error: stdout was closed before the output was written", file=sys.stderr)
+        return EXIT_RUNTIME_FAILURE
     except UsageError as exc:
         if not exc.format_message():  # bare `capacity`: the help was printed, no error to add
             return EXIT_BAD_INPUT

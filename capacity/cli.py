@@ -549,7 +549,7 @@ def check(
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
     usage_context: UsageOpt = None,
-    min_concurrency: Annotated[int | None, typer.Option(help="Fail unless this many whole requests at max_model_len fit at once (concurrency.actual_requests).")] = None,
+    min_concurrency: Annotated[int | None, typer.Option(help="Fail unless the server runs this many requests at max_model_len at once: min(requests the KV cache holds, max_num_seqs) (concurrency.max_concurrent_requests).")] = None,
     min_vllm_concurrency: Annotated[float | None, typer.Option(help="Fail unless vLLM's logged concurrency (concurrency.vllm_reported) is at least this.")] = None,
     min_kv_tokens: Annotated[int | None, typer.Option(help="Fail unless vLLM's logged KV cache size in tokens (kv_cache.tokens_vllm_reported) is at least this.")] = None,
     require_max_model_len: Annotated[int | None, typer.Option(help="Fail unless requests of this many tokens are served (max_model_len, and one request's KV fits).")] = None,

@@ -111,6 +111,24 @@ class Plan:
         return "fits" if self.fits else "does_not_fit"
 
     @property
+    def max_concurrent_requests(self) -> int:
+        """What the server runs at once: min(requests at max_model_len the KV cache holds, max_num_seqs)."""
+        return min(self.concurrency.actual_requests, self.serving.max_num_seqs)
+
+    @property
+    def concurrency_limited_by(self) -> str:
+        """"max_num_seqs" when the scheduler's cap binds before the KV cache does, else "kv_cache"."""
+        return "max_num_seqs" if self.serving.max_num_seqs < self.concurrency.actual_requests else "kv_cache"
+
+    def concurrency_sentence(self) -> str:
+        """Both figures in words: what the KV cache holds and what the server runs, as reports print them."""
+        held, cap = self.concurrency.actual_requests, self.serving.max_num_seqs
+        return (
+            f"the KV cache holds {held:,} requests at max_model_len {self.serving.max_model_len:,}; "
+            f"the server runs {self.max_concurrent_requests:,} at once (the smaller of that and max_num_seqs {cap})"
+        )
+
+    @property
     def non_kv_bytes(self) -> int:
         """vLLM 0.33 non_kv_cache_memory (+ the CUDA-graph estimate it subtracts too)."""
         return sum(t.bytes for k, t in self.memory.items() if k in NON_KV_TERMS)
@@ -161,6 +179,8 @@ class Plan:
                 "vllm_reported": round(self.concurrency.vllm_reported, 2),
                 "actual": round(self.concurrency.actual, 2),
                 "actual_requests": self.concurrency.actual_requests,
+                "max_concurrent_requests": self.max_concurrent_requests,
+                "limited_by": self.concurrency_limited_by,
             },
             "budget": self.budget.to_dict(),
             "warmup": self.warmup.to_dict(),

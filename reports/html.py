@@ -252,7 +252,7 @@ def _memory_section(plan: Plan) -> Html:
 def _verdict_section(plan: Plan) -> Html:
     c, s = plan.concurrency, plan.serving
     if plan.fits:
-        head = el("p", f"FITS: {c.actual_requests} concurrent requests at max_model_len {s.max_model_len:,}", class_="big")
+        head = el("p", f"FITS: {plan.concurrency_sentence()}", class_="big")
     else:
         head = el("p", "DOES NOT FIT: " + ", ".join(h.id for h in plan.hazards if h.severity == ERROR), class_="big")
     figures = _table(
@@ -263,6 +263,11 @@ def _verdict_section(plan: Plan) -> Html:
             ["KV cache tokens (vLLM log)", _num(c.tokens_vllm_reported), "int(vLLM concurrency x max_model_len)"],
             ["longest request served", f"{max_model_len_served(plan):,} tokens", "max_model_len, or the longest one request's KV fits in"],
             ["max_num_seqs", _num(s.max_num_seqs), "the scheduler's cap on concurrent requests"],
+            [
+                "requests run at once",
+                _num(plan.max_concurrent_requests),
+                f"min(requests the KV cache holds, max_num_seqs): limited by {plan.concurrency_limited_by}",
+            ],
         ],
         cls="figures",
     )

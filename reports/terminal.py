@@ -132,7 +132,7 @@ def _hazards(plan: Plan) -> Table | Text:
 
 def _verdict(plan: Plan) -> Panel:
     if plan.fits:
-        line = Text(f"FITS: {plan.concurrency.actual_requests} concurrent requests at max_model_len {plan.serving.max_model_len:,}", style="bold green")
+        line = Text(f"FITS: {plan.concurrency_sentence()}", style="bold green")
     else:
         errors = [h.id for h in plan.hazards if h.severity == ERROR]
         line = Text(f"DOES NOT FIT: {', '.join(errors)}", style="bold red")

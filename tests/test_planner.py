@@ -52,7 +52,8 @@ def test_whisper_json_contract(make_plan):
     assert (g["kind"], g["num_layers"], g["page_size_bytes"], g["blocks_per_request_vllm"], g["blocks_per_request_actual"], g["block_table_width_blocks"]) == (
         "cross", 32, 81_920, 512, 94, 512,
     )
-    assert d["concurrency"] == {"vllm_reported": 7.59, "actual": 33.57, "actual_requests": 33}
+    # the KV cache holds 33 requests; the server runs min(33, max_num_seqs 1024) = 33, limited by the KV cache
+    assert d["concurrency"] == {"vllm_reported": 7.59, "actual": 33.57, "actual_requests": 33, "max_concurrent_requests": 33, "limited_by": "kv_cache"}
     assert d["kv_cache"]["tokens_vllm_reported"] == 3398
     assert d["budget"]["encoder_compute_budget"] == 8192 and d["budget"]["encoder_cache_size"] == 8192
     assert d["budget"]["max_tokens_per_item"] == {"audio": 1500} and d["budget"]["max_items_per_batch"] == {"audio": 5}

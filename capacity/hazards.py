@@ -128,8 +128,34 @@ def kv_dtype(plan: Plan) -> Iterator[Hazard]:
             f'kv_cache_dtype="{s.kv_cache_dtype}" is incompatible with dtype="{s.dtype}"; vLLM raises ValueError',
             f"use --kv-cache-dtype auto or {s.dtype}",
         )
-    if s.block_size % 16:
-        yield Hazard("block_size_not_flash", WARNING, f"block size {s.block_size} is not a multiple of 16, which FlashAttention needs", "use --block-size 16 or 32")
+
+
+# vLLM 0.33 on CUDA picks an attention backend the block size suits (CudaPlatform.get_valid_backends ->
+# AttentionBackend.validate_configuration -> supports_block_size). For the (non-MLA) attention of every family
+# capacity models, each candidate takes multiples of 16 only: FLASH_ATTN (get_supported_kernel_block_sizes
+# [MultipleOf(16)], or a larger fixed size for its FA4 kernels), FLASHINFER ([16, 32, 64], checked as
+# divisors), TRITON_ATTN (supports_block_size: block_size % 16 == 0), FLEX_ATTENTION ([MultipleOf(16)]);
+# TURBOQUANT takes only its own KV dtypes. No valid backend: ValueError "No valid attention backend found".
+KERNEL_BLOCK_MULTIPLE = 16
+
+
+def supported_block_size(block_size: int) -> int:
+    """The multiple of 16 nearest a block size no CUDA backend takes (16 at the least)."""
+    return KERNEL_BLOCK_MULTIPLE * max(1, round(block_size / KERNEL_BLOCK_MULTIPLE))
+
+
+@check
+def block_size(plan: Plan) -> Iterator[Hazard]:
+    bs = plan.serving.block_size
+    if bs % KERNEL_BLOCK_MULTIPLE:
+        yield Hazard(
+            "block_size_unsupported",
+            ERROR,
+            f"--block-size {bs} is not a multiple of {KERNEL_BLOCK_MULTIPLE}: none of vLLM 0.33's CUDA attention backends takes it "
+            "(FLASH_ATTN, FLASHINFER, TRITON_ATTN and FLEX_ATTENTION accept multiples of 16: AttentionBackend.supports_block_size); "
+            "vLLM raises ValueError 'No valid attention backend found'",
+            f"use --block-size {supported_block_size(bs)} (allowed: 16, 32, 48, 64, ... any multiple of 16), or leave it to vLLM's default 16",
+        )
 
 
 @check

@@ -96,12 +96,21 @@ def test_several_failures_are_all_named_on_one_line(capsys):
 
 
 def test_a_warning_fails_only_with_fail_on_hazard_warning(capsys):
-    # --block-size 8 is not a multiple of 16 (FlashAttention): a warning, not an error
-    code, doc, line = check(capsys, "--block-size", "8")
+    # BART is served by vLLM 0.33 only through a plugin: a warning, not an error
+    bart = ["check", "--model", "facebook/bart-large", "--gpu", "H200"]
+    code, doc, line = check(capsys, base=bart)
     assert code == EXIT_FITS
-    code, doc, line = check(capsys, "--block-size", "8", "--fail-on-hazard", "warning")
+    code, doc, line = check(capsys, "--fail-on-hazard", "warning", base=bart)
     assert code == EXIT_DOES_NOT_FIT
-    assert "block_size_not_flash (warning)" in line and "(info)" not in line
+    assert "model_needs_plugin (warning)" in line and "(info)" not in line
+
+
+def test_a_block_size_no_attention_backend_takes_fails(capsys):
+    """vLLM 0.33's CUDA backends take multiples of 16 only (AttentionBackend.supports_block_size): --block-size 8
+    would stop vLLM with 'No valid attention backend found', so the gate fails even at --fail-on-hazard error."""
+    code, doc, line = check(capsys, "--block-size", "8")
+    assert code == EXIT_DOES_NOT_FIT
+    assert "block_size_unsupported (error)" in line
 
 
 def test_a_plan_that_does_not_fit_always_fails(capsys):

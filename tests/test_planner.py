@@ -290,3 +290,23 @@ def test_mllama_cross_attention_layers(spec_of):
     assert kinds.count(CROSS) == 8 and kinds.count(FULL) == 32
     assert [i for i, k in enumerate(kinds) if k == CROSS] == [3, 8, 13, 18, 23, 28, 33, 38]
     assert spec.encoder_tokens_per_request == 4 * ((560 // 14) ** 2 + 1) == 6404
+
+
+# --- block sizes vLLM 0.33's attention backends take (issue 12 item 4) ---------------------------------------
+
+
+@pytest.mark.parametrize(("block_size", "fix"), [(7, 16), (8, 16), (24, 32), (1, 16), (100, 96)])
+def test_block_size_not_a_multiple_of_16_is_an_error(make_plan, block_size, fix):
+    """FLASH_ATTN [MultipleOf(16)], FLASHINFER [16, 32, 64], TRITON_ATTN (% 16) and FLEX_ATTENTION [MultipleOf(16)]:
+    no CUDA backend takes another size, and vLLM raises 'No valid attention backend found'."""
+    p = make_plan("openai/whisper-tiny", block_size=block_size)
+    hazard = next(h for h in p.hazards if h.id == "block_size_unsupported")
+    assert hazard.severity == ERROR and not p.fits
+    assert f"--block-size {block_size} is not a multiple of 16" in hazard.message and "AttentionBackend.supports_block_size" in hazard.message
+    assert hazard.fix.startswith(f"use --block-size {fix} (allowed: 16, 32, 48, 64, ... any multiple of 16)")
+
+
+@pytest.mark.parametrize("block_size", [16, 32, 48, 64, 128, 256])
+def test_block_sizes_a_backend_takes_are_planned(make_plan, block_size):
+    p = make_plan("openai/whisper-tiny", block_size=block_size)
+    assert "block_size_unsupported" not in hazard_ids(p) and p.fits

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from capacity.budget import MultiModalBudget
 from capacity.gpus import Gpu
@@ -14,6 +15,9 @@ from capacity.profile import MemoryProfile
 from capacity.serving import ServingConfig
 from capacity.spec import ModelSpec
 from capacity.warmup import WarmupPlan
+
+if TYPE_CHECKING:
+    from capacity.suggest import Suggestion
 
 ERROR = "error"
 WARNING = "warning"
@@ -27,9 +31,11 @@ class Hazard:
     severity: str  # error (vLLM will not start, or will OOM) | warning | info
     message: str
     fix: str
+    # The fix as knob values (ServingArgs fields), when it is one the suggested `vllm serve` line can apply
+    knobs: tuple[tuple[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"id": self.id, "severity": self.severity, "message": self.message, "fix": self.fix, "fix_knobs": dict(self.knobs)}
 
 
 @dataclass(frozen=True)
@@ -133,10 +139,15 @@ class Plan:
         """vLLM 0.33 non_kv_cache_memory (+ the CUDA-graph estimate it subtracts too)."""
         return sum(t.bytes for k, t in self.memory.items() if k in NON_KV_TERMS)
 
-    def suggested_command(self) -> str:
-        from capacity.suggest import suggested_command
+    @cached_property
+    def suggestion(self) -> Suggestion:
+        """The `vllm serve` line with the error hazards' fixes applied, or none and the reason."""
+        from capacity.suggest import suggest
 
-        return suggested_command(self)
+        return suggest(self)
+
+    def suggested_command(self) -> str | None:
+        return self.suggestion.command
 
     def to_dict(self) -> dict[str, Any]:
         s = self.serving
@@ -188,7 +199,8 @@ class Plan:
             "cuda_graph_count": self.cuda_graph_count,
             "hazards": [h.to_dict() for h in self.hazards],
             "verdict": self.verdict,
-            "suggested_command": self.suggested_command(),
+            "suggested_command": self.suggestion.command,
+            "suggestion": self.suggestion.to_dict(),
             "notes": list(self.notes),
             "profile": None if self.profile is None else self.profile.to_dict(),
         }

@@ -73,6 +73,30 @@ class ServingConfig:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def as_args(self) -> ServingArgs:
+        """The knobs as given: what resolve_serving turns back into this config (vLLM's choices left to it)."""
+        chosen = set(self.defaulted)
+
+        def given(name: str, value: Any) -> Any:
+            return None if name in chosen else value
+
+        return ServingArgs(
+            gpu_memory_utilization=given("gpu_memory_utilization", self.gpu_memory_utilization),
+            block_size=given("block_size", self.block_size),
+            max_model_len=-1 if self.auto_fit_max_model_len else given("max_model_len", self.max_model_len),
+            max_num_seqs=given("max_num_seqs", self.max_num_seqs),
+            max_num_batched_tokens=given("max_num_batched_tokens", self.max_num_batched_tokens),
+            limit_mm_per_prompt=dict(self.limit_mm_per_prompt),
+            num_speculative_tokens=self.num_speculative_tokens,
+            tensor_parallel_size=self.tensor_parallel_size,
+            decode_context_parallel_size=self.decode_context_parallel_size,
+            kv_cache_dtype=self.kv_cache_dtype,
+            kv_cache_memory_bytes=self.kv_cache_memory_bytes,
+            dtype=self.dtype,
+            enforce_eager=self.enforce_eager,
+            usage_context=self.usage_context,
+        )
+
     def knob_items(self) -> list[tuple[str, Any, bool]]:
         """(knob, value, chosen by vLLM's defaults) for every knob, as reports list them."""
         defaulted = set(self.defaulted)

@@ -97,7 +97,9 @@ def summary_frame(plan: Plan) -> pd.DataFrame:
         ("max_model_len", plan.serving.max_model_len),
         ("max_model_len_that_fits", plan.max_model_len_that_fits),
         ("errors", " ".join(h.id for h in plan.hazards if h.severity == "error")),
-        ("suggested_command", plan.suggested_command()),
+        ("suggested_command", plan.suggestion.command or ""),
+        ("suggested_fixes", " ".join(plan.suggestion.applied)),
+        ("no_suggestion_reason", plan.suggestion.reason),
     ]
     return _kv(rows, ["key", "value"])
 

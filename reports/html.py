@@ -277,10 +277,21 @@ def _verdict_section(plan: Plan) -> Html:
         head,
         figures,
         el("h3", "Suggested vllm serve"),
-        el("pre", el("code", plan.suggested_command())),
+        *_suggestion(plan),
         id="verdict",
         class_="verdict " + ("fits" if plan.fits else "nofit"),
     )
+
+
+def _suggestion(plan: Plan) -> list[Html]:
+    """The suggested command (and the hazards whose fixes it applies), or why there is none."""
+    s = plan.suggestion
+    if s.command is None:
+        return [el("p", f"No suggestion: {s.reason}", class_="bad")]
+    out = [el("pre", el("code", s.command))]
+    if s.applied:
+        out.append(el("p", f"With the fixes of {', '.join(s.applied)} applied (see Hazards)."))
+    return out
 
 
 def _kv_section(plan: Plan) -> Html:

@@ -136,7 +136,7 @@ def _verdict(plan: Plan) -> Panel:
     else:
         errors = [h.id for h in plan.hazards if h.severity == ERROR]
         line = Text(f"DOES NOT FIT: {', '.join(errors)}", style="bold red")
-    body = Group(line, Text("suggested: " + plan.suggested_command()))
+    body = Group(line, Text("suggested: " + plan.suggestion.describe()))
     return Panel(body, title="verdict", title_align="left")
 
 

@@ -21,7 +21,7 @@ import pytest
 from capacity.cli import main
 from capacity.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_RUNTIME_FAILURE
 from capacity.memory import MemoryTerm
-from capacity.suggest import suggested_command, suggested_kv_cache_memory_bytes
+from capacity.suggest import command_for, suggested_kv_cache_memory_bytes
 
 GiB = 2**30
 MiB = 2**20
@@ -368,7 +368,7 @@ def test_kv_cache_memory_bytes_from_a_measured_plan(make_plan):
     22,220,667,618 - 4,831,838,208 - 157,286,400 = 17,231,543,010."""
     p = make_plan("openai/whisper-large-v3", gpu="L4")
     assert p.memory["kv_cache"].kind == "estimated"
-    assert "--kv-cache-memory-bytes" not in suggested_command(p)
+    assert "--kv-cache-memory-bytes" not in command_for(p)
     measured = dict(p.memory)
     measured.update(
         weights=MemoryTerm(3 * GiB, "measured", "test"),
@@ -382,14 +382,14 @@ def test_kv_cache_memory_bytes_from_a_measured_plan(make_plan):
     assert q.requested_memory_bytes == 22_220_667_618
     assert q.non_kv_bytes == 4_831_838_208
     assert suggested_kv_cache_memory_bytes(q) == 17_231_543_010
-    line = suggested_command(q)
+    line = command_for(q)
     assert "--kv-cache-memory-bytes 17231543010" in line and "--gpu-memory-utilization 0.92" in line
     assert line.startswith("vllm serve openai/whisper-large-v3 --max-model-len 448 --max-num-seqs 256 --max-num-batched-tokens 2048")
 
 
 def test_user_kv_cache_memory_bytes_is_kept(make_plan):
     p = make_plan("openai/whisper-large-v3", kv_cache_memory_bytes=10 * GiB)
-    line = suggested_command(p)
+    line = command_for(p)
     assert "--kv-cache-memory-bytes 10737418240" in line and "--gpu-memory-utilization" not in line
 
 

@@ -616,7 +616,8 @@ def sweep(
 ) -> None:
     """Re-plan MODEL over a grid of GPUs, TP sizes, max_num_seqs and max_model_len (offline, or from one --profile).
 
-    Every grid point is planned exactly as `capacity plan` would. Other knobs apply to every point.
+    Every grid point is planned exactly as `capacity plan` would. Other knobs apply to every point. Grids of 1,000
+    points or more print their progress on stderr; grids above 100,000 points are refused.
     Exit codes: 0 at least one point fits, 1 none fits, 2 bad input, 3 runtime failure.
     """
     from capacity.sweep import SweepAxes, parse_int_list, parse_name_list, run_sweep
@@ -628,13 +629,14 @@ def sweep(
         max_num_seqs=parse_int_list(seqs_values, "--max-num-seqs") if seqs_values is not None else (None,),
         max_model_lens=parse_int_list(len_values, "--max-model-len", allow_auto=True) if len_values is not None else (None,),
     )
+    axes.require_within_limit()  # before any work: the grid's size and the limit, in one line
     _json_path(json_out)
     measured = None
     if profile is not None:
         from capacity.profile import load_profile
 
         measured = load_profile(profile)
-    result = run_sweep(model, base, axes, measured)
+    result = run_sweep(model, base, axes, measured, on_progress=_sweep_progress(axes.size))
     _export(result, csv, html, json_out)
     code = EXIT_FITS if result.fitting else EXIT_DOES_NOT_FIT
     with _stdout(code):
@@ -645,6 +647,26 @@ def sweep(
 
             render_sweep(result, _console())
     raise typer.Exit(code)
+
+
+SWEEP_PROGRESS_MIN_POINTS = 1000  # smaller grids take about a second: no progress lines
+
+
+def _sweep_progress(total: int) -> Any:
+    """A progress callback printing one stderr line per tenth of a large grid (plain lines: CI logs keep them)."""
+    if total < SWEEP_PROGRESS_MIN_POINTS:
+        return None
+    import time
+
+    start = time.perf_counter()
+    step = max(1, total // 10)
+    print(f"capacity: sweep: planning {total:,} points", file=sys.stderr, flush=True)
+
+    def report(done: int, total: int) -> None:
+        if done % step == 0 or done == total:
+            print(f"capacity: sweep: {done:,} of {total:,} points planned ({time.perf_counter() - start:.1f} s)", file=sys.stderr, flush=True)
+
+    return report
 
 
 @app.command()

@@ -119,8 +119,16 @@ def _plan(model: str, args: Any, gpu: str | None, measured: Any, *, offline: boo
         return _profile_with_progress(model, args, gpu)[0]
     if how == "formula":
         return plan_for(model, args, gpu)
+    import logging
+
     from profilers.api import trace_model
 
+    # torch logs an op that fails under fake tensors (e.g. numel overflow for absurd knobs) as an ERROR with its
+    # traceback before raising; the exception is handled below (fallback to formulas, with a note), so keep stderr clean
+    # (a filter, not a level: importing torch re-sets its loggers' levels)
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    quiet = logging.Filter("capacity.quiet")  # passes only records of a logger named capacity.quiet...: none of torch's
+    fake_log.addFilter(quiet)
     try:
         result, _ = trace_model(model, args, gpu_name=gpu)
         return result
@@ -130,6 +138,8 @@ def _plan(model: str, args: Any, gpu: str | None, measured: Any, *, offline: boo
         reason = f"no fake-tensor trace for this family ({exc}); the activation terms are formulas"
     except Exception as exc:  # a data-dependent op (.item(), nonzero) stops a fake trace: documented fallback
         reason = f"the fake-tensor trace stopped at {type(exc).__name__}: {' '.join(str(exc).split())[:160]}; the activation terms are formulas"
+    finally:
+        fake_log.removeFilter(quiet)
     result = plan_for(model, args, gpu)
     return replace(result, notes=(*result.notes, reason))
 

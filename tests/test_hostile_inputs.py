@@ -216,3 +216,17 @@ def test_one_option_spelled_two_ways_with_one_value_is_accepted(tmp_path):
 def test_conflicting_yaml_is_one_line_exit_2(capsys, tmp_path):
     path = write_yaml(tmp_path, "max-num-seqs: 8\nmax_num_seqs: 64\n")
     assert_bad_input(*run_main(capsys, ["plan", "--model", "openai/whisper-tiny", "--gpu", "L4", "--config", str(path)]), "'max-num-seqs' (8)", "'max_num_seqs' (64)")
+
+
+# --- absurd knobs under the fake-tensor trace: the fallback is one note, not torch's logged traceback -----------
+
+
+def test_absurd_batch_under_the_trace_logs_nothing_on_stderr(tmp_path):
+    """10^15 batched tokens overflow a fake tensor's numel: torch logs that op's traceback as an ERROR before
+    raising; capacity falls back to the formulas with a note, and stderr stays empty."""
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hf-hub"), "CAPACITY_ESTIMATE": "trace", "COLUMNS": "250"}
+    argv = ["plan", "--model", "openai/whisper-tiny", "--gpu", "L4", "--max-num-batched-tokens", "1000000000000000"]
+    proc = subprocess.run([sys.executable, "-m", "capacity.cli", *argv], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 1  # does not fit: 10^15 tokens of activations
+    assert proc.stderr == ""
+    assert "the fake-tensor trace stopped at RuntimeError: numel: integer multiplication overflow" in proc.stdout

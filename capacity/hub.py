@@ -138,7 +138,8 @@ def snapshot_weights(settings: HubSettings, repo_id: str, commit: str, folder: P
 
 
 def cached_snapshot(repo_id: str, revision: str | None, settings: HubSettings) -> Snapshot | None:
-    """The cached snapshot of `revision` (a branch, tag or commit; None: main, then the newest snapshot) holding config.json."""
+    """The cached snapshot of `revision` (a branch or tag through refs/, or a commit; None: main) holding config.json,
+    as huggingface_hub finds a file offline."""
     repo = repo_folder(settings, repo_id)
     snapshots = repo / "snapshots"
     if not snapshots.is_dir():
@@ -149,8 +150,6 @@ def cached_snapshot(repo_id: str, revision: str | None, settings: HubSettings) -
         commits.append(wanted)
     elif (repo / "refs" / wanted).is_file():
         commits.append((repo / "refs" / wanted).read_text().strip())
-    if revision is None:  # no revision asked: any snapshot, newest first, after main's
-        commits += [p.name for p in sorted(snapshots.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)]
     for commit in commits:
         folder = snapshots / commit
         if (folder / "config.json").is_file():
@@ -225,7 +224,9 @@ def explain(exc: BaseException, where: str, repo_id: str, settings: HubSettings,
     if isinstance(exc, errors.SafetensorsParsingError):
         file = re.search(r"for '([^']+)'", str(exc))
         name = file.group(1) if file else "a safetensors file"
-        return BadInput(f"corrupt or truncated safetensors header: {name} of {where} on {hub} ({_first_line(exc)}): the checkpoint cannot be planned from it")
+        reason = re.search(r"\): ([^.]+)", str(exc))
+        why = reason.group(1) if reason else _first_line(exc)
+        return BadInput(f"corrupt or truncated safetensors header: {name} of {where} on {hub} ({why}): the checkpoint cannot be planned from it")
     if isinstance(exc, errors.OfflineModeIsEnabled):
         return BadInput(f"{where} is not in the HF cache and offline mode forbids the Hub: {_alternatives(closest, offline=True)}")
     if isinstance(exc, errors.LocalEntryNotFoundError):  # the HEAD call failed and the file is not cached: the network

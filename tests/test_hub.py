@@ -218,6 +218,8 @@ def _cli(args: list[str], env: dict[str, str], code: str = "") -> subprocess.Com
 
 
 def test_cli_plans_a_hub_model_then_offline_without_torch(hub, whisper_config):
+    """Issue 9 part 5: a config-only plan (--estimate formula) of a model whose safetensors headers give its count
+    imports neither torch nor transformers (nor pandas for --json, nor huggingface_hub from the cache)."""
     weights = safetensors_bytes({"a": ("F32", [1000, 384]), "b": ("F32", [384])})
     add_repo(hub.root, "acme/tiny-asr", {"main": {"config.json": whisper_config, "model.safetensors": weights}})
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
@@ -225,10 +227,10 @@ def test_cli_plans_a_hub_model_then_offline_without_torch(hub, whisper_config):
     assert online.returncode == 0, online.stderr
     assert json.loads(online.stdout)["model"]["origin"] == "hub"
     hub.stop()
-    modules = "print(json.dumps({m: m in sys.modules for m in ('torch', 'transformers', 'huggingface_hub')}), file=sys.stderr)\n"
+    modules = "print(json.dumps({m: m in sys.modules for m in ('torch', 'transformers', 'huggingface_hub', 'pandas')}), file=sys.stderr)\n"
     offline = _cli(["plan", "--model", "acme/tiny-asr", "--gpu", "L4", "--offline", "--estimate", "formula", "--json"], {**env, "HF_HUB_OFFLINE": "1"}, modules)
     assert offline.returncode == 0, offline.stderr
     plan = json.loads(offline.stdout)
     assert plan["model"]["origin"] == "hf-cache"
     assert plan["memory"]["weights"]["bytes"] == (384_000 + 384) * 2
-    assert json.loads(offline.stderr.strip().splitlines()[-1]) == {"torch": False, "transformers": False, "huggingface_hub": False}
+    assert json.loads(offline.stderr.strip().splitlines()[-1]) == {"torch": False, "transformers": False, "huggingface_hub": False, "pandas": False}

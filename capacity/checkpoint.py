@@ -23,9 +23,11 @@ from capacity.errors import BadInput
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
 SUMMARY_FORMAT = "capacity.safetensors-summary/1"
-# Dtypes vLLM casts to the serving dtype when it loads them; every other dtype (integers, fp8, fp4, e8m0 scales)
-# is a quantized checkpoint's storage and keeps its bytes.
+# Dtypes vLLM casts to the serving dtype when it loads an unquantized checkpoint. In a quantized checkpoint
+# (any dtype outside these) only the 16-bit tensors (embeddings, norms, the unquantized layers) are cast; the
+# quantized weights and their scales and zero points (integers, fp8, fp4, e8m0, and fp32 scales) keep their bytes.
 CAST_DTYPES = frozenset({"F16", "BF16", "F32", "F64"})
+CAST_WHEN_QUANTIZED = frozenset({"F16", "BF16"})
 
 
 @dataclass(frozen=True)
@@ -42,14 +44,17 @@ class CheckpointWeights:
 
     @property
     def quantized_dtypes(self) -> tuple[str, ...]:
-        """Stored dtypes vLLM does not cast to the serving dtype (a quantized checkpoint's weights and scales)."""
+        """Stored dtypes that make this a quantized checkpoint (none for an all-float one)."""
         return tuple(sorted(d for d in self.bytes_by_dtype if d not in CAST_DTYPES))
 
     def serving_bytes(self, dtype_bytes: int) -> int:
-        """Bytes once loaded: float tensors cast to the serving dtype, quantized tensors as stored."""
-        cast = sum(n for d, n in self.elements_by_dtype.items() if d in CAST_DTYPES) if self.elements_by_dtype else self.element_count
-        kept = sum(self.bytes_by_dtype[d] for d in self.quantized_dtypes)
-        return cast * dtype_bytes + kept
+        """Bytes once vLLM has loaded it: unquantized, every float tensor in the serving dtype; quantized, the 16-bit
+        tensors in the serving dtype and everything else (quantized weights, scales, zero points) as stored."""
+        if not self.elements_by_dtype:
+            return self.element_count * dtype_bytes
+        cast = CAST_WHEN_QUANTIZED if self.quantized_dtypes else CAST_DTYPES
+        kept = sum(n for d, n in self.bytes_by_dtype.items() if d not in cast)
+        return sum(n for d, n in self.elements_by_dtype.items() if d in cast) * dtype_bytes + kept
 
     def to_dict(self) -> dict[str, Any]:
         """The recorded summary format (`SUMMARY_FORMAT`; documented in capacity/catalog/README.md)."""

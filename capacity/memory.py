@@ -97,14 +97,16 @@ def parameter_count(spec: ModelSpec, source: ModelSource) -> tuple[int, str]:
 def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, counted: int | None = None) -> tuple[MemoryTerm, int]:
     """Parameter bytes in the serving dtype; `counted` is a count already taken (a profile's model).
 
-    From safetensors headers: float tensors (F16/BF16/F32) are cast to the serving dtype, a quantized checkpoint's
-    tensors (integers, fp8, fp4, scales) keep their stored bytes (estimated: kernels may repack them)."""
+    From safetensors headers (`CheckpointWeights.serving_bytes`): an unquantized checkpoint is its parameters in the
+    serving dtype; a quantized one keeps its quantized tensors and fp32 scales as stored and casts its 16-bit ones
+    (estimated: vLLM's kernels may repack or pad quantized weights)."""
     count, how = (counted, "parameters of the profiled model") if counted else parameter_count(spec, source)
     checkpoint = None if counted else source.weights
     quantized = checkpoint.quantized_dtypes if checkpoint is not None else ()
     if checkpoint is not None and quantized:
         total = checkpoint.serving_bytes(serving.dtype_bytes)
-        what = f"{count:,} stored elements: float ones x {serving.dtype_bytes} B ({serving.dtype}), {'/'.join(quantized)} as stored"
+        kept = "/".join(d for d in sorted(checkpoint.bytes_by_dtype) if d not in ("F16", "BF16"))
+        what = f"{count:,} stored elements: 16-bit ones x {serving.dtype_bytes} B ({serving.dtype}), {kept} as stored"
     else:
         total = count * serving.dtype_bytes
         what = f"{count:,} parameters x {serving.dtype_bytes} B ({serving.dtype})"

@@ -94,17 +94,22 @@ CATALOG_SUMMARY_FILE = "capacity.safetensors-summary.json"  # a recorded header 
 
 
 def catalog_weights(entry: CatalogEntry) -> CheckpointWeights | None:
-    """What a catalog entry records of its checkpoint: a header summary, else its published index's total_parameters."""
+    """What a catalog entry records of its checkpoint (capacity/catalog/README.md, "Checkpoint summaries")."""
+    return recorded_checkpoint(resources.files(CATALOG_PACKAGE).joinpath("models").joinpath(entry.name.replace("/", "--")), f"catalog {entry.name}")
+
+
+def recorded_checkpoint(folder: Any, where: str) -> CheckpointWeights | None:
+    """A recorded header summary in `folder` (a Path or package Traversable), else its published index's
+    `metadata.total_parameters`, else None (the weights then come from a meta-device build)."""
     from capacity.checkpoint import INDEX_FILE, index_weights
 
-    folder = resources.files(CATALOG_PACKAGE).joinpath("models").joinpath(entry.name.replace("/", "--"))
     summary = folder.joinpath(CATALOG_SUMMARY_FILE)
     if summary.is_file():
-        recorded = CheckpointWeights.from_dict(json.loads(summary.read_text()), f"catalog {entry.name}/{CATALOG_SUMMARY_FILE}")
+        recorded = CheckpointWeights.from_dict(json.loads(summary.read_text()), f"{where}/{CATALOG_SUMMARY_FILE}")
         return replace(recorded, source=f"{recorded.source}, recorded in the catalog")
     index = folder.joinpath(INDEX_FILE)
     if index.is_file():
-        return index_weights(json.loads(index.read_text()), f"metadata.total_parameters of the published {INDEX_FILE} (catalog)")
+        return index_weights(json.loads(index.read_text()), f"metadata.total_parameters of the published {INDEX_FILE} ({where})")
     return None
 
 

@@ -234,3 +234,46 @@ def test_cli_plans_a_hub_model_then_offline_without_torch(hub, whisper_config):
     assert plan["model"]["origin"] == "hf-cache"
     assert plan["memory"]["weights"]["bytes"] == (384_000 + 384) * 2
     assert json.loads(offline.stderr.strip().splitlines()[-1]) == {"torch": False, "transformers": False, "huggingface_hub": False, "pandas": False}
+
+
+# --- checkpoint summaries of folders and catalog entries (no Hub) ------------------------------------------
+
+
+def test_folder_with_only_an_index_counts_its_total_parameters(tmp_path, catalog_config):
+    (tmp_path / "config.json").write_text(json.dumps(catalog_config("openai/whisper-tiny")))
+    index = {"metadata": {"total_parameters": 37_760_640, "total_size": 151_042_560}, "weight_map": {"a": "model-00001-of-00001.safetensors"}}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    source = resolve_model(str(tmp_path))
+    assert source.weights is not None and (source.weights.element_count, source.weights.data_bytes) == (37_760_640, 151_042_560)
+    assert source.files["model.safetensors.index.json"] == index
+    plan = plan_for(str(tmp_path), ServingArgs(), "L4")
+    assert plan.memory["weights"].bytes == 37_760_640 * 2 and "total_parameters" in plan.memory["weights"].method
+
+
+def test_folder_with_a_missing_shard_or_a_truncated_header_is_bad_input(tmp_path, catalog_config):
+    (tmp_path / "config.json").write_text(json.dumps(catalog_config("openai/whisper-tiny")))
+    index = {"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    (tmp_path / "model-00001-of-00002.safetensors").write_bytes(safetensors_bytes({"a": ("F16", [4])}))
+    assert "1 are missing (first: model-00002-of-00002.safetensors)" in bad_input(str(tmp_path))
+    (tmp_path / "model.safetensors.index.json").unlink()
+    (tmp_path / "model-00001-of-00002.safetensors").write_bytes(safetensors_bytes({"a": ("F16", [4])})[:12])
+    assert "model-00001-of-00002.safetensors" in bad_input(str(tmp_path)) and "truncated" in bad_input(str(tmp_path))
+
+
+def test_catalog_entry_reads_a_recorded_summary_before_its_index(tmp_path):
+    from capacity.checkpoint import summarize_headers
+    from capacity.models import recorded_checkpoint
+
+    assert recorded_checkpoint(tmp_path, "catalog x") is None
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 10}, "weight_map": {}}))
+    assert recorded_checkpoint(tmp_path, "catalog x") is None  # total_size alone cannot say which bytes are F32
+    summary = summarize_headers({"model.safetensors": {"w": {"dtype": "F8_E4M3", "shape": [4, 8], "data_offsets": [0, 32]}, "s": {"dtype": "F32", "shape": [4], "data_offsets": [32, 48]}}}, "hand")
+    (tmp_path / "capacity.safetensors-summary.json").write_text(json.dumps(summary.to_dict()))
+    recorded = recorded_checkpoint(tmp_path, "catalog x")
+    assert recorded is not None and recorded.elements_by_dtype == {"F8_E4M3": 32, "F32": 4} and recorded.bytes_by_dtype == {"F8_E4M3": 32, "F32": 16}
+    assert recorded.quantized_dtypes == ("F8_E4M3",) and recorded.serving_bytes(2) == 32 + 16  # fp8 weights and fp32 scales as stored
+    broken = dict(summary.to_dict(), element_count=35)
+    (tmp_path / "capacity.safetensors-summary.json").write_text(json.dumps(broken))
+    with pytest.raises(BadInput, match="do not match"):
+        recorded_checkpoint(tmp_path, "catalog x")

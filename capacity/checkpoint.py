@@ -1,9 +1,15 @@
 """What a checkpoint stores, from its safetensors headers alone: tensors, elements and bytes per dtype.
 
 One summary type for every place the headers come from: a model folder on disk, the Hub (headers read with
-HTTP ranges by `huggingface_hub.get_safetensors_metadata`, never the weights), a summary recorded earlier (the HF
-assets cache, or a catalog entry), or a published `model.safetensors.index.json` whose metadata carries
-`total_parameters`. The weights term reads it the same way whatever the source (`capacity/memory.py`).
+HTTP ranges by `huggingface_hub.get_safetensors_metadata`, never the weights), or a summary recorded earlier (the
+HF assets cache, or a catalog entry). The weights term reads it the same way whatever the source
+(`capacity/memory.py`).
+
+A published index's `metadata` is not a source: `total_size` cannot say which bytes are 16-bit and which fp32,
+and `total_parameters` (transformers' `num_parameters()` at save time) can count a tied LM head that is not stored:
+google/medgemma-27b-it's index records 28,842,036,848 parameters and 54,864,813,280 bytes of BF16, and the
+difference, 28,842,036,848 - 54,864,813,280 / 2 = 1,409,630,208 = 262,208 x 5,376, is the embedding counted a
+second time (its weight_map stores only embed_tokens).
 
 Pure Python: no torch.
 """
@@ -36,8 +42,8 @@ class CheckpointWeights:
 
     source: str  # how it was read, for the weights term's method
     element_count: int  # tensor elements as stored (each stored tensor once: tied weights stored once count once)
-    data_bytes: int | None  # bytes of tensor data as stored (data_offsets); None when only the index's count is known
-    tensor_count: int | None = None
+    data_bytes: int  # bytes of tensor data as stored (data_offsets)
+    tensor_count: int
     files: tuple[str, ...] = ()
     elements_by_dtype: dict[str, int] = field(default_factory=dict)
     bytes_by_dtype: dict[str, int] = field(default_factory=dict)
@@ -50,8 +56,6 @@ class CheckpointWeights:
     def serving_bytes(self, dtype_bytes: int) -> int:
         """Bytes once vLLM has loaded it: unquantized, every float tensor in the serving dtype; quantized, the 16-bit
         tensors in the serving dtype and everything else (quantized weights, scales, zero points) as stored."""
-        if not self.elements_by_dtype:
-            return self.element_count * dtype_bytes
         cast = CAST_WHEN_QUANTIZED if self.quantized_dtypes else CAST_DTYPES
         kept = sum(n for d, n in self.bytes_by_dtype.items() if d not in cast)
         return sum(n for d, n in self.elements_by_dtype.items() if d in cast) * dtype_bytes + kept
@@ -143,7 +147,7 @@ def _tensor(file: str, name: str, info: Any) -> tuple[str, int, int]:
 def folder_weights(folder: Path, *, strict: bool = True) -> CheckpointWeights | None:
     """The safetensors headers of the shards in a model folder: those its index names, else every *.safetensors.
 
-    None when the folder holds no shard. With `strict` (a folder the user gave), an index naming shards some of
+    None when the folder holds no shard (an index alone does not count, see the module's docstring). With `strict` (a folder the user gave), an index naming shards some of
     which are missing is bad input; otherwise (an HF cache snapshot, where a partial download is normal) it is None.
     """
     index_path = folder / INDEX_FILE
@@ -168,27 +172,6 @@ def folder_weights(folder: Path, *, strict: bool = True) -> CheckpointWeights | 
         except (OSError, ValueError, TypeError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             raise BadInput(f"cannot read the safetensors header of {path}: {_reason(exc)} (a truncated or corrupt file)") from exc
     return summarize_headers(headers, "safetensors headers of the model folder")
-
-
-def folder_index_weights(folder: Path, what: str) -> CheckpointWeights | None:
-    """The parameter count a folder's published index records, when it records one."""
-    index_path = folder / INDEX_FILE
-    return index_weights(_read_index(index_path), f"metadata.total_parameters of {INDEX_FILE} ({what})") if index_path.is_file() else None
-
-
-def index_weights(index: Mapping[str, Any], source: str) -> CheckpointWeights | None:
-    """The count a published index records (transformers' save_pretrained writes `metadata.total_parameters`)."""
-    metadata = index.get("metadata") or {}
-    total = metadata.get("total_parameters") if isinstance(metadata, Mapping) else None
-    if not isinstance(total, int) or isinstance(total, bool) or total <= 0:
-        return None
-    size = metadata.get("total_size")
-    return CheckpointWeights(
-        source=source,
-        element_count=total,
-        data_bytes=size if isinstance(size, int) and not isinstance(size, bool) else None,
-        files=tuple(sorted({str(v) for v in index.get("weight_map", {}).values()})),
-    )
 
 
 def _read_index(path: Path) -> dict[str, Any]:

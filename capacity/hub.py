@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from capacity.checkpoint import INDEX_FILE, SINGLE_FILE, CheckpointWeights, folder_index_weights, folder_weights, summarize_headers
+from capacity.checkpoint import INDEX_FILE, SINGLE_FILE, CheckpointWeights, folder_weights, summarize_headers
 from capacity.errors import BadInput
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -129,12 +129,8 @@ def record_weights(settings: HubSettings, repo_id: str, commit: str, weights: Ch
 
 
 def snapshot_weights(settings: HubSettings, repo_id: str, commit: str, folder: Path) -> CheckpointWeights | None:
-    """Shards downloaded into the snapshot, else the summary recorded when the Hub was read, else the index's count."""
-    return (
-        folder_weights(folder, strict=False)
-        or recorded_weights(settings, repo_id, commit)
-        or folder_index_weights(folder, f"{repo_id} in the HF cache")
-    )
+    """Shards downloaded into the snapshot, else the summary recorded when the Hub was read (None: a meta build)."""
+    return folder_weights(folder, strict=False) or recorded_weights(settings, repo_id, commit)
 
 
 def cached_snapshot(repo_id: str, revision: str | None, settings: HubSettings) -> Snapshot | None:
@@ -193,7 +189,7 @@ def fetch_snapshot(repo_id: str, revision: str | None, settings: HubSettings, cl
         raise
     except Exception as exc:
         raise explain(exc, where, repo_id, settings, closest) from exc
-    return Snapshot(repo_id, revision, commit, folder, "hub", weights or folder_index_weights(folder, f"{repo_id} on the Hub"))
+    return Snapshot(repo_id, revision, commit, folder, "hub", weights)
 
 
 def hub_weights(metadata: Any, repo_id: str, commit: str) -> CheckpointWeights:

@@ -17,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from capacity.checkpoint import CheckpointWeights, folder_index_weights, folder_weights
+from capacity.checkpoint import CheckpointWeights, folder_weights
 from capacity.errors import BadInput
 
 CATALOG_PACKAGE = "capacity.catalog"
@@ -99,18 +99,13 @@ def catalog_weights(entry: CatalogEntry) -> CheckpointWeights | None:
 
 
 def recorded_checkpoint(folder: Any, where: str) -> CheckpointWeights | None:
-    """A recorded header summary in `folder` (a Path or package Traversable), else its published index's
-    `metadata.total_parameters`, else None (the weights then come from a meta-device build)."""
-    from capacity.checkpoint import INDEX_FILE, index_weights
-
+    """The header summary recorded in `folder` (a Path or a package Traversable), else None (the weights then come
+    from a meta-device build; a published index's metadata is not used, see capacity/checkpoint.py)."""
     summary = folder.joinpath(CATALOG_SUMMARY_FILE)
-    if summary.is_file():
-        recorded = CheckpointWeights.from_dict(json.loads(summary.read_text()), f"{where}/{CATALOG_SUMMARY_FILE}")
-        return replace(recorded, source=f"{recorded.source}, recorded in the catalog")
-    index = folder.joinpath(INDEX_FILE)
-    if index.is_file():
-        return index_weights(json.loads(index.read_text()), f"metadata.total_parameters of the published {INDEX_FILE} ({where})")
-    return None
+    if not summary.is_file():
+        return None
+    recorded = CheckpointWeights.from_dict(json.loads(summary.read_text()), f"{where}/{CATALOG_SUMMARY_FILE}")
+    return replace(recorded, source=f"{recorded.source}, recorded in the catalog")
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
@@ -144,7 +139,7 @@ def _from_folder(folder: Path, requested: str) -> ModelSource:
         path=str(folder),
         preprocessor=files.get("preprocessor_config.json"),
         safetensors=tuple(sorted(str(p) for p in folder.glob("*.safetensors"))),
-        weights=folder_weights(folder) or folder_index_weights(folder, "the model folder"),
+        weights=folder_weights(folder),
         files=files,
     )
 
@@ -166,13 +161,6 @@ def _from_snapshot(snapshot: Any, requested: str) -> ModelSource:
         weights=snapshot.weights,
         files=files,
     )
-
-
-def hf_cache_dir() -> Path:
-    """The hub cache folder, as huggingface_hub resolves it (HF_HUB_CACHE, HF_HOME, ~/.cache)."""
-    from capacity.hub import HubSettings
-
-    return HubSettings.from_env().cache_dir
 
 
 def _catalog_lookup(requested: str) -> tuple[CatalogEntry, str | None] | None:

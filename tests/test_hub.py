@@ -239,15 +239,13 @@ def test_cli_plans_a_hub_model_then_offline_without_torch(hub, whisper_config):
 # --- checkpoint summaries of folders and catalog entries (no Hub) ------------------------------------------
 
 
-def test_folder_with_only_an_index_counts_its_total_parameters(tmp_path, catalog_config):
+def test_folder_with_only_an_index_builds_on_meta_whatever_its_total_parameters_say(tmp_path, catalog_config):
     (tmp_path / "config.json").write_text(json.dumps(catalog_config("openai/whisper-tiny")))
-    index = {"metadata": {"total_parameters": 37_760_640, "total_size": 151_042_560}, "weight_map": {"a": "model-00001-of-00001.safetensors"}}
+    index = {"metadata": {"total_parameters": 99, "total_size": 198}, "weight_map": {"a": "model-00001-of-00001.safetensors"}}
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
     source = resolve_model(str(tmp_path))
-    assert source.weights is not None and (source.weights.element_count, source.weights.data_bytes) == (37_760_640, 151_042_560)
-    assert source.files["model.safetensors.index.json"] == index
-    plan = plan_for(str(tmp_path), ServingArgs(), "L4")
-    assert plan.memory["weights"].bytes == 37_760_640 * 2 and "total_parameters" in plan.memory["weights"].method
+    assert source.weights is None and source.files["model.safetensors.index.json"] == index
+    assert plan_for(str(tmp_path), ServingArgs(), "L4").parameter_count == 37_760_640  # published whisper-tiny count
 
 
 def test_folder_with_a_missing_shard_or_a_truncated_header_is_bad_input(tmp_path, catalog_config):
@@ -261,13 +259,13 @@ def test_folder_with_a_missing_shard_or_a_truncated_header_is_bad_input(tmp_path
     assert "model-00001-of-00002.safetensors" in bad_input(str(tmp_path)) and "truncated" in bad_input(str(tmp_path))
 
 
-def test_catalog_entry_reads_a_recorded_summary_before_its_index(tmp_path):
+def test_catalog_entry_reads_a_recorded_summary_not_its_index(tmp_path):
     from capacity.checkpoint import summarize_headers
     from capacity.models import recorded_checkpoint
 
     assert recorded_checkpoint(tmp_path, "catalog x") is None
-    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 10}, "weight_map": {}}))
-    assert recorded_checkpoint(tmp_path, "catalog x") is None  # total_size alone cannot say which bytes are F32
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_parameters": 36, "total_size": 48}, "weight_map": {}}))
+    assert recorded_checkpoint(tmp_path, "catalog x") is None  # an index's metadata is not a header summary
     summary = summarize_headers({"model.safetensors": {"w": {"dtype": "F8_E4M3", "shape": [4, 8], "data_offsets": [0, 32]}, "s": {"dtype": "F32", "shape": [4], "data_offsets": [32, 48]}}}, "hand")
     (tmp_path / "capacity.safetensors-summary.json").write_text(json.dumps(summary.to_dict()))
     recorded = recorded_checkpoint(tmp_path, "catalog x")

@@ -275,3 +275,23 @@ def test_catalog_entry_reads_a_recorded_summary_not_its_index(tmp_path):
     (tmp_path / "capacity.safetensors-summary.json").write_text(json.dumps(broken))
     with pytest.raises(BadInput, match="do not match"):
         recorded_checkpoint(tmp_path, "catalog x")
+
+
+def test_revision_from_serve_yaml_pins_the_commit_and_the_suggested_command(hub, catalog_config, tmp_path, capsys):
+    from capacity.cli import main
+
+    config = json.dumps(catalog_config("openai/whisper-tiny")).encode()
+    refs = add_repo(hub.root, "acme/asr", {"main": {"config.json": config}, "v2": {"config.json": config, "model.safetensors": safetensors_bytes({"a": ("BF16", [10])})}})
+    serve_yaml = tmp_path / "serve.yaml"
+    serve_yaml.write_text("model: acme/asr\nrevision: v2\nmax-num-seqs: 8\n")
+    code = main(["plan", "--config", str(serve_yaml), "--gpu", "L4", "--offline", "--estimate", "formula", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    plan = json.loads(out)
+    assert (plan["model"]["revision"], plan["model"]["commit"], plan["fingerprint"]["model_commit"]) == ("v2", refs["v2"], refs["v2"])
+    assert plan["model"]["safetensors"]["element_count"] == 10
+    assert plan["suggested_command"].startswith("vllm serve acme/asr --revision v2 ")
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "config.json").write_bytes(config)
+    assert "has no revisions" in bad_input(str(folder), "v2")

@@ -295,3 +295,14 @@ def test_revision_from_serve_yaml_pins_the_commit_and_the_suggested_command(hub,
     folder.mkdir()
     (folder / "config.json").write_bytes(config)
     assert "has no revisions" in bad_input(str(folder), "v2")
+
+
+@pytest.mark.parametrize(("repo", "needle"), [("acme/gated", "HF_TOKEN"), ("acme/flaky", "cannot reach the Hub"), ("acme/missing", "not found")])
+def test_cli_failure_is_one_line_exit_2_with_nothing_else_on_stderr(hub, whisper_config, repo, needle):
+    add_repo(hub.root, "acme/gated", {"main": {"config.json": whisper_config}}, gated_token=TOKEN)
+    add_repo(hub.root, "acme/flaky", {"main": {"config.json": whisper_config, "model.safetensors": safetensors_bytes({"a": ("F16", [8])})}}, drop=("model.safetensors",))
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    proc = _cli(["plan", "--model", repo, "--gpu", "L4", "--offline", "--estimate", "formula"], env)
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("capacity: error: ") and needle in lines[0], proc.stderr

@@ -61,7 +61,10 @@ class HubSettings:
 
     @classmethod
     def from_env(cls) -> HubSettings:
-        home = Path(os.environ.get("HF_HOME") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "huggingface").expanduser()
+        def path(value: str) -> Path:
+            return Path(os.path.expandvars(os.path.expanduser(value)))
+
+        home = path(os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "huggingface"))
         cache = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
         assets = os.environ.get("HF_ASSETS_CACHE") or os.environ.get("HUGGINGFACE_ASSETS_CACHE")
         try:
@@ -70,8 +73,8 @@ class HubSettings:
             timeout = DEFAULT_TIMEOUT_S
         return cls(
             endpoint=(os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/"),
-            cache_dir=Path(cache).expanduser() if cache else home / "hub",
-            assets_dir=Path(assets).expanduser() if assets else home / "assets",
+            cache_dir=path(cache) if cache else home / "hub",
+            assets_dir=path(assets) if assets else home / "assets",
             offline=_flag("HF_HUB_OFFLINE") or _flag("TRANSFORMERS_OFFLINE"),
             timeout_s=timeout,
         )

@@ -43,6 +43,7 @@ class ServingArgs:
     dtype: str = "auto"
     enforce_eager: bool = False
     usage_context: str = "openai_api_server"  # `vllm serve`; "llm_class" for the offline LLM class
+    revision: str | None = None  # `vllm serve --revision`: the Hub revision of --model (resolution only, no memory effect)
 
 
 @dataclass(frozen=True)
@@ -238,6 +239,7 @@ _YAML_KEYS = {
     "kv_cache_memory": "kv_cache_memory_bytes",
     "dtype": "dtype",
     "enforce_eager": "enforce_eager",
+    "revision": "revision",
 }
 _SHORT_KEYS = {"tp": "tensor_parallel_size", "dcp": "decode_context_parallel_size"}
 
@@ -323,7 +325,7 @@ def _yaml_value(target: str, raw_key: str, value: Any, where: str) -> Any:
             raise BadInput(f"{where}: {raw_key} must be a number, got {value!r}") from exc
     if target == "limit_mm_per_prompt":
         return parse_limit_mm(value, where)
-    if target in ("kv_cache_dtype", "dtype"):
+    if target in ("kv_cache_dtype", "dtype", "revision"):
         return str(value)
     if target == "enforce_eager":
         if not isinstance(value, bool):

@@ -234,5 +234,14 @@ def render_verify(result: VerifyResult, console: Console) -> None:
         )
         if result.oom and result.device != "cuda":
             console.print(Text(f"FAILED: {why} on the host (a CPU-probe dry run allocates the pool in RAM: size it with --kv-cache-memory-bytes)", style="bold red"))
+        elif result.oom:  # which of the two is not known from an OOM: say both, do not call it a plan bug outright
+            console.print(
+                Text(
+                    f"FAILED: {why}. If the memory torch reports 'reserved by PyTorch but unallocated' exceeds the {result.headroom_bytes:,} B of "
+                    "headroom, vLLM would run out of memory the same way (its formula leaves that reserve out); otherwise the plan under-counts. "
+                    f"Reproduce with: {result.reproducer}",
+                    style="bold red",
+                )
+            )
         else:
             console.print(Text(f"FAILED: {why}. The plan has a bug; reproduce with: {result.reproducer}", style="bold red"))

@@ -152,3 +152,18 @@ def test_within_the_requested_memory_is_verified():
 
     result = replace(h200_nemotron_parse(), peak_used_bytes=138_101_089_895)
     assert result.outcome == VERIFIED and result.passed and result.hazards == ()
+
+
+def test_a_cuda_oom_is_not_called_a_plan_bug_outright():
+    """An OOM does not say whether the allocations or the allocator's reserve overflowed: the report names both."""
+    from dataclasses import replace
+
+    from capacity.profile import OomResult
+    from capacity.verification import OUT_OF_MEMORY
+
+    result = replace(h200_nemotron_parse(), oom=OomResult("encoder", "2 max-size items", "CUDA out of memory"))
+    assert result.outcome == OUT_OF_MEMORY and not result.passed
+    text = rendered(result)
+    assert "FAILED: out of memory in encoder (2 max-size items)" in text
+    assert "exceeds the 10,984,528,281 B of headroom, vLLM would run out of memory the same way" in text
+    assert "The plan has a bug" not in text

@@ -320,7 +320,8 @@ def _run_ranks(job: RankJob, timeout_s: float) -> tuple[dict[int, Any], tuple[st
         _stop(procs)
         results.close()
     if errors and not any(_failed(("", r, o)) for r, o in outcomes.items()):  # an out-of-memory rank is the result
-        rank, error = min(errors.items())
+        died = {r: e for r, e in errors.items() if e[0] == "died"}  # the cause, before the peers' lost connections
+        rank, error = min((died or errors).items())
         raise _error_class(error)(f"tensor-parallel run failed on rank {rank}: {error[2]}; every rank was stopped and its memory released")
     missing = sorted(set(range(job.world_size)) - set(outcomes))
     if missing and not any(_failed(("", r, o)) for r, o in outcomes.items()):

@@ -275,3 +275,23 @@ def test_a_tp_profile_at_another_tp_is_refused_in_one_line(capsys):
     assert main(["plan", "--profile", str(WHISPER_TP2), "-tp", "4"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "measured ranks of TP 2" in err[0]
+
+
+@pytest.mark.slow
+def test_verify_at_tp2_on_gloo(tmp_path, capsys):
+    """`capacity verify -tp 2 --cpu-probe`: each rank allocates its share of the pool (2 of 4 KV heads) and runs."""
+    from capacity.cli import main
+
+    folder = tmp_path / "tiny-whisper"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_WHISPER))
+    argv = ["verify", "--model", str(folder), "--cpu-probe", "-tp", "2", "--max-num-seqs", "16", "--max-num-batched-tokens", "2048"]
+    code = main([*argv, "--dtype", "float32", "--kv-cache-memory-bytes", "64M", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    result = json.loads(out.out)["verify"]
+    assert [r["rank"] for r in result["ranks"]] == [0, 1]
+    # a block: 2 layers per group x (K, V) x 16 tokens x 2 KV heads of the rank x 16 dims x 4 B = 8,192 B;
+    # 64 MiB of KV cache is 8,192 whole blocks on each rank
+    block = 2 * 2 * 16 * 2 * 16 * 4
+    assert {r["kv_pool_bytes"] for r in result["ranks"]} == {64 * 2**20 // block * block} == {67_108_864}

@@ -443,7 +443,6 @@ def profile_command(
 
         if timeout <= 0:
             raise BadInput(f"--timeout must be > 0 seconds, got {timeout}")
-        print(f"capacity: profiling {args.tensor_parallel_size} tensor-parallel ranks ({'gloo, CPU probe' if cpu_probe else 'NCCL'})", file=sys.stderr)
         result, measured = profile_model_tensor_parallel(
             model, args, gpu_name=gpu, cpu=cpu_probe, encoder_tp_mode=mm_encoder_tp_mode, attn_implementation=attn_implementation,
             capture_graphs=not no_graphs, warmup=not no_warmup, timeout_s=timeout, collective_timeout_s=min(timeout, 300.0),

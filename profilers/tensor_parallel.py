@@ -282,6 +282,8 @@ def _run_ranks(job: RankJob, timeout_s: float) -> tuple[dict[int, Any], tuple[st
         raise BadInput(f"--mm-encoder-tp-mode {job.encoder_tp_mode!r}: use weights or data")
     shard_rules(job.spec.arch_builder)  # an unsupported family is bad input before any process starts
     require_ranks(job.world_size, job.backend)
+    if job.spec.num_attention_heads % job.world_size:
+        raise BadInput(f"{job.spec.num_attention_heads} attention heads are not divisible by --tensor-parallel-size {job.world_size}; vLLM refuses it too")
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     procs = [ctx.Process(target=_rank_main, args=(rank, job, results), daemon=True, name=f"capacity-tp-rank{rank}") for rank in range(job.world_size)]

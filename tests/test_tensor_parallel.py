@@ -295,3 +295,15 @@ def test_verify_at_tp2_on_gloo(tmp_path, capsys):
     # 64 MiB of KV cache is 8,192 whole blocks on each rank
     block = 2 * 2 * 16 * 2 * 16 * 4
     assert {r["kv_pool_bytes"] for r in result["ranks"]} == {64 * 2**20 // block * block} == {67_108_864}
+
+
+def test_heads_not_divisible_by_tp_is_one_line_before_any_process(tmp_path, capsys):
+    from capacity.cli import main
+
+    folder = tmp_path / "tiny-whisper"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_WHISPER))
+    assert main(["profile", "--model", str(folder), "--cpu-probe", "-tp", "3", "-o", str(tmp_path / "p.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "4 attention heads are not divisible by --tensor-parallel-size 3" in err[0]
+    assert not (tmp_path / "p.json").exists()

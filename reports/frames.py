@@ -238,9 +238,17 @@ def phases_frame(plan: Plan) -> pd.DataFrame:
 
 @frames.register
 def _plan_frames(plan: Plan) -> dict[str, pd.DataFrame]:
+    sections = _plan_sections(plan)
     if plan.profile is not None and plan.profile.phases:
-        return {**_plan_sections(plan), "phases": phases_frame(plan)}
-    return _plan_sections(plan)
+        sections["phases"] = phases_frame(plan)
+    if plan.ranks:
+        sections["ranks"] = ranks_frame(plan)
+    return sections
+
+
+def ranks_frame(plan: Plan) -> pd.DataFrame:
+    """A tensor-parallel profile's ranks: one row each, its measured terms and the KV budget it leaves."""
+    return pd.DataFrame([r.to_dict() for r in plan.ranks])
 
 
 def _plan_sections(plan: Plan) -> dict[str, pd.DataFrame]:

@@ -428,6 +428,24 @@ def _provenance_section(plan: Plan) -> Html:
     )
 
 
+def _ranks_section(plan: Plan) -> Html:
+    """A tensor-parallel profile's ranks and the KV budget each leaves; vLLM sizes the cache by the least."""
+    if not plan.ranks:
+        return Html("")
+    rows = [
+        [
+            f"{r.rank}{' (decides)' if r.deciding else ''}",
+            *(_num(v) for v in (r.weights_bytes, r.activation_peak_bytes, r.encoder_cache_bytes, r.non_torch_bytes, r.cuda_graphs_bytes)),
+            "" if r.communicator_bytes is None else _num(r.communicator_bytes),
+            _num(r.available_kv_bytes),
+        ]
+        for r in plan.ranks
+    ]
+    headers = ["rank", "weights B", "activation peak B", "encoder cache B", "non-torch B", "CUDA graphs B", "NCCL B (measured)", "available KV B"]
+    note = el("p", f"vLLM 0.33 gives every rank the least KV budget; spread between the ranks {plan.kv_spread_bytes:,} B", class_="note")
+    return el("section", el("h2", "Tensor-parallel ranks"), _table(headers, rows, numeric=range(1, 8)) + note, id="ranks")
+
+
 @render_html.register
 def _plan_html(plan: Plan) -> str:
     spec = plan.spec
@@ -441,6 +459,7 @@ def _plan_html(plan: Plan) -> str:
         subtitle,
         _verdict_section(plan),
         _memory_section(plan),
+        _ranks_section(plan),
         _kv_section(plan),
         _budget_section(plan),
         _warmup_section(plan),

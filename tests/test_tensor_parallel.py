@@ -267,6 +267,12 @@ def test_plan_from_a_tp_profile_takes_the_rank_with_the_least_kv(tmp_path, capsy
     assert plan["kv_spread_bytes"] == 2**30
     assert plan["kv_cache"]["available_bytes"] == ranks[1]["available_kv_bytes"] == ranks[0]["available_kv_bytes"] - 2**30
     assert plan["memory"]["collectives"]["bytes"] > 975_241_216  # rank 1's NCCL + vLLM's all-reduce buffers (estimated)
+    assert main(["plan", "--profile", str(path), "--csv", str(tmp_path / "csv"), "--html", str(tmp_path / "p.html")]) == 0
+    import pandas as pd
+
+    ranks_csv = pd.read_csv(tmp_path / "csv" / "ranks.csv")
+    assert list(ranks_csv["rank"]) == [0, 1] and list(ranks_csv["deciding"]) == [False, True]
+    assert "Tensor-parallel ranks" in (tmp_path / "p.html").read_text()
 
 
 def test_a_tp_profile_at_another_tp_is_refused_in_one_line(capsys):

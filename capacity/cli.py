@@ -61,7 +61,7 @@ def serving_values(**given: Any) -> dict[str, Any]:
 
 ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Catalog id or alias, a HF id in the local cache, or a folder with config.json.")]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="A `vllm serve --config` YAML file; flags given here override it.")]
-GpuOpt = Annotated[str | None, typer.Option(help="Target GPU from the catalog (see `capacity gpus`); default: the local GPU, else H200.")]
+GpuOpt = Annotated[str | None, typer.Option(help="Target GPU: a catalog name (see `capacity gpus`) or its total memory (24GiB, 16000MiB); default: the local GPU, else H200.")]
 MaxModelLenOpt = Annotated[str | None, typer.Option(help="Decoder context length; 'auto' or -1 fits it to memory.")]
 MaxNumSeqsOpt = Annotated[int | None, typer.Option(help="Max concurrent sequences (default by GPU memory).")]
 TpOpt = Annotated[int | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel ranks.")]

@@ -5,6 +5,8 @@ Each catalog total states its source:
 - `measured`: cudaMemGetInfo's total, read on the GPU itself (the project's H200).
 - `vllm log`: the total vLLM printed in `Free memory on device (free/TOTAL GiB)` of a public startup log; that is
   cudaMemGetInfo's total rounded to 0.01 GiB (so +-5 MiB), the figure `gpu_memory_utilization` multiplies.
+- `cuda oom`: the total a CUDA out-of-memory error printed (`GPU 0 has a total capacity of T GiB`), which is
+  torch's total_memory, the same figure as cudaMemGetInfo's total, to 0.01 GiB.
 - `nvidia-smi`: the `Memory-Usage` total (MiB) of an nvidia-smi table pasted in a public repository. CUDA reports
   less than nvidia-smi: 615 MiB less on the H200 (measured), about 590 MiB less on an L40S (vLLM log 44.42 GiB vs
   46,068 MiB). A plan on an nvidia-smi total therefore over-states the requested memory by ~0.5 GiB x utilization.
@@ -119,13 +121,19 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
     CatalogEntry(
         "A100-80GB",
-        _smi(81_920),
-        "nvidia-smi",
-        "81,920 MiB (A100-SXM4-80GB; the PCIe card reads 81,920 MiB too)",
+        _log_gib("79.15"),
+        "cuda oom",
+        "'GPU 0 has a total capacity of 79.15 GiB' on an 80GB A100 (index id 55333476420); vLLM's 'Free memory on device (78.68/79.15 GiB)' "
+        "(index id 60004023718); nvidia-smi shows 81,920 MiB",
         ("A100-SXM4-80GB", "A100-80G", "NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe"),
     ),
     CatalogEntry(
-        "A100-40GB", _smi(40_960), "nvidia-smi", "40,960 MiB (A100-SXM4-40GB)", ("A100-SXM4-40GB", "A100-40G", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB")
+        "A100-40GB",
+        _log_gib("39.39"),
+        "cuda oom",
+        "'GPU N has a total capacity of 39.39 GiB' in CUDA OOMs of 40 GB A100 clusters (e.g. index ids 12114857455, 54998945712; the lines do not "
+        "name the GPU): 625 MiB below nvidia-smi's 40,960 MiB, the gap the H200 shows (615 MiB)",
+        ("A100-SXM4-40GB", "A100-40G", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"),
     ),
     CatalogEntry(
         "L40S",
@@ -136,10 +144,30 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
     CatalogEntry("L40", _smi(46_068), "nvidia-smi", "46,068 MiB", ("NVIDIA L40",)),
     CatalogEntry("L20", _smi(46_068), "nvidia-smi", "46,068 MiB, NVIDIA L20 (index id 67533193225)", ("NVIDIA L20",)),
-    CatalogEntry("L4", _smi(23_034), "nvidia-smi", "23,034 MiB", ("NVIDIA L4",)),
-    CatalogEntry("A10G", _smi(23_028), "nvidia-smi", "23,028 MiB", ("NVIDIA A10G",)),
-    CatalogEntry("A10", _smi(23_028), "nvidia-smi", "23,028 MiB, NVIDIA A10 (index id 37027574609)", ("NVIDIA A10",)),
-    CatalogEntry("T4", _smi(15_360), "nvidia-smi", "15,360 MiB", ("Tesla T4",)),
+    CatalogEntry(
+        "L4",
+        _log_gib("22.03"),
+        "cuda oom",
+        "'NVIDIA L4 (22.03 GiB visible to PyTorch)' and its OOM 'total capacity of 22.03 GiB' (index id 55497994311); nvidia-smi shows 23,034 MiB",
+        ("NVIDIA L4",),
+    ),
+    CatalogEntry(
+        "A10G",
+        _log_gib("22.06"),
+        "cuda oom",
+        "g5.2xlarge (A10G) OOM 'total capacity of 22.06 GiB' (index id 57952782693); nvidia-smi shows 23,028 MiB",
+        ("NVIDIA A10G",),
+    ),
+    CatalogEntry(
+        "A10",
+        _log_gib("22.06"),
+        "cuda oom",
+        "'A10 ... total capacity of 22.06 GiB' (index id 71609078484); nvidia-smi shows 23,028 MiB (index id 37027574609)",
+        ("NVIDIA A10",),
+    ),
+    CatalogEntry(
+        "T4", _log_gib("14.57"), "cuda oom", "'T4 ... total capacity of 14.57 GiB' (index id 71609078484); nvidia-smi shows 15,360 MiB", ("Tesla T4",)
+    ),
     CatalogEntry(
         "RTX-3090",
         _smi(24_576),

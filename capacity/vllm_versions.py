@@ -162,3 +162,11 @@ def semantics_for(version: str | None) -> VllmSemantics | None:
 
 def all_semantics() -> tuple[VllmSemantics, ...]:
     return (V0, *_RANGES)
+
+
+def log_semantics(facts: Any) -> VllmSemantics | None:
+    """The semantics of a parsed log (`VllmLogFacts`): the V0 engine when its worker lines are there, else the
+    version stated or guessed from the formats; None when neither tells."""
+    if getattr(facts, "engine", None) == "V0":
+        return V0
+    return semantics_for(facts.version or facts.version_guess)

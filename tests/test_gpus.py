@@ -42,7 +42,7 @@ def test_tiny_size_is_refused() -> None:
         ("NVIDIA GeForce RTX 5090", "RTX-5090", 32_607 * MiB),
         ("RTX PRO 6000 Blackwell", "RTX-PRO-6000", 97_887 * MiB),
         ("A6000", "RTX-A6000", 49_140 * MiB),
-        ("NVIDIA A10", "A10", 23_028 * MiB),
+        ("NVIDIA A10", "A10", 2_206 * GiB // 100),
         ("L20", "L20", 46_068 * MiB),
         ("H20", "H20", 97_871 * MiB),
         ("H100 PCIe", "H100-PCIe", 81_559 * MiB),
@@ -56,6 +56,12 @@ def test_tiny_size_is_refused() -> None:
         ("DGX Spark", "GB10", 12_169 * GiB // 100),
         ("L40S", "L40S", 4_442 * GiB // 100),
         ("MI300X", "MI300X", 19_198 * GiB // 100),
+        # totals CUDA out-of-memory errors printed ('total capacity of T GiB')
+        ("A100-80GB", "A100-80GB", 7_915 * GiB // 100),
+        ("A100-SXM4-40GB", "A100-40GB", 3_939 * GiB // 100),
+        ("NVIDIA L4", "L4", 2_203 * GiB // 100),
+        ("A10G", "A10G", 2_206 * GiB // 100),
+        ("T4", "T4", 1_457 * GiB // 100),
         # measured on the project's H200
         ("H200", "H200", 150_109_880_320),
     ],
@@ -67,7 +73,7 @@ def test_catalog_totals(name: str, catalog_name: str, total: int) -> None:
 
 def test_every_entry_states_its_source() -> None:
     for entry in CATALOG:
-        assert entry.source in ("measured", "vllm log", "nvidia-smi", "published"), entry.name
+        assert entry.source in ("measured", "vllm log", "cuda oom", "nvidia-smi", "published"), entry.name
         assert entry.reference, entry.name
         assert entry.gpu().provenance.startswith(entry.source)
 

@@ -1,0 +1,261 @@
+"""Predict the public vLLM startup logs of bench/vllm_logs/ with capacity, term by term.
+
+    python bench/predict_logs.py [--out bench/results/predict-logs-2026-11-30] [--formula] [--only NAME]
+
+For every log with a sidecar `<name>.json` (provenance, vLLM version, model, GPU, knobs), plan the model with
+`capacity plan`'s default path (the fake-tensor trace where the family has one, else the formulas; the table says
+which) with the log's knobs and the semantics of the logged vLLM version (capacity.vllm_versions: utilization
+default, batch defaults per GPU and usage context, CUDA-graph estimate in the KV budget, cross-attention rule).
+Compare with what vLLM printed: weights, non-KV memory, available KV memory, KV tokens and the reported concurrency.
+
+A log is "not plannable" (listed with the reason, never failed) when its GPU is not stated, its weights are
+quantized, it is a V0-engine log, or capacity refuses the model (an architecture other helpers are adding:
+re-running after their merge fills those rows in).
+
+Split (decided before any error was looked at, recorded in the results README): a log is in the held-out half
+when the first byte of sha256(file name) is odd, else in the calibration half. Calibration uses only the
+calibration half.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from capacity.errors import CapacityError  # noqa: E402
+from capacity.gpus import Gpu, gpu_by_name  # noqa: E402
+from capacity.log_plan import gpu_from_evidence, knobs_from_log, quantization  # noqa: E402
+from capacity.plan import Plan  # noqa: E402
+from capacity.planner import plan_for  # noqa: E402
+from capacity.reconcile import tokens_are_per_request  # noqa: E402
+from capacity.serving import ServingArgs  # noqa: E402
+from capacity.units import GiB  # noqa: E402
+from capacity.vllm_log import VllmLogFacts, load_vllm_startups  # noqa: E402
+from capacity.vllm_versions import ENCODER_LENGTH, VllmSemantics, log_semantics, semantics_for  # noqa: E402
+
+LOGS = ROOT / "bench" / "vllm_logs"
+TERMS = ("weights", "non_kv", "available_kv", "kv_tokens", "concurrency")
+MISS_PERCENT = 3.0
+
+
+def split_of(name: str) -> str:
+    """held-out when the first byte of sha256(file name) is odd (fixed before looking at errors)."""
+    return "held-out" if hashlib.sha256(name.encode()).digest()[0] % 2 else "calibration"
+
+
+@dataclass
+class Row:
+    log: str
+    split: str
+    model: str | None
+    gpu: str | None
+    vllm_version: str | None
+    semantics: str | None
+    path: str = ""  # "trace" | "formula" | ""
+    plannable: bool = True
+    reason: str = ""
+    vllm: dict[str, float | None] = field(default_factory=dict)
+    capacity: dict[str, float | None] = field(default_factory=dict)
+    error_percent: dict[str, float | None] = field(default_factory=dict)
+    breakdown: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _gpu(meta: dict[str, Any], facts: VllmLogFacts) -> tuple[Gpu | None, str]:
+    """CUDA's total from the log when it prints one; else the stated GPU from the catalog; else None."""
+    logged = gpu_from_evidence(facts.gpu) if facts.gpu.cuda_total_gib is not None else None
+    stated = meta.get("gpu")
+    catalog = None
+    if stated:
+        try:
+            catalog = gpu_by_name(stated)
+        except CapacityError:
+            catalog = None
+    if logged is not None:
+        if catalog is not None:
+            logged = replace(logged, name=catalog.name, sm100=catalog.sm100, platform=catalog.platform, unified_memory=catalog.unified_memory)
+        return logged, ""
+    if catalog is not None:
+        return catalog, ""
+    if stated:
+        return None, f"GPU '{stated}' is not in capacity's catalog and the log prints no CUDA total"
+    return None, "the GPU is not stated"
+
+
+def _trace_plan(model: str, args: ServingArgs, gpu: Gpu, sem: VllmSemantics | None, base: Plan) -> tuple[Plan, str, str]:
+    """The fake-tensor trace on the knobs the version resolves, re-planned with its semantics; else the formulas."""
+    explicit = replace(
+        args,
+        gpu_memory_utilization=base.serving.gpu_memory_utilization,
+        max_num_batched_tokens=base.serving.max_num_batched_tokens,
+        max_num_seqs=base.serving.max_num_seqs,
+        max_model_len=base.serving.max_model_len,
+    )
+    try:
+        from profilers.api import trace_model
+
+        _, profile = trace_model(model, explicit, gpu_name=f"{gpu.total_memory_bytes}B")
+    except CapacityError as exc:
+        return base, "formula", f"no fake-tensor trace: {' '.join(str(exc).split())[:120]}"
+    except Exception as exc:  # a data-dependent op stops a fake trace: the documented fallback
+        return base, "formula", f"the fake trace stopped at {type(exc).__name__}"
+    plan = plan_for(model, explicit, profile=profile, gpu=gpu, semantics=sem)
+    return plan, "trace", ""
+
+
+def _tokens(plan: Plan, facts: VllmLogFacts) -> int:
+    """capacity's KV token count under the log's formula."""
+    bs = min((g.group.spec.block_size for g in plan.kv.groups), default=plan.serving.block_size)
+    if tokens_are_per_request(facts, bs):
+        return plan.concurrency.tokens_vllm_reported
+    return plan.kv.num_blocks // len(plan.kv.groups) * bs
+
+
+def _concurrency(plan: Plan, sem: VllmSemantics | None) -> float:
+    if sem is not None and sem.cross_attention_per_request == ENCODER_LENGTH and plan.spec.is_encoder_decoder:
+        return plan.kv.num_blocks / plan.kv.blocks_per_request_actual
+    return plan.concurrency.vllm_reported
+
+
+def _err(cap: float | None, vllm: float | None) -> float | None:
+    if cap is None or vllm is None or vllm == 0:
+        return None
+    return (cap - vllm) / abs(vllm) * 100
+
+
+def predict(log: Path, *, formula: bool) -> Row:
+    meta = json.loads(log.with_suffix(".json").read_text())
+    startups = load_vllm_startups(log)
+    facts = startups[meta.get("engine", 1) - 1]
+    version = meta.get("vllm_version") or facts.version
+    sem = semantics_for(version) if version else log_semantics(facts)
+    if facts.engine == "V0":
+        sem = log_semantics(facts)
+    row = Row(log.name, split_of(log.name), meta.get("model"), meta.get("gpu"), version, sem.name if sem else None)
+    row.vllm = {
+        "weights": facts.model_loading_gib,
+        "available_kv": facts.kv_cache_gib,
+        "kv_tokens": facts.kv_cache_tokens,
+        "concurrency": facts.max_concurrency,
+        "requested": facts.requested_gib,
+    }
+    reasons = []
+    gpu, why = _gpu(meta, facts)
+    if gpu is None:
+        reasons.append(why)
+    q = meta.get("knobs", {}).get("quantization") or quantization(facts)
+    if q:
+        reasons.append(f"quantized weights ({q}): capacity counts weights in the checkpoint dtype")
+    if sem is not None and not sem.plannable:
+        reasons.append(sem.why_not_plannable)
+    model = meta.get("capacity_model")
+    if not model:
+        reasons.append(meta.get("not_plannable") or "no config.json for this model")
+    if reasons:
+        row.plannable, row.reason = False, "; ".join(reasons)
+        return row
+    assert gpu is not None and model is not None
+    knobs = {k: v for k, v in meta.get("knobs", {}).items() if k != "quantization"}
+    values = {**knobs_from_log(facts, effective=False), **knobs}
+    args = ServingArgs(**values)
+    started = time.perf_counter()
+    try:
+        base = plan_for(str(ROOT / model) if (ROOT / model).exists() else model, args, gpu=gpu, semantics=sem)
+    except CapacityError as exc:
+        row.plannable, row.reason = False, f"capacity refuses it: {' '.join(str(exc).split())[:200]}"
+        return row
+    model_ref = str(ROOT / model) if (ROOT / model).exists() else model
+    if formula:
+        plan, row.path, note = base, "formula", "--formula"
+    else:
+        plan, row.path, note = _trace_plan(model_ref, args, gpu, sem, base)
+    if note:
+        row.notes.append(note)
+    row.seconds = round(time.perf_counter() - started, 1)
+    row.gpu = f"{gpu.name} ({gpu.total_memory_bytes / GiB:.2f} GiB, {gpu.source})"
+    requested_log = facts.requested_gib
+    requested = requested_log * GiB if requested_log is not None else plan.requested_memory_bytes
+    vllm_non_kv = None if facts.kv_cache_gib is None or facts.available_kv_cache_gib is None else (requested / GiB - facts.kv_cache_gib)
+    row.vllm["non_kv"] = vllm_non_kv
+    row.capacity = {
+        "weights": plan.memory["weights"].bytes / GiB,
+        "non_kv": plan.non_kv_bytes / GiB,
+        "available_kv": plan.kv.available_bytes / GiB,
+        "kv_tokens": _tokens(plan, facts),
+        "concurrency": _concurrency(plan, sem),
+        "requested": plan.requested_memory_bytes / GiB,
+    }
+    if facts.kv_cache_memory_reserved_gib is not None and facts.available_kv_cache_gib is None:
+        row.notes.append("vLLM ran with --kv-cache-memory-bytes: the KV memory is an input, not a prediction")
+    row.error_percent = {t: _err(row.capacity.get(t), row.vllm.get(t)) for t in TERMS}
+    m = plan.memory
+    row.breakdown = {
+        "requested_from": "log" if requested_log is not None else "capacity (the log does not print it)",
+        "max_num_batched_tokens": plan.serving.max_num_batched_tokens,
+        "max_num_seqs": plan.serving.max_num_seqs,
+        "max_model_len": plan.serving.max_model_len,
+        "gpu_memory_utilization": plan.serving.gpu_memory_utilization,
+        "log_max_num_batched_tokens": facts.effective_max_num_batched_tokens,
+        "capacity_terms_gib": {k: round(m[k].bytes / GiB, 3) for k in ("weights", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs")},
+        "log_cuda_graph_estimate_gib": facts.cudagraph_estimated_gib,
+        "log_graph_capture_gib": facts.graph_capture_gib if facts.graph_capture_gib is not None else facts.cudagraph_actual_gib,
+        "requested_gib": {"log": requested_log, "capacity": round(plan.requested_memory_bytes / GiB, 3)},
+        "vllm_non_weights_gib": None if vllm_non_kv is None or facts.model_loading_gib is None else round(vllm_non_kv - facts.model_loading_gib, 3),
+        "capacity_non_weights_gib": round((plan.non_kv_bytes - m["weights"].bytes) / GiB, 3),
+    }
+    return row
+
+
+def _fmt(x: float | None, pct: bool = True) -> str:
+    if x is None:
+        return "-"
+    return f"{x:+.1f} %" if pct else f"{x:,.2f}"
+
+
+def summary(rows: list[Row], split: str) -> dict[str, dict[str, float | int | None]]:
+    out: dict[str, dict[str, float | int | None]] = {}
+    for t in TERMS:
+        errs = [abs(r.error_percent[t]) for r in rows if r.plannable and r.split == split and r.error_percent.get(t) is not None]
+        out[t] = {"n": len(errs), "median_abs_percent": round(statistics.median(errs), 2) if errs else None, "worst_abs_percent": round(max(errs), 2) if errs else None}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "predict-logs-2026-11-30")
+    ap.add_argument("--formula", action="store_true", help="skip the fake-tensor trace (formulas only)")
+    ap.add_argument("--only", default=None, help="only logs whose name contains this")
+    a = ap.parse_args()
+    rows = []
+    for log in sorted(LOGS.glob("*.log")):
+        if a.only and a.only not in log.name:
+            continue
+        if not log.with_suffix(".json").exists():
+            continue
+        row = predict(log, formula=a.formula)
+        rows.append(row)
+        errs = " ".join(f"{t}={_fmt(row.error_percent.get(t))}" for t in TERMS) if row.plannable else f"not plannable: {row.reason}"
+        print(f"{row.split:11} {log.name:58} {row.path:7} {errs}", flush=True)
+    doc = {
+        "split_rule": "held-out when sha256(file name)[0] is odd, else calibration (fixed before looking at errors)",
+        "summary": {s: summary(rows, s) for s in ("calibration", "held-out")},
+        "rows": [r.__dict__ for r in rows],
+    }
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
+    print(json.dumps(doc["summary"], indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -143,9 +143,11 @@ def predict(log: Path, *, formula: bool) -> Row:
     if facts.engine == "V0":
         sem = log_semantics(facts)
     row = Row(log.name, split_of(log.name), meta.get("model"), meta.get("gpu"), version, sem.name if sem else None)
+    in_use = facts.free_memory.kv_cache_in_use_gib if facts.free_memory is not None else None
     row.vllm = {
         "weights": facts.model_loading_gib,
-        "available_kv": facts.kv_cache_gib,
+        # 'Current kv cache memory in use' (the KV tensors allocated) stands in when the log has no Available line
+        "available_kv": facts.kv_cache_gib if facts.kv_cache_gib is not None else in_use,
         "kv_tokens": facts.kv_cache_tokens,
         "concurrency": facts.max_concurrency,
         "requested": facts.requested_gib,
@@ -186,7 +188,8 @@ def predict(log: Path, *, formula: bool) -> Row:
     row.gpu = f"{gpu.name} ({gpu.total_memory_bytes / GiB:.2f} GiB, {gpu.source})"
     requested_log = facts.requested_gib
     requested = requested_log * GiB if requested_log is not None else plan.requested_memory_bytes
-    vllm_non_kv = None if facts.kv_cache_gib is None or facts.available_kv_cache_gib is None else (requested / GiB - facts.kv_cache_gib)
+    kv_printed = row.vllm["available_kv"] if facts.kv_cache_memory_reserved_gib is None else None
+    vllm_non_kv = None if kv_printed is None else requested / GiB - kv_printed
     row.vllm["non_kv"] = vllm_non_kv
     row.capacity = {
         "weights": plan.memory["weights"].bytes / GiB,
@@ -196,6 +199,8 @@ def predict(log: Path, *, formula: bool) -> Row:
         "concurrency": _concurrency(plan, sem),
         "requested": plan.requested_memory_bytes / GiB,
     }
+    if facts.kv_cache_gib is None and in_use is not None:
+        row.notes.append("vLLM's KV memory is the log's 'Current kv cache memory in use' (no 'Available KV cache memory' line)")
     if facts.kv_cache_memory_reserved_gib is not None and facts.available_kv_cache_gib is None:
         row.notes.append("vLLM ran with --kv-cache-memory-bytes: the KV memory is an input, not a prediction")
     row.error_percent = {t: _err(row.capacity.get(t), row.vllm.get(t)) for t in TERMS}

@@ -169,6 +169,13 @@ CATALOG: tuple[CatalogEntry, ...] = (
         "T4", _log_gib("14.57"), "cuda oom", "'T4 ... total capacity of 14.57 GiB' (index id 71609078484); nvidia-smi shows 15,360 MiB", ("Tesla T4",)
     ),
     CatalogEntry(
+        "V100-32GB",
+        _log_gib("31.74"),
+        "vllm log",
+        "V0 'total_gpu_memory (31.74GiB)' on a V100 (index id 33435952071)",
+        ("Tesla V100-SXM2-32GB", "Tesla V100-PCIE-32GB", "V100S"),
+    ),
+    CatalogEntry(
         "RTX-3090",
         _smi(24_576),
         "nvidia-smi",

@@ -35,6 +35,7 @@ from capacity.memory import (
     encoder_cache_term,
     measured_terms,
     non_torch_term,
+    vllm_encoder_activation,
     weights_term,
 )
 from capacity.models import ModelSource, resolve_model
@@ -113,6 +114,12 @@ def build_plan(
     }
     if profile is not None:
         memory.update(measured_terms(profile, memory))
+        if profile.fingerprint.device == "fake":
+            enc = profile.phase("encoder")
+            dominates = enc is not None and enc.peak_above_start_bytes >= max(
+                (p.peak_above_start_bytes for p in profile.phases if p.name not in ("weights", "encoder")), default=0
+            )
+            memory["activation_peak"] = vllm_encoder_activation(spec.family, memory["activation_peak"], dominates)
     requested = requested_memory(gpu, serving.gpu_memory_utilization)
     free_at_startup = gpu.total_memory_bytes - memory["cuda_context"].bytes - gpu.used_by_others_bytes
     non_kv = sum(memory[k].bytes for k in NON_KV_TERMS)

@@ -9,7 +9,7 @@ Sources (read from the wheels, /work/shared/reference/vllm-memory-model.md, and 
 
 | range | utilization default | CUDA-graph estimate in the KV budget | batch tier >= 160 GiB | cross-attention per request |
 |---|---|---|---|---|
-| V0 engine (any version) | 0.9 | no | no | encoder length |
+| V0 engine (any version) | 0.9 | no (graphs captured after the KV cache) | no; without chunked prefill a batch holds a whole prompt: max_num_batched_tokens = max(max_model_len, 2048), 256 sequences | encoder length |
 | 0.8 - 0.11 (V1) | 0.9 (0.11.0 `CacheConfig`) | no (0.11.0) | no | encoder length (0.11.0 sets `max_num_encoder_input_tokens` to it) |
 | 0.12 - 0.19 | 0.9 (0.15.0; a 0.19.1 log: "increase --gpu-memory-utilization from 0.9000") | no (a 0.19.1 log: "In v0.19, CUDA graph memory profiling will be enabled by default") | no | `max_num_batched_tokens` (0.15.0) |
 | 0.20 - 0.26 | 0.92 (0.20.0) | yes (0.20.0 `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` default "1"; a 0.23.0 log: "enabled (default since v0.21.0)") | no | `max_num_batched_tokens` |
@@ -48,12 +48,15 @@ class VllmSemantics:
     non_kv_formula: str
     plannable: bool = True
     why_not_plannable: str = ""
+    whole_prompt_batches: bool = False  # V0 without chunked prefill: max_num_batched_tokens = max(max_model_len, 2048), 256 seqs
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def batch_defaults(self, gpu: Gpu, usage_context: str) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) before model rules (EngineArgs.get_batch_defaults of the version)."""
+        if self.whole_prompt_batches:
+            return 2048, 256
         api = usage_context == "openai_api_server"
         memory = gpu.total_memory_bytes
         if self.batch_tier_160gib and memory >= 160 * GiB:
@@ -83,8 +86,7 @@ V0 = VllmSemantics(
     batch_tier_160gib=False,
     cross_attention_per_request=ENCODER_LENGTH,
     non_kv_formula="V0 worker: weights + PyTorch activation peak + non-torch memory",
-    plannable=False,
-    why_not_plannable="the V0 engine (its worker profiles max_num_batched_tokens = max_model_len without chunked prefill); capacity models the V1 engine",
+    whole_prompt_batches=True,
 )
 
 _RANGES: tuple[VllmSemantics, ...] = (

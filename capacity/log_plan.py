@@ -71,8 +71,9 @@ def knobs_from_log(facts: VllmLogFacts, *, effective: bool) -> dict[str, Any]:
     sources: list[dict[str, Any]] = []
     if effective:
         cfg = dict(facts.engine_config)
-        if facts.max_seq_len is not None:
-            cfg["max_model_len"] = facts.max_seq_len
+        length = facts.max_seq_len or facts.concurrency_max_model_len  # 'Maximum concurrency for N tokens' is max_model_len
+        if length is not None:
+            cfg["max_model_len"] = length
         sources.append(cfg)
     sources.append(facts.log_knobs)
     for knobs in sources:

@@ -70,6 +70,7 @@ class ReconcileResult:
     notes: tuple[str, ...]
     blocks: BlockEvidence | None
     facts: VllmLogFacts
+    semantics: str = "0.33"  # the vLLM rules the plan used (capacity.vllm_versions)
 
     def row(self, key: str) -> ReconcileRow:
         for r in self.rows:
@@ -89,6 +90,7 @@ class ReconcileResult:
             "gpu": self.gpu,
             "vllm_version": self.vllm_version,
             "vllm_version_basis": self.vllm_version_basis,
+            "plan_semantics": self.semantics,
             "difference_sign": "capacity - vLLM",
             "rows": [r.to_dict() for r in self.rows],
             "num_blocks_from_log": None if self.blocks is None else self.blocks.to_dict(),
@@ -679,6 +681,7 @@ def reconcile_facts(facts: VllmLogFacts, plan: Plan) -> ReconcileResult:
         notes=_notes(facts, plan, sem),
         blocks=blocks,
         facts=facts,
+        semantics=sem.name if sem is not None else LATEST.name,
     )
 
 

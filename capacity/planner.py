@@ -222,7 +222,7 @@ def plan_for(
     `gpu`: a GPU already resolved (e.g. read from a vLLM log), instead of `gpu_name`. `semantics`: plan with another
     vLLM version's defaults and budget rules (capacity.vllm_versions) instead of 0.33's.
     """
-    source = resolve_model(model)
+    source = resolve_model(model, args.revision)
     if profile is not None:
         require_profile_of(profile, source)
     spec = model_spec(source.config, source.name, source.preprocessor)

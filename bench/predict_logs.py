@@ -242,6 +242,12 @@ def summary(rows: list[Row], split: str) -> dict[str, dict[str, float | int | No
 
 # The cause of each miss above 3 % (found by reading the log's lines against the plan's terms; see the README).
 CAUSES: dict[str, str] = {
+    "llama-3.2-3b-t4-v0-engine-v0.8.2-unsloth.log": "non-KV -7.7 %, available KV +8.5 %: vLLM's activation peak is 0.90 GiB, "
+    "capacity's 0.14 GiB. The V0 profile run samples max_num_seqs = 192 dummy sequences with top_k = vocab - 1 and top_p = 0.99 "
+    "(V0 model_runner.profile_run, index id 1437387700): sorting and softmaxing a 192 x 128,256 float32 logits tensor peaks "
+    "at about 39 B per logit, above the forward pass of only 2,048 tokens. Capacity does not model V0's sampler; in the other "
+    "V0 logs the forward pass of 20,000-32,768 tokens dominates. Also weights -0.5 %: the 0.03 GiB rotary cache of "
+    "131,072 positions. Not fitted: one log.",
     "qwen2.5-0.5b-wsl-util0.85-v0.27.1.log": "non-KV -14.5 %: vLLM's non-torch memory here is 0.56 GiB (consumed 1.49 - loaded 0.93; WSL2), "
     "capacity's calibrated constant 0.27 GiB: 0.25 GiB on a non-KV budget of only 1.74 GiB. The available KV memory is off by 1.4 %.",
     "qwen2.5-1.5b-sm75-eager-llm-class-v0.28.1-mrv2.log": "weights -3.5 %: vLLM reports 2.98 GiB loaded for a 2.88 GiB checkpoint "

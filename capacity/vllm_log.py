@@ -21,7 +21,7 @@ timestamp, a markdown quote or nothing at all; ANSI colours and CRLF endings are
 | | V0 | `the current vLLM instance can use total_gpu_memory (T GiB) x gpu_memory_utilization (U) = R GiB`, `model weights take W GiB; non_torch_memory takes T GiB; PyTorch activation peak memory takes P GiB; the rest of the memory reserved for KV Cache is K GiB.`, `Memory profiling results: total_gpu_memory=... kv_cache_size=... gpu_memory_utilization=...`, `# GPU blocks: N` |
 | num_gpu_blocks | 0.9-0.11 | `vllm cache_config_info with initialization after num_gpu_blocks is: N` |
 
-Knobs are read from `non-default args: {...}`, the engine's config line, `Using max model len N` and `Chunked
+Knobs are read from `non-default args: {...}` (0.6-0.8: `args: Namespace(...)`, values other than the defaults), the engine's config line, `Using max model len N` and `Chunked
 prefill is enabled with max_num_batched_tokens=N`. The GPU's total from `Free memory on device (F/T GiB)`, V0's
 `total_gpu_memory`, a CUDA out-of-memory error (`total capacity of T GiB`) or an nvidia-smi table / query.
 
@@ -492,6 +492,35 @@ _KNOB_KEYS = (
 )
 
 
+# the args Namespace of 0.6-0.8's api_server (every argument, defaults included): knobs read when they differ from
+# the defaults of those versions (None for the length and batch knobs, 0.9, 'auto', 1, False)
+_NAMESPACE = re.compile(r"args: Namespace\((.*)\)\s*$")
+_NAMESPACE_DEFAULTS: dict[str, Any] = {
+    "gpu_memory_utilization": 0.9,
+    "enforce_eager": False,
+    "dtype": "auto",
+    "tensor_parallel_size": 1,
+    "kv_cache_dtype": "auto",
+}
+
+
+def _namespace_args(text: str) -> dict[str, Any]:
+    """The knobs of an `args: Namespace(...)` line that differ from the defaults (unreadable values skipped)."""
+    out: dict[str, Any] = {}
+    for key in (*_KNOB_KEYS, "model"):
+        m = re.search(rf"(?:^|, ){key}=('[^']*'|[^,()]*)", text)
+        if m is None:
+            continue
+        try:
+            value = ast.literal_eval(m[1])
+        except (ValueError, SyntaxError):
+            continue
+        if value is None or value == _NAMESPACE_DEFAULTS.get(key, object()):
+            continue
+        out[key] = value
+    return out
+
+
 def _non_default_args(text: str) -> dict[str, Any]:
     """The knobs of vLLM's `non-default args: {...}` line (a Python dict repr; enum reprs made strings first)."""
     cleaned = re.sub(r"<[^<>]*>", "None", text)
@@ -631,8 +660,8 @@ def _read_banner(cur: _Startup, line: str) -> bool:
     if (m := _LOGO_VERSION.search(line)) is not None:
         cur.version = cur.version or m[1]
         return True
-    if (m := _NON_DEFAULT.search(line)) is not None:
-        args = _non_default_args(m[1])
+    if (m := _NON_DEFAULT.search(line)) is not None or (m := _NAMESPACE.search(line)) is not None:
+        args = _non_default_args(m[1]) if m.re is _NON_DEFAULT else _namespace_args(m[1])
         model = args.pop("model", None)
         cur.model = cur.model or (str(model) if model else None)
         for key, value in args.items():

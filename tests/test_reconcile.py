@@ -559,6 +559,28 @@ def test_knobs_and_gpu_from_the_log() -> None:
     assert oom.gpu.cuda_total_gib == 23.57
 
 
+def test_knobs_from_an_args_namespace() -> None:
+    """0.6-0.8 print every argument (`args: Namespace(...)`): only values other than the defaults are knobs."""
+    text = (
+        "    vLLM STDOUT: INFO 05-05 15:15:08 [api_server.py:982] args: Namespace(subparser='serve', model_tag='m', host=None, "
+        "model='unsloth/Llama-3.2-3B-Instruct', dtype='float16', kv_cache_dtype='auto', max_model_len=2048, tensor_parallel_size=1, "
+        "block_size=None, gpu_memory_utilization=0.8938626454842437, max_num_batched_tokens=2048, max_num_seqs=192, "
+        "quantization=None, enforce_eager=False, compilation_config={\"level\":3,\"splitting_ops\":[]}, "
+        "dispatch_function=<function ServeSubcommand.cmd at 0x7f225baa9a80>)\n"
+        "    vLLM STDOUT: INFO 05-05 15:25:32 [worker.py:267] model weights take 6.02GiB; non_torch_memory takes 0.05GiB; "
+        "PyTorch activation peak memory takes 0.90GiB; the rest of the memory reserved for KV Cache is 6.22GiB.\n"
+    )
+    f = parse_vllm_log(text)
+    assert f.log_knobs == {
+        "max_model_len": 2048,
+        "gpu_memory_utilization": 0.8938626454842437,
+        "max_num_seqs": 192,
+        "max_num_batched_tokens": 2048,
+        "dtype": "float16",
+    }
+    assert f.model == "unsloth/Llama-3.2-3B-Instruct"
+
+
 def test_binary_garbage(tmp_path: Path) -> None:
     path = tmp_path / "garbage.log"
     path.write_bytes(bytes(range(256)) * 8)

@@ -56,12 +56,14 @@ def test_tiny_size_is_refused() -> None:
         ("DGX Spark", "GB10", 12_169 * GiB // 100),
         ("L40S", "L40S", 4_442 * GiB // 100),
         ("MI300X", "MI300X", 19_198 * GiB // 100),
+        # V0's 'total_gpu_memory (T GiB)' (2 decimals)
+        ("T4", "T4", 1_474 * GiB // 100),
+        ("Tesla V100-SXM2-32GB", "V100-32GB", 3_174 * GiB // 100),
         # totals CUDA out-of-memory errors printed ('total capacity of T GiB')
         ("A100-80GB", "A100-80GB", 7_915 * GiB // 100),
         ("A100-SXM4-40GB", "A100-40GB", 3_939 * GiB // 100),
         ("NVIDIA L4", "L4", 2_203 * GiB // 100),
         ("A10G", "A10G", 2_206 * GiB // 100),
-        ("T4", "T4", 1_457 * GiB // 100),
         # measured on the project's H200
         ("H200", "H200", 150_109_880_320),
     ],

@@ -64,6 +64,9 @@ def layer_kinds(text: dict[str, Any], where: str) -> list[str]:
         if unknown:
             raise BadInput(f"config.json ({where}) hybrid_override_pattern has {unknown}; capacity reads M, *, - and E")
         return [kind for kind in (PATTERN_KINDS[c] for c in pattern) if kind is not None]
+    blocks = text.get("layers_block_type")  # transformers 5's NemotronHConfig: one entry per layer, MLP / MoE ones included
+    if isinstance(blocks, list):
+        return [{"mamba": "mamba", "linear_attention": "mamba", "attention": "full_attention", "full_attention": "full_attention"}.get(b, "") for b in blocks if b not in ("mlp", "moe")]
     types = text.get("layer_types")
     if types is None and text.get("linear_num_value_heads") and text.get("full_attention_interval"):
         interval = _need(text, "full_attention_interval", where)  # Qwen3-Next: layer i is full iff (i + 1) % interval == 0
@@ -126,11 +129,17 @@ def _mamba2(text: dict[str, Any], where: str) -> Mamba2Layer:
     )
 
 
+MAMBA2_FIELDS = ("mamba_num_heads", "mamba_n_heads")
+
+
 def _layer(kind: str, text: dict[str, Any], where: str) -> KVLayer:
-    if kind in ("linear_attention",):
+    # "linear_attention" is Gated DeltaNet in Qwen3-Next / Qwen3.5 and Mamba-2 in transformers' Granite-4 configs.
+    if kind == "linear_attention" and text.get("linear_num_value_heads") is not None:
         return _gated_delta_net(text, where)
-    if kind == "mamba":
+    if kind in ("mamba", "linear_attention") and any(text.get(k) is not None for k in MAMBA2_FIELDS):
         return _mamba2(text, where)
+    if kind == "linear_attention":
+        raise BadInput(f"config.json ({where}) has linear_attention layers but neither 'linear_num_value_heads' (Gated DeltaNet) nor 'mamba_n_heads' (Mamba-2)")
     if text.get("kv_lora_rank"):
         if kind != "full_attention":
             raise BadInput(f"config.json ({where}) mixes MLA (kv_lora_rank) with {kind!r} layers, which capacity does not model")

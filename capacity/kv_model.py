@@ -30,9 +30,9 @@ def block_context(serving: ServingConfig, max_model_len: int | None = None) -> B
     )
 
 
-def mamba_cache_mode(spec: ModelSpec) -> str:
-    """MambaModelConfig: "align" when prefix caching is on, which vLLM 0.33 defaults to for generative hybrid models."""
-    return "align" if any(layer.is_state for layer in spec.layers) and not spec.is_encoder_decoder else "none"
+def mamba_cache_mode(serving: ServingConfig) -> str:
+    """MambaModelConfig: "align" when prefix caching is on (vLLM 0.33's default for generative hybrid models), else "none"."""
+    return "align" if serving.enable_prefix_caching else "none"
 
 
 def mla_block_size(spec: ModelSpec, serving: ServingConfig, gpu: Gpu) -> int:
@@ -54,7 +54,7 @@ def hybrid_block_size(attn_page_per_token: int, mamba_page: int, block_size: int
 
 def model_knobs(spec: ModelSpec, serving: ServingConfig, gpu: Gpu) -> KVKnobs:
     """The knobs every layer builds its spec with, after vLLM's block-size decisions for the whole model."""
-    mode = mamba_cache_mode(spec)
+    mode = mamba_cache_mode(serving)
     mla_bs = mla_block_size(spec, serving, gpu)
     knobs = KVKnobs(
         block_size=serving.block_size,
@@ -120,6 +120,7 @@ def kv_groups_for(spec: ModelSpec, serving: ServingConfig, gpu: Gpu) -> list[KVG
         serving.kv_cache_dtype_bytes,
         serving.dtype_bytes,
         serving.num_speculative_tokens,
+        serving.enable_prefix_caching,
         serving.max_model_len if any(layer.is_state for layer in spec.layers) else 0,
         gpu.compute_capability_major,
     )

@@ -42,6 +42,7 @@ class ServingArgs:
     dtype: str = "auto"
     enforce_eager: bool = False
     usage_context: str = "openai_api_server"  # `vllm serve`; "llm_class" for the offline LLM class
+    enable_prefix_caching: bool | None = None  # None: vLLM's default (on, except for encoder-decoder models)
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class ServingConfig:
     usage_context: str
     enable_chunked_prefill: bool
     disable_chunked_mm_input: bool
+    enable_prefix_caching: bool = True  # hybrid Mamba models then keep Mamba state in "align" mode
     defaulted: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
@@ -171,6 +173,10 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu) -> ServingConf
         defaulted.append("gpu_memory_utilization")
     if args.block_size is None:
         defaulted.append("block_size")
+    # ModelConfig.is_prefix_caching_supported: generative decoder and hybrid models yes, encoder-decoder no.
+    prefix_caching = not spec.is_encoder_decoder if args.enable_prefix_caching is None else args.enable_prefix_caching and not spec.is_encoder_decoder
+    if args.enable_prefix_caching is None:
+        defaulted.append("enable_prefix_caching")
     return ServingConfig(
         gpu_memory_utilization=args.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION,
         block_size=args.block_size or DEFAULT_BLOCK_SIZE,
@@ -191,6 +197,7 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu) -> ServingConf
         usage_context=args.usage_context,
         enable_chunked_prefill=chunked_prefill,
         disable_chunked_mm_input=spec.is_encoder_decoder,
+        enable_prefix_caching=prefix_caching,
         defaulted=tuple(defaulted),
     )
 
@@ -213,6 +220,7 @@ _YAML_KEYS = {
     "kv_cache_memory": "kv_cache_memory_bytes",
     "dtype": "dtype",
     "enforce_eager": "enforce_eager",
+    "enable_prefix_caching": "enable_prefix_caching",
 }
 _SHORT_KEYS = {"tp": "tensor_parallel_size", "dcp": "decode_context_parallel_size"}
 
@@ -307,9 +315,9 @@ def load_serve_yaml(path: Path) -> tuple[dict[str, Any], str | None, list[str]]:
             values[target] = parse_limit_mm(value, where)
         elif target in ("kv_cache_dtype", "dtype"):
             values[target] = str(value)
-        elif target == "enforce_eager":
+        elif target in ("enforce_eager", "enable_prefix_caching"):
             if not isinstance(value, bool):
-                raise BadInput(f"{where}: enforce-eager must be true or false, got {value!r}")
+                raise BadInput(f"{where}: {raw_key} must be true or false, got {value!r}")
             values[target] = value
         else:
             values[target] = _int(value, target, where)

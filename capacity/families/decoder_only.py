@@ -20,9 +20,12 @@ def looks_decoder_only(config: dict[str, Any]) -> bool:
 
 def decoder_shape(text: dict[str, Any], where: str) -> DecoderShape:
     # HF decoders with `intermediate_size` (Llama, Qwen, Gemma, Mistral, ...) use a gated MLP.
+    ffn = need(text, "intermediate_size", where)
+    if isinstance(ffn, list):  # per-layer widths (Gemma-3n): the widest layer bounds the activations
+        ffn = max(ffn)
     return DecoderShape(
         need(text, "hidden_size", where),
-        need(text, "intermediate_size", where),
+        ffn,
         True,
         need(text, "vocab_size", where),
         need(text, "num_hidden_layers", where),

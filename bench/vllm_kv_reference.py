@@ -303,7 +303,11 @@ def main(out_path: str) -> None:
         builder = get_kv_cache_config_builder(vc)
         out_avail = []
         for available in AVAILABLE:
-            configs = planning.get_kv_cache_configs(vc, [specs], [available], groups)
+            try:
+                configs = planning.get_kv_cache_configs(vc, [specs], [available], groups)
+            except ValueError as exc:  # _check_enough_kv_cache_memory: vLLM refuses to start
+                out_avail.append({"available_bytes": available, "error": str(exc)})
+                continue
             kvc = configs[0]
             tokens, concurrency = get_kv_cache_capacity(vc, kvc)
             out_avail.append(
@@ -323,7 +327,7 @@ def main(out_path: str) -> None:
             group_rows.append(
                 {
                     "spec": type(spec).__name__,
-                    "num_layer_slots": len(g.layer_names),
+                    "num_layers": len(g.layer_names),  # named layers; a padded group simply has fewer
                     "block_size": spec.block_size,
                     "page_size_bytes": spec.page_size_bytes,
                     "blocks_per_request": blocks,
@@ -350,8 +354,7 @@ def main(out_path: str) -> None:
                 "seconds": round(time.time() - started, 1),
             }
         )
-        print(f"{case['name']}: {len(groups)} groups, block {cache.block_size}, bytes/block {bytes_per_block}, "
-              f"num_blocks {out_avail[0]['num_blocks']}, concurrency {out_avail[0]['concurrency']:.3f}", flush=True)
+        print(f"{case['name']}: {len(groups)} groups, block {cache.block_size}, bytes/block {bytes_per_block}, {out_avail}", flush=True)
     document = {
         "vllm_version": vllm.__version__,
         "torch_version": torch.__version__,

@@ -8,6 +8,7 @@ choices); its output is committed under bench/results/vllm-kv-reference-2026-11-
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -52,17 +53,20 @@ def capacity_plan(case: dict[str, Any]) -> dict[str, Any]:
     blocks = [g.spec.blocks_per_request_vllm(ctx) for g in groups]
     by_available = []
     for row in case["by_available"]:
-        num_blocks = row["available_bytes"] // bpb
+        available = row["available_bytes"]
+        if bpb * sum(blocks) > available - bpb:  # _check_enough_kv_cache_memory (the null block held back)
+            fits = max_model_len_that_fits(groups, bpb, serving, available, serving.max_model_len)
+            by_available.append({"available_bytes": available, "refused": True, "estimated_max_model_len": fits})
+            continue
+        num_blocks = available // bpb
         concurrency = num_blocks / sum(blocks)
-        by_available.append(
-            {"available_bytes": row["available_bytes"], "num_blocks": num_blocks, "tokens": int(concurrency * serving.max_model_len), "concurrency": concurrency}
-        )
+        by_available.append({"available_bytes": available, "num_blocks": num_blocks, "tokens": int(concurrency * serving.max_model_len), "concurrency": concurrency})
     return {
         "layers_with_kv": sum(g.num_layers for g in groups),
         "groups": [
             {
                 "spec": type(g.spec).__name__,
-                "num_layer_slots": g.num_layers + g.num_padding_layers,
+                "num_layers": g.num_layers,
                 "block_size": g.spec.block_size,
                 "page_size_bytes": g.page_size_bytes,
                 "blocks_per_request": n,
@@ -84,10 +88,15 @@ def differences(case: dict[str, Any]) -> list[str]:
     for key in ("groups", "bytes_per_block", "needed_bytes_one_request", "max_model_len_that_fits"):
         if mine[key] != case[key]:
             out.append(f"{key}: capacity {mine[key]} vs vLLM {case[key]}")
-    padding = sum(g["num_layer_slots"] for g in case["groups"]) - case["layers_with_kv"]
     if mine["layers_with_kv"] != case["layers_with_kv"]:
-        out.append(f"layers with KV: capacity {mine['layers_with_kv']} vs vLLM {case['layers_with_kv']} (padding {padding})")
+        out.append(f"layers with KV: capacity {mine['layers_with_kv']} vs vLLM {case['layers_with_kv']}")
     for got, want in zip(mine["by_available"], case["by_available"], strict=True):
+        if "error" in want or "refused" in got:
+            # vLLM: "... the estimated maximum model length is N." when one request does not fit
+            estimate = re.search(r"estimated maximum model length is (\d+)", want.get("error", ""))
+            if "refused" not in got or "error" not in want or estimate is None or int(estimate.group(1)) != got["estimated_max_model_len"]:
+                out.append(f"refusal at {want['available_bytes']} B: capacity {got} vs vLLM {want}")
+            continue
         for key in ("num_blocks", "tokens"):
             if got[key] != want[key]:
                 out.append(f"{key} at {want['available_bytes']} B: capacity {got[key]} vs vLLM {want[key]}")

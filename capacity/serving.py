@@ -43,6 +43,7 @@ class ServingArgs:
     enforce_eager: bool = False
     usage_context: str = "openai_api_server"  # `vllm serve`; "llm_class" for the offline LLM class
     enable_prefix_caching: bool | None = None  # None: vLLM's default (on, except for encoder-decoder models)
+    revision: str | None = None  # `vllm serve --revision`: the Hub revision of --model (resolution only, no memory effect)
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,7 @@ _YAML_KEYS = {
     "dtype": "dtype",
     "enforce_eager": "enforce_eager",
     "enable_prefix_caching": "enable_prefix_caching",
+    "revision": "revision",
 }
 _SHORT_KEYS = {"tp": "tensor_parallel_size", "dcp": "decode_context_parallel_size"}
 
@@ -313,7 +315,7 @@ def load_serve_yaml(path: Path) -> tuple[dict[str, Any], str | None, list[str]]:
                 raise BadInput(f"{where}: {raw_key} must be a number, got {value!r}") from exc
         elif target == "limit_mm_per_prompt":
             values[target] = parse_limit_mm(value, where)
-        elif target in ("kv_cache_dtype", "dtype"):
+        elif target in ("kv_cache_dtype", "dtype", "revision"):
             values[target] = str(value)
         elif target in ("enforce_eager", "enable_prefix_caching"):
             if not isinstance(value, bool):

@@ -18,7 +18,8 @@ For each case the script
    get_mamba_state_shape_from_config / get_mamba_state_dtype_from_config); layers naming a
    kv_sharing_target_layer_name build none;
 4. calls get_global_kv_cache_groups, get_kv_cache_configs (fake available memory), get_kv_cache_capacity,
-   each group spec's max_memory_usage_bytes / max_num_blocks_per_req and get_block_table_width, and
+   each group spec's max_memory_usage_bytes / max_num_blocks_per_req and get_block_table_width, MRV2 warmup's
+   _reserved_block_count at the warmup's decode length, and
    _estimate_max_model_len_from_groups on a small budget.
 The CPU platform changes a few cache knobs for its own kernels (block size, float32 SSM state); the script sets
 them back to what the CUDA platform leaves, and says so in each case's notes.
@@ -71,6 +72,9 @@ CASES: list[dict] = [
     # KV sharing (Gemma-3n)
     {"name": "gemma-3n tp1", "config": "google--gemma-3n-E4B-text.json", "gpu": "H200", "tp": 1, "max_model_len": 32768, "mnbt": 8192},
     {"name": "gemma-3n tp2 fp8", "config": "google--gemma-3n-E4B-text.json", "gpu": "H200", "tp": 2, "max_model_len": 32768, "mnbt": 2048, "kv": "fp8"},
+    # per-kind head sizes (Gemma-4: full-attention layers 512 wide, sliding 256): pages unified by block size
+    {"name": "gemma-4-e2b tp1", "config": "google--gemma-4-e2b-text.json", "gpu": "H200", "tp": 1, "max_model_len": 32768, "mnbt": 8192},
+    {"name": "gemma-4-e2b tp2 fp8", "config": "google--gemma-4-e2b-text.json", "gpu": "H200", "tp": 2, "max_model_len": 131072, "mnbt": 8192, "kv": "fp8"},
     # chunked local attention (Llama-4)
     {"name": "llama-4-scout tp1", "config": "meta-llama--Llama-4-Scout-17B-16E-text.json", "gpu": "H200", "tp": 1, "max_model_len": 131072, "mnbt": 8192},
     {"name": "llama-4-scout tp4 fp8", "config": "meta-llama--Llama-4-Scout-17B-16E-text.json", "gpu": "H200", "tp": 4, "max_model_len": 65536, "mnbt": 16384, "kv": "fp8"},
@@ -117,6 +121,7 @@ def main(out_path: str) -> None:
         SlidingWindowSpec,
     )
     from vllm.v1.worker.block_table import get_block_table_width
+    from vllm.v1.worker.gpu.warmup import _reserved_block_count
 
     class CheckpointingMamba(MambaBase):
         """Stands in for the model's Mamba layers in the forward context: FlashInfer's GDN prefill (Hopper)
@@ -266,12 +271,16 @@ def main(out_path: str) -> None:
             checkpoint_blocks = 1 if (alignment is not None and cache.mamba_cache_mode == "align") or not gdn else 0
         # Phase 3: each layer's spec, as its get_kv_cache_spec builds it.
         bs = cache.block_size
-        kv_heads = mc.get_num_kv_heads(pc)
-        head = mc.get_head_size()
         specs = {}
         model_cls = None
         for i, kind in enumerate(kinds):
             name = f"model.layers.{i}.attn"
+            kv_heads = mc.get_num_kv_heads(pc)
+            head = mc.get_head_size()
+            per_layer = mc.hf_text_config.per_layer_config if text.get("model_type") == "gemma4_text" else None
+            if per_layer is not None:  # Gemma-4: Gemma4DecoderLayer reads config.per_layer_config[i]
+                kv_heads = max(1, per_layer[i].num_key_value_heads // pc.tensor_parallel_size)
+                head = per_layer[i].head_dim
             if kind == "full":
                 specs[name] = FullAttentionSpec(block_size=bs, num_kv_heads=kv_heads, head_size=head, dtype=kv_dtype)
             elif kind == "sliding":
@@ -319,6 +328,10 @@ def main(out_path: str) -> None:
                 }
             )
         bytes_per_block = planning._pool_bytes_per_block_from_builder(builder, vc, groups)
+        # MRV2 warmup: prompt 2 + k, decode query 1 + k, 3 decode steps (5 with speculation); EAGLE / MTP / draft
+        # speculators reserve k lookahead slots (VllmConfig.num_lookahead_tokens); encoder length max_source_positions.
+        decode_len = 2 + spec_tokens + (5 if spec_tokens else 3) * (1 + spec_tokens)
+        max_encoder_len = text.get("max_source_positions") or mc.max_model_len if mc.is_encoder_decoder else 0
         group_rows = []
         for g in groups:
             spec = g.kv_cache_spec
@@ -332,6 +345,9 @@ def main(out_path: str) -> None:
                     "page_size_bytes": spec.page_size_bytes,
                     "blocks_per_request": blocks,
                     "block_table_width": width,
+                    "warmup_blocks": _reserved_block_count(
+                        decode_len, spec, num_lookahead_tokens=spec_tokens, max_model_len=mc.max_model_len, max_encoder_len=max_encoder_len
+                    ),
                 }
             )
         small = 3 * bytes_per_block * sum(r["blocks_per_request"] for r in group_rows) // 4
@@ -346,6 +362,7 @@ def main(out_path: str) -> None:
                 "mamba_page_size_padded": cache.mamba_page_size_padded,
                 "groups": group_rows,
                 "bytes_per_block": bytes_per_block,
+                "warmup_decode_len": decode_len,
                 "needed_bytes_one_request": planning._max_memory_usage_bytes_from_groups(builder, vc, groups),
                 "by_available": out_avail,
                 "fit_budget_bytes": small,
@@ -383,6 +400,9 @@ def layer_plan(text: dict) -> list[str]:
         return ["full" if text["no_rope_layers"][i] == 0 else "chunked" for i in range(n)]
     if mt == "gemma3n_text":
         first_shared = n - text["num_kv_shared_layers"]
+        return ["shared" if i >= first_shared else ("sliding" if t == "sliding_attention" else "full") for i, t in enumerate(text["layer_types"][:n])]
+    if mt == "gemma4_text":
+        first_shared = n - (text.get("num_kv_shared_layers") or 0)
         return ["shared" if i >= first_shared else ("sliding" if t == "sliding_attention" else "full") for i, t in enumerate(text["layer_types"][:n])]
     if mt in ("gemma3", "gemma3_text"):
         pattern = text.get("sliding_window_pattern", 6)

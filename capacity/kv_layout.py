@@ -85,11 +85,21 @@ def layer_kinds(text: dict[str, Any], where: str) -> list[str]:
     return [{"attention": "full_attention"}.get(t, t) for t in types[:n]]
 
 
-def _attention(text: dict[str, Any], where: str) -> tuple[int, int]:
-    """(KV heads, head size) of the model's attention layers."""
+def _attention(text: dict[str, Any], where: str, kind: str) -> tuple[int, int]:
+    """(KV heads, head size) of the model's attention layers of one kind.
+
+    Gemma-4's full-attention layers are wider: `global_head_dim` (default 512), and `num_global_key_value_heads`
+    when the config has `attention_k_eq_v` (transformers' Gemma4TextConfig per_layer_config, which vLLM reads).
+    """
+    if text.get("per_layer_config") is not None:
+        raise BadInput(f"config.json ({where}) has an explicit 'per_layer_config', whose per-layer KV shapes capacity does not read")
     heads = _need(text, "num_attention_heads", where)
     kv_heads = text.get("num_key_value_heads") or heads
     head_size = text.get("head_dim") or _need(text, "hidden_size", where) // heads
+    if kind == "full_attention" and str(text.get("model_type", "")).startswith("gemma4"):
+        head_size = text.get("global_head_dim") or 512
+        if text.get("attention_k_eq_v", True) and text.get("num_global_key_value_heads"):
+            kv_heads = text["num_global_key_value_heads"]
     return kv_heads, head_size
 
 
@@ -144,7 +154,7 @@ def _layer(kind: str, text: dict[str, Any], where: str) -> KVLayer:
         if kind != "full_attention":
             raise BadInput(f"config.json ({where}) mixes MLA (kv_lora_rank) with {kind!r} layers, which capacity does not model")
         return _mla(text, where)
-    kv_heads, head_size = _attention(text, where)
+    kv_heads, head_size = _attention(text, where, kind)
     if kind == "full_attention":
         return FullAttentionLayer(kv_heads, head_size)
     if kind == "sliding_attention":

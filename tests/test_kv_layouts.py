@@ -174,3 +174,11 @@ def test_capacity_plans_these_configs(folder, name, per_block):
     plan = plan_for(folder(name), ServingArgs(kv_cache_memory_bytes=20 * GiB, max_model_len=8192), "H200")
     assert plan.kv.bytes_per_block == per_block
     assert plan.kv.num_blocks == 20 * GiB // per_block
+
+
+def test_gemma4_full_layers_are_wider_and_pages_unify_by_block_size():
+    layers = kv_layers(fixture("google--gemma-4-e2b-text"), "test")
+    assert Counter((layer.kind, layer.head_size) for layer in layers) == {("sliding_window", 256): 25, ("full", 512): 5}
+    groups = groups_of("google--gemma-4-e2b-text", "H200", max_model_len=32768)
+    # full page 2 x 16 x 4 x 512 x 2 = 131,072; a sliding page (65,536 at 16 tokens) doubles its block to 32 tokens
+    assert [(g.kind, g.spec.block_size, g.num_layers, g.page_size_bytes) for g in groups] == [("sliding_window", 32, 5, 131_072)] * 5 + [("full", 16, 5, 131_072)]

@@ -20,6 +20,7 @@ from capacity.kv_model import block_context, kv_groups_for
 from capacity.kv_spec import bytes_per_block
 from capacity.planner import max_model_len_that_fits
 from capacity.serving import ServingArgs, resolve_serving
+from capacity.warmup import warmup_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "bench" / "results" / "vllm-kv-reference-2026-11-30" / "reference.json"
@@ -51,6 +52,15 @@ def capacity_plan(case: dict[str, Any]) -> dict[str, Any]:
     bpb = bytes_per_block(groups)
     ctx = block_context(serving)
     blocks = [g.spec.blocks_per_request_vllm(ctx) for g in groups]
+    warmup = warmup_plan(
+        spec,
+        groups,
+        num_speculative_tokens=serving.num_speculative_tokens,
+        max_model_len=serving.max_model_len,
+        max_num_seqs=serving.max_num_seqs,
+        max_num_batched_tokens=serving.max_num_batched_tokens,
+        num_blocks=1 << 30,
+    )
     by_available = []
     for row in case["by_available"]:
         available = row["available_bytes"]
@@ -71,10 +81,12 @@ def capacity_plan(case: dict[str, Any]) -> dict[str, Any]:
                 "page_size_bytes": g.page_size_bytes,
                 "blocks_per_request": n,
                 "block_table_width": g.spec.block_table_width(serving.max_model_len, serving.decode_context_parallel_size),
+                "warmup_blocks": w,
             }
-            for g, n in zip(groups, blocks, strict=True)
+            for g, n, w in zip(groups, blocks, warmup.blocks_per_request, strict=True)
         ],
         "bytes_per_block": bpb,
+        "warmup_decode_len": warmup.decode_len,
         "needed_bytes_one_request": bpb * sum(blocks),
         "by_available": by_available,
         # vLLM's estimate receives the budget after the null block; capacity's takes the memory before it.
@@ -85,7 +97,7 @@ def capacity_plan(case: dict[str, Any]) -> dict[str, Any]:
 def differences(case: dict[str, Any]) -> list[str]:
     mine = capacity_plan(case)
     out = []
-    for key in ("groups", "bytes_per_block", "needed_bytes_one_request", "max_model_len_that_fits"):
+    for key in ("groups", "bytes_per_block", "warmup_decode_len", "needed_bytes_one_request", "max_model_len_that_fits"):
         if mine[key] != case[key]:
             out.append(f"{key}: capacity {mine[key]} vs vLLM {case[key]}")
     if mine["layers_with_kv"] != case["layers_with_kv"]:

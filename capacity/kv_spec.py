@@ -66,6 +66,10 @@ class KVCacheSpec:
         """cdiv(max_memory_usage_bytes, page_size_bytes): what vLLM's memory check and concurrency count."""
         raise NotImplementedError
 
+    def max_memory_usage_bytes(self, ctx: BlockContext) -> int:
+        """vLLM: KVCacheSpec.max_memory_usage_bytes: one request at max_model_len, in whole pages."""
+        return self.blocks_per_request_vllm(ctx) * self.page_size_bytes
+
     def blocks_per_request_actual(self, ctx: BlockContext, encoder_tokens: int) -> int:
         """Blocks one request really holds at max_model_len."""
         return self.blocks_per_request_vllm(ctx)

@@ -182,3 +182,34 @@ def test_gemma4_full_layers_are_wider_and_pages_unify_by_block_size():
     groups = groups_of("google--gemma-4-e2b-text", "H200", max_model_len=32768)
     # full page 2 x 16 x 4 x 512 x 2 = 131,072; a sliding page (65,536 at 16 tokens) doubles its block to 32 tokens
     assert [(g.kind, g.spec.block_size, g.num_layers, g.page_size_bytes) for g in groups] == [("sliding_window", 32, 5, 131_072)] * 5 + [("full", 16, 5, 131_072)]
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"index_topk": 2048}, "index_topk"),  # DeepSeek-V3.2's sparse-attention indexer keeps its own cache
+        ({"layer_types": ["linear_attention"] * 61}, "linear_num_value_heads"),
+        ({"kv_lora_rank": 512, "qk_rope_head_dim": None}, "qk_rope_head_dim"),
+    ],
+)
+def test_the_cli_refuses_what_it_cannot_lay_out_in_one_line(tmp_path, capsys, change, needle):
+    from capacity.cli import main
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**fixture("deepseek-ai--DeepSeek-R1"), **change}))
+    code = main(["plan", "--model", str(folder), "--gpu", "H200"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("capacity: error:") and needle in lines[0]
+
+
+def test_each_spec_owns_its_bytes_per_request():
+    from capacity.kv_spec import BlockContext
+
+    ctx = BlockContext(max_model_len=32768, max_num_batched_tokens=8192)
+    mla = groups_of("deepseek-ai--DeepSeek-R1", "H200", max_model_len=32768)[0].spec
+    assert mla.max_memory_usage_bytes(ctx) == 2048 * 18_432  # cdiv(32768, 16) pages of 18,432 B
+    state = groups_of("Qwen--Qwen3-Next-80B-A3B-Instruct", "H200", max_model_len=32768)[0].spec
+    assert state.max_memory_usage_bytes(ctx) == 3 * 576 * 2048  # align mode: 3 padded state pages, whatever the length

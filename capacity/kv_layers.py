@@ -16,7 +16,6 @@ from capacity.kv_spec import (
     FullAttentionSpec,
     KVCacheSpec,
     KVKnobs,
-    MambaSpec,
     MLAAttentionSpec,
     SlidingWindowSpec,
     kv_heads_per_rank,
@@ -231,19 +230,3 @@ class SharedKVLayer(KVLayer):
 
     def kv_spec(self, knobs: KVKnobs) -> None:
         return None
-
-
-# A spec's MambaSpec fields, for reading: mamba_spec lives on KVKnobs because the block size and the
-# padding are decided per model (hybrid alignment), not per layer.
-__all__ = [
-    "ChunkedLocalAttentionLayer",
-    "CrossAttentionLayer",
-    "FullAttentionLayer",
-    "GatedDeltaNetLayer",
-    "KVLayer",
-    "MLALayer",
-    "Mamba2Layer",
-    "MambaSpec",
-    "SharedKVLayer",
-    "SlidingWindowLayer",
-]

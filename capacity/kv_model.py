@@ -10,6 +10,7 @@ Layers that read another layer's KV (kv_sharing_target_layer_name) build no spec
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 from capacity.gpus import Gpu
@@ -82,14 +83,12 @@ def model_knobs(spec: ModelSpec, serving: ServingConfig, gpu: Gpu) -> KVKnobs:
         kernel = math.lcm(kernel, checkpoint)
     block = hybrid_block_size(page_per_token, mamba_page, base, kernel)
     attn_page = block * page_per_token
-    return KVKnobs(
-        **{
-            **knobs.__dict__,
-            "block_size": block,
-            "mla_block_size": block,
-            "mamba_block_size": block if mode == "align" else serving.max_model_len,
-            "mamba_page_size_padded": attn_page if attn_page != mamba_page else None,
-        }
+    return replace(
+        knobs,
+        block_size=block,
+        mla_block_size=block,
+        mamba_block_size=block if mode == "align" else serving.max_model_len,
+        mamba_page_size_padded=attn_page if attn_page != mamba_page else None,
     )
 
 

@@ -145,7 +145,8 @@ def kv_groups_frame(plan: Plan) -> pd.DataFrame:
             }
         )
     df = pd.DataFrame(rows)
-    df["sliding_window"] = df["sliding_window"].astype("Int64")
+    for column in ("sliding_window", "num_kv_heads_per_rank", "head_size"):  # empty for Mamba state groups
+        df[column] = df[column].astype("Int64")
     return df
 
 

@@ -213,3 +213,13 @@ def test_each_spec_owns_its_bytes_per_request():
     assert mla.max_memory_usage_bytes(ctx) == 2048 * 18_432  # cdiv(32768, 16) pages of 18,432 B
     state = groups_of("Qwen--Qwen3-Next-80B-A3B-Instruct", "H200", max_model_len=32768)[0].spec
     assert state.max_memory_usage_bytes(ctx) == 3 * 576 * 2048  # align mode: 3 padded state pages, whatever the length
+
+
+def test_reports_show_state_groups_without_heads(folder):
+    from reports.frames import kv_groups_frame
+
+    plan = plan_for(folder("Qwen--Qwen3-Next-80B-A3B-Instruct"), ServingArgs(kv_cache_memory_bytes=20 * GiB, max_model_len=32768), "H200")
+    df = kv_groups_frame(plan)
+    assert df["kind"].tolist() == ["mamba", "mamba", "mamba", "full"]
+    assert df["num_kv_heads_per_rank"].isna().tolist() == [True, True, True, False] and int(df["num_kv_heads_per_rank"].iloc[3]) == 2
+    assert plan.to_dict()["kv_cache"]["groups"][0]["state_bytes"] == [49_152, 1_048_576]  # conv, recurrent (TP 1, bf16)

@@ -134,7 +134,8 @@ def _mamba2(text: dict[str, Any], where: str) -> Mamba2Layer:
         state_size=_first(text, ("ssm_state_size", "mamba_d_state"), where),
         n_groups=_first(text, ("n_groups", "mamba_n_groups"), where),
         conv_kernel=_first(text, ("conv_kernel", "mamba_d_conv"), where),
-        intermediate_size=heads * head_dim,
+        # vLLM: mamba_num_heads x mamba_head_dim (Nemotron-H), mamba_expand x hidden_size (Granite-4)
+        intermediate_size=int(text["mamba_expand"] * _need(text, "hidden_size", where)) if text.get("mamba_expand") else heads * head_dim,
         ssm_dtype=ssm_dtype,
     )
 

@@ -223,3 +223,17 @@ def test_reports_show_state_groups_without_heads(folder):
     assert df["kind"].tolist() == ["mamba", "mamba", "mamba", "full"]
     assert df["num_kv_heads_per_rank"].isna().tolist() == [True, True, True, False] and int(df["num_kv_heads_per_rank"].iloc[3]) == 2
     assert plan.to_dict()["kv_cache"]["groups"][0]["state_bytes"] == [49_152, 1_048_576]  # conv, recurrent (TP 1, bf16)
+
+
+def test_granite_style_mamba2_names():
+    # Granite-4 spells the Mamba-2 fields mamba_n_heads / mamba_d_head / mamba_d_state / mamba_n_groups / mamba_d_conv
+    # and sizes the mixer as mamba_expand x hidden_size (vLLM granitemoehybrid.get_mamba_state_shape_from_config).
+    config = {
+        "num_hidden_layers": 4, "layer_types": ["mamba", "mamba", "mamba", "attention"], "hidden_size": 1536, "num_attention_heads": 12,
+        "num_key_value_heads": 4, "mamba_n_heads": 48, "mamba_d_head": 64, "mamba_d_state": 128, "mamba_n_groups": 1, "mamba_d_conv": 4,
+        "mamba_expand": 2,
+    }  # fmt: skip
+    layers = kv_layers(config, "test")
+    assert [layer.kind for layer in layers] == ["mamba", "mamba", "mamba", "full"]
+    conv, ssm = layers[0].state_bytes(KVKnobs(block_size=16, tensor_parallel_size=1, kv_dtype_bytes=2, model_dtype_bytes=2))
+    assert conv == (2 * 1536 + 2 * 1 * 128) * 3 * 2 == 19_968 and ssm == 48 * 64 * 128 * 2 == 786_432

@@ -45,16 +45,18 @@ GiB = 1 << 30
 # name, config file, GPU (compute capability major), knobs. `available` is the fake KV memory per rank.
 CASES: list[dict] = [
     # dense / sliding window / cross-attention (the kinds capacity had before)
-    {"name": "whisper-large-v3 tp1", "config": "catalog:openai--whisper-large-v3.json", "gpu": "H200", "tp": 1, "max_model_len": 448, "mnbt": 8192},
-    {"name": "gemma-3-4b tp1", "config": "catalog:google--gemma-3-4b-it.json", "gpu": "H200", "tp": 1, "max_model_len": 8192, "mnbt": 8192},
-    {"name": "gemma-3-4b tp2 fp8", "config": "catalog:google--gemma-3-4b-it.json", "gpu": "H200", "tp": 2, "max_model_len": 32768, "mnbt": 8192, "kv": "fp8"},
+    {"name": "whisper-large-v3 tp1", "config": "catalog:openai--whisper-large-v3", "gpu": "H200", "tp": 1, "max_model_len": 448, "mnbt": 8192},
+    {"name": "gemma-3-4b tp1", "config": "catalog:google--gemma-3-4b-it", "gpu": "H200", "tp": 1, "max_model_len": 8192, "mnbt": 8192},
+    {"name": "gemma-3-4b tp2 fp8", "config": "catalog:google--gemma-3-4b-it", "gpu": "H200", "tp": 2, "max_model_len": 32768, "mnbt": 8192, "kv": "fp8"},
     # MLA
     {"name": "deepseek-r1 H200 tp1", "config": "deepseek-ai--DeepSeek-R1.json", "gpu": "H200", "tp": 1, "max_model_len": 32768, "mnbt": 8192},
     {"name": "deepseek-r1 H200 tp4 fp8", "config": "deepseek-ai--DeepSeek-R1.json", "gpu": "H200", "tp": 4, "max_model_len": 163840, "mnbt": 8192, "kv": "fp8"},
     {"name": "deepseek-r1 B200 tp2", "config": "deepseek-ai--DeepSeek-R1.json", "gpu": "B200", "tp": 2, "max_model_len": 65536, "mnbt": 16384},
     {"name": "deepseek-r1 B200 tp1 fp8", "config": "deepseek-ai--DeepSeek-R1.json", "gpu": "B200", "tp": 1, "max_model_len": 65536, "mnbt": 16384, "kv": "fp8"},
     {"name": "deepseek-r1 A100 tp1", "config": "deepseek-ai--DeepSeek-R1.json", "gpu": "A100-80GB", "tp": 1, "max_model_len": 16384, "mnbt": 8192},
+    {"name": "deepseek-v3 (published config) H200 tp2", "config": "catalog:deepseek-ai--DeepSeek-V3", "gpu": "H200", "tp": 2, "max_model_len": 163840, "mnbt": 16384},
     # Gated DeltaNet hybrids (Qwen3-Next, Qwen3.5): align mode is vLLM's default (prefix caching on)
+    {"name": "qwen3-next-thinking (published config) H200 tp4", "config": "catalog:Qwen--Qwen3-Next-80B-A3B-Thinking", "gpu": "H200", "tp": 4, "max_model_len": 262144, "mnbt": 8192},
     {"name": "qwen3-next H200 tp1", "config": "Qwen--Qwen3-Next-80B-A3B-Instruct.json", "gpu": "H200", "tp": 1, "max_model_len": 32768, "mnbt": 8192},
     {"name": "qwen3-next H200 tp2", "config": "Qwen--Qwen3-Next-80B-A3B-Instruct.json", "gpu": "H200", "tp": 2, "max_model_len": 32768, "mnbt": 8192},
     {"name": "qwen3-next H200 tp4 fp8", "config": "Qwen--Qwen3-Next-80B-A3B-Instruct.json", "gpu": "H200", "tp": 4, "max_model_len": 32768, "mnbt": 8192, "kv": "fp8"},
@@ -68,6 +70,8 @@ CASES: list[dict] = [
     {"name": "nemotron-h-style H200 tp1", "config": "synthetic--nemotron-h-style.json", "gpu": "H200", "tp": 1, "max_model_len": 8192, "mnbt": 8192},
     {"name": "nemotron-h-style H200 tp2 fp8", "config": "synthetic--nemotron-h-style.json", "gpu": "H200", "tp": 2, "max_model_len": 8192, "mnbt": 8192, "kv": "fp8"},
     {"name": "nemotron-h-style H200 tp4", "config": "synthetic--nemotron-h-style.json", "gpu": "H200", "tp": 4, "max_model_len": 8192, "mnbt": 4096},
+    {"name": "nemotron-h-56b (published config) H200 tp4", "config": "catalog:nvidia--Nemotron-H-56B-Base-8K", "gpu": "H200", "tp": 4, "max_model_len": 8192, "mnbt": 8192},
+    {"name": "nemotron-h-56b (published config) H200 tp2 fp8 spec1", "config": "catalog:nvidia--Nemotron-H-56B-Base-8K", "gpu": "H200", "tp": 2, "max_model_len": 8192, "mnbt": 8192, "kv": "fp8", "spec": 1},
     {"name": "nemotron-h-style H200 tp1 no prefix caching", "config": "synthetic--nemotron-h-style.json", "gpu": "H200", "tp": 1, "max_model_len": 8192, "mnbt": 8192, "prefix_caching": False},
     # KV sharing (Gemma-3n)
     {"name": "gemma-3n tp1", "config": "google--gemma-3n-E4B-text.json", "gpu": "H200", "tp": 1, "max_model_len": 32768, "mnbt": 8192},
@@ -85,7 +89,11 @@ COMPUTE_CAPABILITY = {"H200": 9, "B200": 10, "A100-80GB": 8}
 
 
 def config_path(ref: str) -> Path:
-    return CATALOG / ref.split(":", 1)[1] if ref.startswith("catalog:") else FIXTURES / ref
+    """`catalog:<entry>` (a catalog folder's config.json, or an early entry's <entry>.json) or a test fixture."""
+    if not ref.startswith("catalog:"):
+        return FIXTURES / ref
+    entry = CATALOG / ref.split(":", 1)[1]
+    return entry / "config.json" if entry.is_dir() else entry.with_suffix(".json")
 
 
 def model_dir(raw: dict, tmp: Path, name: str) -> Path:

@@ -95,7 +95,7 @@ def _attention(text: dict[str, Any], where: str, kind: str) -> tuple[int, int]:
         raise BadInput(f"config.json ({where}) has an explicit 'per_layer_config', whose per-layer KV shapes capacity does not read")
     heads = _need(text, "num_attention_heads", where)
     kv_heads = text.get("num_key_value_heads") or heads
-    head_size = text.get("head_dim") or _need(text, "hidden_size", where) // heads
+    head_size = text.get("head_dim") or text.get("attention_head_dim") or _need(text, "hidden_size", where) // heads  # Nemotron-H: attention_head_dim
     if kind == "full_attention" and str(text.get("model_type", "")).startswith("gemma4"):
         head_size = text.get("global_head_dim") or 512
         if text.get("attention_k_eq_v", True) and text.get("num_global_key_value_heads"):

@@ -29,9 +29,11 @@ CASES = DOCUMENT["cases"]
 
 
 def config_of(ref: str) -> dict[str, Any]:
-    if ref.startswith("catalog:"):
-        return json.loads((ROOT / "capacity" / "catalog" / "models" / ref.split(":", 1)[1]).read_text())
-    return json.loads((ROOT / "tests" / "fixtures" / "configs" / ref).read_text())
+    """`catalog:<entry>` (a catalog folder's config.json, or an early entry's <entry>.json) or a test fixture."""
+    if not ref.startswith("catalog:"):
+        return json.loads((ROOT / "tests" / "fixtures" / "configs" / ref).read_text())
+    entry = ROOT / "capacity" / "catalog" / "models" / ref.split(":", 1)[1]
+    return json.loads((entry / "config.json" if entry.is_dir() else entry.with_suffix(".json")).read_text())
 
 
 def capacity_plan(case: dict[str, Any]) -> dict[str, Any]:

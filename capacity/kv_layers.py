@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from capacity.errors import BadInput
 from capacity.kv_spec import (
     ChunkedLocalAttentionSpec,
     CrossAttentionSpec,
@@ -26,8 +27,6 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 
 
 def tp_divide(total: int, tp: int, what: str) -> int:
     """vLLM: vllm.distributed.divide (asserts the division is exact)."""
-    from capacity.errors import BadInput
-
     if total % tp:
         raise BadInput(f"{what} ({total}) is not divisible by --tensor-parallel-size {tp}; vLLM asserts it is")
     return total // tp

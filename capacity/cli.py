@@ -94,6 +94,13 @@ KvDtypeOpt = Annotated[str | None, typer.Option("--kv-cache-dtype", help="auto, 
 KvBytesOpt = Annotated[str | None, typer.Option("--kv-cache-memory-bytes", help="Fixed KV cache size (e.g. 10G); skips profiling like vLLM.")]
 DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="Model dtype: auto, bfloat16, float16, float32.")]
 EagerOpt = Annotated[bool | None, typer.Option("--enforce-eager", help="No CUDA graphs.")]
+PrefixCachingOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--enable-prefix-caching/--no-enable-prefix-caching",
+        help="vLLM's prefix caching (default on, off for encoder-decoder models); hybrid Mamba models keep state in 'align' mode with it.",
+    ),
+]
 UsageOpt = Annotated[str | None, typer.Option("--usage-context", help="openai_api_server (vllm serve, default) or llm_class (offline LLM).")]
 CsvOpt = Annotated[
     Path | None,
@@ -192,6 +199,7 @@ KNOBS = (
     "kv_cache_memory_bytes",
     "dtype",
     "enforce_eager",
+    "enable_prefix_caching",
     "usage_context",
     "revision",
 )
@@ -313,6 +321,7 @@ def plan(
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
     profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Plan from a saved GPU profile (`capacity profile -o`); --model defaults to its model.")] = None,
     offline: Annotated[bool, typer.Option("--offline", help="Never profile on a local GPU: plan from the config alone.")] = False,
@@ -409,6 +418,7 @@ def profile_command(
     kv_cache_dtype: KvDtypeOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
     attn_implementation: Annotated[str, typer.Option(help="transformers attention: sdpa (default, like vLLM's kernels), flash_attention_2 or eager.")] = "sdpa",
     no_graphs: Annotated[bool, typer.Option("--no-graphs", help="Skip the CUDA-graph captures (the graph term stays estimated).")] = False,
@@ -581,6 +591,7 @@ def check(
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
     min_concurrency: Annotated[int | None, typer.Option(help="Fail unless the server runs this many requests at max_model_len at once: min(requests the KV cache holds, max_num_seqs) (concurrency.max_concurrent_requests).")] = None,
     min_vllm_concurrency: Annotated[float | None, typer.Option(help="Fail unless vLLM's logged concurrency (concurrency.vllm_reported) is at least this.")] = None,
@@ -643,6 +654,7 @@ def sweep(
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
     json_out: JsonOpt = None,
     csv: CsvOpt = None,

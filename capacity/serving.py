@@ -97,6 +97,7 @@ class ServingConfig:
             kv_cache_memory_bytes=self.kv_cache_memory_bytes,
             dtype=self.dtype,
             enforce_eager=self.enforce_eager,
+            enable_prefix_caching=given("enable_prefix_caching", self.enable_prefix_caching),
             usage_context=self.usage_context,
         )
 

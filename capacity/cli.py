@@ -1,23 +1,27 @@
 """The `capacity` command (typer). The one place that knows exit codes and imports reports lazily.
 
-Exit codes: 0 fits, 1 does not fit, 2 bad input, 3 runtime failure.
+Exit codes: 0 fits, 1 does not fit, 2 bad input, 3 runtime failure, 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from typer.core import TyperCommand
 
-from capacity.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_RUNTIME_FAILURE, BadInput, CapacityError
+from capacity.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_INTERRUPTED, EXIT_RUNTIME_FAILURE, BadInput, CapacityError
 from capacity.units import parse_human_int
 
-EXIT_CODES_HELP = "Exit codes: 0 fits (check: passes), 1 does not fit (check: fails), 2 bad input, 3 runtime failure."
+EXIT_CODES_HELP = "Exit codes: 0 fits (check: passes), 1 does not fit (check: fails), 2 bad input, 3 runtime failure, 130 interrupted (Ctrl-C; no partial file)."
 
 app = typer.Typer(
     add_completion=False,
@@ -203,7 +207,9 @@ def _export(subject: Any, csv: Path | None, html: Path | None, json_out: str | N
         return
     from reports.export import write_exports
 
-    written = write_exports(subject, csv=csv, html=html, json=json_file, json_extra=extra)
+    with _writing():
+        written = write_exports(subject, csv=csv, html=html, json=json_file, json_extra=extra)
+        _WRITTEN.extend(str(p) for p in written)
     shown = []
     if csv is not None:
         shown.append(f"{csv}/ ({sum(p.parent == csv.resolve() for p in written)} CSV files)" if csv.is_dir() else str(csv))
@@ -348,7 +354,9 @@ def profile_command(
     if not cpu_probe and not _local_cuda_gpu():
         raise BadInput("no usable NVIDIA GPU here: `capacity profile` measures on a GPU; plan offline with `capacity plan`, or pass --cpu-probe for a dry run")
     result, measured = _profile_with_progress(model, args, gpu, cpu_probe=cpu_probe, attn=attn_implementation, graphs=not no_graphs, warmup=not no_warmup)
-    save_profile(measured, output)
+    with _writing():
+        save_profile(measured, output)
+        _WRITTEN.append(str(output))
     print(f"capacity: wrote profile {output}", file=sys.stderr)
     if measured.oom is not None:
         print(f"capacity: out of memory in phase '{measured.oom.phase}' ({measured.oom.detail}); GPU memory released", file=sys.stderr)
@@ -420,7 +428,9 @@ def verify(
         else:
             from reports.export import write_files
 
-            write_files({path: ("--json", text.encode())})
+            with _writing():
+                write_files({path: ("--json", text.encode())})
+                _WRITTEN.append(str(path))
     if json_out != JSON_STDOUT:
         from rich.console import Console
 
@@ -625,8 +635,62 @@ def gpus() -> None:
     Console().print(table)
 
 
+class Interrupted(BaseException):
+    """Ctrl-C, raised by capacity's own SIGINT handler: typer would turn a KeyboardInterrupt into a silent exit 130."""
+
+
+# Files this run has written, complete (every write is atomic): an interrupt names them.
+_WRITTEN: list[str] = []
+# While files are written (fast) a Ctrl-C waits, so that what is on disk and what the message says agree.
+_DEFERRED = {"depth": 0, "pending": False}
+
+
+def _raise_interrupted(signum: int, frame: Any) -> None:
+    if _DEFERRED["depth"]:
+        _DEFERRED["pending"] = True
+        return
+    raise Interrupted
+
+
+@contextmanager
+def _writing() -> Iterator[None]:
+    """Write and record files as one step: a Ctrl-C meanwhile is acted on after it."""
+    _DEFERRED["depth"] += 1
+    try:
+        yield
+    finally:
+        _DEFERRED["depth"] -= 1
+    if _DEFERRED["pending"] and not _DEFERRED["depth"]:
+        _DEFERRED["pending"] = False
+        raise Interrupted
+
+
+def _interrupted_line(argv: list[str]) -> str:
+    """What was interrupted, and what is on disk: every write is atomic, so only whole files were written."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    what = f"`capacity {command}`" if command else "`capacity`"
+    wrote = f"files written before it, complete: {', '.join(_WRITTEN)}" if _WRITTEN else "no file was written"
+    return f"capacity: interrupted: {what} stopped by Ctrl-C (SIGINT) before it finished; {wrote}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one-line errors, documented exit codes, never a traceback for bad input."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    _WRITTEN.clear()
+    _DEFERRED.update(depth=0, pending=False)
+    if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread
+        return _main(argv)
+    previous = signal.signal(signal.SIGINT, _raise_interrupted)
+    try:
+        return _main(argv)
+    except (Interrupted, KeyboardInterrupt):  # a second Ctrl-C while the first is reported
+        print(_interrupted_line(argv), file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _main(argv: list[str]) -> int:
     try:  # typer >= 0.2x vendors click as typer._click; older typer raises click's own exceptions
         from typer._click.exceptions import UsageError
     except ImportError:  # pragma: no cover
@@ -643,15 +707,15 @@ def main(argv: list[str] | None = None) -> int:
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
         print(f"capacity: error: {exc.format_message()}{hint}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except typer.Abort:
-        print("capacity: interrupted", file=sys.stderr)
+    except typer.Abort:  # EOF on a prompt
+        print("capacity: error: end of input", file=sys.stderr)
         return EXIT_RUNTIME_FAILURE
+    except (Interrupted, KeyboardInterrupt):
+        print(_interrupted_line(argv), file=sys.stderr)
+        return EXIT_INTERRUPTED
     except CapacityError as exc:
         print(f"capacity: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("capacity: interrupted", file=sys.stderr)
-        return EXIT_RUNTIME_FAILURE
     except Exception as exc:  # a bug, not the input: still exit 3 (a gate must not read a crash as "fail")
         if os.environ.get("CAPACITY_TRACEBACK"):
             traceback.print_exc()

@@ -200,6 +200,15 @@ def _json_path(value: str | None) -> Path | None:
     return Path(value)
 
 
+def _check_outputs(*, csv: Path | None = None, html: Path | None = None, json_out: str | None = None, output: Path | None = None, csv_is_folder: bool = True) -> None:
+    """Every output path can be written, checked before the plan (which takes seconds); else one line, exit 2."""
+    from reports.targets import Target, check_targets
+
+    json_file = _json_path(json_out)
+    given = [("--output", output, False), ("--csv", csv, csv_is_folder), ("--html", html, False), ("--json", json_file, False)]
+    check_targets(*(Target(flag, path, is_folder) for flag, path, is_folder in given if path is not None))
+
+
 def _export(subject: Any, csv: Path | None, html: Path | None, json_out: str | None, extra: dict[str, Any] | None = None) -> None:
     """Write the file exports (all or nothing) before anything is printed on stdout."""
     json_file = _json_path(json_out)
@@ -263,7 +272,7 @@ def plan(
         model = model or measured.fingerprint.model_name
 
     model, args = _serving_args(model, config, **_knobs(locals()))
-    _json_path(json_out)  # a bad --json value fails before any work
+    _check_outputs(csv=csv, html=html, json_out=json_out)  # bad output paths fail before any work
     result = _plan(model, args, gpu, measured, offline=offline, estimate=estimate)
     _export(result, csv, html, json_out)
     if json_out == JSON_STDOUT:
@@ -346,11 +355,8 @@ def profile_command(
 
     if attn_implementation not in ("sdpa", "eager", "flash_attention_2"):
         raise BadInput(f"--attn-implementation {attn_implementation!r}: use sdpa, flash_attention_2 or eager")
-    folder = output.parent if str(output.parent) else Path(".")
-    if not folder.is_dir():
-        raise BadInput(f"--output {output}: folder {folder} does not exist")
     model, args = _serving_args(model, config, **_knobs(locals()))
-    _json_path(json_out)
+    _check_outputs(csv=csv, html=html, json_out=json_out, output=output)
     if not cpu_probe and not _local_cuda_gpu():
         raise BadInput("no usable NVIDIA GPU here: `capacity profile` measures on a GPU; plan offline with `capacity plan`, or pass --cpu-probe for a dry run")
     result, measured = _profile_with_progress(model, args, gpu, cpu_probe=cpu_probe, attn=attn_implementation, graphs=not no_graphs, warmup=not no_warmup)
@@ -409,7 +415,7 @@ def verify(
         measured = load_profile(profile)
         model = model or measured.fingerprint.model_name
     model, args = _serving_args(model, config, **_knobs(locals()))
-    _json_path(json_out)
+    _check_outputs(json_out=json_out)
     if not cpu_probe and not _local_cuda_gpu():
         raise BadInput("no usable NVIDIA GPU here: `capacity verify` runs on a GPU (or pass --cpu-probe for a dry run)")
     if measured is None and not cpu_probe:
@@ -532,7 +538,7 @@ def check(
         fail_on_hazard=fail_on_hazard.strip().lower(),
     )
     model, args = _serving_args(model, config, **_knobs(locals()))
-    _json_path(json_out)
+    _check_outputs(csv=csv, html=html, json_out=json_out)
     result = _plan(model, args, gpu, None, offline=offline, estimate=estimate)
     gate = evaluate(result, thresholds)
     extra = {"gate": gate.to_dict()}
@@ -581,7 +587,7 @@ def sweep(
         max_num_seqs=parse_int_list(seqs_values, "--max-num-seqs") if seqs_values is not None else (None,),
         max_model_lens=parse_int_list(len_values, "--max-model-len", allow_auto=True) if len_values is not None else (None,),
     )
-    _json_path(json_out)
+    _check_outputs(csv=csv, html=html, json_out=json_out, csv_is_folder=False)
     measured = None
     if profile is not None:
         from capacity.profile import load_profile

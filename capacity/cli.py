@@ -472,8 +472,9 @@ def reconcile(
     """
     import json
 
-    from capacity.reconcile import reconcile as reconcile_log
+    from capacity.vllm_log import load_vllm_log
 
+    facts = load_vllm_log(log)  # a file that is not a vLLM log is refused before any planning (or torch import)
     measured = None
     if profile is not None:
         from capacity.profile import load_profile
@@ -481,7 +482,9 @@ def reconcile(
         measured = load_profile(profile)
         model = model or measured.fingerprint.model_name
     model, args = _serving_args(model, config, **_knobs(locals()))
-    result = reconcile_log(log, _plan(model, args, gpu, measured, offline=True, estimate="formula" if measured is None else None))
+    from capacity.reconcile import reconcile_facts
+
+    result = reconcile_facts(facts, _plan(model, args, gpu, measured, offline=True, estimate="formula" if measured is None else None))
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     else:

@@ -55,3 +55,15 @@ def make_plan() -> Callable[..., Plan]:
 def formula_estimates_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     """CLI plans in tests use the quick formulas unless a test asks for the fake-tensor trace."""
     monkeypatch.setenv("CAPACITY_ESTIMATE", "formula")
+
+
+@pytest.fixture(scope="session")
+def empty_hf_hub(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("empty-hf-hub"))
+
+
+@pytest.fixture(autouse=True)
+def no_local_hf_cache(monkeypatch: pytest.MonkeyPatch, empty_hf_hub: str) -> None:
+    """The machine's Hugging Face cache is not read: `--model ORG/NAME` resolves to the catalog in the repo, as on a
+    plain clone (a test that needs a cache sets HF_HUB_CACHE to its own folder)."""
+    monkeypatch.setenv("HF_HUB_CACHE", empty_hf_hub)

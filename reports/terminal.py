@@ -27,7 +27,7 @@ def _header(plan: Plan) -> Table:
     src, spec, s = plan.source, plan.spec, plan.serving
     t.add_row("model", Text(f"{src.name}  ({spec.architecture}, {src.origin})"))
     t.add_row("parameters", f"{plan.parameter_count:,}  dtype {s.dtype}")
-    t.add_row("GPU", Text(f"{plan.gpu.name}: {plan.gpu.total_memory_bytes:,} B ({_gib(plan.gpu.total_memory_bytes)} GiB, {plan.gpu.provenance})"))
+    t.add_row("GPU", Text(f"{plan.gpu.label}: {plan.gpu.total_memory_bytes:,} B ({_gib(plan.gpu.total_memory_bytes)} GiB, {plan.gpu.provenance})"))
     defaulted = set(s.defaulted)
 
     def knob(name: str, value: object) -> str:

@@ -613,35 +613,23 @@ def sweep(
 def models() -> None:
     """List the built-in model catalog (works offline)."""
     from rich.console import Console
-    from rich.table import Table
 
     from capacity.families import model_spec
     from capacity.models import catalog, catalog_config
+    from reports.terminal import render_models
 
-    table = Table(title="capacity model catalog")
-    for col in ("id", "aliases", "family", "encoder tokens / request", "provenance"):
-        table.add_column(col, overflow="fold")
-    for entry in catalog().values():
-        spec = model_spec(catalog_config(entry), entry.name)
-        table.add_row(entry.name, ", ".join(entry.aliases), spec.family, f"{spec.encoder_tokens_per_request:,}", entry.provenance)
-    Console().print(table)
+    render_models([(entry, model_spec(catalog_config(entry), entry.name)) for entry in catalog().values()], Console())
 
 
 @app.command()
 def gpus() -> None:
-    """List the GPU catalog and the local GPU (through NVML) if there is one."""
+    """List the GPU catalog and the local GPU (through NVML), or say that none was found."""
     from rich.console import Console
-    from rich.table import Table
 
     from capacity.gpus import catalog_gpus, detect_local_gpu
+    from reports.terminal import render_gpus
 
-    table = Table(title="GPUs")
-    for col in ("name", "total memory (B)", "GiB", "source"):
-        table.add_column(col)
-    local = detect_local_gpu()
-    for g in ([local] if local else []) + catalog_gpus():
-        table.add_row(g.name, f"{g.total_memory_bytes:,}", f"{g.total_memory_bytes / 2**30:.2f}", g.provenance)
-    Console().print(table)
+    render_gpus(detect_local_gpu(), catalog_gpus(), Console())
 
 
 class Interrupted(BaseException):

@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -98,6 +99,10 @@ EstimateOpt = Annotated[
     ),
 ]
 
+CPU_PROBE_HELP = (
+    "Run every phase for real on the CPU, counting live tensor bytes (tests, dry runs of small models). The host memory and time "
+    "are estimated first; above half the available memory or 5 minutes the run is refused (--force runs it)."
+)
 JSON_STDOUT = "-"
 ESTIMATES = ("trace", "formula")
 
@@ -297,28 +302,88 @@ def _local_cuda_gpu() -> bool:
     return cuda_available()
 
 
-def _profile_with_progress(model: str, args: Any, gpu: str | None, *, cpu_probe: bool = False, attn: str = "sdpa", graphs: bool = True, warmup: bool = True) -> tuple[Any, Any]:
-    """Run the profiler with one progress line per phase on stderr; returns (plan, profile)."""
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+class _PhaseProgress:
+    """One progress line per profiler phase on stderr, with the phase's estimated time when there is one.
 
+    On a terminal a rich progress display; elsewhere (a pipe, a CI log) plain lines, printed as each phase starts,
+    so a long run is never silent.
+    """
+
+    def __init__(self, cost: Any = None) -> None:
+        from rich.console import Console
+
+        self.cost = cost
+        self.console = Console(stderr=True)
+        self.start = time.perf_counter()
+        self.rich: Any = None
+        self.tasks: list[Any] = []
+
+    def __enter__(self) -> _PhaseProgress:
+        if self.console.is_terminal:
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self.rich = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=self.console)
+            self.rich.__enter__()
+        return self
+
+    def __call__(self, name: str, detail: str) -> None:
+        from profilers.cpu_cost import duration
+
+        seconds = self.cost.phase_seconds(name) if self.cost is not None else None
+        about = f" (about {duration(seconds)})" if seconds is not None else ""
+        if self.rich is None:
+            print(f"capacity: [{time.perf_counter() - self.start:.0f} s] {name}: {detail}{about}", file=sys.stderr, flush=True)
+            return
+        if self.tasks:
+            self.rich.update(self.tasks[-1], total=1, completed=1)
+        self.tasks.append(self.rich.add_task(f"{name}: {detail}{about}", total=None))
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.rich is not None:
+            if self.tasks:
+                self.rich.update(self.tasks[-1], total=1, completed=1)
+            self.rich.__exit__(*exc)
+        elif exc[0] is None:
+            print(f"capacity: [{time.perf_counter() - self.start:.0f} s] phases done", file=sys.stderr, flush=True)
+
+
+def _cpu_probe_cost(command: str, plan: Any, *, force: bool, warmup: bool = True, steps: int = 3) -> Any:
+    """Estimate a --cpu-probe run's host memory and time from the formula plan; refuse it above the limits."""
+    from profilers.cpu_cost import CpuProbeLimits, check_cost, duration, estimate_profile_cost, estimate_verify_cost, measure_host_rates
+
+    rates = measure_host_rates(plan.serving.dtype)
+    if command == "profile":
+        cost = estimate_profile_cost(plan, rates, warmup=warmup)
+    else:
+        cost = estimate_verify_cost(plan, rates, steps=steps)
+    if not force:
+        check_cost(cost, CpuProbeLimits.for_this_host(), plan.source.name)
+    print(
+        f"capacity: --cpu-probe: about {cost.host_bytes / 1e9:.1f} GB of host memory and {duration(cost.seconds)} on this CPU "
+        f"(estimated; matrix products at {rates.matmul_flops_per_s / 1e9:.1f} GFLOP/s in {plan.serving.dtype}, measured now)",
+        file=sys.stderr,
+    )
+    return cost
+
+
+def _profile_with_progress(
+    model: str, args: Any, gpu: str | None, *, cpu_probe: bool = False, attn: str = "sdpa", graphs: bool = True, warmup: bool = True, force: bool = False
+) -> tuple[Any, Any]:
+    """Run the profiler with one progress line per phase on stderr; returns (plan, profile).
+
+    A --cpu-probe run is estimated first (host memory, time) and refused above the limits unless `force`."""
     from profilers.api import profile_model
     from profilers.probes import CpuProbe
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=Console(stderr=True)) as progress:
-        current: list[Any] = []
+    cost = None
+    if cpu_probe:
+        from capacity.planner import plan_for
 
-        def on_phase(name: str, detail: str) -> None:
-            if current:
-                progress.update(current[-1], total=1, completed=1)
-            current.append(progress.add_task(f"{name}: {detail}", total=None))
-
-        result = profile_model(
+        cost = _cpu_probe_cost("profile", plan_for(model, args, gpu), force=force, warmup=warmup)
+    with _PhaseProgress(cost) as on_phase:
+        return profile_model(
             model, args, gpu_name=gpu, probe=CpuProbe() if cpu_probe else None, attn_implementation=attn, on_phase=on_phase, capture_graphs=graphs, warmup=warmup
         )
-        if current:
-            progress.update(current[-1], total=1, completed=1)
-    return result
 
 
 @app.command(name="profile", cls=OptionalJsonCommand)
@@ -341,7 +406,8 @@ def profile_command(
     attn_implementation: Annotated[str, typer.Option(help="transformers attention: sdpa (default, like vLLM's kernels), flash_attention_2 or eager.")] = "sdpa",
     no_graphs: Annotated[bool, typer.Option("--no-graphs", help="Skip the CUDA-graph captures (the graph term stays estimated).")] = False,
     no_warmup: Annotated[bool, typer.Option("--no-warmup", help="Skip the warmup batches.")] = False,
-    cpu_probe: Annotated[bool, typer.Option("--cpu-probe", help="Run every phase on the CPU, counting live tensor bytes (tests, dry runs).")] = False,
+    cpu_probe: Annotated[bool, typer.Option("--cpu-probe", help=CPU_PROBE_HELP)] = False,
+    force: Annotated[bool, typer.Option("--force", help="Run a --cpu-probe even above its host-memory and time limits.")] = False,
     json_out: JsonOpt = None,
     csv: CsvOpt = None,
     html: HtmlOpt = None,
@@ -358,8 +424,13 @@ def profile_command(
     model, args = _serving_args(model, config, **_knobs(locals()))
     _check_outputs(csv=csv, html=html, json_out=json_out, output=output)
     if not cpu_probe and not _local_cuda_gpu():
-        raise BadInput("no usable NVIDIA GPU here: `capacity profile` measures on a GPU; plan offline with `capacity plan`, or pass --cpu-probe for a dry run")
-    result, measured = _profile_with_progress(model, args, gpu, cpu_probe=cpu_probe, attn=attn_implementation, graphs=not no_graphs, warmup=not no_warmup)
+        raise BadInput(
+            "no usable NVIDIA GPU here: `capacity profile` measures on a GPU; plan offline with `capacity plan` (the same phases on fake tensors, "
+            "seconds), or pass --cpu-probe for a real, slow CPU run of a small model"
+        )
+    result, measured = _profile_with_progress(
+        model, args, gpu, cpu_probe=cpu_probe, attn=attn_implementation, graphs=not no_graphs, warmup=not no_warmup, force=force
+    )
     with _writing():
         save_profile(measured, output)
         _WRITTEN.append(str(output))
@@ -392,7 +463,8 @@ def verify(
     dtype: DtypeOpt = None,
     profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Verify the plan made from this saved profile (default: profile here first).")] = None,
     steps: Annotated[int, typer.Option(help="Decode steps to run at full concurrency.")] = 3,
-    cpu_probe: Annotated[bool, typer.Option("--cpu-probe", help="Run on the CPU, counting live tensor bytes (tests, dry runs).")] = False,
+    cpu_probe: Annotated[bool, typer.Option("--cpu-probe", help=CPU_PROBE_HELP)] = False,
+    force: Annotated[bool, typer.Option("--force", help="Run a --cpu-probe even above its host-memory and time limits.")] = False,
     json_out: JsonOpt = None,
 ) -> None:
     """Prove a plan on the GPU: allocate its KV pool next to the model and run its worst steady state.
@@ -404,7 +476,7 @@ def verify(
     from capacity.planner import plan_for
     from capacity.suggest import suggested_flags
     from profilers.probes import CpuProbe, CudaProbe
-    from profilers.verify import run_verify
+    from profilers.verify import check_verifiable, run_verify
 
     if steps < 1:
         raise BadInput(f"--steps must be >= 1, got {steps}")
@@ -423,7 +495,10 @@ def verify(
     else:
         result = plan_for(model, args, gpu, measured)
     reproducer = shlex.join(["capacity", "verify", "--model", model, *" ".join(suggested_flags(result)).split(), "--steps", str(steps)])
-    outcome = run_verify(result, CpuProbe() if cpu_probe else CudaProbe(), steps=steps, reproducer=reproducer)
+    check_verifiable(result)
+    cost = _cpu_probe_cost("verify", result, force=force, steps=steps) if cpu_probe else None
+    with _PhaseProgress(cost) as on_phase:
+        outcome = run_verify(result, CpuProbe() if cpu_probe else CudaProbe(), steps=steps, reproducer=reproducer, on_phase=on_phase)
     if json_out is not None:
         import json
 

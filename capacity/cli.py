@@ -23,12 +23,17 @@ from capacity.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_I
 from capacity.units import parse_human_int
 
 EXIT_CODES_HELP = "Exit codes: 0 fits (check: passes), 1 does not fit (check: fails), 2 bad input, 3 runtime failure, 130 interrupted (Ctrl-C; no partial file)."
+MODEL_RESOLUTION_HELP = (
+    "--model is resolved in this order: a folder with config.json; a catalog id or alias (`capacity models`); "
+    "a Hugging Face id (org/name) in the local HF cache; the Hugging Face Hub (config, processor and generation "
+    "configs and the safetensors headers only, into the HF cache; HF_TOKEN for gated repos, HF_HUB_OFFLINE=1 for the cache alone)."
+)
 
 app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     no_args_is_help=True,
-    help=f"How a multimodal / encoder-decoder model will use GPU memory under vLLM 0.33 (Model Runner V2). {EXIT_CODES_HELP}",
+    help=f"How a multimodal / encoder-decoder model will use GPU memory under vLLM 0.33 (Model Runner V2). {MODEL_RESOLUTION_HELP} {EXIT_CODES_HELP}",
 )
 
 
@@ -64,7 +69,15 @@ def serving_values(**given: Any) -> dict[str, Any]:
 
 # --- options shared by plan, check and sweep ----------------------------------------------------------
 
-ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Catalog id or alias, a HF id in the local cache, or a folder with config.json.")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="A folder with config.json, else a catalog id or alias, else a Hugging Face id (org/name) from the local HF cache, else from the Hub.",
+    ),
+]
+RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a Hub --model (default main); skips the catalog.")]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="A `vllm serve --config` YAML file; flags given here override it.")]
 GpuOpt = Annotated[str | None, typer.Option(help="Target GPU from the catalog (see `capacity gpus`); default: the local GPU, else H200.")]
 MaxModelLenOpt = Annotated[str | None, typer.Option(help="Decoder context length; 'auto' or -1 fits it to memory.")]
@@ -173,6 +186,7 @@ KNOBS = (
     "dtype",
     "enforce_eager",
     "usage_context",
+    "revision",
 )
 
 
@@ -192,7 +206,7 @@ def _serving_args(model: str | None, config: Path | None, **knobs: Any) -> tuple
         if ignored:
             print(f"capacity: note: {config} options not modelled, ignored: {', '.join(ignored)}", file=sys.stderr)
     if not model:
-        raise BadInput("no model: pass --model (a catalog id, a HF id in the local cache or a folder), or 'model:' in --config")
+        raise BadInput("no model: pass --model (a folder, a catalog id or a Hugging Face id org/name), or 'model:' in --config")
     values.update(serving_values(**knobs))
     return model, ServingArgs(**values)
 
@@ -240,6 +254,7 @@ def _print_json(subject: Any, extra: dict[str, Any] | None = None) -> None:
 @app.command(cls=OptionalJsonCommand)
 def plan(
     model: ModelOpt = None,
+    revision: RevisionOpt = None,
     gpu: GpuOpt = None,
     config: ConfigOpt = None,
     gpu_memory_utilization: UtilOpt = None,
@@ -264,6 +279,9 @@ def plan(
     html: HtmlOpt = None,
 ) -> None:
     """Plan how vLLM 0.33 would budget GPU memory for MODEL, and whether it will start.
+
+    MODEL: a folder with config.json, else a catalog id or alias, else a Hugging Face id in the local HF cache,
+    else the Hub (only the configs and the safetensors headers are fetched).
 
     On a machine with an NVIDIA GPU (and without --offline or --profile) the model is profiled on it
     first and the plan uses the measurements. Exit codes: 0 fits, 1 does not fit, 2 bad input, 3 runtime failure.
@@ -390,6 +408,7 @@ def _profile_with_progress(
 def profile_command(
     output: Annotated[Path, typer.Option("--output", "-o", metavar="PATH", help="Where to write the profile JSON (atomically).")],
     model: ModelOpt = None,
+    revision: RevisionOpt = None,
     gpu: Annotated[str | None, typer.Option(help="Resolve vLLM's defaults for this catalog GPU instead of the local one.")] = None,
     config: ConfigOpt = None,
     gpu_memory_utilization: UtilOpt = None,
@@ -452,6 +471,7 @@ def profile_command(
 @app.command(cls=OptionalJsonCommand)
 def verify(
     model: ModelOpt = None,
+    revision: RevisionOpt = None,
     gpu: Annotated[str | None, typer.Option(help="Resolve vLLM's defaults for this catalog GPU instead of the local one.")] = None,
     config: ConfigOpt = None,
     gpu_memory_utilization: UtilOpt = None,
@@ -494,7 +514,8 @@ def verify(
         result, _ = _profile_with_progress(model, args, gpu)
     else:
         result = plan_for(model, args, gpu, measured)
-    reproducer = shlex.join(["capacity", "verify", "--model", model, *" ".join(suggested_flags(result)).split(), "--steps", str(steps)])
+    pinned = ["--revision", args.revision] if args.revision else []
+    reproducer = shlex.join(["capacity", "verify", "--model", model, *pinned, *" ".join(suggested_flags(result)).split(), "--steps", str(steps)])
     check_verifiable(result)
     cost = _cpu_probe_cost("verify", result, force=force, steps=steps) if cpu_probe else None
     with _PhaseProgress(cost) as on_phase:
@@ -525,6 +546,7 @@ def verify(
 def reconcile(
     log: Annotated[Path, typer.Argument(metavar="LOG", help="A vLLM startup log (0.11 to 0.33).")],
     model: ModelOpt = None,
+    revision: RevisionOpt = None,
     gpu: Annotated[str | None, typer.Option(help="The GPU vLLM ran on (catalog name); default: the local GPU, else H200.")] = None,
     config: ConfigOpt = None,
     gpu_memory_utilization: UtilOpt = None,
@@ -574,6 +596,7 @@ def reconcile(
 @app.command(cls=OptionalJsonCommand)
 def check(
     model: ModelOpt = None,
+    revision: RevisionOpt = None,
     gpu: GpuOpt = None,
     config: ConfigOpt = None,
     gpu_memory_utilization: UtilOpt = None,
@@ -630,6 +653,7 @@ def check(
 @app.command(cls=OptionalJsonCommand)
 def sweep(
     model: ModelOpt = None,
+    revision: RevisionOpt = None,
     gpu: Annotated[str | None, typer.Option(help="GPUs, comma-separated (e.g. L4,L40S,H100-80GB,H200); default: the local GPU, else H200.")] = None,
     tp_values: Annotated[str | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel sizes, comma-separated.")] = None,
     seqs_values: Annotated[str | None, typer.Option("--max-num-seqs", help="max_num_seqs values, comma-separated (e.g. 16,64,256).")] = None,
@@ -690,10 +714,11 @@ def models() -> None:
     from rich.console import Console
 
     from capacity.families import model_spec
-    from capacity.models import catalog, catalog_config
+    from capacity.models import catalog, catalog_config, catalog_preprocessor
     from reports.terminal import render_models
 
-    render_models([(entry, model_spec(catalog_config(entry), entry.name)) for entry in catalog().values()], Console())
+    entries = catalog().values()
+    render_models([(entry, model_spec(catalog_config(entry), entry.name, catalog_preprocessor(entry))) for entry in entries], Console())
 
 
 @app.command()

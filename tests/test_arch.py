@@ -48,7 +48,9 @@ EXPECTED: list[tuple[str, str, int]] = [
 
 
 def load_config(stem: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((CONFIGS / f"{stem}.json").read_text())  # a missing file fails, never skips
+    folder = CONFIGS / stem  # a catalog entry's folder (config.json and its planning files), or a flat file
+    path = folder / "config.json" if folder.is_dir() else CONFIGS / f"{stem}.json"
+    data: dict[str, Any] = json.loads(path.read_text())  # a missing file fails, never skips
     return data
 
 

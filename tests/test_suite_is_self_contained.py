@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from capacity.models import hf_cache_dir, resolve_model
+from capacity.hub import HubSettings
+from capacity.models import resolve_model
 
 TESTS = Path(__file__).resolve().parent
 # a string literal that starts at the file-system root or climbs out of a folder: "/work/...", "../shared"
@@ -33,6 +34,8 @@ def test_the_pattern_catches_the_old_reference():
     assert not OUTSIDE.search('ROOT / "capacity" / "catalog" / "models"')
 
 
-def test_catalog_ids_resolve_to_the_repo_not_the_machines_hf_cache():
-    assert hf_cache_dir().is_dir() and list(hf_cache_dir().iterdir()) == []
+def test_the_machines_hf_caches_are_hidden_from_tests():
+    settings = HubSettings.from_env()
+    assert settings.cache_dir.is_dir() and list(settings.cache_dir.iterdir()) == []
+    assert settings.assets_dir.is_relative_to(settings.cache_dir)  # under the empty HF_HOME
     assert resolve_model("openai/whisper-large-v3").origin == "catalog"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from capacity.errors import BadInput
@@ -39,6 +39,13 @@ class Gpu:
     used_by_others_bytes: int = 0  # NVML: memory other processes hold on this GPU (local GPU only)
     platform: str = "cuda"  # "rocm" for AMD Instinct (vLLM's ROCm platform)
     unified_memory: bool = False  # GB10: CPU and GPU share one LPDDR5X pool
+    compute_capability_major: int = 9  # picks vLLM's attention backends (MLA block size, GDN prefill kernel)
+    defaulted: bool = False  # no --gpu and no local GPU: the plan assumed DEFAULT_GPU
+
+    @property
+    def label(self) -> str:
+        """The name as reports print it: a defaulted GPU says so."""
+        return f"{self.name} (default; pass --gpu)" if self.defaulted else self.name
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,7 +65,27 @@ class CatalogEntry:
 
     def gpu(self) -> Gpu:
         how = f"{self.source}: {self.reference}" + (f"; {self.note}" if self.note else "")
-        return Gpu(self.name, self.total_memory_bytes, "catalog", how, self.sm100, 0, self.platform, self.unified_memory)
+        return Gpu(
+            self.name,
+            self.total_memory_bytes,
+            "catalog",
+            how,
+            sm100=self.sm100,
+            platform=self.platform,
+            unified_memory=self.unified_memory,
+            compute_capability_major=_COMPUTE_CAPABILITY.get(self.name, 8),
+        )
+
+
+# CUDA compute capability (major) where it is not 8 (Ampere / Ada): picks vLLM's attention backends (MLA block size,
+# GDN prefill kernel). 7 Volta / Turing, 9 Hopper (torch on ROCm reports MI300's gfx942 as 9.4), 10 data-centre
+# Blackwell, 12 RTX 50xx / RTX PRO Blackwell / GB10.
+_COMPUTE_CAPABILITY = {
+    **dict.fromkeys(("H200", "H100-SXM", "H100-PCIe", "H100-NVL", "H800", "H20", "GH200", "MI300X", "MI325X"), 9),
+    **dict.fromkeys(("B200", "B300"), 10),
+    **dict.fromkeys(("RTX-5080", "RTX-5090", "RTX-PRO-6000", "GB10"), 12),
+    **dict.fromkeys(("T4", "V100-32GB"), 7),
+}
 
 
 def _smi(mib: int) -> int:
@@ -263,6 +290,9 @@ AMBIGUOUS: dict[str, tuple[str, ...]] = {
 }
 
 
+DEFAULT_GPU = "H200"  # planned for (and labelled 'default; pass --gpu') when there is no --gpu and no local GPU
+
+
 def catalog_gpus() -> list[Gpu]:
     return [e.gpu() for e in CATALOG]
 
@@ -348,6 +378,7 @@ def detect_local_gpu(index: int = 0) -> Gpu | None:
             provenance=f"NVML on this machine (GPU {index})",
             sm100=major == 10,
             used_by_others_bytes=int(others),
+            compute_capability_major=major,
         )
     except pynvml.NVMLError:
         return None
@@ -363,4 +394,4 @@ def resolve_gpu(name: str | None) -> tuple[Gpu, str | None]:
     local = detect_local_gpu()
     if local is not None:
         return local, None
-    return gpu_by_name("H200"), "no local NVIDIA GPU found: planning for an H200 (pass --gpu to choose)"
+    return replace(gpu_by_name(DEFAULT_GPU), defaulted=True), f"no local NVIDIA GPU found: planning for an {DEFAULT_GPU} (pass --gpu to choose)"

@@ -489,6 +489,7 @@ _KNOB_KEYS = (
     "kv_cache_memory_bytes",
     "num_speculative_tokens",
     "quantization",
+    "enable_prefix_caching",
 )
 
 

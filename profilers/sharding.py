@@ -18,7 +18,8 @@ shard materialised on its device:
 - the multimodal encoder: sharded like the decoder with `--mm-encoder-tp-mode weights` (vLLM's default), whole
   on every rank with `data` where the family supports it (vLLM falls back to `weights` otherwise).
 
-Attention modules whose forward reads a head count (not `-1`) get that count divided (`num_heads`).
+Attention modules whose forward reads a head count (not `-1`) get it divided (`num_heads`, ViT-style
+`num_attention_heads` / `all_head_size`), and `num_key_value_groups` recomputed for the rank.
 No module-level torch import: torch is imported inside the functions.
 """
 

@@ -91,7 +91,7 @@ def build_plan(
     profile: MemoryProfile | None = None,
 ) -> Plan:
     budget: MultiModalBudget = build_budget(spec, serving, enable_cache=False)
-    weights, n_params = weights_term(spec, source, serving, profile.parameter_count if profile is not None else None)
+    weights, n_params, _ = weights_term(spec, source, serving)
     activations = activation_estimate(spec, budget, serving)
     graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
     memory: dict[str, MemoryTerm] = {
@@ -103,7 +103,7 @@ def build_plan(
         "cuda_context": cuda_context_term(serving),
     }
     if profile is not None:
-        memory.update(measured_terms(profile, memory))
+        memory.update(measured_terms(profile, memory, spec, serving))
     requested = requested_memory(gpu, serving.gpu_memory_utilization)
     free_at_startup = gpu.total_memory_bytes - memory["cuda_context"].bytes - gpu.used_by_others_bytes
     non_kv = sum(memory[k].bytes for k in NON_KV_TERMS)

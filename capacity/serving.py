@@ -37,6 +37,7 @@ class ServingArgs:
     num_speculative_tokens: int = 0
     tensor_parallel_size: int = 1
     decode_context_parallel_size: int = 1
+    enable_expert_parallel: bool = False  # --enable-expert-parallel: MoE experts divided over the TP ranks
     kv_cache_dtype: str = "auto"
     kv_cache_memory_bytes: int | None = None
     dtype: str = "auto"
@@ -67,6 +68,7 @@ class ServingConfig:
     usage_context: str
     enable_chunked_prefill: bool
     disable_chunked_mm_input: bool
+    enable_expert_parallel: bool = False
     defaulted: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
@@ -191,6 +193,7 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu) -> ServingConf
         usage_context=args.usage_context,
         enable_chunked_prefill=chunked_prefill,
         disable_chunked_mm_input=spec.is_encoder_decoder,
+        enable_expert_parallel=args.enable_expert_parallel,
         defaulted=tuple(defaulted),
     )
 
@@ -213,6 +216,7 @@ _YAML_KEYS = {
     "kv_cache_memory": "kv_cache_memory_bytes",
     "dtype": "dtype",
     "enforce_eager": "enforce_eager",
+    "enable_expert_parallel": "enable_expert_parallel",
 }
 _SHORT_KEYS = {"tp": "tensor_parallel_size", "dcp": "decode_context_parallel_size"}
 
@@ -307,9 +311,9 @@ def load_serve_yaml(path: Path) -> tuple[dict[str, Any], str | None, list[str]]:
             values[target] = parse_limit_mm(value, where)
         elif target in ("kv_cache_dtype", "dtype"):
             values[target] = str(value)
-        elif target == "enforce_eager":
+        elif target in ("enforce_eager", "enable_expert_parallel"):
             if not isinstance(value, bool):
-                raise BadInput(f"{where}: enforce-eager must be true or false, got {value!r}")
+                raise BadInput(f"{where}: {raw_key} must be true or false, got {value!r}")
             values[target] = value
         else:
             values[target] = _int(value, target, where)

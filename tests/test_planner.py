@@ -159,7 +159,14 @@ def test_tensor_parallel_2_halves_kv_heads(make_plan):
     assert p.kv.num_blocks == 8192
     assert round(p.concurrency.vllm_reported, 2) == round(8192 / 540, 2) == 15.17
     assert round(p.concurrency.actual, 2) == round(8191 / 122, 2) == 67.14
-    assert p.memory["weights"].bytes == 1_543_490_560 * 2 // 2 and p.memory["weights"].kind == "estimated"
+    # Per rank as vLLM's whisper.py lays it out (d_model 1280, 32 + 32 layers, vocab 51866, 128 mel bins):
+    # whole on every rank: conv1 1280*128*3+1280 = 492,800; conv2 1280*1280*3+1280 = 4,916,480; encoder positions
+    # 1500*1280 = 1,920,000; decoder embed_tokens (an nn.Embedding, proj_out tied to it) 51866*1280 = 66,388,480;
+    # decoder positions 448*1280 = 573,440; layer norms 32*2*2560 + 2560 + 32*3*2560 + 2560 = 414,720; row-parallel
+    # biases (out_proj, fc2; decoder also encoder_attn.out_proj) 32*2*1280 + 32*3*1280 = 204,800: 74,910,720.
+    # The other 1,543,490,560 - 74,910,720 = 1,468,579,840 parameters are split in two: 734,289,920.
+    # (74,910,720 + 734,289,920) x 2 B = 1,618,401,280 B.
+    assert p.memory["weights"].bytes == 1_618_401_280 and p.memory["weights"].kind == "exact"
 
 
 def test_tensor_parallel_must_divide_heads(make_plan):

@@ -246,9 +246,13 @@ class Experts(ParallelKind):
         if par.enable_expert_parallel and tp > 1:
             if not experts:
                 raise BadInput("--enable-expert-parallel: the config names no number of experts (num_experts / n_routed_experts / num_local_experts)")
-            # determine_expert_map: base = E // ep, the first E % ep ranks hold one more (rank 0 is the largest).
-            # A per-expert tensor (one of E in a checkpoint) is on rank 0 with probability local / E.
+            # determine_expert_map ("linear"): base = E // ep, the first E % ep ranks hold one more; rank 0 (the
+            # largest) holds experts 0 .. local - 1: a checkpoint's per-expert tensor is there whole or not at all,
+            # a fused [E, ...] tensor keeps local of its E slices.
             local = experts // tp + (1 if experts % tp else 0)
+            index = _EXPERT_INDEX.search(tensor.name)
+            if index is not None:
+                return full if int(index.group(1)) < local else 0
             return full * local // experts
         return full // tp  # intermediate_size_per_partition = intermediate_size // tp_size
 
@@ -283,6 +287,7 @@ _REPLICATED_PATH = re.compile(
 )
 _ROUTER_LAYERS = {"gate", "router", "e_score_correction_bias"}
 _EXPERT_PATH = re.compile(r"\.experts\.")
+_EXPERT_INDEX = re.compile(r"\.experts\.(\d+)\.")
 _MERGER_MLP = re.compile(r"merger\.mlp\.(\d+)$")  # Qwen2-VL's patch merger: mlp.0 column, mlp.2 row
 
 
@@ -394,7 +399,7 @@ def weights_per_rank(tensors: Iterable[StoredTensor], layout: WeightLayout, par:
     for t in tensors:
         kind = classify(t, layout)
         full = t.loaded_bytes(par.dtype_bytes)
-        rank = full if par.tensor_parallel_size == 1 else kind.rank_bytes(t, full, layout, par)
+        rank = kind.rank_bytes(t, full, layout, par)  # at TP 1 too: vocab padding, tied heads
         if kind.name not in sums:
             sums[kind.name] = [0, 0, 0]
             order.append(kind.name)

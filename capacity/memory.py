@@ -164,8 +164,9 @@ def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
     )
 
 
-def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConfig) -> WeightsBreakdown:
-    """Weights of one rank by parallel kind (capacity/weights.py), from headers or the meta build."""
+def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConfig, rank: int = 0) -> WeightsBreakdown:
+    """Weights of one rank by parallel kind (capacity/weights.py), from headers or the meta build: the figure every
+    path plans with (rank 0), and what a measured TP profile compares each rank's model load against."""
     tensors, how = model_tensors(spec, source)
     layout = weight_layout(spec, source.config)
     scheme = quant_scheme(source.config)
@@ -175,12 +176,26 @@ def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConf
     elif scheme is not None and not source.safetensors:
         tensors = tuple(quantized_tensors(tensors, scheme, layout))
         quantization = f"{scheme.name}: stored tensors worked out from quantization_config"
-    par = Parallelism(serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype_bytes)
+    par = Parallelism(serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype_bytes, rank)
     return weights_per_rank(tensors, layout, par, source=how, quantization=quantization)
+
+
+# weights_term memo: a sweep re-plans one model at many points that share its TP, EP and dtype.
+_WEIGHTS: dict[tuple[Any, ...], tuple[MemoryTerm, int, WeightsBreakdown]] = {}
 
 
 def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig) -> tuple[MemoryTerm, int, WeightsBreakdown]:
     """Bytes of one rank's weights in the serving dtype (quantized tensors as stored), with the parameter count."""
+    key = (spec, _config_json(source.config), source.safetensors, serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype, serving.dtype_bytes)
+    hit = _WEIGHTS.get(key)
+    if hit is None:
+        if len(_WEIGHTS) >= 64:
+            _WEIGHTS.clear()
+        hit = _WEIGHTS[key] = _weights_term(spec, source, serving)
+    return hit
+
+
+def _weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig) -> tuple[MemoryTerm, int, WeightsBreakdown]:
     count, _ = parameter_count(spec, source)
     wb = weights_breakdown(spec, source, serving)
     tp = serving.tensor_parallel_size

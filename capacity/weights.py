@@ -112,6 +112,7 @@ class Parallelism:
     tensor_parallel_size: int = 1
     enable_expert_parallel: bool = False
     dtype_bytes: int = 2
+    rank: int = 0  # which rank (only expert parallelism places unequal shares; rank 0 holds the most)
 
 
 # --- parallel kinds ------------------------------------------------------------------------------------
@@ -246,13 +247,15 @@ class Experts(ParallelKind):
         if par.enable_expert_parallel and tp > 1:
             if not experts:
                 raise BadInput("--enable-expert-parallel: the config names no number of experts (num_experts / n_routed_experts / num_local_experts)")
-            # determine_expert_map ("linear"): base = E // ep, the first E % ep ranks hold one more; rank 0 (the
-            # largest) holds experts 0 .. local - 1: a checkpoint's per-expert tensor is there whole or not at all,
-            # a fused [E, ...] tensor keeps local of its E slices.
-            local = experts // tp + (1 if experts % tp else 0)
+            # determine_expert_map ("linear"): base = E // ep, the first E % ep ranks hold one more, rank r
+            # starting at r x base + min(r, E % ep): a checkpoint's per-expert tensor is there whole or not at
+            # all, a fused [E, ...] tensor keeps local of its E slices.
+            base, extra, r = experts // tp, experts % tp, par.rank
+            local = base + (1 if r < extra else 0)
+            start = r * base + min(r, extra)
             index = _EXPERT_INDEX.search(tensor.name)
             if index is not None:
-                return full if int(index.group(1)) < local else 0
+                return full if start <= int(index.group(1)) < start + local else 0
             return full * local // experts
         return full // tp  # intermediate_size_per_partition = intermediate_size // tp_size
 
@@ -358,7 +361,7 @@ class KindBytes:
 
 @dataclass(frozen=True)
 class WeightsBreakdown:
-    """Weights of one rank (rank 0, the largest), by parallel kind, as vLLM 0.33 lays them out."""
+    """Weights of one rank (rank 0, the largest, unless asked), by parallel kind, as vLLM 0.33 lays them out."""
 
     tensor_parallel_size: int
     enable_expert_parallel: bool
@@ -366,6 +369,7 @@ class WeightsBreakdown:
     source: str  # where the tensor list came from
     quantization: str  # "none", or the scheme and how its bytes were obtained
     unclassified: tuple[str, ...] = field(default=())  # tensor names no rule named (counted replicated)
+    rank: int = 0
 
     @property
     def total_bytes(self) -> int:
@@ -410,7 +414,7 @@ def weights_per_rank(tensors: Iterable[StoredTensor], layout: WeightLayout, par:
         if kind is UNCLASSIFIED:
             unclassified.append(t.name)
     kinds = tuple(KindBytes(k, sums[k][0], sums[k][1], sums[k][2]) for k in order)
-    return WeightsBreakdown(par.tensor_parallel_size, par.enable_expert_parallel, kinds, source, quantization, tuple(unclassified))
+    return WeightsBreakdown(par.tensor_parallel_size, par.enable_expert_parallel, kinds, source, quantization, tuple(unclassified), par.rank)
 
 
 # --- quantization_config: the stored tensors of each scheme -------------------------------------------

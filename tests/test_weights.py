@@ -115,6 +115,9 @@ def test_moe_experts_all_resident_split_by_tp_or_divided_by_ep():
     ep = weights_per_rank([*experts, router], moe, Parallelism(4, enable_expert_parallel=True, dtype_bytes=2))
     assert ep.bytes_of("moe-experts") == 2 * 3 * 2048 * 2 == 24_576
     assert ep.bytes_of("replicated") == 6 * 64 * 2  # the router is a ReplicatedLinear
+    # ranks 1, 2, 3 hold experts 2-3, 4, 5: 2, 1, 1 experts
+    held = [weights_per_rank(experts, moe, Parallelism(4, True, 2, rank=r)).bytes_of("moe-experts") // (3 * 2048 * 2) for r in range(4)]
+    assert held == [2, 2, 1, 1]
 
 
 def test_fused_moe_experts_of_a_meta_build():

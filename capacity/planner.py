@@ -91,7 +91,7 @@ def build_plan(
     profile: MemoryProfile | None = None,
 ) -> Plan:
     budget: MultiModalBudget = build_budget(spec, serving, enable_cache=False)
-    weights, n_params, _ = weights_term(spec, source, serving)
+    weights, n_params, per_rank = weights_term(spec, source, serving)
     activations = activation_estimate(spec, budget, serving)
     graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
     memory: dict[str, MemoryTerm] = {
@@ -188,6 +188,7 @@ def build_plan(
         cuda_graph_count=n_graphs,
         notes=notes,
         profile=profile,
+        weights_per_rank=per_rank,
     )
     return replace(plan, hazards=tuple(find_hazards(plan)))
 

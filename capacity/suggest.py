@@ -48,6 +48,8 @@ def suggested_flags(plan: Plan) -> list[str]:
         flags.append(f"--block-size {s.block_size}")
     if s.tensor_parallel_size != 1:
         flags.append(f"--tensor-parallel-size {s.tensor_parallel_size}")
+    if s.enable_expert_parallel:
+        flags.append("--enable-expert-parallel")
     if s.kv_cache_dtype != "auto":
         flags.append(f"--kv-cache-dtype {s.kv_cache_dtype}")
     if s.enforce_eager:

@@ -216,7 +216,8 @@ def test_tp2_weights_same_on_trace_formula_and_sweep_paths(hermetic: Path, capsy
     base = ["--model", "openai/whisper-tiny", "--gpu", "L4", "-tp", "2", "--json"]
     traced = _json(capsys, ["plan", *base])
     formula = _json(capsys, ["plan", *base, "--estimate", "formula"])
-    sweep = _json(capsys, ["sweep", *base])
+    # the sweep traces once for TP 1 and 2 (TP is not a traced knob) and must still equal plan at each TP
+    sweep = _json(capsys, ["sweep", "--model", "openai/whisper-tiny", "--gpu", "L4", "-tp", "1,2", "--json"])
     # whisper-tiny per rank at TP 2 (d_model 384, 4 + 4 layers, vocab 51865, 80 mel bins), whole on every rank:
     # conv1 384*80*3+384 = 92,544; conv2 384*384*3+384 = 442,752; encoder positions 1500*384 = 576,000; decoder
     # embed_tokens (nn.Embedding in vLLM's whisper.py) 51865*384 = 19,916,160; decoder positions 448*384 = 172,032;
@@ -225,14 +226,16 @@ def test_tp2_weights_same_on_trace_formula_and_sweep_paths(hermetic: Path, capsy
     expected = (21_224_064 + 8_268_288) * 2
     assert expected == 58_984_704
     assert traced["memory"]["weights"]["bytes"] == formula["memory"]["weights"]["bytes"] == expected
-    [point] = sweep["points"]
-    assert point["weights_bytes"] == expected
+    tp1_point, point = sweep["points"]
+    assert point["tensor_parallel_size"] == 2 and point["weights_bytes"] == expected
     # plan (default trace) and sweep agree on the whole point, not only the weights
     assert point["non_kv_bytes"] == traced["memory"]["non_kv_bytes"]
     assert point["num_blocks"] == traced["kv_cache"]["num_blocks"]
     assert point["actual_requests"] == traced["concurrency"]["actual_requests"]
+    assert point["warnings"] == " ".join(h["id"] for h in traced["hazards"] if h["severity"] == "warning")
     # the trace's activations are one rank's (whisper-tiny's peak is the sampler's whole logits: unchanged)
     tp1 = _json(capsys, ["plan", *base[:-3], "-tp", "1", "--json"])
+    assert (tp1_point["actual_requests"], tp1_point["non_kv_bytes"]) == (tp1["concurrency"]["actual_requests"], tp1["memory"]["non_kv_bytes"])
     assert traced["memory"]["activation_peak"]["bytes"] <= tp1["memory"]["activation_peak"]["bytes"]
     assert "per rank at TP 2" in traced["memory"]["activation_peak"]["method"]
 
@@ -274,22 +277,34 @@ def test_per_rank_headroom_divides_encoder_and_decoder_phases_not_the_sampler():
     assert per_rank_headroom(sampler_bound, scaling) == 700_000
 
 
-def test_safetensors_headers_of_a_folder_at_tp2(hermetic: Path):
-    """A folder with a Llama-like config and a header-only safetensors file: the same hand value as above."""
-    from capacity.families import model_spec
-    from capacity.gpus import gpu_by_name
-    from capacity.memory import weights_breakdown
-    from capacity.models import resolve_model
-    from capacity.serving import ServingArgs, resolve_serving
-
-    folder = hermetic / "llama"
+def _llama_folder(root: Path, **extra: object) -> Path:
+    folder = root / "llama"
     folder.mkdir()
     config = {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "num_hidden_layers": 1, "vocab_size": 100,
         "max_position_embeddings": 2048, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
     }  # fmt: skip
-    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "config.json").write_text(json.dumps({**config, **extra}))
+    return folder
+
+
+def _breakdown(folder: Path, **knobs: object):
+    from capacity.families import model_spec
+    from capacity.gpus import gpu_by_name
+    from capacity.memory import weights_breakdown, weights_term
+    from capacity.models import resolve_model
+    from capacity.serving import ServingArgs, resolve_serving
+
+    source = resolve_model(str(folder))
+    spec = model_spec(source.config, source.name)
+    serving = resolve_serving(ServingArgs(**knobs), spec, gpu_by_name("H200"))  # type: ignore[arg-type]
+    return weights_breakdown(spec, source, serving), weights_term(spec, source, serving)[0]
+
+
+def test_safetensors_headers_of_a_folder_at_tp2(hermetic: Path):
+    """A folder with a Llama-like config and a header-only safetensors file: the same hand value as above."""
+    folder = _llama_folder(hermetic)
     header, offset = {}, 0
     for tensor in LLAMA_TENSORS:
         size = tensor.numel * 4
@@ -297,9 +312,29 @@ def test_safetensors_headers_of_a_folder_at_tp2(hermetic: Path):
         offset += size
     blob = json.dumps(header).encode()
     (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(blob)) + blob)
-    source = resolve_model(str(folder))
-    spec = model_spec(source.config, source.name)
-    serving = resolve_serving(ServingArgs(tensor_parallel_size=2), spec, gpu_by_name("H200"))
-    wb = weights_breakdown(spec, source, serving)
-    assert wb.total_bytes == 53_632  # float32 stored, loaded in bfloat16: the TP 2 hand value above
+    wb, term = _breakdown(folder, tensor_parallel_size=2)
+    assert wb.total_bytes == term.bytes == 53_632  # float32 stored, loaded in bfloat16: the TP 2 hand value above
     assert wb.source == "safetensors headers of the model folder"
+
+
+def test_awq_config_without_headers_is_per_scheme_arithmetic(hermetic: Path):
+    """The Llama-like model with an AWQ quantization_config and no safetensors: the meta build's linear weights
+    become AWQ's stored tensors. 4-bit, group 32, per [out, in] layer: qweight in*out/8 int32 = in*out/2 B, qzeros
+    (in/32)*(out/8) int32 = in*out/64 B, scales (in/32)*out fp16 = in*out/16 B: in*out*37/64 B. Linear parameters
+    4096 (q) + 2*2048 (k, v) + 4096 (o) + 3*8192 (gate, up, down) = 36,864: 21,312 B. Unquantized: embedding and
+    LM head padded to 128 rows, 2 x 128*64*2 = 32,768 B; norms 3*64*2 = 384 B. 54,464 B."""
+    folder = _llama_folder(hermetic, quantization_config={"quant_method": "awq", "bits": 4, "group_size": 32, "zero_point": True, "version": "gemm"})
+    wb, term = _breakdown(folder)
+    assert wb.total_bytes == term.bytes == 54_464
+    assert term.kind == "estimated" and "awq" in term.method and "quantization_config" in term.method
+    # TP 2: every quantized tensor halves along its split axis (column: out, row: in), K and V keep one of their two
+    # heads, the padded vocabulary halves, the norms stay: 21,312 / 2 + 16,384 + 384 = 27,424 B
+    wb2, _ = _breakdown(folder, tensor_parallel_size=2)
+    assert wb2.total_bytes == 27_424
+
+
+def test_unknown_quantization_in_a_folder_exits_2_naming_the_field(hermetic: Path, capsys: pytest.CaptureFixture[str]):
+    folder = _llama_folder(hermetic, quantization_config={"quant_method": "hqq"})
+    code = main(["plan", "--model", str(folder), "--estimate", "formula"])
+    err = capsys.readouterr().err
+    assert code == 2 and "quantization_config.quant_method 'hqq'" in err and len(err.strip().splitlines()) == 1

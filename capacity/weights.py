@@ -284,7 +284,7 @@ _VOCAB_LAYERS = {"embed_tokens", "word_embeddings", "shared", "embed_in", "wte",
 _HEAD_LAYERS = {"lm_head", "embed_out", "output", "proj_out"}
 # Path parts vLLM always builds unsharded: norms, convolutions, position/patch embeddings, MoE routers.
 _REPLICATED_PATH = re.compile(
-    r"(norm|layernorm|ln_|conv|embed_positions|position_embedding|pos_embed|patch_embed|patch_projection|"
+    r"(norm|layernorm|ln_|conv|position|pos_embed|tile_embedding|patch_embed|patch_projection|image_projection|"
     r"relative_attention_bias|layer_scale|cls_|register_token|class_embedding|mm_input_projection)",
     re.IGNORECASE,
 )

@@ -11,13 +11,11 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from capacity import catalog as catalog_files
 from capacity.errors import BadInput
-
-CATALOG_PACKAGE = "capacity.catalog"
 
 
 @dataclass(frozen=True)
@@ -55,27 +53,37 @@ class ModelSource:
 @dataclass(frozen=True)
 class CatalogEntry:
     name: str
-    file: str
     provenance: str
     aliases: tuple[str, ...]
+    plannable: bool = True  # false while no family plans it right: catalog() leaves it out, resolve_model refuses it
+    not_plannable: str = ""  # why, when plannable is false
 
 
-def catalog() -> dict[str, CatalogEntry]:
-    """The built-in catalog, keyed by canonical id."""
-    index = json.loads(resources.files(CATALOG_PACKAGE).joinpath("index.json").read_text())
+def catalog(include_unplannable: bool = False) -> dict[str, CatalogEntry]:
+    """The built-in catalog, keyed by canonical id: the entries capacity plans, or every entry."""
     entries: dict[str, CatalogEntry] = {}
-    for name, meta in index["models"].items():
-        entries[name] = CatalogEntry(
+    for name, meta in catalog_files.read_index()["models"].items():
+        entry = CatalogEntry(
             name=name,
-            file=name.replace("/", "--") + ".json",
             provenance=meta["provenance"],
             aliases=tuple(meta.get("aliases", ())),
+            plannable=bool(meta.get("plannable", True)),
+            not_plannable=meta.get("not_plannable", ""),
         )
+        if entry.plannable or include_unplannable:
+            entries[name] = entry
     return entries
 
 
 def catalog_config(entry: CatalogEntry) -> dict[str, Any]:
-    return json.loads(resources.files(CATALOG_PACKAGE).joinpath("models").joinpath(entry.file).read_text())
+    config = catalog_files.read_model_file(entry.name, "config.json")
+    assert config is not None, f"catalog entry {entry.name} has no config.json"
+    return config
+
+
+def catalog_preprocessor(entry: CatalogEntry) -> dict[str, Any] | None:
+    """The published preprocessor_config.json of a catalog entry, when the catalog holds one."""
+    return catalog_files.read_model_file(entry.name, "preprocessor_config.json")
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
@@ -136,7 +144,7 @@ def _from_hf_cache(model_id: str) -> ModelSource | None:
 
 
 def _catalog_lookup(requested: str) -> tuple[CatalogEntry, str | None] | None:
-    entries = catalog()
+    entries = catalog(include_unplannable=True)
     key = requested.strip().lower()
     for entry in entries.values():
         if entry.name.lower() == key:
@@ -148,7 +156,7 @@ def _catalog_lookup(requested: str) -> tuple[CatalogEntry, str | None] | None:
 
 
 def closest_catalog_names(requested: str, n: int = 3) -> list[str]:
-    entries = catalog()
+    entries = catalog(include_unplannable=True)
     names = {e.name.lower(): e.name for e in entries.values()}
     for e in entries.values():
         for alias in e.aliases:
@@ -182,11 +190,14 @@ def resolve_model(requested: str) -> ModelSource:
     found = _catalog_lookup(requested)
     if found is not None:
         entry, note = found
+        if not entry.plannable:
+            raise BadInput(f"catalog entry {entry.name} cannot be planned yet ({entry.not_plannable}); its published files are in the catalog")
         return ModelSource(
             name=entry.name,
             requested=requested,
             origin="catalog",
             config=catalog_config(entry),
+            preprocessor=catalog_preprocessor(entry),
             provenance=entry.provenance,
             alias_note=note,
         )

@@ -26,6 +26,7 @@ per scheme (fp8, AWQ, GPTQ, compressed-tensors, NVFP4, MXFP4), and an unknown sc
 
 from __future__ import annotations
 
+import fnmatch
 import math
 import re
 from abc import ABC, abstractmethod
@@ -431,11 +432,13 @@ class QuantScheme(ABC):
         """The tensors of a linear layer of `out` x `inp` (with leading expert dims `lead`)."""
 
     def applies_to(self, module: str) -> bool:
+        """False for a module the ignore list names: `re:` regexes (compressed-tensors), module paths or their
+        prefixes with `*` wildcards (modules_to_not_convert, exclude_modules), or a bare module name (lm_head)."""
         for pattern in self.ignore:
             if pattern.startswith("re:"):
                 if re.match(pattern[3:], module):
                     return False
-            elif module == pattern or module.endswith("." + pattern) or pattern in module.split("."):
+            elif fnmatch.fnmatchcase(module, pattern) or fnmatch.fnmatchcase(module, pattern + ".*") or pattern in module.split("."):
                 return False
         return True
 

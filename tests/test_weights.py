@@ -174,6 +174,19 @@ def test_compressed_tensors_w4a16_group_128():
     assert quantized_bytes(qc) == 8_650_768
 
 
+def test_mxfp4_experts_only_with_wildcard_exclusions():
+    """gpt-oss style: quant_method mxfp4, attention excluded by `model.layers.*.self_attn`; only the experts are
+    MXFP4. Fused experts [2 experts, 64 out, 128 in]: uint8 weights 2*64*128/2 = 8,192 B and one e8m0 scale per 32
+    values, 2*64*4 = 512 B; the excluded q_proj stays bf16, 64*64*2 = 8,192 B."""
+    scheme = quant_scheme({"quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "lm_head"]}})
+    assert scheme is not None
+    moe = WeightLayout(num_attention_heads=4, num_kv_heads=4, head_size=16, num_experts=2)
+    tensors = [t("model.layers.0.self_attn.q_proj.weight", 64, 64), t("model.layers.0.mlp.experts.gate_up_proj", 2, 64, 128)]
+    wb = weights_per_rank(quantized_tensors(tensors, scheme, moe), moe, Parallelism(1, dtype_bytes=2))
+    assert wb.bytes_of("moe-experts") == 8_192 + 512
+    assert wb.bytes_of("column-parallel") == 8_192
+
+
 def test_unknown_quantization_fails_closed_naming_the_field():
     with pytest.raises(BadInput, match="quantization_config.quant_method 'bitsandbytes'"):
         quant_scheme({"quantization_config": {"quant_method": "bitsandbytes"}})

@@ -147,6 +147,10 @@ VLLM_UNSHARDED = {
     # whisper.py: WhisperDecoder.embed_tokens is an nn.Embedding; proj_out is a ParallelLMHead tied to it.
     "whisper": (r"(^|\.)decoder\.embed_tokens$",),
 }
+# Biases vLLM 0.33 allocates that the checkpoint lacks (whisper.py: qkv_proj and the cross-attention kv_proj are
+# built with bias=True, so the K projections get a zero bias; checked against vLLM's own WhisperForConditionalGeneration
+# built on the meta device: bench/vllm_weights_reference.py).
+VLLM_ADDED_BIASES = {"whisper": (r"\.k_proj$",)}
 
 
 def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
@@ -161,6 +165,7 @@ def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
         num_experts=_first_int(text, ("num_experts", "n_routed_experts", "num_local_experts")) or _first_int(config, ("num_experts", "n_routed_experts", "num_local_experts")),
         tie_word_embeddings=bool(tie),
         replicated_modules=VLLM_UNSHARDED.get(spec.family, ()),
+        added_biases=VLLM_ADDED_BIASES.get(spec.family, ()),
     )
 
 
@@ -201,8 +206,10 @@ def _weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig) 
     tp = serving.tensor_parallel_size
     quant = "" if wb.quantization == "none" else f"; quantized ({wb.quantization})"
     arithmetic = "from config" in wb.quantization or "quantization_config" in wb.quantization
+    dense = count * serving.dtype_bytes
+    layout = "" if wb.quantization != "none" or wb.total_bytes == dense else f" {wb.total_bytes - dense:+,} B as vLLM lays them out (vocabulary padded to 64, biases its fused layers add)"
     if tp == 1 and not arithmetic:
-        return MemoryTerm(wb.total_bytes, EXACT, f"{count:,} parameters x {serving.dtype_bytes} B ({serving.dtype}){quant}; {wb.source}"), count, wb
+        return MemoryTerm(wb.total_bytes, EXACT, f"{count:,} parameters x {serving.dtype_bytes} B ({serving.dtype}){layout}{quant}; {wb.source}"), count, wb
     exact = not wb.unclassified and spec.vllm_support.status == "native" and not arithmetic
     caveats = []
     if wb.unclassified:

@@ -104,6 +104,9 @@ class WeightLayout:
     num_experts: int = 0  # routed experts per MoE layer (0: dense)
     tie_word_embeddings: bool = False
     replicated_modules: tuple[str, ...] = ()  # module names vLLM builds unsharded for this family (regexes)
+    # Layers (regexes) whose bias vLLM allocates although the checkpoint has none: a fused qkv_proj built with
+    # bias=True allocates the K part too (Whisper's k_proj has no bias; vLLM's QKVParallelLinear does).
+    added_biases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -396,8 +399,23 @@ class WeightsBreakdown:
         return out
 
 
+def with_added_biases(tensors: Iterable[StoredTensor], layout: WeightLayout) -> list[StoredTensor]:
+    """The tensors plus the biases vLLM allocates for `layout.added_biases` layers that store none."""
+    tensors = list(tensors)
+    if not layout.added_biases:
+        return tensors
+    names = {t.name for t in tensors}
+    added = [
+        StoredTensor(f"{t.module}.bias", (t.shape[0],), MODEL_DTYPE)
+        for t in tensors
+        if t.leaf == "weight" and t.shape and f"{t.module}.bias" not in names and any(re.search(p, t.module) for p in layout.added_biases)
+    ]
+    return tensors + added
+
+
 def weights_per_rank(tensors: Iterable[StoredTensor], layout: WeightLayout, par: Parallelism, *, source: str = "", quantization: str = "none") -> WeightsBreakdown:
     """Bytes one rank holds, per parallel kind (vLLM 0.33 parallel layers; rank 0 when ranks differ)."""
+    tensors = with_added_biases(tensors, layout)
     sums: dict[str, list[int]] = {}
     order: list[str] = []
     unclassified: list[str] = []

@@ -6,7 +6,8 @@ The estimates are rough formulas, replaced by measurements once a GPU profile is
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import os
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -19,6 +20,7 @@ from capacity.spec import CROSS, DTYPE_BYTES, DecoderShape, EncoderShape, ModelS
 from capacity.units import MiB
 from capacity.weights import (
     MODEL_DTYPE,
+    KindBytes,
     Parallelism,
     StoredTensor,
     WeightLayout,
@@ -104,11 +106,22 @@ def _header_tensors(files: tuple[str, ...]) -> tuple[StoredTensor, ...]:
     return tuple(out)
 
 
+def _local_shards(source: ModelSource) -> tuple[str, ...]:
+    """The shard files on disk whose headers name every tensor: those the checkpoint summary read (the index's), else all."""
+    if source.weights is not None and source.path is not None:
+        named = tuple(os.path.join(source.path, f) for f in source.weights.files)
+        if named and all(os.path.isfile(f) for f in named):
+            return named
+    return tuple(source.safetensors)
+
+
 def model_tensors(spec: ModelSpec, source: ModelSource) -> tuple[tuple[StoredTensor, ...], str]:
-    """The stored tensors: safetensors headers of a local folder, else the meta-device build's parameters."""
-    if source.safetensors:
+    """The stored tensors by name: the safetensors headers of local shards, else the meta-device build's parameters
+    (a checkpoint known only by its header summary, from the Hub or the catalog, names no tensors)."""
+    shards = _local_shards(source)
+    if shards:
         try:
-            return _header_tensors(tuple(source.safetensors)), "safetensors headers of the model folder"
+            return _header_tensors(shards), "safetensors headers of the model folder"
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise BadInput(f"{source.path}: a safetensors header cannot be read ({exc})") from exc
     try:
@@ -121,7 +134,9 @@ def model_tensors(spec: ModelSpec, source: ModelSource) -> tuple[tuple[StoredTen
 
 
 def parameter_count(spec: ModelSpec, source: ModelSource) -> tuple[int, str]:
-    """Parameters of the real architecture: safetensors headers of a local folder, else a meta-device build."""
+    """Parameters of the real architecture: the checkpoint's safetensors headers when known, else a meta-device build."""
+    if source.weights is not None:
+        return source.weights.element_count, source.weights.source
     tensors, how = model_tensors(spec, source)
     return sum(t.numel for t in tensors), how
 
@@ -172,17 +187,34 @@ def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
 def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConfig, rank: int = 0) -> WeightsBreakdown:
     """Weights of one rank by parallel kind (capacity/weights.py), from headers or the meta build: the figure every
     path plans with (rank 0), and what a measured TP profile compares each rank's model load against."""
+    named = bool(_local_shards(source))
+    summary = source.weights
+    if not named and summary is not None and serving.tensor_parallel_size == 1:
+        # One rank holds the whole checkpoint: its header summary's bytes (no tensor names needed, no torch import).
+        total = summary.serving_bytes(serving.dtype_bytes)
+        kept = "/".join(summary.quantized_dtypes)
+        quantization = f"{kept} tensors and their scales as stored, from the header summary" if kept else "none"
+        return WeightsBreakdown(1, serving.enable_expert_parallel, (KindBytes("whole checkpoint", summary.tensor_count, total, total),), summary.source, quantization)
     tensors, how = model_tensors(spec, source)
     layout = weight_layout(spec, source.config)
     scheme = quant_scheme(source.config)
     quantization = "none"
-    if source.safetensors and is_quantized_header(tensors):
+    if named and is_quantized_header(tensors):
         quantization = f"{scheme.name if scheme else 'quantized'}: stored bytes from the safetensors headers"
-    elif scheme is not None and not source.safetensors:
+    elif scheme is not None and not named:
         tensors = tuple(quantized_tensors(tensors, scheme, layout))
         quantization = f"{scheme.name}: stored tensors worked out from quantization_config"
     par = Parallelism(serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype_bytes, rank)
-    return weights_per_rank(tensors, layout, par, source=how, quantization=quantization)
+    wb = weights_per_rank(tensors, layout, par, source=how, quantization=quantization)
+    if not named and summary is not None and summary.quantized_dtypes:
+        # A quantized checkpoint known by its header summary only (Hub, catalog): its stored bytes are exact, the
+        # tensor names are not; the per-rank share of the layout worked out above divides those bytes.
+        wb = replace(
+            wb,
+            checkpoint_bytes=summary.serving_bytes(serving.dtype_bytes),
+            quantization=f"{wb.quantization if scheme else 'quantized'}; total from {summary.source}, split as the layout splits",
+        )
+    return wb
 
 
 # weights_term memo: a sweep re-plans one model at many points that share its TP, EP and dtype.
@@ -191,7 +223,8 @@ _WEIGHTS: dict[tuple[Any, ...], tuple[MemoryTerm, int, WeightsBreakdown]] = {}
 
 def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig) -> tuple[MemoryTerm, int, WeightsBreakdown]:
     """Bytes of one rank's weights in the serving dtype (quantized tensors as stored), with the parameter count."""
-    key = (spec, _config_json(source.config), source.safetensors, serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype, serving.dtype_bytes)
+    summary = None if source.weights is None else (source.weights.source, source.weights.data_bytes, source.weights.files)
+    key = (spec, _config_json(source.config), source.safetensors, summary, serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype, serving.dtype_bytes)
     hit = _WEIGHTS.get(key)
     if hit is None:
         if len(_WEIGHTS) >= 64:
@@ -204,21 +237,21 @@ def _weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig) 
     count, _ = parameter_count(spec, source)
     wb = weights_breakdown(spec, source, serving)
     tp = serving.tensor_parallel_size
-    quant = "" if wb.quantization == "none" else f"; quantized ({wb.quantization})"
-    arithmetic = "from config" in wb.quantization or "quantization_config" in wb.quantization
+    quantized = wb.quantization != "none"
+    quant = f"; quantized ({wb.quantization})" if quantized else ""
     dense = count * serving.dtype_bytes
-    layout = "" if wb.quantization != "none" or wb.total_bytes == dense else f" {wb.total_bytes - dense:+,} B as vLLM lays them out (vocabulary padded to 64, biases its fused layers add)"
-    if tp == 1 and not arithmetic:
-        return MemoryTerm(wb.total_bytes, EXACT, f"{count:,} parameters x {serving.dtype_bytes} B ({serving.dtype}){layout}{quant}; {wb.source}"), count, wb
-    exact = not wb.unclassified and spec.vllm_support.status == "native" and not arithmetic
+    layout = "" if quantized or wb.total_bytes == dense else f" {wb.total_bytes - dense:+,} B as vLLM lays them out (vocabulary padded to 64, biases its fused layers add)"
+    if tp == 1 and not quantized:
+        return MemoryTerm(wb.total_bytes, EXACT, f"{count:,} parameters x {serving.dtype_bytes} B ({serving.dtype}){layout}; {wb.source}"), count, wb
+    exact = not wb.unclassified and spec.vllm_support.status == "native" and not quantized
     caveats = []
     if wb.unclassified:
         caveats.append(f"{len(wb.unclassified)} tensors no rule names counted whole, e.g. {wb.unclassified[0]}")
     if spec.vllm_support.status != "native":
         caveats.append(f"vLLM 0.33 serves {spec.architecture} {spec.vllm_support.status}: layers assumed as vLLM's usual parallel layers")
-    if arithmetic:
-        caveats.append("quantization kernels may repack")
-    how = wb.describe() if tp > 1 else f"{count:,} parameters"
+    if quantized:
+        caveats.append("vLLM's quantization kernels may repack or pad")
+    how = wb.describe() if tp > 1 else f"{count:,} stored elements"
     return (
         MemoryTerm(wb.total_bytes, EXACT if exact else ESTIMATED, f"{how}{quant}; {wb.source}" + (f" ({'; '.join(caveats)})" if caveats else "")),
         count,

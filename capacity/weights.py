@@ -374,11 +374,16 @@ class WeightsBreakdown:
     quantization: str  # "none", or the scheme and how its bytes were obtained
     unclassified: tuple[str, ...] = field(default=())  # tensor names no rule named (counted replicated)
     rank: int = 0
+    # A checkpoint's stored bytes known without tensor names (a header summary): the kinds' rank/full share of it.
+    checkpoint_bytes: int = 0
 
     @property
     def total_bytes(self) -> int:
         """Bytes on one rank."""
-        return sum(k.rank_bytes for k in self.kinds)
+        rank = sum(k.rank_bytes for k in self.kinds)
+        if self.checkpoint_bytes and self.full_bytes:
+            return self.checkpoint_bytes * rank // self.full_bytes
+        return rank
 
     @property
     def full_bytes(self) -> int:

@@ -23,8 +23,7 @@ from typing import Any
 from capacity.errors import BadInput
 from capacity.plan import Plan
 from capacity.sweep import SweepResult
-from reports.frames import fingerprint, frames
-from reports.html import render_html
+from reports.fingerprint import fingerprint
 
 
 @singledispatch
@@ -50,6 +49,8 @@ def json_text(subject: Any, extra: dict[str, Any] | None = None) -> str:
 
 def csv_payloads(subject: Any, dest: Path) -> dict[Path, bytes]:
     """{path: CSV bytes}: one file at dest for a single-table subject, else dest/<section>.csv."""
+    from reports.frames import frames  # pandas: only for --csv
+
     sections = frames(subject)
     encode = {name: df.to_csv(index=False, lineterminator="\n").encode() for name, df in sections.items()}
     if len(encode) == 1:
@@ -80,11 +81,19 @@ def write_files(files: dict[Path, tuple[str, bytes]], folders: dict[Path, str] |
                 folder.rmdir()
         return BadInput(f"cannot write {flag} {path}: {why}")
 
+    def kind(flag: str, path: Path) -> str:
+        """'folder', 'file' or 'missing'; a name the system refuses (too long, invalid) is one error line."""
+        try:
+            return "folder" if path.is_dir() else "file" if path.exists() else "missing"
+        except OSError as exc:
+            raise fail(flag, path, exc.strerror or str(exc)) from exc
+
     for folder, flag in (folders or {}).items():
-        if folder.exists() and not folder.is_dir():
+        found = kind(flag, folder)
+        if found == "file":
             raise fail(flag, folder, "it is a file; this export is a folder of CSV files")
-        if not folder.exists():
-            if not folder.parent.is_dir():
+        if found == "missing":
+            if kind(flag, folder.parent) != "folder":
                 raise fail(flag, folder, f"folder {folder.parent} does not exist")
             try:
                 folder.mkdir()
@@ -94,9 +103,9 @@ def write_files(files: dict[Path, tuple[str, bytes]], folders: dict[Path, str] |
 
     mode = 0o666 & ~_umask()
     for path, (flag, data) in files.items():
-        if path.is_dir():
+        if kind(flag, path) == "folder":
             raise fail(flag, path, "it is a folder")
-        if not path.parent.is_dir():
+        if kind(flag, path.parent) != "folder":
             raise fail(flag, path, f"folder {path.parent} does not exist")
         try:
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -144,6 +153,8 @@ def write_exports(
         for path, data in payloads.items():
             add(path, "--csv", data)
     if html is not None:
+        from reports.html import render_html
+
         add(html, "--html", render_html(subject).encode())
     if json is not None:
         add(json, "--json", json_text(subject, json_extra).encode())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from capacity.config_limits import check_config_sizes
 from capacity.errors import BadInput
 from capacity.spec import ModelSpec
 
@@ -51,6 +52,7 @@ def adapter_for(config: dict[str, Any]) -> FamilyAdapter:
 
 
 def model_spec(config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None) -> ModelSpec:
+    check_config_sizes(config)  # absurd sizes are refused before an adapter builds per-layer lists from them
     return adapter_for(config).spec(config, name, preprocessor)
 
 

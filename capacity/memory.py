@@ -192,8 +192,8 @@ def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConf
     if not named and summary is not None and serving.tensor_parallel_size == 1:
         # One rank holds the whole checkpoint: its header summary's bytes (no tensor names needed, no torch import).
         total = summary.serving_bytes(serving.dtype_bytes)
-        kept = "/".join(summary.quantized_dtypes)
-        quantization = f"{kept} tensors and their scales as stored, from the header summary" if kept else "none"
+        kept = "/".join(d for d in sorted(summary.bytes_by_dtype) if d not in ("F16", "BF16"))
+        quantization = f"16-bit tensors x {serving.dtype_bytes} B ({serving.dtype}), {kept} as stored, from the header summary" if summary.quantized_dtypes else "none"
         return WeightsBreakdown(1, serving.enable_expert_parallel, (KindBytes("whole checkpoint", summary.tensor_count, total, total),), summary.source, quantization)
     tensors, how = model_tensors(spec, source)
     layout = weight_layout(spec, source.config)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -380,3 +381,34 @@ def test_weights_per_rank_equal_vllm_own_model_classes(case: dict, hermetic: Pat
     args = ServingArgs(tensor_parallel_size=case["tp"], enable_expert_parallel=bool(case.get("ep")), dtype=case["dtype"])
     serving = resolve_serving(args, spec, gpu_by_name("H200"))
     assert weights_breakdown(spec, source, serving).total_bytes == case["rank0_parameter_bytes"]
+
+
+def test_quantized_checkpoint_known_by_its_header_summary_only(hermetic: Path):
+    """A Hub checkpoint whose headers were summed (no tensor names): TP 1 is the summary's bytes; at TP 2 the stored
+    total is split as the layout worked out from quantization_config splits. The Llama-like AWQ model above stores
+    I32 qweight + qzeros 36,864 x 33/64 = 19,008 B, F16 scales 1,152 + embedding, head and norms 12,992 elements,
+    and (say) one 1,000-element F32 tensor: 19,008 + 14,144 x 2 + 4,000 = 51,296 B once loaded in float16.
+    The AWQ layout is 47,296 B whole (21,312 quantized + 25,600 embedding and head + 384 norms), 27,424 B on rank 0
+    at TP 2: 51,296 x 27,424 // 47,296 = 29,743 B."""
+    from capacity.checkpoint import CheckpointWeights
+    from capacity.families import model_spec
+    from capacity.gpus import gpu_by_name
+    from capacity.memory import weights_term
+    from capacity.models import resolve_model
+    from capacity.serving import ServingArgs, resolve_serving
+
+    folder = _llama_folder(hermetic, quantization_config={"quant_method": "awq", "bits": 4, "group_size": 32, "version": "gemm"})
+    summary = CheckpointWeights(
+        source="safetensors headers of acme/llama-awq read from the Hub",
+        element_count=4_752 + 14_144 + 1_000,
+        data_bytes=19_008 + 14_144 * 2 + 4_000,
+        tensor_count=40,
+        elements_by_dtype={"I32": 4_752, "F16": 14_144, "F32": 1_000},
+        bytes_by_dtype={"I32": 19_008, "F16": 28_288, "F32": 4_000},
+    )
+    source = replace(resolve_model(str(folder)), origin="hub", path=None, weights=summary)
+    spec = model_spec(source.config, source.name)
+    for tp, expected in ((1, 51_296), (2, 29_743)):
+        serving = resolve_serving(ServingArgs(tensor_parallel_size=tp, dtype="float16"), spec, gpu_by_name("H200"))
+        term = weights_term(spec, source, serving)[0]
+        assert term.bytes == expected and term.kind == "estimated"

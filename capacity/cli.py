@@ -97,6 +97,13 @@ EagerOpt = Annotated[bool | None, typer.Option("--enforce-eager", help="No CUDA 
 ExpertParallelOpt = Annotated[
     bool | None, typer.Option("--enable-expert-parallel", help="MoE: divide the experts over the TP ranks (vLLM's expert parallelism) instead of splitting each.")
 ]
+PrefixCachingOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--enable-prefix-caching/--no-enable-prefix-caching",
+        help="vLLM's prefix caching (default on, off for encoder-decoder models); hybrid Mamba models keep state in 'align' mode with it.",
+    ),
+]
 UsageOpt = Annotated[str | None, typer.Option("--usage-context", help="openai_api_server (vllm serve, default) or llm_class (offline LLM).")]
 CsvOpt = Annotated[
     Path | None,
@@ -201,6 +208,7 @@ KNOBS = (
     "dtype",
     "enforce_eager",
     "enable_expert_parallel",
+    "enable_prefix_caching",
     "usage_context",
     "revision",
 )
@@ -323,6 +331,7 @@ def plan(
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
     enable_expert_parallel: ExpertParallelOpt = None,
+    enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
     profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Plan from a saved GPU profile (`capacity profile -o`); --model defaults to its model.")] = None,
     offline: Annotated[bool, typer.Option("--offline", help="Never profile on a local GPU: plan from the config alone.")] = False,
@@ -420,6 +429,7 @@ def profile_command(
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
     enable_expert_parallel: ExpertParallelOpt = None,
+    enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
     attn_implementation: Annotated[str, typer.Option(help="transformers attention: sdpa (default, like vLLM's kernels), flash_attention_2 or eager.")] = "sdpa",
     no_graphs: Annotated[bool, typer.Option("--no-graphs", help="Skip the CUDA-graph captures (the graph term stays estimated).")] = False,
@@ -593,6 +603,7 @@ def check(
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
     enable_expert_parallel: ExpertParallelOpt = None,
+    enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
     min_concurrency: Annotated[int | None, typer.Option(help="Fail unless the server runs this many requests at max_model_len at once: min(requests the KV cache holds, max_num_seqs) (concurrency.max_concurrent_requests).")] = None,
     min_vllm_concurrency: Annotated[float | None, typer.Option(help="Fail unless vLLM's logged concurrency (concurrency.vllm_reported) is at least this.")] = None,
@@ -656,6 +667,7 @@ def sweep(
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
     enable_expert_parallel: ExpertParallelOpt = None,
+    enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
     estimate: EstimateOpt = None,
     json_out: JsonOpt = None,

@@ -19,6 +19,7 @@ class Gpu:
     provenance: str
     sm100: bool = False  # data-centre Blackwell: vLLM caps CUDA-graph sizes at 1024 instead of 512
     used_by_others_bytes: int = 0  # NVML: memory other processes hold on this GPU (local GPU only)
+    compute_capability_major: int = 9  # picks vLLM's attention backends (MLA block size, GDN prefill kernel)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -29,6 +30,8 @@ class Gpu:
 # NVML/nvidia-smi say 143,771 MiB, CUDA reports 615 MiB less. The other GPUs use nvidia-smi's
 # published totals, so CUDA's total is likely a few hundred MiB lower there (not measured).
 _MEASURED = "cudaMemGetInfo total measured on an H200 (driver 580.159.04); nvidia-smi shows 143,771 MiB"
+# CUDA compute capability (major) of each catalog GPU: 9 Hopper, 10 data-centre Blackwell, 8 Ampere / Ada, 7 Turing.
+_COMPUTE_CAPABILITY = {"H200": 9, "H100-80GB": 9, "H100-NVL": 9, "B200": 10, "T4": 7}
 _CATALOG: dict[str, tuple[int, str, tuple[str, ...], bool]] = {
     "H200": (150_109_880_320, _MEASURED, ("H200-141GB", "H200-SXM", "NVIDIA H200"), False),
     "H100-80GB": (81_559 * MiB, "", ("H100", "H100-SXM", "H100-PCIE", "NVIDIA H100 80GB HBM3"), False),
@@ -49,7 +52,14 @@ _CATALOG: dict[str, tuple[int, str, tuple[str, ...], bool]] = {
 
 def catalog_gpus() -> list[Gpu]:
     return [
-        Gpu(name, total, "catalog", how or f"{total // MiB:,} MiB as nvidia-smi reports it (CUDA's total not measured)", sm100)
+        Gpu(
+            name,
+            total,
+            "catalog",
+            how or f"{total // MiB:,} MiB as nvidia-smi reports it (CUDA's total not measured)",
+            sm100,
+            compute_capability_major=_COMPUTE_CAPABILITY.get(name, 8),
+        )
         for name, (total, how, _aliases, sm100) in _CATALOG.items()
     ]
 
@@ -105,6 +115,7 @@ def detect_local_gpu(index: int = 0) -> Gpu | None:
             provenance=f"NVML on this machine (GPU {index})",
             sm100=major == 10,
             used_by_others_bytes=int(others),
+            compute_capability_major=major,
         )
     except pynvml.NVMLError:
         return None

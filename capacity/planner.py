@@ -11,18 +11,8 @@ from capacity.errors import BadInput
 from capacity.families import model_spec
 from capacity.gpus import Gpu, resolve_gpu
 from capacity.hazards import find_hazards
-from capacity.kv_spec import (
-    BlockContext,
-    KVGroup,
-    block_context,
-    block_table_max_len,
-    block_table_max_len_pre_fix,
-    block_table_width,
-    blocks_per_request_actual,
-    blocks_per_request_vllm,
-    bytes_per_block,
-    kv_groups_for,
-)
+from capacity.kv_model import block_context, block_table_max_len, block_table_max_len_pre_fix, kv_groups_for
+from capacity.kv_spec import BlockContext, KVGroup, bytes_per_block
 from capacity.memory import (
     ESTIMATED,
     EXACT,
@@ -52,7 +42,7 @@ def requested_memory(gpu: Gpu, utilization: float) -> int:
 
 def needed_bytes(groups: list[KVGroup], bpb: int, ctx: BlockContext) -> int:
     """vLLM: _max_memory_usage_bytes_from_groups = bytes_per_block x sum of per-group blocks."""
-    return bpb * sum(blocks_per_request_vllm(g.spec, ctx) for g in groups)
+    return bpb * sum(g.spec.blocks_per_request_vllm(ctx) for g in groups)
 
 
 def max_model_len_that_fits(groups: list[KVGroup], bpb: int, serving: ServingConfig, available: int, upper: int) -> int:
@@ -64,7 +54,7 @@ def max_model_len_that_fits(groups: list[KVGroup], bpb: int, serving: ServingCon
     while lo <= hi:
         mid = (lo + hi) // 2
         ctx = block_context(serving, mid)
-        if bpb * sum(n * blocks_per_request_vllm(spec, ctx) for spec, n in distinct) <= budget:
+        if bpb * sum(n * spec.blocks_per_request_vllm(ctx) for spec, n in distinct) <= budget:
             best, lo = mid, mid + 1
         else:
             hi = mid - 1
@@ -116,7 +106,7 @@ def build_plan(
         kind = ESTIMATED if ESTIMATED in kinds else MEASURED if MEASURED in kinds else EXACT
         kv_term = MemoryTerm(max(available, 0), kind, "requested - (weights + activation peak + encoder cache + non-torch) - CUDA graphs")
 
-    groups = kv_groups_for(spec, serving)
+    groups = kv_groups_for(spec, serving, gpu)
     if not groups:
         raise BadInput(f"{spec.name} has no attention layers that hold KV cache: nothing to plan")
     bpb = bytes_per_block(groups)
@@ -135,10 +125,10 @@ def build_plan(
     group_plans = tuple(
         GroupPlan(
             group=g,
-            blocks_per_request_vllm=blocks_per_request_vllm(g.spec, ctx),
-            blocks_per_request_actual=blocks_per_request_actual(g.spec, ctx, spec.encoder_tokens_per_request),
-            block_table_width_blocks=block_table_width(g.spec, bt_len, dcp),
-            block_table_width_blocks_pre_fix=block_table_width(g.spec, bt_len_pre, dcp),
+            blocks_per_request_vllm=g.spec.blocks_per_request_vllm(ctx),
+            blocks_per_request_actual=g.spec.blocks_per_request_actual(ctx, spec.encoder_tokens_per_request),
+            block_table_width_blocks=g.spec.block_table_width(bt_len, dcp),
+            block_table_width_blocks_pre_fix=g.spec.block_table_width(bt_len_pre, dcp),
         )
         for g in groups
     )

@@ -233,7 +233,7 @@ def _groups_text(plan: Plan, which: str) -> str:
 
 def _cross(plan: Plan) -> tuple[int, int] | None:
     """(cross blocks per request under vLLM 0.15+'s rule, cross blocks a request really holds), or None."""
-    cross = [g for g in plan.kv.groups if g.group.kind == "cross"]
+    cross = [g for g in plan.kv.groups if g.group.spec.reads_encoder_output]
     if not cross:
         return None
     return sum(g.blocks_per_request_vllm for g in cross), sum(g.blocks_per_request_actual for g in cross)

@@ -44,6 +44,7 @@ class ServingArgs:
     dtype: str = "auto"
     enforce_eager: bool = False
     usage_context: str = "openai_api_server"  # `vllm serve`; "llm_class" for the offline LLM class
+    enable_prefix_caching: bool | None = None  # None: vLLM's default (on, except for encoder-decoder models)
     revision: str | None = None  # `vllm serve --revision`: the Hub revision of --model (resolution only, no memory effect)
 
 
@@ -71,6 +72,7 @@ class ServingConfig:
     enable_chunked_prefill: bool
     disable_chunked_mm_input: bool
     enable_expert_parallel: bool = False
+    enable_prefix_caching: bool = True  # hybrid Mamba models then keep Mamba state in "align" mode
     defaulted: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
@@ -98,6 +100,7 @@ class ServingConfig:
             dtype=self.dtype,
             enforce_eager=self.enforce_eager,
             enable_expert_parallel=self.enable_expert_parallel,
+            enable_prefix_caching=given("enable_prefix_caching", self.enable_prefix_caching),
             usage_context=self.usage_context,
         )
 
@@ -200,6 +203,10 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu) -> ServingConf
         defaulted.append("gpu_memory_utilization")
     if args.block_size is None:
         defaulted.append("block_size")
+    # ModelConfig.is_prefix_caching_supported: generative decoder and hybrid models yes, encoder-decoder no.
+    prefix_caching = not spec.is_encoder_decoder if args.enable_prefix_caching is None else args.enable_prefix_caching and not spec.is_encoder_decoder
+    if args.enable_prefix_caching is None:
+        defaulted.append("enable_prefix_caching")
     return ServingConfig(
         gpu_memory_utilization=args.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION,
         block_size=args.block_size or DEFAULT_BLOCK_SIZE,
@@ -221,6 +228,7 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu) -> ServingConf
         enable_chunked_prefill=chunked_prefill,
         disable_chunked_mm_input=spec.is_encoder_decoder,
         enable_expert_parallel=args.enable_expert_parallel,
+        enable_prefix_caching=prefix_caching,
         defaulted=tuple(defaulted),
     )
 
@@ -244,6 +252,7 @@ _YAML_KEYS = {
     "dtype": "dtype",
     "enforce_eager": "enforce_eager",
     "enable_expert_parallel": "enable_expert_parallel",
+    "enable_prefix_caching": "enable_prefix_caching",
     "revision": "revision",
 }
 _SHORT_KEYS = {"tp": "tensor_parallel_size", "dcp": "decode_context_parallel_size"}
@@ -332,7 +341,7 @@ def _yaml_value(target: str, raw_key: str, value: Any, where: str) -> Any:
         return parse_limit_mm(value, where)
     if target in ("kv_cache_dtype", "dtype", "revision"):
         return str(value)
-    if target in ("enforce_eager", "enable_expert_parallel"):
+    if target in ("enforce_eager", "enable_expert_parallel", "enable_prefix_caching"):
         if not isinstance(value, bool):
             raise BadInput(f"{where}: {raw_key} must be true or false, got {value!r}")
         return value

@@ -5,22 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# Attention layer kinds, as vLLM's KV-cache specs name them.
-FULL = "full"  # FullAttentionSpec (decoder self-attention)
-SLIDING = "sliding_window"  # SlidingWindowSpec
-CROSS = "cross"  # CrossAttentionSpec (encoder-decoder cross-attention)
+from capacity.kv_layers import DTYPE_BYTES, KVLayer
 
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
-
-
-@dataclass(frozen=True)
-class AttentionLayer:
-    """One decoder attention layer that holds KV cache (totals before tensor parallelism)."""
-
-    kind: str
-    num_kv_heads: int
-    head_size: int
-    sliding_window: int | None = None
+__all__ = ["DTYPE_BYTES", "KVLayer"]
 
 
 @dataclass(frozen=True)
@@ -80,7 +67,7 @@ class ModelSpec:
     arch_builder: str  # key for capacity.arch.build_module
     is_encoder_decoder: bool
     config_dtype: str  # torch_dtype of the checkpoint ("float32" when absent)
-    layers: tuple[AttentionLayer, ...]
+    layers: tuple[KVLayer, ...]  # one description per decoder layer that holds (or shares) KV / state
     modalities: tuple[Modality, ...]
     derived_max_model_len: int
     max_len_key: str
@@ -94,10 +81,12 @@ class ModelSpec:
 
     @property
     def has_cross_attention(self) -> bool:
-        return any(layer.kind == CROSS for layer in self.layers)
+        return any(layer.reads_encoder_output for layer in self.layers)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["layers"] = [{"kind": layer.kind, **asdict(layer)} for layer in self.layers]
+        return out
 
 
 # vLLM: ModelArchConfigConvertorBase.derive_max_model_len_and_key's key list, in its order.

@@ -81,7 +81,7 @@ def _kv(plan: Plan) -> Table:
         layers = f"{g.group.num_layers}" + (f"+{g.group.num_padding_layers} pad" if g.group.num_padding_layers else "")
         t.add_row(
             str(i),
-            g.group.kind + (f" ({g.group.spec.sliding_window})" if g.group.spec.sliding_window else ""),
+            g.group.kind + (f" ({window})" if (window := g.group.spec.describe()["sliding_window"]) else ""),
             layers,
             f"{g.group.page_size_bytes:,}",
             str(g.blocks_per_request_vllm),

@@ -6,7 +6,8 @@ from typing import Any
 
 from capacity.families import register
 from capacity.families.common import config_dtype, need, sub
-from capacity.families.decoder_only import decoder_shape, self_attention_layers
+from capacity.families.decoder_only import decoder_shape
+from capacity.kv_layout import kv_layers
 from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
 
 # Gemma3TextConfig defaults (transformers), used where the published config is sparse.
@@ -47,7 +48,7 @@ class Gemma3Adapter:
             arch_builder="gemma3",
             is_encoder_decoder=False,
             config_dtype=config_dtype(config, text),
-            layers=self_attention_layers(text, "gemma3", types),
+            layers=kv_layers({**text, "layer_types": types}, "gemma3"),
             modalities=(Modality("image", tokens, None),),
             derived_max_model_len=max_len,
             max_len_key=f"text_config.{key}",

@@ -6,7 +6,8 @@ from typing import Any
 
 from capacity.families import register
 from capacity.families.common import config_dtype, need
-from capacity.families.decoder_only import decoder_shape, self_attention_layers
+from capacity.families.decoder_only import decoder_shape
+from capacity.kv_layout import kv_layers
 from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
 
 # Qwen2.5-VL-7B-Instruct's published preprocessor_config.json (min_pixels 3136, max_pixels 12845056);
@@ -43,7 +44,7 @@ class Qwen25VLAdapter:
             arch_builder="qwen2_5_vl",
             is_encoder_decoder=False,
             config_dtype=config_dtype(config, text),
-            layers=self_attention_layers(text, "qwen2_5_vl"),
+            layers=kv_layers(text, "qwen2_5_vl"),
             modalities=(
                 Modality("image", image, None),
                 Modality("video", image, None, frame_pair_tokens=image, max_frames=MAX_FRAMES_PER_VIDEO),

@@ -16,7 +16,7 @@ from capacity.errors import BadInput, RuntimeFailure
 from capacity.models import ModelSource
 from capacity.profile import MemoryProfile
 from capacity.serving import ServingConfig
-from capacity.spec import CROSS, DTYPE_BYTES, DecoderShape, EncoderShape, ModelSpec
+from capacity.spec import DTYPE_BYTES, DecoderShape, EncoderShape, ModelSpec
 from capacity.units import MiB
 from capacity.weights import (
     MODEL_DTYPE,
@@ -171,12 +171,14 @@ VLLM_ADDED_BIASES = {"whisper": (r"\.k_proj$",)}
 def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
     """The config facts the parallel rules need: the decoder's heads, MoE experts, tied embeddings."""
     text = _text_config(config)
-    decoder = next((layer for layer in spec.layers if layer.kind != CROSS), spec.layers[0] if spec.layers else None)
+    # the decoder's own attention (not cross-attention, not Mamba/MLA state): its KV heads decide K/V replication
+    decoder = next((layer for layer in spec.layers if layer.kv_heads() is not None and not layer.reads_encoder_output), None)
     tie = text.get("tie_word_embeddings", config.get("tie_word_embeddings", True))  # transformers' default: tied
+    kv_heads = decoder.kv_heads() if decoder is not None else None
     return WeightLayout(
         num_attention_heads=spec.num_attention_heads,
-        num_kv_heads=decoder.num_kv_heads if decoder else spec.num_attention_heads,
-        head_size=decoder.head_size if decoder else 0,
+        num_kv_heads=kv_heads if kv_heads is not None else spec.num_attention_heads,
+        head_size=int(getattr(decoder, "head_size", 0) or 0),
         num_experts=_first_int(text, ("num_experts", "n_routed_experts", "num_local_experts")) or _first_int(config, ("num_experts", "n_routed_experts", "num_local_experts")),
         tie_word_embeddings=bool(tie),
         replicated_modules=VLLM_UNSHARDED.get(spec.family, ()),

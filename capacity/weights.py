@@ -168,6 +168,13 @@ class Unclassified(Replicated):
     name = "unclassified (counted replicated)"
 
 
+class ReplicatedLinear(Replicated):
+    """vLLM ReplicatedLinear: a linear layer whole on every rank (MLA's q_a_proj / kv_a_proj_with_mqa); quantized
+    like the parallel ones."""
+
+    name = "replicated-linear"
+
+
 class ColumnParallel(ParallelKind):
     """ColumnParallelLinear: output features divided by TP (vLLM divide(output_size, tp_size))."""
 
@@ -267,6 +274,7 @@ class Experts(ParallelKind):
 # --- the classifier --------------------------------------------------------------------------------------
 
 REPLICATED = Replicated()
+REPLICATED_LINEAR = ReplicatedLinear()
 UNCLASSIFIED = Unclassified()
 COLUMN = ColumnParallel()
 KV = KVProjection()
@@ -293,6 +301,7 @@ _REPLICATED_PATH = re.compile(
     re.IGNORECASE,
 )
 _ROUTER_LAYERS = {"gate", "router", "e_score_correction_bias"}
+_REPLICATED_LINEAR_LAYERS = {"q_a_proj", "kv_a_proj_with_mqa", "fused_qkv_a_proj"}  # deepseek_v2.py: ReplicatedLinear
 _EXPERT_PATH = re.compile(r"\.experts\.")
 _EXPERT_INDEX = re.compile(r"\.experts\.(\d+)\.")
 _MERGER_MLP = re.compile(r"merger\.mlp\.(\d+)$")  # Qwen2-VL's patch merger: mlp.0 column, mlp.2 row
@@ -311,6 +320,8 @@ def classify(tensor: StoredTensor, layout: WeightLayout) -> ParallelKind:
         return VOCAB
     if _REPLICATED_PATH.search(tensor.name) or layer in _ROUTER_LAYERS or tensor.numel <= 1:
         return REPLICATED
+    if layer in _REPLICATED_LINEAR_LAYERS:
+        return REPLICATED_LINEAR
     merger = _MERGER_MLP.search(module)
     if merger:
         return COLUMN if merger.group(1) == "0" else ROW
@@ -739,7 +750,7 @@ _SCHEMES = {
     "mxfp4": _mxfp4,
 }
 
-_QUANTIZED_KINDS = (COLUMN, KV, QKV, ROW, EXPERTS)
+_QUANTIZED_KINDS = (COLUMN, KV, QKV, ROW, EXPERTS, REPLICATED_LINEAR)
 
 
 def quantized_tensors(tensors: Iterable[StoredTensor], scheme: QuantScheme, layout: WeightLayout) -> list[StoredTensor]:

@@ -412,3 +412,25 @@ def test_quantized_checkpoint_known_by_its_header_summary_only(hermetic: Path):
         serving = resolve_serving(ServingArgs(tensor_parallel_size=tp, dtype="float16"), spec, gpu_by_name("H200"))
         term = weights_term(spec, source, serving)[0]
         assert term.bytes == expected and term.kind == "estimated"
+
+
+def test_fp8_moe_catalog_checkpoint_from_its_quantization_config(hermetic: Path):
+    """Qwen/Qwen3-30B-A3B-FP8 (catalog: config.json only) is planned from its quantization_config: fp8 block
+    [128, 128], lm_head and the routers (`mlp.gate`) left bf16. By hand (hidden 2048, 48 layers, 32 heads and 4 KV
+    heads of 128, 128 experts of 768, vocab 151,936): per layer q 4096*2048 + fp32 scales 32*16*4 = 8,390,656;
+    k and v 2 x (512*2048 + 4*16*4) = 2,097,664; o 2048*4096 + 16*32*4 = 8,390,656; experts gate/up 128*1536*2048 +
+    128*12*16*4 = 402,751,488 and down 128*2048*768 + 128*16*6*4 = 201,375,744; router 128*2048*2 = 524,288; norms
+    (2048 + 2048 + 128 + 128)*2 = 8,704: 623,539,200 x 48 = 29,929,881,600; embedding and LM head 2*151936*2048*2 =
+    1,244,659,712; final norm 4,096. Total 31,174,545,408 B."""
+    pytest.importorskip("torch")
+    from capacity.planner import plan_for
+    from capacity.serving import ServingArgs
+
+    plan = plan_for("Qwen/Qwen3-30B-A3B-FP8", ServingArgs(), "H200")
+    weights = plan.memory["weights"]
+    assert weights.bytes == 31_174_545_408 and weights.kind == "estimated" and "fp8" in weights.method
+    assert plan.weights_per_rank is not None and plan.weights_per_rank.unclassified == ()
+    # DeepSeek-V3 (MLA: q_a_proj and kv_a_proj_with_mqa are ReplicatedLinear, quantized too) plans at TP 8
+    ds = plan_for("deepseek-ai/DeepSeek-V3", ServingArgs(tensor_parallel_size=8), "H200")
+    assert ds.weights_per_rank is not None and ds.weights_per_rank.unclassified == ()
+    assert ds.memory["weights"].kind == "estimated" and ds.weights_per_rank.bytes_of("replicated-linear") > 0

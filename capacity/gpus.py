@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from capacity.errors import BadInput
@@ -20,9 +20,18 @@ class Gpu:
     sm100: bool = False  # data-centre Blackwell: vLLM caps CUDA-graph sizes at 1024 instead of 512
     used_by_others_bytes: int = 0  # NVML: memory other processes hold on this GPU (local GPU only)
     compute_capability_major: int = 9  # picks vLLM's attention backends (MLA block size, GDN prefill kernel)
+    defaulted: bool = False  # no --gpu and no local GPU: the plan assumed DEFAULT_GPU
+
+    @property
+    def label(self) -> str:
+        """The name as reports print it: a defaulted GPU says so."""
+        return f"{self.name} (default; pass --gpu)" if self.defaulted else self.name
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+DEFAULT_GPU = "H200"
 
 
 # Total memory as CUDA reports it (cudaMemGetInfo total, which vLLM multiplies by
@@ -131,4 +140,4 @@ def resolve_gpu(name: str | None) -> tuple[Gpu, str | None]:
     local = detect_local_gpu()
     if local is not None:
         return local, None
-    return gpu_by_name("H200"), "no local NVIDIA GPU found: planning for an H200 (pass --gpu to choose)"
+    return replace(gpu_by_name(DEFAULT_GPU), defaulted=True), f"no local NVIDIA GPU found: planning for an {DEFAULT_GPU} (pass --gpu to choose)"

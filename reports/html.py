@@ -239,7 +239,7 @@ def _memory_section(plan: Plan) -> Html:
     return el(
         "section",
         el("h2", "GPU memory (per rank)"),
-        el("p", f"{plan.gpu.name}: {total:,} B ({_gib(total)}) — {plan.gpu.provenance}", class_="note"),
+        el("p", f"{plan.gpu.label}: {total:,} B ({_gib(total)}) — {plan.gpu.provenance}", class_="note"),
         memory_bar(plan),
         over,
         _table(["term", "bytes", "GiB", "of GPU", "kind", "how"], rows, cls="terms", numeric=(1, 2, 3)),

@@ -83,7 +83,7 @@ ModelOpt = Annotated[
 ]
 RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a Hub --model (default main); skips the catalog.")]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="A `vllm serve --config` YAML file; flags given here override it.")]
-GpuOpt = Annotated[str | None, typer.Option(help="Target GPU from the catalog (see `capacity gpus`); default: the local GPU, else H200.")]
+GpuOpt = Annotated[str | None, typer.Option(help="Target GPU: a catalog name (see `capacity gpus`) or its total memory (24GiB, 16000MiB); default: the local GPU, else H200.")]
 MaxModelLenOpt = Annotated[str | None, typer.Option(help="Decoder context length; 'auto' or -1 fits it to memory.")]
 MaxNumSeqsOpt = Annotated[int | None, typer.Option(help="Max concurrent sequences (default by GPU memory).")]
 TpOpt = Annotated[int | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel ranks.")]
@@ -627,51 +627,87 @@ def verify(
 
 @app.command()
 def reconcile(
-    log: Annotated[Path, typer.Argument(metavar="LOG", help="A vLLM startup log (0.11 to 0.33).")],
-    model: ModelOpt = None,
+    log: Annotated[Path, typer.Argument(metavar="LOG", help="A vLLM startup log, or what you pasted of it (V0 and 0.8 to 0.33).")],
+    model: Annotated[str | None, typer.Option("--model", "-m", help="The model vLLM served; default: the one the log names.")] = None,
     revision: RevisionOpt = None,
-    gpu: Annotated[str | None, typer.Option(help="The GPU vLLM ran on (catalog name); default: the local GPU, else H200.")] = None,
+    gpu: Annotated[
+        str | None, typer.Option(help="The GPU vLLM ran on: a catalog name or its total memory (24GiB); default: the total the log prints.")
+    ] = None,
     config: ConfigOpt = None,
     gpu_memory_utilization: UtilOpt = None,
     block_size: BlockSizeOpt = None,
-    max_model_len: Annotated[str | None, typer.Option(help="Decoder context length vLLM ran with.")] = None,
+    max_model_len: Annotated[str | None, typer.Option(help="Decoder context length vLLM ran with (default: the log's).")] = None,
     max_num_seqs: Annotated[int | None, typer.Option(help="max_num_seqs vLLM ran with.")] = None,
     max_num_batched_tokens: BatchedTokensOpt = None,
     limit_mm_per_prompt: LimitMmOpt = None,
     num_speculative_tokens: SpecTokensOpt = None,
     tensor_parallel_size: TpOpt = None,
+    decode_context_parallel_size: DcpOpt = None,
     kv_cache_dtype: KvDtypeOpt = None,
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
+    enforce_eager: EagerOpt = None,
+    enable_prefix_caching: PrefixCachingOpt = None,
+    usage_context: UsageOpt = None,
+    engine: Annotated[
+        int | None, typer.Option("--engine", help="Which startup of a paste holding several (1 = the first); default: each one, in order.")
+    ] = None,
     profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Compare with the plan made from this saved profile.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON on stdout.")] = False,
 ) -> None:
     """Set a vLLM startup log side by side with capacity's plan for the same knobs, term by term.
 
-    Exit codes: 0 compared, 2 bad input (e.g. not a vLLM log), 3 runtime failure.
+    The log's own knobs (non-default args, the engine's config), GPU total and version rules are used unless flags
+    say otherwise. Exit codes: 0 compared, 2 bad input (no vLLM startup in the input, no GPU to plan for), 3 runtime failure.
     """
     import json
+    from dataclasses import replace
 
-    from capacity.vllm_log import load_vllm_log
+    from capacity.log_plan import log_plan_inputs
+    from capacity.planner import plan_for
+    from capacity.reconcile import reconcile_facts
+    from capacity.vllm_log import load_vllm_startups
 
-    facts = load_vllm_log(log)  # a file that is not a vLLM log is refused before any planning (or torch import)
+    startups = load_vllm_startups(log)  # a file that is not a vLLM log is refused before any planning (or torch import)
     measured = None
     if profile is not None:
         from capacity.profile import load_profile
 
         measured = load_profile(profile)
         model = model or measured.fingerprint.model_name
-    model, args = _serving_args(model, config, **_knobs(locals()))
-    from capacity.reconcile import reconcile_facts
+    flags: dict[str, Any] = {}
+    if config is not None:
+        from capacity.serving import load_serve_yaml
 
-    result = reconcile_facts(facts, _plan(model, args, gpu, measured, offline=True, estimate="formula" if measured is None else None))
+        flags, yaml_model, ignored = load_serve_yaml(config)
+        model = model or yaml_model
+        if ignored:
+            print(f"capacity: note: {config} options not modelled, ignored: {', '.join(ignored)}", file=sys.stderr)
+    flags.update(serving_values(**_knobs(locals())))
+    if engine is not None:
+        if not 1 <= engine <= len(startups):
+            raise BadInput(f"--engine {engine}: {log} holds {len(startups)} vLLM startup(s); pick 1 to {len(startups)}")
+        startups = (startups[engine - 1],)
+    results = []
+    for facts in startups:
+        inputs = log_plan_inputs(facts, model=model, flags=flags, gpu=gpu)
+        plan = plan_for(inputs.model, inputs.args, profile=measured, gpu=inputs.gpu, semantics=inputs.semantics)
+        result = reconcile_facts(facts, plan)
+        results.append(replace(result, notes=(*inputs.notes, *result.notes)))
+    for warning in {w for r in results for w in r.facts.warnings}:
+        print(f"capacity: warning: {warning}", file=sys.stderr)
     with _stdout(EXIT_FITS):
         if as_json:
-            sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+            doc: Any = results[0].to_dict() if len(results) == 1 else {"capacity_reconcile_version": 1, "engines": [r.to_dict() for r in results]}
+            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         else:
             from reports.reconcile import render_reconcile
 
-            render_reconcile(result, _console())
+            console = _console()
+            for result in results:
+                if len(results) > 1:
+                    console.rule(f"startup {result.facts.index} of {len(results)} (lines {result.facts.first_line}-{result.facts.last_line})")
+                render_reconcile(result, console)
     raise typer.Exit(EXIT_FITS)
 
 

@@ -50,6 +50,18 @@ NON_TORCH_WITH_CONVOLUTIONS_BYTES = 134_862_848
 # (bench/results/trace-2026-11-30): (measured / traced - 1) in percent.
 TRACE_UNDERCOUNT_PERCENT = {"florence2": 74, "nemotron_parse": 15}
 NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES = 9_925_888
+# vLLM's own non-torch memory (consumed - weights), which a trace of transformers' modules cannot see (vLLM's
+# attention and sampler kernels, cuBLAS and NCCL state): the median of the calibration half of bench/vllm_logs
+# where a log prints it, 0.26 GiB (Llama-3.1-8B, H100, MRV2: consumed 15.26 - loaded 15.0), 0.27 GiB (Qwen2.5-1.5B,
+# 0.28.1 MRV2: 3.25 - 2.98) and 0.56 GiB (Qwen2.5-0.5B, 0.27.1 under WSL2: 1.49 - 0.93). A fake trace's plan
+# uses it, plus the cuDNN difference the H200 measured for models that run convolutions.
+VLLM_NON_TORCH_BYTES = round(0.27 * 2**30)
+# vLLM's encoder activation / the fake trace of transformers' encoder, per family, from the calibration half of
+# bench/vllm_logs. Qwen2.5-VL: vLLM runs its vision tower with varlen kernels (xformers / FlashAttention), where
+# transformers' SDPA path materialises per-window attention. Qwen2.5-VL-7B on an L4 (vLLM 0.9.0.1, one 16,384-token
+# image): vLLM's non-weights memory 2.39 GiB (19.83 requested - 1.81 available - 15.63 weights) - 0.27 non-torch
+# - 0.11 encoder cache = 2.01 GiB of activations where the trace of transformers' tower gives 2.73 GiB: 0.736.
+TRACE_ENCODER_TO_VLLM = {"qwen2_5_vl": 0.736}
 
 
 @dataclass(frozen=True)
@@ -502,11 +514,12 @@ def measured_terms(profile: MemoryProfile, estimates: dict[str, MemoryTerm], spe
         # A fake-tensor trace sees the allocator's tensors only: device-level memory is a constant.
         terms.pop("cuda_context")
         conv = bool(profile.uses_convolution)
+        cudnn = NON_TORCH_WITH_CONVOLUTIONS_BYTES - NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES if conv else 0
         terms["non_torch"] = MemoryTerm(
-            NON_TORCH_WITH_CONVOLUTIONS_BYTES if conv else NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES,
+            VLLM_NON_TORCH_BYTES + cudnn,
             ESTIMATED,
-            "constant measured on an H200 (median of total_consumed - weights over profiled models "
-            + ("with convolutions: cuDNN, non-torch growth, allocator reserve)" if conv else "without convolutions: non-torch growth, allocator reserve)"),
+            "vLLM's non-torch memory, median of the calibration logs (bench/vllm_logs, 0.27 GiB)"
+            + (" + cuDNN, the H200's difference between models with and without convolutions" if conv else ""),
         )
         for key in ("encoder_cache", "activation_peak"):
             term = terms[key]
@@ -548,3 +561,16 @@ def per_rank_terms(profile: MemoryProfile, terms: dict[str, MemoryTerm], scaling
             round(graphs.bytes * scaling.decoder_ratio), ESTIMATED, f"{at}: x {scaling.decoder_ratio:.4f} (decoder widths / TP); was {graphs.bytes:,} B ({graphs.method})"
         )
     return out
+
+
+def vllm_encoder_activation(family: str, term: MemoryTerm, encoder_phase_dominates: bool) -> MemoryTerm:
+    """A fake trace's activation peak scaled to vLLM's encoder kernels (TRACE_ENCODER_TO_VLLM) when the encoder
+    phase sets the peak; other families and phases unchanged."""
+    factor = TRACE_ENCODER_TO_VLLM.get(family)
+    if factor is None or not encoder_phase_dominates:
+        return term
+    return MemoryTerm(
+        round(term.bytes * factor),
+        ESTIMATED,
+        f"{term.method}; x {factor} for vLLM's varlen encoder attention (calibrated on public vLLM logs, bench/results/predict-logs-2026-11-30)",
+    )

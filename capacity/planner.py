@@ -25,6 +25,7 @@ from capacity.memory import (
     encoder_cache_term,
     measured_terms,
     non_torch_term,
+    vllm_encoder_activation,
     weights_term,
 )
 from capacity.models import ModelSource, resolve_model
@@ -32,6 +33,7 @@ from capacity.plan import NON_KV_TERMS, Concurrency, GroupPlan, KVCachePlan, Pla
 from capacity.profile import MemoryProfile, require_profile_of
 from capacity.serving import ServingArgs, ServingConfig, resolve_serving
 from capacity.spec import ModelSpec
+from capacity.vllm_versions import LATEST, VllmSemantics
 from capacity.warmup import warmup_plan
 
 
@@ -79,11 +81,19 @@ def build_plan(
     serving: ServingConfig,
     notes: tuple[str, ...] = (),
     profile: MemoryProfile | None = None,
+    semantics: VllmSemantics | None = None,
 ) -> Plan:
+    """The plan under vLLM 0.33's rules, or under `semantics` (another version's, capacity.vllm_versions)."""
     budget: MultiModalBudget = build_budget(spec, serving, enable_cache=False)
     weights, n_params, per_rank = weights_term(spec, source, serving)
     activations = activation_estimate(spec, budget, serving)
     graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
+    if semantics is not None and not semantics.subtracts_cudagraph_estimate and graphs.bytes:
+        graphs = MemoryTerm(
+            0,
+            EXACT,
+            f"vLLM {semantics.name} sets no memory aside for CUDA graphs (they come out of the utilization headroom); capacity's estimate would be {graphs.bytes:,} B",
+        )
     memory: dict[str, MemoryTerm] = {
         "weights": weights,
         "activation_peak": activation_term(activations),
@@ -94,6 +104,12 @@ def build_plan(
     }
     if profile is not None:
         memory.update(measured_terms(profile, memory, spec, serving))
+        if profile.fingerprint.device == "fake":
+            enc = profile.phase("encoder")
+            dominates = enc is not None and enc.peak_above_start_bytes >= max(
+                (p.peak_above_start_bytes for p in profile.phases if p.name not in ("weights", "encoder")), default=0
+            )
+            memory["activation_peak"] = vllm_encoder_activation(spec.family, memory["activation_peak"], dominates)
     requested = requested_memory(gpu, serving.gpu_memory_utilization)
     free_at_startup = gpu.total_memory_bytes - memory["cuda_context"].bytes - gpu.used_by_others_bytes
     non_kv = sum(memory[k].bytes for k in NON_KV_TERMS)
@@ -183,13 +199,39 @@ def build_plan(
     return replace(plan, hazards=tuple(find_hazards(plan)))
 
 
-def plan_for(model: str, args: ServingArgs, gpu_name: str | None = None, profile: MemoryProfile | None = None) -> Plan:
-    """Resolve the model and GPU, apply vLLM's defaults, and plan (from a profile's measurements if given)."""
+def plan_for(
+    model: str,
+    args: ServingArgs,
+    gpu_name: str | None = None,
+    profile: MemoryProfile | None = None,
+    *,
+    gpu: Gpu | None = None,
+    semantics: VllmSemantics | None = None,
+) -> Plan:
+    """Resolve the model and GPU, apply vLLM's defaults, and plan (from a profile's measurements if given).
+
+    `gpu`: a GPU already resolved (e.g. read from a vLLM log), instead of `gpu_name`. `semantics`: plan with another
+    vLLM version's defaults and budget rules (capacity.vllm_versions) instead of 0.33's.
+    """
     source = resolve_model(model, args.revision)
     if profile is not None:
         require_profile_of(profile, source)
     spec = model_spec(source.config, source.name, source.preprocessor)
-    gpu, gpu_note = resolve_gpu(gpu_name)
-    serving = resolve_serving(args, spec, gpu)
+    gpu_note = None
+    if gpu is None:
+        gpu, gpu_note = resolve_gpu(gpu_name)
+    base_batch = None
+    if semantics is not None:
+        args = semantics.serving_args(args)
+        base_batch = semantics.batch_defaults(gpu, args.usage_context)
+    serving = resolve_serving(args, spec, gpu, base_batch)
+    if semantics is not None and semantics.whole_prompt_batches and args.max_num_batched_tokens is None:
+        # V0 profiles a whole max_model_len prompt when chunked prefill is off
+        serving = resolve_serving(replace(args, max_num_batched_tokens=max(serving.max_model_len, 2048)), spec, gpu, base_batch)
     notes = tuple(n for n in (source.alias_note, gpu_note) if n)
-    return build_plan(source, spec, gpu, serving, notes, profile)
+    if semantics is not None and semantics is not LATEST:
+        notes += (
+            f"planned with vLLM {semantics.name} semantics: utilization default {semantics.default_gpu_memory_utilization}, "
+            f"CUDA-graph estimate {'subtracted' if semantics.subtracts_cudagraph_estimate else 'not subtracted'} from the KV budget",
+        )
+    return build_plan(source, spec, gpu, serving, notes, profile, semantics)

@@ -162,8 +162,12 @@ def _check_args(args: ServingArgs) -> None:
             raise BadInput(f"--limit-mm-per-prompt {modality}={limit!r}: limits are integers >= 0")
 
 
-def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu) -> ServingConfig:
-    """Apply vLLM 0.33's defaults (EngineArgs._set_default_max_num_seqs_and_batched_tokens_args etc.)."""
+def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu, base_batch: tuple[int, int] | None = None) -> ServingConfig:
+    """Apply vLLM 0.33's defaults (EngineArgs._set_default_max_num_seqs_and_batched_tokens_args etc.).
+
+    `base_batch`: (max_num_batched_tokens, max_num_seqs) before the model rules, when another vLLM version's
+    `get_batch_defaults` differs from 0.33's (capacity.vllm_versions); None: 0.33's `batch_defaults`.
+    """
     _check_args(args)
     defaulted: list[str] = []
     known = {m.name for m in spec.modalities}
@@ -181,7 +185,7 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu) -> ServingConf
 
     # Encoder-decoder models force chunked prefill off and chunked MM input off.
     chunked_prefill = not spec.is_encoder_decoder
-    base_tokens, base_seqs = batch_defaults(gpu, args.usage_context)
+    base_tokens, base_seqs = base_batch if base_batch is not None else batch_defaults(gpu, args.usage_context)
     max_num_seqs = args.max_num_seqs if args.max_num_seqs is not None else base_seqs
     if args.max_num_batched_tokens is not None:
         max_num_batched_tokens = args.max_num_batched_tokens

@@ -86,8 +86,7 @@ def build_plan(
 ) -> Plan:
     """The plan under vLLM 0.33's rules, or under `semantics` (another version's, capacity.vllm_versions)."""
     budget: MultiModalBudget = build_budget(spec, serving, enable_cache=False)
-    whole_model = profile is not None and profile.measured_tensor_parallel_size == 1  # a rank's count is not the model's
-    weights, n_params = weights_term(spec, source, serving, profile.parameter_count if whole_model else None)
+    weights, n_params, per_rank = weights_term(spec, source, serving)
     activations = activation_estimate(spec, budget, serving)
     graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
     if semantics is not None and not semantics.subtracts_cudagraph_estimate and graphs.bytes:
@@ -106,7 +105,7 @@ def build_plan(
         "collectives": collectives_term(serving, gpu, profile),
     }
     if profile is not None:
-        memory.update(measured_terms(profile, memory))
+        memory.update(measured_terms(profile, memory, spec, serving))
         if profile.fingerprint.device == "fake":
             enc = profile.phase("encoder")
             dominates = enc is not None and enc.peak_above_start_bytes >= max(
@@ -197,16 +196,17 @@ def build_plan(
         cuda_graph_count=n_graphs,
         notes=notes,
         profile=profile,
-        ranks=rank_budgets(profile, memory, requested) if profile is not None and profile.ranks else (),
+        weights_per_rank=per_rank,
+        ranks=rank_budgets(profile, memory, requested, spec, serving) if profile is not None and profile.ranks else (),
     )
     return replace(plan, hazards=tuple(find_hazards(plan)))
 
 
-def rank_budgets(profile: MemoryProfile, estimates: dict[str, MemoryTerm], requested: int) -> tuple[RankBudget, ...]:
+def rank_budgets(profile: MemoryProfile, estimates: dict[str, MemoryTerm], requested: int, spec: ModelSpec, serving: ServingConfig) -> tuple[RankBudget, ...]:
     """Every profiled rank's non-KV terms and the KV memory it leaves; vLLM 0.33 sizes the cache by the least."""
     out = []
     for rank in profile.ranks:
-        terms = {**estimates, **measured_terms(rank, estimates)}
+        terms = {**estimates, **measured_terms(rank, estimates, spec, serving)}
         non_kv = sum(terms[k].bytes for k in NON_KV_TERMS)
         out.append(
             RankBudget(

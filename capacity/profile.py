@@ -92,7 +92,8 @@ class MemoryProfile:
     parameter_count: int = 0  # parameters of the model the profile built (0: not built)
     uses_convolution: bool | None = None  # a fake trace saw convolutions (cuDNN on a GPU); None: not traced
     rank: int = 0  # this rank's index in its tensor-parallel group
-    # Ranks the measured model was split over (1: the whole model on one device).
+    # Ranks the measured model was split over (1: the whole model on one device, as a single-process
+    # profile or a fake trace builds it); a plan at another TP converts the terms to one rank's.
     measured_tensor_parallel_size: int = 1
     # Device memory growth across init_process_group and the first collectives (NCCL's communicator), measured
     # before the baseline snapshot; None: one rank, or not measured (the CPU/gloo path).

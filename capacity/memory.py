@@ -466,12 +466,15 @@ def cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tup
 @dataclass(frozen=True)
 class RankScaling:
     """How terms measured on a model split over `measured_tp` ranks become one rank's at `tp`: the formula's
-    per-rank widths (heads and FFN divided by TP) give each phase's ratio; the sampler's logits are whole."""
+    per-rank widths (heads and FFN divided by TP) give each phase's ratio; the sampler's logits are whole, plus
+    what the logits' all-gather adds at TP > 1 (`sampler_bytes`: whisper-large-v3's sampler phase grew 1.44x from
+    TP 1 to TP 2 on an H200 x2, bench/results/h200x2-tp-2026-11-30)."""
 
     measured_tp: int
     tp: int
     encoder_ratio: float
     decoder_ratio: float
+    sampler_extra_bytes: int = 0  # sampler_bytes at tp - at measured_tp (the gathered logits), same rows
 
     @property
     def needed(self) -> bool:
@@ -485,11 +488,13 @@ def rank_scaling(spec: ModelSpec, serving: ServingConfig, measured_tp: int) -> R
         return per_token_activation_bytes(hidden, ffn, gated, dtype, tp) / per_token_activation_bytes(hidden, ffn, gated, dtype, measured_tp)
 
     d, e = spec.decoder, spec.encoder
+    rows = min(serving.max_num_batched_tokens, serving.max_num_seqs)
     return RankScaling(
         measured_tp,
         tp,
         ratio(e.hidden_size, e.ffn_size, e.gated_ffn) if e is not None else 1.0,
         ratio(d.hidden_size, d.ffn_size, d.gated_ffn),
+        sampler_bytes(d, rows, dtype, tp) - sampler_bytes(d, rows, dtype, measured_tp),
     )
 
 
@@ -497,7 +502,8 @@ def per_rank_headroom(profile: MemoryProfile, scaling: RankScaling) -> int:
     """vLLM's transient_peak_headroom on one rank at scaling.tp, from the phases measured at measured_tp.
 
     Each phase's peak above the level before profile_run: the encoder's scales by the encoder ratio, the
-    decoder's (less the encoder outputs it holds) by the decoder ratio; the sampler's logits stay whole."""
+    decoder's (less the encoder outputs it holds) by the decoder ratio; the sampler's logits stay whole, plus the
+    all-gather's growth (RankScaling.sampler_extra_bytes)."""
     phases = {name: profile.phase(name) for name in ("encoder", "decoder", "sampler")}
     present = [p for p in phases.values() if p is not None]
     if not present:
@@ -510,6 +516,8 @@ def per_rank_headroom(profile: MemoryProfile, scaling: RankScaling) -> int:
         scaled["encoder"] = round(raw["encoder"] * scaling.encoder_ratio)
     if "decoder" in raw:
         scaled["decoder"] = held + round(max(raw["decoder"] - held, 0) * scaling.decoder_ratio)
+    if "sampler" in raw:
+        scaled["sampler"] = raw["sampler"] + scaling.sampler_extra_bytes
     offset = profile.transient_peak_headroom_bytes - max(raw.values())  # allocated after vs before profile_run
     return max(max(scaled.values()) + offset, 0)
 

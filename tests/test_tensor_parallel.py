@@ -313,3 +313,15 @@ def test_heads_not_divisible_by_tp_is_one_line_before_any_process(tmp_path, caps
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "4 attention heads are not divisible by --tensor-parallel-size 3" in err[0]
     assert not (tmp_path / "p.json").exists()
+
+
+def test_rank_scaling_adds_the_logits_all_gather(spec_of):
+    """A whole-model profile re-planned at TP 2: Whisper's sampler grows by the gathered logits, by hand:
+    1024 rows x 51,866 x 2 B x (1 + 2 x 2) at TP 2 minus 1024 x 51,866 x (2 + 4) at TP 1 = 1024 x 51,866 x 4."""
+    from capacity.gpus import gpu_by_name
+    from capacity.memory import rank_scaling
+    from capacity.serving import ServingArgs, resolve_serving
+
+    spec = spec_of("openai/whisper-large-v3")
+    serving = resolve_serving(ServingArgs(tensor_parallel_size=2, max_num_seqs=1024, max_num_batched_tokens=8192, dtype="float16"), spec, gpu_by_name("H200"))
+    assert rank_scaling(spec, serving, 1).sampler_extra_bytes == 1024 * 51866 * 4 == 212_443_136

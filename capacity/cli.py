@@ -287,6 +287,7 @@ class StdoutClosed(CapacityError):
 @contextmanager
 def _stdout(verdict_code: int) -> Iterator[None]:
     """Where a command writes its report: a closed stdout is not a verdict, so the verdict's own code stands."""
+    _stop_if_interrupted()
     try:
         yield
         sys.stdout.flush()
@@ -931,19 +932,29 @@ class Interrupted(BaseException):
 # Files this run has written, complete (every write is atomic): an interrupt names them.
 _WRITTEN: list[str] = []
 # While files are written (fast) a Ctrl-C waits, so that what is on disk and what the message says agree.
-_DEFERRED = {"depth": 0, "pending": False}
+# `seen` stays set once a Ctrl-C landed: library code can swallow the exception the handler raises (an import
+# machinery's cleanup, a weakref finalizer, an `except BaseException`), and the run must still end as interrupted.
+_DEFERRED = {"depth": 0, "pending": False, "seen": False}
 
 
 def _raise_interrupted(signum: int, frame: Any) -> None:
+    _DEFERRED["seen"] = True
     if _DEFERRED["depth"]:
         _DEFERRED["pending"] = True
         return
     raise Interrupted
 
 
+def _stop_if_interrupted() -> None:
+    """Before any output: a Ctrl-C that landed earlier and was swallowed stops the run here."""
+    if _DEFERRED["seen"] and not _DEFERRED["depth"]:
+        raise Interrupted
+
+
 @contextmanager
 def _writing() -> Iterator[None]:
     """Write and record files as one step: a Ctrl-C meanwhile is acted on after it."""
+    _stop_if_interrupted()
     _DEFERRED["depth"] += 1
     try:
         yield
@@ -966,13 +977,13 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: one-line errors, documented exit codes, never a traceback for bad input."""
     argv = sys.argv[1:] if argv is None else list(argv)
     _WRITTEN.clear()
-    _DEFERRED.update(depth=0, pending=False)
+    _DEFERRED.update(depth=0, pending=False, seen=False)
     if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread
         return _main(argv)
     previous = signal.signal(signal.SIGINT, _raise_interrupted)
     try:
         return _main(argv)
-    except (Interrupted, KeyboardInterrupt):  # a second Ctrl-C while the first is reported
+    except (Interrupted, KeyboardInterrupt):  # a second Ctrl-C while the first is reported, or one _main re-raised
         print(_interrupted_line(argv), file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
@@ -1011,20 +1022,24 @@ def _main(argv: list[str]) -> int:
         print(f"capacity: error: {exc.format_message()}{hint}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except typer.Abort:  # EOF on a prompt
+        _stop_if_interrupted()  # (each failure below: after a swallowed Ctrl-C it is the Ctrl-C's consequence)
         print("capacity: error: end of input", file=sys.stderr)
         return EXIT_RUNTIME_FAILURE
     except (Interrupted, KeyboardInterrupt):
         print(_interrupted_line(argv), file=sys.stderr)
         return EXIT_INTERRUPTED
     except CapacityError as exc:
+        _stop_if_interrupted()
         print(f"capacity: error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line, whatever the message held
         return exc.exit_code
     except Exception as exc:  # a bug, not the input: still exit 3 (a gate must not read a crash as "fail")
+        _stop_if_interrupted()
         if os.environ.get("CAPACITY_TRACEBACK"):
             traceback.print_exc()
         what = " ".join(str(exc).split())
         print(f"capacity: error: internal error: {type(exc).__name__}: {what} (set CAPACITY_TRACEBACK=1 for the traceback)", file=sys.stderr)
         return EXIT_RUNTIME_FAILURE
+    _stop_if_interrupted()
     return int(rv) if isinstance(rv, int) else EXIT_FITS
 
 

@@ -30,7 +30,7 @@ def test_sigint_exits_130_with_one_line_and_no_file(tmp_path):
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == EXIT_INTERRUPTED == 130
+    assert proc.returncode == EXIT_INTERRUPTED == 130, err
     assert out == ""
     assert err == "capacity: interrupted: `capacity plan` stopped by Ctrl-C (SIGINT) before it finished; no file was written\n"
     assert list(tmp_path.glob("*.html")) == [] and list(tmp_path.glob(".report.html.*")) == []

@@ -604,7 +604,7 @@ def models() -> None:
         table.add_column(col, overflow="fold")
     for entry in catalog().values():
         spec = model_spec(catalog_config(entry), entry.name)
-        table.add_row(entry.name, ", ".join(entry.aliases), spec.family, f"{spec.encoder_tokens_per_request:,}", entry.provenance)
+        table.add_row(entry.name, ", ".join(entry.aliases), spec.family.name, f"{spec.encoder_tokens_per_request:,}", entry.provenance)
     Console().print(table)
 
 

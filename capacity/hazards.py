@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from capacity.kv_spec import kv_heads_per_rank
-from capacity.memory import TRACE_UNDERCOUNT_PERCENT
 from capacity.plan import ERROR, INFO, WARNING, Hazard
 from capacity.spec import CROSS, SLIDING
 from capacity.units import MiB, gib
@@ -300,7 +299,7 @@ def profile_provenance(plan: Plan) -> Iterator[Hazard]:
             "the measured terms were sized by other knobs: " + "; ".join(differ) + (" (more encoder items per batch than profiled)" if more_items else ""),
             "re-run `capacity profile` with these knobs on the GPU",
         )
-    gap = TRACE_UNDERCOUNT_PERCENT.get(plan.spec.family)
+    gap = plan.spec.family.trace_undercount_percent
     if fp.device == "fake" and gap:
         yield Hazard(
             "trace_misses_workspaces",

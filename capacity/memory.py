@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capacity.budget import MultiModalBudget
 from capacity.errors import RuntimeFailure
@@ -17,6 +17,9 @@ from capacity.profile import MemoryProfile
 from capacity.serving import ServingConfig
 from capacity.spec import DTYPE_BYTES, DecoderShape, ModelSpec
 from capacity.units import MiB
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from capacity.family import Family
 
 EXACT = "exact"
 ESTIMATED = "estimated"
@@ -33,9 +36,6 @@ MIN_GRAPH_BYTES = 1 * MiB  # MRV2 _extrapolate_full_graph_memory floor per extra
 # see: models that run convolutions initialise cuDNN (whisper-tiny, -large-v3, -turbo, Nemotron-Parse, Gemma-3,
 # Qwen2.5-VL: 105.9 to 252.9 MB, median 134.9 MB); those that do not (BART, T5: 5.2 and 14.6 MB) stay small.
 NON_TORCH_WITH_CONVOLUTIONS_BYTES = 134_862_848
-# Families whose H200-measured activation peak exceeded their fake-tensor trace by more than 3 %
-# (bench/results/trace-2026-11-30): (measured / traced - 1) in percent.
-TRACE_UNDERCOUNT_PERCENT = {"florence2": 74, "nemotron_parse": 15}
 NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES = 9_925_888
 
 
@@ -53,12 +53,12 @@ class MemoryTerm:
 
 
 @lru_cache(maxsize=32)
-def _meta_parameter_count(arch: str, config_json: str) -> int:
+def _meta_parameter_count(family: Family, config_json: str) -> int:
     import json
 
-    from capacity.arch import build_module, parameter_count
+    from capacity.arch import parameter_count
 
-    module = build_module(arch, json.loads(config_json), device="meta", dtype="bfloat16")
+    module = family.build_module(json.loads(config_json), device="meta", dtype="bfloat16")
     return parameter_count(module)
 
 
@@ -89,7 +89,7 @@ def parameter_count(spec: ModelSpec, source: ModelSource) -> tuple[int, str]:
         assert source.path is not None
         return safetensors_parameter_count(source.path), "safetensors headers of the model folder"
     try:
-        count = _meta_parameter_count(spec.arch_builder, _config_json(source.config))
+        count = _meta_parameter_count(spec.family, _config_json(source.config))
     except ImportError as exc:
         raise RuntimeFailure(f"exact weights need torch and transformers ({exc.name} missing): pip install the project") from exc
     except Exception as exc:  # a config transformers cannot build

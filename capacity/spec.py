@@ -1,9 +1,12 @@
-"""What the planner needs to know about a model: its `ModelSpec`, built by a family adapter."""
+"""What the planner needs to know about a model: its `ModelSpec`, built by its family."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from capacity.family import Family
 
 # Attention layer kinds, as vLLM's KV-cache specs name them.
 FULL = "full"  # FullAttentionSpec (decoder self-attention)
@@ -75,9 +78,8 @@ class VllmSupport:
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
-    family: str
+    family: Family  # the family that read the config: builds the module, runs the profiler hooks
     architecture: str
-    arch_builder: str  # key for capacity.arch.build_module
     is_encoder_decoder: bool
     config_dtype: str  # torch_dtype of the checkpoint ("float32" when absent)
     layers: tuple[AttentionLayer, ...]
@@ -97,7 +99,33 @@ class ModelSpec:
         return any(layer.kind == CROSS for layer in self.layers)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON: the family by its name."""
+        return {**asdict(self), "family": self.family.name}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelSpec:
+        """The inverse of `to_dict`; a spec saved before families were objects (with `arch_builder`) loads too."""
+        from capacity.families import family_named
+
+        encoder = data.get("encoder")
+        return cls(
+            name=data["name"],
+            family=family_named(data["family"]),
+            architecture=data["architecture"],
+            is_encoder_decoder=bool(data["is_encoder_decoder"]),
+            config_dtype=data["config_dtype"],
+            layers=tuple(AttentionLayer(**layer) for layer in data["layers"]),
+            modalities=tuple(Modality(**m) for m in data["modalities"]),
+            derived_max_model_len=int(data["derived_max_model_len"]),
+            max_len_key=data["max_len_key"],
+            max_source_positions=data.get("max_source_positions"),
+            encoder_tokens_per_request=int(data["encoder_tokens_per_request"]),
+            num_attention_heads=int(data["num_attention_heads"]),
+            decoder=DecoderShape(**data["decoder"]),
+            encoder=None if encoder is None else EncoderShape(**encoder),
+            vllm_support=VllmSupport(**data["vllm_support"]),
+            notes=tuple(data.get("notes", ())),
+        )
 
 
 # vLLM: ModelArchConfigConvertorBase.derive_max_model_len_and_key's key list, in its order.

@@ -153,7 +153,7 @@ class SweepResult:
 
         return {
             "capacity_sweep_version": 1,
-            "model": {**self.source.to_dict(), "architecture": self.spec.architecture, "family": self.spec.family},
+            "model": {**self.source.to_dict(), "architecture": self.spec.architecture, "family": self.spec.family.name},
             "capacity_version": capacity.__version__,
             "vllm_semantics_version": capacity.VLLM_VERSION,
             "base_knobs": asdict(self.base),

@@ -21,15 +21,8 @@ from capacity.errors import BadInput
 from capacity.plan import Plan
 from capacity.units import cdiv
 from capacity.verification import VerifyResult
-from profilers.forward import forward_adapter
 from profilers.probes import MemoryProbe
-from profilers.run import PhaseCallback, _Phases, released, sampler_pass
-
-VERIFIABLE = ("whisper", "nemotron_parse")
-
-
-def _decoder(model: Any, arch: str) -> Any:
-    return model.model.decoder if arch == "whisper" else model.decoder
+from profilers.run import PhaseCallback, _Phases, profilable_family, released, sampler_pass
 
 
 def _attend(attn: Any, x: Any, keys: Any, values: Any) -> Any:
@@ -45,16 +38,17 @@ def _attend(attn: Any, x: Any, keys: Any, values: Any) -> Any:
 def run_verify(plan: Plan, probe: MemoryProbe, *, steps: int = 3, reproducer: str = "", on_phase: PhaseCallback | None = None) -> VerifyResult:
     import torch
 
-    from capacity.arch import build_module
-
     spec, serving, kv = plan.spec, plan.serving, plan.kv
-    if spec.arch_builder not in VERIFIABLE:
-        raise BadInput(f"verify runs encoder-decoder models with BART-style decoders ({', '.join(VERIFIABLE)}); {spec.family} is not one yet")
+    family = profilable_family(spec)
+    if not family.verify_decoder_path:
+        from capacity.families import all_families
+
+        verifiable = ", ".join(f.name for f in all_families() if f.verify_decoder_path)
+        raise BadInput(f"verify runs encoder-decoder models with BART-style decoders ({verifiable}); {family.name} is not one yet")
     if serving.kv_cache_dtype_bytes != serving.dtype_bytes:
         raise BadInput("verify runs attention on the pool in the model dtype: plan it with --kv-cache-dtype auto")
     if any(g.group.num_padding_layers for g in kv.groups) or len({g.group.spec.page_size_bytes for g in kv.groups}) != 1:
         raise BadInput("verify needs KV groups of equal layers and pages (self + cross attention)")
-    adapter = forward_adapter(spec)
     phases = _Phases(probe, on_phase)
     state: dict[str, Any] = {}
     probe.init()
@@ -81,12 +75,12 @@ def run_verify(plan: Plan, probe: MemoryProbe, *, steps: int = 3, reproducer: st
 
     with released(state, probe) as caught, probe.tracking(), torch.inference_mode():
         with phases.phase("weights", f"{spec.architecture} in {serving.dtype}"):
-            state["model"] = build_module(spec.arch_builder, dict(plan.source.config), device=device, dtype=serving.dtype, init_weights=False).eval()
+            state["model"] = family.build_module(dict(plan.source.config), device=device, dtype=serving.dtype, init_weights=False).eval()
             for p in state["model"].parameters():
                 p.normal_(0.0, 0.02)
         track()
         model = state["model"]
-        decoder = _decoder(model, spec.arch_builder)
+        decoder = family.verify_decoder(model)
         with phases.phase("kv_pool", f"{kv.num_blocks:,} blocks x {kv.bytes_per_block:,} B + block tables"):
             state["pool"] = torch.zeros(slots, 2, kv.num_blocks, bs, heads, head, dtype=dtype, device=device)
             state["tables"] = torch.zeros(plan.memory["block_tables"].bytes // 4, dtype=torch.int32, device=device)
@@ -107,8 +101,8 @@ def run_verify(plan: Plan, probe: MemoryProbe, *, steps: int = 3, reproducer: st
         items = max(budget.profile_items, 1)
         with phases.phase("encoder", f"{items} max-size items; their K/V written into {requests} requests' cross-attention blocks"):
             with probe.host():
-                item = adapter.item(spec, plan.source, device, dtype, budget.profile_tokens_per_item)
-            outputs = adapter.encode(model, item, items)
+                item = family.encoder_input(spec, plan.source, device, dtype, budget.profile_tokens_per_item)
+            outputs = family.encode(model, item, items)
             enc = outputs[0].unsqueeze(0)
             del item, outputs
             for i, layer in enumerate(decoder.layers):
@@ -132,7 +126,7 @@ def run_verify(plan: Plan, probe: MemoryProbe, *, steps: int = 3, reproducer: st
                     x = x + _attend(layer.self_attn, h, keys, values)
                     x = x + _attend(layer.encoder_attn, layer.encoder_attn_layer_norm(x), cross_kv(i, 0), cross_kv(i, 1))
                     x = x + layer.fc2(layer.activation_fn(layer.fc1(layer.final_layer_norm(x))))
-                logits = adapter.lm_head(model, decoder.layer_norm(x)[:, -1, :])
+                logits = family.lm_head(model, decoder.layer_norm(x)[:, -1, :])
                 sampler_pass(logits)
                 del ids, x, logits
             track()

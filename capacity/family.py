@@ -53,6 +53,9 @@ class Family:
     # Calibration: the H200-measured activation peak exceeded the fake-tensor trace by this many percent
     # (bench/results/trace-2026-11-30); None = within 3 %, or never compared.
     trace_undercount_percent: ClassVar[int | None] = None
+    # A word every memory term's method starts with, so a figure says which family's reading it rests on
+    # ("generic"); "" = none.
+    method_label: ClassVar[str] = ""
 
     # --- the config -----------------------------------------------------------------------------------
 
@@ -60,7 +63,9 @@ class Family:
         """A fallback family's test of a config no model_type claimed (only called when fallback_rank is set)."""
         return False
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         raise NotImplementedError
 
     # --- the real module tree (torch inside) ------------------------------------------------------------

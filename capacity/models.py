@@ -30,6 +30,7 @@ class ModelSource:
     config: dict[str, Any] = field(repr=False)
     path: str | None = None
     preprocessor: dict[str, Any] | None = field(default=None, repr=False)
+    processor: dict[str, Any] | None = field(default=None, repr=False)  # processor_config.json
     safetensors: tuple[str, ...] = ()
     provenance: str | None = None
     alias_note: str | None = None
@@ -97,6 +98,8 @@ def _from_folder(folder: Path, requested: str, origin: str, name: str | None = N
     config = _read_json(config_path, "config")
     pre_path = folder / "preprocessor_config.json"
     preprocessor = _read_json(pre_path, "preprocessor config") if pre_path.is_file() else None
+    proc_path = folder / "processor_config.json"
+    processor = _read_json(proc_path, "processor config") if proc_path.is_file() else None
     shards = tuple(sorted(str(p) for p in folder.glob("*.safetensors")))
     return ModelSource(
         name=name or str(folder),
@@ -105,6 +108,7 @@ def _from_folder(folder: Path, requested: str, origin: str, name: str | None = N
         config=config,
         path=str(folder),
         preprocessor=preprocessor,
+        processor=processor,
         safetensors=shards,
     )
 

@@ -171,6 +171,8 @@ def build_plan(
         max_num_batched_tokens=serving.max_num_batched_tokens,
         num_blocks=num_blocks,
     )
+    if spec.family.method_label:
+        memory = {key: replace(term, method=f"{spec.family.method_label}: {term.method}") for key, term in memory.items()}
     plan = Plan(
         source=source,
         spec=spec,
@@ -197,7 +199,7 @@ def plan_for(model: str, args: ServingArgs, gpu_name: str | None = None, profile
     source = resolve_model(model)
     if profile is not None:
         require_profile_of(profile, source)
-    spec = model_spec(source.config, source.name, source.preprocessor)
+    spec = model_spec(source.config, source.name, source.preprocessor, source.processor)
     gpu, gpu_note = resolve_gpu(gpu_name)
     serving = resolve_serving(args, spec, gpu)
     notes = tuple(n for n in (source.alias_note, gpu_note) if n)

@@ -48,7 +48,7 @@ def profile_model(
     warmup: bool = True,
 ) -> tuple[Plan, MemoryProfile]:
     source = resolve_model(model)
-    spec = model_spec(source.config, source.name, source.preprocessor)
+    spec = model_spec(source.config, source.name, source.preprocessor, source.processor)
     if probe is None:
         probe = CudaProbe() if cuda_available() else CpuProbe()
     probe.init()

@@ -73,5 +73,6 @@ def family_for(config: dict[str, Any]) -> Family:
     )
 
 
-def model_spec(config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None) -> ModelSpec:
-    return family_for(config).spec(config, name, preprocessor)
+def model_spec(config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
+    """The spec of a config; `preprocessor` / `processor` are the model's preprocessor_config.json / processor_config.json."""
+    return family_for(config).spec(config, name, preprocessor, processor)

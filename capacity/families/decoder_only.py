@@ -55,15 +55,17 @@ def decoder_shape(text: dict[str, Any], where: str) -> DecoderShape:
 
 
 class DecoderOnlyFamily(Family):
-    """Any config with a *ForCausalLM architecture no other family claims (tried first among the fallbacks)."""
+    """Any config with a *ForCausalLM architecture no other family claims (after the generic multimodal family)."""
 
     name = "decoder_only"
-    fallback_rank: ClassVar[int | None] = 0
+    fallback_rank: ClassVar[int | None] = 1
 
     def claims(self, config: dict[str, Any]) -> bool:
         return looks_decoder_only(config)
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         max_len, key = derive_max_model_len(config)
         return ModelSpec(
             name=name,

@@ -43,7 +43,9 @@ class Florence2Family(Family):
     hf_class = "Florence2ForConditionalGeneration"
     trace_undercount_percent: ClassVar[int | None] = 74  # H200 activation peak vs the fake trace (bench/results/trace-2026-11-30)
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         text = sub(config, "text_config", "florence2")
         vision = sub(config, "vision_config", "florence2")
         strides = vision.get("patch_stride", [4, 2, 2, 2])

@@ -38,7 +38,9 @@ class Gemma3Family(Family):
     model_types = ("gemma3",)
     hf_class = "Gemma3ForConditionalGeneration"
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         text = {**TEXT_DEFAULTS, **sub(config, "text_config", "gemma3")}
         vision = {**SIGLIP_DEFAULTS, **sub(config, "vision_config", "gemma3")}
         n_layers = need(text, "num_hidden_layers", "gemma3")

@@ -30,7 +30,9 @@ class MllamaFamily(Family):
     hf_class = "MllamaForConditionalGeneration"
     profilable = False  # its cross-attention layers take the vision states per tile: no profiler hooks yet
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         text = sub(config, "text_config", "mllama")
         vision = sub(config, "vision_config", "mllama")
         hidden = need(text, "hidden_size", "mllama")

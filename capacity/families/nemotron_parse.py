@@ -37,7 +37,9 @@ class NemotronParseFamily(Family):
     verify_decoder_path = ("decoder",)
     trace_undercount_percent: ClassVar[int | None] = 15  # H200 activation peak vs the fake trace (bench/results/trace-2026-11-30)
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         decoder = sub(config, "decoder", "nemotron_parse")
         encoder = sub(config, "encoder", "nemotron_parse")
         size = need(config, "image_size", "nemotron_parse")

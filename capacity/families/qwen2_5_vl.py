@@ -31,7 +31,9 @@ class Qwen25VLFamily(Family):
     model_types = ("qwen2_5_vl",)
     hf_class = "Qwen2_5_VLForConditionalGeneration"
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
         vision = config.get("vision_config") or {}
         patch = vision.get("patch_size", vision.get("spatial_patch_size", 14))

@@ -27,7 +27,9 @@ class WhisperFamily(Family):
     hf_class = "WhisperForConditionalGeneration"
     verify_decoder_path = ("model", "decoder")
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         d_model = need(config, "d_model", "whisper")
         heads = need(config, "decoder_attention_heads", "whisper")
         n_dec = need(config, "decoder_layers", "whisper")

@@ -1,0 +1,255 @@
+"""Reach: which architectures capacity plans offline, and how each figure is obtained.
+
+For every published config of the catalog folders given (`--catalog DIR`, a folder of `<org>--<name>/` folders
+or `<org>--<name>.json` files) and for transformers' own default config of each multimodal architecture vLLM 0.33
+registers (`DEFAULT_CONFIGS`: a class's defaults, not a published checkpoint; labelled so), it records:
+the family that plans it (or the one-line refusal); tokens per item and how they were counted; the KV page of
+each group (bf16, block 16, TP 1); parameters from the meta build against the safetensors index's total_size
+(when the catalog has the index); and the activation peak from the fake-tensor trace against the formula, through
+the CLI (`capacity plan --json`, H200, vLLM defaults), each in a subprocess with a timeout.
+
+    python bench/reach.py --catalog capacity/catalog/models --out bench/results/reach-2026-11-30
+
+Writes reach.json and README.md into --out. Needs torch and transformers (the meta builds, the processors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+# (model_type, the architecture vLLM 0.33 registers for it): transformers' default config of the class is planned.
+DEFAULT_CONFIGS: tuple[tuple[str, str], ...] = (
+    ("llava", "LlavaForConditionalGeneration"),
+    ("llava_next", "LlavaNextForConditionalGeneration"),
+    ("llava_next_video", "LlavaNextVideoForConditionalGeneration"),
+    ("llava_onevision", "LlavaOnevisionForConditionalGeneration"),
+    ("qwen2_vl", "Qwen2VLForConditionalGeneration"),
+    ("qwen3_vl", "Qwen3VLForConditionalGeneration"),
+    ("qwen3_vl_moe", "Qwen3VLMoeForConditionalGeneration"),
+    ("idefics3", "Idefics3ForConditionalGeneration"),
+    ("smolvlm", "SmolVLMForConditionalGeneration"),
+    ("internvl", "InternVLForConditionalGeneration"),
+    ("mistral3", "Mistral3ForConditionalGeneration"),
+    ("paligemma", "PaliGemmaForConditionalGeneration"),
+    ("aria", "AriaForConditionalGeneration"),
+    ("cohere2_vision", "Cohere2VisionForConditionalGeneration"),
+    ("glm4v", "Glm4vForConditionalGeneration"),
+    ("glm4v_moe", "Glm4vMoeForConditionalGeneration"),
+    ("gemma4", "Gemma4ForConditionalGeneration"),
+    ("lighton_ocr", "LightOnOCRForConditionalGeneration"),
+    ("ernie4_5_vl_moe", "Ernie4_5_VLMoeForConditionalGeneration"),
+    ("blip-2", "Blip2ForConditionalGeneration"),
+    ("qwen2_audio", "Qwen2AudioForConditionalGeneration"),
+    ("voxtral", "VoxtralForConditionalGeneration"),
+    ("granite_speech", "GraniteSpeechForConditionalGeneration"),
+    ("audioflamingo3", "AudioFlamingo3ForConditionalGeneration"),
+    ("gemma3n", "Gemma3nForConditionalGeneration"),
+    ("llama4", "Llama4ForConditionalGeneration"),
+    ("lfm2_vl", "Lfm2VlForConditionalGeneration"),
+    ("qwen3_5", "Qwen3_5ForConditionalGeneration"),
+)
+
+# vLLM 0.33's max tokens per item where its source states them as a formula of the config (read, not run).
+VLLM_DOCUMENTED: dict[str, tuple[dict[str, int | str], str]] = {
+    "default:llava": ({"image": 576}, "llava.py get_max_image_tokens: CLIP (336 // 14)^2 = 576 patch features, 'default' strategy drops the CLS"),
+    "default:qwen2_audio": ({"audio": 750}, "qwen2_audio.py get_mm_max_tokens_per_item: 30 s x 16 kHz // hop 160 = 3000 mel -> (3000-1)//2+1 = 1500 -> (1500-2)//2+1 = 750"),
+    "default:voxtral": ({"audio": "max_model_len"}, "voxtral.py get_max_audio_tokens = model_config.max_model_len (long audio in 30 s chunks)"),
+    "default:granite_speech": ({"audio": 5001}, "granite_speech.py get_max_audio_tokens = 5001"),
+    "mistralai--Voxtral-Mini-3B-2507": ({"audio": "max_model_len"}, "voxtral.py get_max_audio_tokens = model_config.max_model_len"),
+    "default:gemma4": ({"image": 280}, "gemma4_mm.py: see the file; not transcribed"),
+}
+
+
+def catalog_entries(folders: list[Path]) -> list[tuple[str, dict[str, Any], dict[str, Any] | None, dict[str, Any] | None, int | None]]:
+    """(name, config, preprocessor, processor, safetensors total_size) of each published catalog entry."""
+    out = []
+    for folder in folders:
+        for path in sorted(folder.iterdir()):
+            if path.is_dir() and (path / "config.json").is_file():
+                read = lambda n, p=path: json.loads((p / n).read_text()) if (p / n).is_file() else None  # noqa: E731
+                index = read("model.safetensors.index.json")
+                total = (index or {}).get("metadata", {}).get("total_size")
+                out.append((path.name, read("config.json"), read("preprocessor_config.json"), read("processor_config.json"), total))
+            elif path.suffix == ".json":
+                out.append((path.stem, json.loads(path.read_text()), None, None, None))
+    return out
+
+
+def default_entries() -> list[tuple[str, dict[str, Any], None, None, None]]:
+    from transformers import CONFIG_MAPPING
+
+    out = []
+    for model_type, architecture in DEFAULT_CONFIGS:
+        if model_type not in CONFIG_MAPPING:
+            continue
+        config = json.loads(json.dumps(CONFIG_MAPPING[model_type]().to_dict(), default=str))
+        config["architectures"] = [architecture]
+        config["model_type"] = model_type
+        out.append((f"default:{model_type}", config, None, None, None))
+    return out
+
+
+def kv_pages(spec: Any) -> list[dict[str, Any]]:
+    from capacity.gpus import gpu_by_name
+    from capacity.kv_spec import kv_groups_for
+    from capacity.serving import ServingArgs, resolve_serving
+
+    serving = resolve_serving(ServingArgs(), spec, gpu_by_name("H200"))
+    return [{"kind": g.kind, "layers": g.num_layers, "page_bytes": g.page_size_bytes} for g in kv_groups_for(spec, serving)]
+
+
+def cli_plan(folder: Path, estimate: str, timeout: int) -> dict[str, Any]:
+    env = {**os.environ, "CAPACITY_ESTIMATE": estimate}
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "capacity.cli", "plan", "--model", str(folder), "--gpu", "H200", "--offline", "--json"],
+            capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"timeout after {timeout} s"}
+    wall = round(time.perf_counter() - start, 1)
+    if proc.returncode not in (0, 1):
+        return {"error": (proc.stderr.strip().splitlines() or ["?"])[-1][:200], "wall_s": wall}
+    data = json.loads(proc.stdout)
+    trace_note = next((n for n in data.get("notes", []) if "trace" in n), "")
+    return {
+        "activation_peak": data["memory"]["activation_peak"]["bytes"],
+        "method": data["memory"]["activation_peak"]["method"],
+        "weights": data["memory"]["weights"]["bytes"],
+        "note": trace_note,
+        "wall_s": wall,
+    }
+
+
+def reach_one(name: str, config: dict[str, Any], pre: Any, proc: Any, total_size: int | None, trace_timeout: int) -> dict[str, Any]:
+    from capacity.arch import parameter_count
+    from capacity.errors import CapacityError
+    from capacity.families import model_spec
+
+    row: dict[str, Any] = {"name": name, "model_type": config.get("model_type"), "architecture": (config.get("architectures") or ["?"])[0]}
+    try:
+        spec = model_spec(config, name, pre, proc)
+    except CapacityError as exc:
+        row["refused"] = str(exc)
+        return row
+    row["family"] = spec.family.name
+    row["tokens_per_item"] = {m.name: m.max_tokens_per_item for m in spec.modalities}
+    row["token_notes"] = [n for n in spec.notes if "tokens per" in n] or list(spec.notes[:1])
+    row["kv_groups"] = kv_pages(spec)
+    row["vllm_support"] = spec.vllm_support.status
+    try:
+        count = parameter_count(spec.family.build_module(config, device="meta", dtype="bfloat16"))
+        row["meta_parameters"] = count
+        row["meta_bf16_bytes"] = 2 * count
+    except Exception as exc:  # a config transformers cannot build
+        row["meta_error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
+    row["safetensors_total_size"] = total_size
+    documented = VLLM_DOCUMENTED.get(name)
+    if documented:
+        row["vllm_tokens"], row["vllm_source"] = documented
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "config.json").write_text(json.dumps(config))
+        for file, data in (("preprocessor_config.json", pre), ("processor_config.json", proc)):
+            if data:
+                (folder / file).write_text(json.dumps(data))
+        row["formula"] = cli_plan(folder, "formula", trace_timeout)
+        row["trace"] = cli_plan(folder, "trace", trace_timeout)
+    return row
+
+
+def gib(n: int | None) -> str:
+    return "" if n is None else f"{n / 2**30:.2f}"
+
+
+def readme(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    planned = [r for r in rows if "family" in r]
+    archs = sorted({r["architecture"] for r in planned})
+    lines = [
+        "# Reach: architectures capacity plans offline (2026-11-30)",
+        "",
+        f"Produced by `python bench/reach.py {meta['argv']}` on {meta['machine']} ({meta['created']}; "
+        f"torch {meta['torch']}, transformers {meta['transformers']}). `reach.json` holds every field.",
+        "",
+        f"**{len(archs)} distinct architectures plan offline** ({len(planned)} of {len(rows)} configs); the rest are refused in one line.",
+        "Rows named `default:<model_type>` are transformers' default config of that class (not a published checkpoint:",
+        "no published file of those models was found, see capacity/catalog/README.md); the others are published configs.",
+        "",
+        "## Per configuration",
+        "",
+        "| config | architecture | family | tokens per item (how) | vLLM 0.33 value | KV page per group (bf16, block 16) | meta-build bf16 GiB | safetensors GiB | activation peak formula / trace GiB | trace |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if "refused" in r:
+            lines.append(f"| {r['name']} | {r['architecture']} | refused: {r['refused'].replace('|', '/')} | | | | | | | |")
+            continue
+        tokens = "; ".join(f"{m} {t}" for m, t in r["tokens_per_item"].items())
+        how = " ".join(r["token_notes"]).replace("|", "/")
+        how = how.split("(", 1)[1].rsplit(")", 1)[0] if "(" in how else how
+        vllm = "; ".join(f"{m} {t}" for m, t in r.get("vllm_tokens", {}).items())
+        pages = ", ".join(f"{g['kind']} x{g['layers']}: {g['page_bytes']:,} B" for g in r["kv_groups"])
+        f, t = r.get("formula", {}), r.get("trace", {})
+        peaks = f"{gib(f.get('activation_peak'))} / {gib(t.get('activation_peak'))}"
+        if "fake-tensor trace of the real model" in t.get("method", ""):
+            trace = f"ran ({t.get('wall_s')} s)"
+        else:
+            trace = "fell back to the formula: " + (t.get("note") or t.get("error") or "?").replace("|", "/")[:160]
+        lines.append(
+            f"| {r['name']} | {r['architecture']} | {r['family']} | {tokens} ({how[:220]}) | {vllm} | {pages} | "
+            f"{gib(r.get('meta_bf16_bytes')) or r.get('meta_error', '')} | {gib(r.get('safetensors_total_size'))} | {peaks} | {trace} |"
+        )
+    lines += ["", "## vLLM's values, where its source states them", ""]
+    for r in rows:
+        if r.get("vllm_source"):
+            lines.append(f"- {r['name']}: {r['vllm_source']}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--catalog", action="append", default=[], type=Path)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--no-defaults", action="store_true")
+    parser.add_argument("--trace-timeout", type=int, default=240)
+    parser.add_argument("--only", default="")
+    args = parser.parse_args()
+    import torch
+    import transformers
+
+    entries = catalog_entries(args.catalog) + ([] if args.no_defaults else default_entries())
+    if args.only:
+        entries = [e for e in entries if args.only in e[0]]
+    rows = []
+    for name, config, pre, proc, total in entries:
+        start = time.perf_counter()
+        rows.append(reach_one(name, config, pre, proc, total, args.trace_timeout))
+        print(f"{name}: {rows[-1].get('family') or 'refused'} ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
+    meta = {
+        "argv": " ".join(sys.argv[1:]),
+        "machine": f"{platform.node()} ({os.cpu_count()} CPUs, no GPU used)",
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "reach.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    (args.out / "README.md").write_text(readme(rows, meta))
+
+
+if __name__ == "__main__":
+    main()

@@ -5,8 +5,9 @@ or `<org>--<name>.json` files) and for transformers' own default config of each 
 registers (`DEFAULT_CONFIGS`: a class's defaults, not a published checkpoint; labelled so), it records:
 the family that plans it (or the one-line refusal); tokens per item and how they were counted; the KV page of
 each group (bf16, block 16, TP 1); parameters from the meta build against the safetensors index's total_size
-(when the catalog has the index); and the activation peak from the fake-tensor trace against the formula, through
-the CLI (`capacity plan --json`, H200, vLLM defaults), each in a subprocess with a timeout.
+(when the catalog has the index); and the activation peak from the fake-tensor trace against the formula, with
+the planner (H200, vLLM defaults; the trace as `capacity plan` runs it, with a timeout). Text-only decoders are
+listed, not measured.
 
     python bench/reach.py --catalog capacity/catalog/models --out bench/results/reach-2026-11-30
 
@@ -20,7 +21,7 @@ import datetime
 import json
 import os
 import platform
-import subprocess
+import signal
 import sys
 import tempfile
 import time
@@ -69,7 +70,10 @@ VLLM_DOCUMENTED: dict[str, tuple[dict[str, int | str], str]] = {
     "default:voxtral": ({"audio": "max_model_len"}, "voxtral.py get_max_audio_tokens = model_config.max_model_len (long audio in 30 s chunks)"),
     "default:granite_speech": ({"audio": 5001}, "granite_speech.py get_max_audio_tokens = 5001"),
     "mistralai--Voxtral-Mini-3B-2507": ({"audio": "max_model_len"}, "voxtral.py get_max_audio_tokens = model_config.max_model_len"),
-    "default:gemma4": ({"image": 280}, "gemma4_mm.py: see the file; not transcribed"),
+    "default:paligemma": ({"image": 256}, "paligemma.py get_num_image_tokens: SigLIP (224 // 14)^2 = 256 patches"),
+    "Qwen--Qwen2.5-VL-7B-Instruct": ({"image": 16384}, "qwen2_vl.py get_max_image_tokens: max_pixels 12,845,056 // 28^2 = 16,384"),
+    "allenai--olmOCR-2-7B-1025": ({"image": 16384}, "qwen2_vl.py get_max_image_tokens at the default max_pixels (no preprocessor config in the catalog)"),
+    "openai--whisper-large-v3": ({"audio": 1500}, "whisper.py get_num_audio_tokens = max_source_positions (1500)"),
 }
 
 
@@ -111,34 +115,58 @@ def kv_pages(spec: Any) -> list[dict[str, Any]]:
     return [{"kind": g.kind, "layers": g.num_layers, "page_bytes": g.page_size_bytes} for g in kv_groups_for(spec, serving)]
 
 
-def cli_plan(folder: Path, estimate: str, timeout: int) -> dict[str, Any]:
-    env = {**os.environ, "CAPACITY_ESTIMATE": estimate}
+class TimedOut(Exception):
+    pass
+
+
+def _alarm(signum: int, frame: Any) -> None:
+    raise TimedOut()
+
+
+def planned(folder: Path, estimate: str, timeout: int) -> dict[str, Any]:
+    """The plan of the folder on an H200 with vLLM's defaults: from formulas, or from the fake-tensor trace
+    (in this process; a trace that stops at a data-dependent op falls back to the formulas, as the CLI does)."""
+    from capacity.planner import plan_for
+    from capacity.serving import ServingArgs
+
     start = time.perf_counter()
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(timeout)
+    note = ""
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "capacity.cli", "plan", "--model", str(folder), "--gpu", "H200", "--offline", "--json"],
-            capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT,
-        )
-    except subprocess.TimeoutExpired:
+        if estimate == "trace":
+            from profilers.api import trace_model
+
+            try:
+                result, _ = trace_model(str(folder), ServingArgs(), gpu_name="H200")
+            except TimedOut:
+                raise
+            except Exception as exc:
+                note = f"the fake-tensor trace stopped at {type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
+                result = plan_for(str(folder), ServingArgs(), "H200")
+        else:
+            result = plan_for(str(folder), ServingArgs(), "H200")
+    except TimedOut:
         return {"error": f"timeout after {timeout} s"}
-    wall = round(time.perf_counter() - start, 1)
-    if proc.returncode not in (0, 1):
-        return {"error": (proc.stderr.strip().splitlines() or ["?"])[-1][:200], "wall_s": wall}
-    data = json.loads(proc.stdout)
-    trace_note = next((n for n in data.get("notes", []) if "trace" in n), "")
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"}
+    finally:
+        signal.alarm(0)
+    term = result.memory["activation_peak"]
     return {
-        "activation_peak": data["memory"]["activation_peak"]["bytes"],
-        "method": data["memory"]["activation_peak"]["method"],
-        "weights": data["memory"]["weights"]["bytes"],
-        "note": trace_note,
-        "wall_s": wall,
+        "activation_peak": term.bytes,
+        "method": term.method,
+        "weights": result.memory["weights"].bytes,
+        "note": note,
+        "wall_s": round(time.perf_counter() - start, 1),
     }
 
 
 def reach_one(name: str, config: dict[str, Any], pre: Any, proc: Any, total_size: int | None, trace_timeout: int) -> dict[str, Any]:
-    from capacity.arch import parameter_count
     from capacity.errors import CapacityError
     from capacity.families import model_spec
+    from capacity.memory import parameter_count
+    from capacity.models import resolve_model
 
     row: dict[str, Any] = {"name": name, "model_type": config.get("model_type"), "architecture": (config.get("architectures") or ["?"])[0]}
     try:
@@ -147,16 +175,13 @@ def reach_one(name: str, config: dict[str, Any], pre: Any, proc: Any, total_size
         row["refused"] = str(exc)
         return row
     row["family"] = spec.family.name
+    if not spec.modalities and not spec.is_encoder_decoder:  # a text-only LLM: outside this benchmark's reach
+        row["text_only"] = True
+        return row
     row["tokens_per_item"] = {m.name: m.max_tokens_per_item for m in spec.modalities}
     row["token_notes"] = [n for n in spec.notes if "tokens per" in n] or list(spec.notes[:1])
     row["kv_groups"] = kv_pages(spec)
     row["vllm_support"] = spec.vllm_support.status
-    try:
-        count = parameter_count(spec.family.build_module(config, device="meta", dtype="bfloat16"))
-        row["meta_parameters"] = count
-        row["meta_bf16_bytes"] = 2 * count
-    except Exception as exc:  # a config transformers cannot build
-        row["meta_error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
     row["safetensors_total_size"] = total_size
     documented = VLLM_DOCUMENTED.get(name)
     if documented:
@@ -167,8 +192,15 @@ def reach_one(name: str, config: dict[str, Any], pre: Any, proc: Any, total_size
         for file, data in (("preprocessor_config.json", pre), ("processor_config.json", proc)):
             if data:
                 (folder / file).write_text(json.dumps(data))
-        row["formula"] = cli_plan(folder, "formula", trace_timeout)
-        row["trace"] = cli_plan(folder, "trace", trace_timeout)
+        try:  # the planner's own meta build (cached: the formula plan below reuses it)
+            count, _ = parameter_count(spec, resolve_model(str(folder)))
+            row["meta_parameters"] = count
+            row["meta_bf16_bytes"] = 2 * count
+        except Exception as exc:  # a config transformers cannot build
+            row["meta_error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
+        row["formula"] = planned(folder, "formula", trace_timeout)
+        if spec.encoder is not None:  # text-only decoders: no encoder to trace
+            row["trace"] = planned(folder, "trace", trace_timeout)
     return row
 
 
@@ -179,13 +211,15 @@ def gib(n: int | None) -> str:
 def readme(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     planned = [r for r in rows if "family" in r]
     archs = sorted({r["architecture"] for r in planned})
+    mm = sorted({r["architecture"] for r in planned if not r.get("text_only")})
     lines = [
         "# Reach: architectures capacity plans offline (2026-11-30)",
         "",
         f"Produced by `python bench/reach.py {meta['argv']}` on {meta['machine']} ({meta['created']}; "
         f"torch {meta['torch']}, transformers {meta['transformers']}). `reach.json` holds every field.",
         "",
-        f"**{len(archs)} distinct architectures plan offline** ({len(planned)} of {len(rows)} configs); the rest are refused in one line.",
+        f"**{len(archs)} distinct architectures plan offline**, {len(mm)} of them multimodal or encoder-decoder "
+        f"({len(planned)} of {len(rows)} configs); the rest are refused in one line.",
         "Rows named `default:<model_type>` are transformers' default config of that class (not a published checkpoint:",
         "no published file of those models was found, see capacity/catalog/README.md); the others are published configs.",
         "",
@@ -195,6 +229,9 @@ def readme(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
+        if r.get("text_only"):
+            lines.append(f"| {r['name']} | {r['architecture']} | {r['family']} (text-only: not measured here) | | | | | | | |")
+            continue
         if "refused" in r:
             lines.append(f"| {r['name']} | {r['architecture']} | refused: {r['refused'].replace('|', '/')} | | | | | | | |")
             continue
@@ -205,7 +242,9 @@ def readme(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         pages = ", ".join(f"{g['kind']} x{g['layers']}: {g['page_bytes']:,} B" for g in r["kv_groups"])
         f, t = r.get("formula", {}), r.get("trace", {})
         peaks = f"{gib(f.get('activation_peak'))} / {gib(t.get('activation_peak'))}"
-        if "fake-tensor trace of the real model" in t.get("method", ""):
+        if not t:
+            trace = "no encoder"
+        elif "fake-tensor trace of the real model" in t.get("method", ""):
             trace = f"ran ({t.get('wall_s')} s)"
         else:
             trace = "fell back to the formula: " + (t.get("note") or t.get("error") or "?").replace("|", "/")[:160]

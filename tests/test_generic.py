@@ -87,9 +87,10 @@ def test_voxtral_published_config_counts_audio_through_the_model():
         (lambda: published("LiquidAI--LFM2.5-VL-1.6B"), "text_config.layer_types holds conv"),
         (lambda: default_config("gemma3n", "Gemma3nForConditionalGeneration"), "text_config.num_kv_shared_layers=15"),
         (lambda: default_config("llama4", "Llama4ForConditionalGeneration"), "text_config.attention_chunk_size=8192"),
-        (lambda: published("Qwen--Qwen3-VL-32B-Instruct"), "vision_config lacks image_size / patch_size"),
+        (lambda: published("Qwen--Qwen3-VL-32B-Instruct"), "resizes images by size.longest_edge"),
+        (lambda: default_config("llava_next", "LlavaNextForConditionalGeneration"), "tiles or caps images by image_grid_pinpoints"),
     ],
-    ids=["qwen3.5-linear-attention", "lfm2.5-conv", "gemma3n-kv-sharing", "llama4-chunked", "qwen3-vl-no-preprocessor"],
+    ids=["qwen3.5-linear-attention", "lfm2.5-conv", "gemma3n-kv-sharing", "llama4-chunked", "qwen3-vl-no-preprocessor", "llava-next-no-preprocessor"],
 )
 def test_what_it_cannot_read_is_refused_in_one_line(config, field):
     with pytest.raises(BadInput, match=field.replace("(", r"\(").replace("[", r"\[")) as exc:

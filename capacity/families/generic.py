@@ -118,7 +118,18 @@ class GenericFamily(Family):
         )
 
     def hf_class_name(self, config: dict[str, Any]) -> str:
-        return str((config.get("architectures") or [""])[0])
+        """`architectures[0]` when transformers has that class, else the model_type's image/audio-text-to-text class."""
+        import transformers
+        from transformers.models.auto import modeling_auto
+
+        named = str((config.get("architectures") or [""])[0])
+        if hasattr(transformers, named):
+            return named
+        for mapping in ("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES", "MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES"):
+            found = getattr(modeling_auto, mapping, {}).get(str(config.get("model_type")))
+            if isinstance(found, str) and hasattr(transformers, found):
+                return found
+        return named
 
     # --- profiler and fake-tensor trace hooks -------------------------------------------------------------
 
@@ -141,7 +152,10 @@ class GenericFamily(Family):
         batch = {k: torch.cat([v] * count) if count > 1 else v for k, v in item.tensors.items()}
         method = features_method(model, "audio" if "input_features" in batch else "image")
         accepted = inspect.signature(method).parameters
-        out = method(**{k: v for k, v in batch.items() if k in accepted or "kwargs" in accepted})
+        inputs = {k: v for k, v in batch.items() if k in accepted or "kwargs" in accepted}
+        if "input_features" in batch:
+            inputs.update(full_clip_masks(method, tuple(batch["input_features"].shape), batch["input_features"].device))
+        out = method(**inputs)
         return list(feature_rows(out).chunk(count))
 
     def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
@@ -317,6 +331,12 @@ def image_fallback(config: dict[str, Any], vision: dict[str, Any], *, reason: st
     """(image_size // patch_size)^2 patches, merged by the config's spatial merge / downsample factor."""
     if isinstance(config.get("mm_tokens_per_image"), int):
         return ItemTokens("image", int(config["mm_tokens_per_image"]), "fallback formula", f"mm_tokens_per_image ({reason})")
+    dynamic = dynamic_resizing(config)
+    if dynamic:
+        raise BadInput(
+            f"{config.get('architectures', ['?'])[0]}: {dynamic}, so the image tokens depend on its settings: "
+            f"give the model's preprocessor_config.json ({reason})"
+        )
     size, patch = vision.get("image_size"), vision.get("patch_size")
     size = max(size) if isinstance(size, (list, tuple)) and size else size  # [448, 448]
     patch = max(patch) if isinstance(patch, (list, tuple)) and patch else patch
@@ -335,6 +355,27 @@ def image_fallback(config: dict[str, Any], vision: dict[str, Any], *, reason: st
     else:
         tokens, how = patches, "(no merge)"
     return ItemTokens("image", tokens, "fallback formula", f"(image_size {size} // patch_size {patch})^2 {how}, one tile ({reason})")
+
+
+# Image-processor attributes that make the tokens of an image depend on its settings: tiles, pinpoints, pixel caps.
+DYNAMIC_IMAGE_SETTINGS = ("image_grid_pinpoints", "do_image_splitting", "crop_to_patches", "max_patches", "max_image_size", "max_pixels", "max_image_tiles")
+
+
+def dynamic_resizing(config: dict[str, Any]) -> str | None:
+    """Why the one-tile formula cannot stand in for the model's image processor, or None when it resizes to one
+    fixed size (read from the processor class's defaults, which say how it works, not the model's numbers)."""
+    try:
+        proc = image_processor(config, None)
+    except Exception as exc:
+        return f"no image processor class can be built for it ({type(exc).__name__})"
+    name = type(proc).__name__
+    for attr in DYNAMIC_IMAGE_SETTINGS:
+        if getattr(proc, attr, None):
+            return f"its {name} tiles or caps images by {attr}"
+    size = getattr(proc, "size", None)
+    if size is not None and (getattr(size, "longest_edge", None) if not isinstance(size, dict) else size.get("longest_edge")):
+        return f"its {name} resizes images by size.longest_edge"
+    return None
 
 
 def feature_extractor(config: dict[str, Any], preprocessor: dict[str, Any] | None) -> Any:
@@ -393,9 +434,22 @@ def meta_audio_rows(config_json: str, shape: tuple[int, ...]) -> int:
     from capacity.families import family_named
 
     model = family_named("generic").build_module(json.loads(config_json), device="meta", dtype="float32")
+    method = features_method(model, "audio")
     with torch.inference_mode():
-        out = features_method(model, "audio")(input_features=torch.zeros(shape, device="meta"))
+        out = method(input_features=torch.zeros(shape, device="meta"), **full_clip_masks(method, shape))
     return int(feature_rows(out).shape[0])
+
+
+def full_clip_masks(method: Any, shape: tuple[int, ...], device: Any = "meta") -> dict[str, Any]:
+    """Masks a get_audio_features requires (AudioFlamingo3's input_features_mask): every frame of the clip is real."""
+    import torch
+
+    required = [
+        name
+        for name, param in inspect.signature(method).parameters.items()
+        if "mask" in name and param.default is inspect.Parameter.empty and param.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
+    return {name: torch.ones(shape[0], shape[-1], dtype=torch.bool, device=device) for name in required}
 
 
 def features_method(model: Any, modality: str) -> Any:

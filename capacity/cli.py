@@ -18,12 +18,17 @@ from capacity.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_R
 from capacity.units import parse_human_int
 
 EXIT_CODES_HELP = "Exit codes: 0 fits (check: passes), 1 does not fit (check: fails), 2 bad input, 3 runtime failure."
+MODEL_RESOLUTION_HELP = (
+    "--model is resolved in this order: a folder with config.json; a catalog id or alias (`capacity models`); "
+    "a Hugging Face id (org/name) in the local HF cache; the Hugging Face Hub (config, processor and generation "
+    "configs and the safetensors headers only, into the HF cache; HF_TOKEN for gated repos, HF_HUB_OFFLINE=1 for the cache alone)."
+)
 
 app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     no_args_is_help=True,
-    help=f"How a multimodal / encoder-decoder model will use GPU memory under vLLM 0.33 (Model Runner V2). {EXIT_CODES_HELP}",
+    help=f"How a multimodal / encoder-decoder model will use GPU memory under vLLM 0.33 (Model Runner V2). {MODEL_RESOLUTION_HELP} {EXIT_CODES_HELP}",
 )
 
 
@@ -59,7 +64,15 @@ def serving_values(**given: Any) -> dict[str, Any]:
 
 # --- options shared by plan, check and sweep ----------------------------------------------------------
 
-ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Catalog id or alias, a HF id in the local cache, or a folder with config.json.")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="A folder with config.json, else a catalog id or alias, else a Hugging Face id (org/name) from the local HF cache, else from the Hub.",
+    ),
+]
+RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a Hub --model (default main); skips the catalog.")]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="A `vllm serve --config` YAML file; flags given here override it.")]
 GpuOpt = Annotated[str | None, typer.Option(help="Target GPU from the catalog (see `capacity gpus`); default: the local GPU, else H200.")]
 MaxModelLenOpt = Annotated[str | None, typer.Option(help="Decoder context length; 'auto' or -1 fits it to memory.")]
@@ -164,6 +177,7 @@ KNOBS = (
     "dtype",
     "enforce_eager",
     "usage_context",
+    "revision",
 )
 
 
@@ -183,7 +197,7 @@ def _serving_args(model: str | None, config: Path | None, **knobs: Any) -> tuple
         if ignored:
             print(f"capacity: note: {config} options not modelled, ignored: {', '.join(ignored)}", file=sys.stderr)
     if not model:
-        raise BadInput("no model: pass --model (a catalog id, a HF id in the local cache or a folder), or 'model:' in --config")
+        raise BadInput("no model: pass --model (a folder, a catalog id or a Hugging Face id org/name), or 'model:' in --config")
     values.update(serving_values(**knobs))
     return model, ServingArgs(**values)
 
@@ -220,6 +234,7 @@ def _print_json(subject: Any, extra: dict[str, Any] | None = None) -> None:
 @app.command(cls=OptionalJsonCommand)
 def plan(
     model: ModelOpt = None,
+    revision: RevisionOpt = None,
     gpu: GpuOpt = None,
     config: ConfigOpt = None,
     gpu_memory_utilization: UtilOpt = None,
@@ -244,6 +259,9 @@ def plan(
     html: HtmlOpt = None,
 ) -> None:
     """Plan how vLLM 0.33 would budget GPU memory for MODEL, and whether it will start.
+
+    MODEL: a folder with config.json, else a catalog id or alias, else a Hugging Face id in the local HF cache,
+    else the Hub (only the configs and the safetensors headers are fetched).
 
     On a machine with an NVIDIA GPU (and without --offline or --profile) the model is profiled on it
     first and the plan uses the measurements. Exit codes: 0 fits, 1 does not fit, 2 bad input, 3 runtime failure.
@@ -310,6 +328,7 @@ def _profile_with_progress(model: str, args: Any, gpu: str | None, *, cpu_probe:
 def profile_command(
     output: Annotated[Path, typer.Option("--output", "-o", metavar="PATH", help="Where to write the profile JSON (atomically).")],
     model: ModelOpt = None,
+    revision: RevisionOpt = None,
     gpu: Annotated[str | None, typer.Option(help="Resolve vLLM's defaults for this catalog GPU instead of the local one.")] = None,
     config: ConfigOpt = None,
     gpu_memory_utilization: UtilOpt = None,
@@ -367,6 +386,7 @@ def profile_command(
 @app.command(cls=OptionalJsonCommand)
 def verify(
     model: ModelOpt = None,
+    revision: RevisionOpt = None,
     gpu: Annotated[str | None, typer.Option(help="Resolve vLLM's defaults for this catalog GPU instead of the local one.")] = None,
     config: ConfigOpt = None,
     gpu_memory_utilization: UtilOpt = None,
@@ -408,7 +428,8 @@ def verify(
         result, _ = _profile_with_progress(model, args, gpu)
     else:
         result = plan_for(model, args, gpu, measured)
-    reproducer = shlex.join(["capacity", "verify", "--model", model, *" ".join(suggested_flags(result)).split(), "--steps", str(steps)])
+    pinned = ["--revision", args.revision] if args.revision else []
+    reproducer = shlex.join(["capacity", "verify", "--model", model, *pinned, *" ".join(suggested_flags(result)).split(), "--steps", str(steps)])
     outcome = run_verify(result, CpuProbe() if cpu_probe else CudaProbe(), steps=steps, reproducer=reproducer)
     if json_out is not None:
         import json
@@ -434,6 +455,7 @@ def verify(
 def reconcile(
     log: Annotated[Path, typer.Argument(metavar="LOG", help="A vLLM startup log (0.11 to 0.33).")],
     model: ModelOpt = None,
+    revision: RevisionOpt = None,
     gpu: Annotated[str | None, typer.Option(help="The GPU vLLM ran on (catalog name); default: the local GPU, else H200.")] = None,
     config: ConfigOpt = None,
     gpu_memory_utilization: UtilOpt = None,
@@ -480,6 +502,7 @@ def reconcile(
 @app.command(cls=OptionalJsonCommand)
 def check(
     model: ModelOpt = None,
+    revision: RevisionOpt = None,
     gpu: GpuOpt = None,
     config: ConfigOpt = None,
     gpu_memory_utilization: UtilOpt = None,
@@ -536,6 +559,7 @@ def check(
 @app.command(cls=OptionalJsonCommand)
 def sweep(
     model: ModelOpt = None,
+    revision: RevisionOpt = None,
     gpu: Annotated[str | None, typer.Option(help="GPUs, comma-separated (e.g. L4,L40S,H100-80GB,H200); default: the local GPU, else H200.")] = None,
     tp_values: Annotated[str | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel sizes, comma-separated.")] = None,
     seqs_values: Annotated[str | None, typer.Option("--max-num-seqs", help="max_num_seqs values, comma-separated (e.g. 16,64,256).")] = None,

@@ -82,12 +82,9 @@ def _config_json(config: dict[str, Any]) -> str:
 
 
 def parameter_count(spec: ModelSpec, source: ModelSource) -> tuple[int, str]:
-    """Parameters of the real architecture: safetensors headers of a local folder, else a meta-device build."""
-    if source.safetensors:
-        from capacity.arch import safetensors_parameter_count
-
-        assert source.path is not None
-        return safetensors_parameter_count(source.path), "safetensors headers of the model folder"
+    """Parameters of the real architecture: the checkpoint's safetensors headers when known, else a meta-device build."""
+    if source.weights is not None:
+        return source.weights.element_count, source.weights.source
     try:
         count = _meta_parameter_count(spec.family, _config_json(source.config))
     except ImportError as exc:
@@ -98,17 +95,30 @@ def parameter_count(spec: ModelSpec, source: ModelSource) -> tuple[int, str]:
 
 
 def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, counted: int | None = None) -> tuple[MemoryTerm, int]:
-    """Parameter bytes in the serving dtype; `counted` is a count already taken (a profile's model)."""
+    """Parameter bytes in the serving dtype; `counted` is a count already taken (a profile's model).
+
+    From safetensors headers (`CheckpointWeights.serving_bytes`): an unquantized checkpoint is its parameters in the
+    serving dtype; a quantized one keeps its quantized tensors and fp32 scales as stored and casts its 16-bit ones
+    (estimated: vLLM's kernels may repack or pad quantized weights)."""
     count, how = (counted, "parameters of the profiled model") if counted else parameter_count(spec, source)
-    total = count * serving.dtype_bytes
+    checkpoint = None if counted else source.weights
+    quantized = checkpoint.quantized_dtypes if checkpoint is not None else ()
+    if checkpoint is not None and quantized:
+        total = checkpoint.serving_bytes(serving.dtype_bytes)
+        kept = "/".join(d for d in sorted(checkpoint.bytes_by_dtype) if d not in ("F16", "BF16"))
+        what = f"{count:,} stored elements: 16-bit ones x {serving.dtype_bytes} B ({serving.dtype}), {kept} as stored"
+    else:
+        total = count * serving.dtype_bytes
+        what = f"{count:,} parameters x {serving.dtype_bytes} B ({serving.dtype})"
+    kind = ESTIMATED if quantized else EXACT
     tp = serving.tensor_parallel_size
     if tp == 1:
-        return MemoryTerm(total, EXACT, f"{count:,} parameters x {serving.dtype_bytes} B ({serving.dtype}); {how}"), count
+        return MemoryTerm(total, kind, f"{what}; {how}"), count
     return (
         MemoryTerm(
             total // tp,
             ESTIMATED,
-            f"{count:,} parameters x {serving.dtype_bytes} B / TP {tp} (norms and biases are replicated, so slightly more); {how}",
+            f"{what} / TP {tp} (norms and biases are replicated, so slightly more); {how}",
         ),
         count,
     )

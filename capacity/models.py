@@ -1,7 +1,9 @@
-"""Resolve `--model` to a model source: a local folder, the local Hugging Face cache, or the catalog.
+"""Resolve `--model` (and `--revision`) to a model source.
 
-Order: an existing folder holding config.json; a Hugging Face id present in the local HF cache
-(offline, never downloads); an entry or alias of the built-in catalog (package data).
+Order (README "Use", `capacity plan --help`): an existing folder holding config.json; an id or alias of the
+built-in catalog (package data); a Hugging Face id in the local HF cache (no network); the Hugging Face Hub
+(`capacity/hub.py`: only the planning files and the safetensors headers, into the HF cache). With `--revision`
+the catalog is skipped (it has no revisions) and a folder is refused.
 """
 
 from __future__ import annotations
@@ -10,14 +12,14 @@ import difflib
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from capacity import catalog as catalog_files
+from capacity.checkpoint import CheckpointWeights, folder_weights
 from capacity.errors import BadInput
-
-CATALOG_PACKAGE = "capacity.catalog"
 
 
 @dataclass(frozen=True)
@@ -26,14 +28,24 @@ class ModelSource:
 
     name: str  # canonical id (catalog / HF id) or the folder path
     requested: str  # what the user typed
-    origin: str  # "catalog" | "folder" | "hf-cache"
+    origin: str  # "catalog" | "folder" | "hf-cache" | "hub"
     config: dict[str, Any] = field(repr=False)
     path: str | None = None
     preprocessor: dict[str, Any] | None = field(default=None, repr=False)
-    processor: dict[str, Any] | None = field(default=None, repr=False)  # processor_config.json
-    safetensors: tuple[str, ...] = ()
+    safetensors: tuple[str, ...] = ()  # local shard files (the profiler loads real weights from them)
     provenance: str | None = None
     alias_note: str | None = None
+    revision: str | None = None  # --revision as given (Hub ids only)
+    commit: str | None = None  # the HF cache snapshot's commit hash
+    weights: CheckpointWeights | None = field(default=None, repr=False)  # what the safetensors headers say it stores
+    # the planning files found beside config.json, by Hub file name (PLANNING_FILES: processor configs,
+    # generation_config.json, model.safetensors.index.json)
+    files: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+
+    @property
+    def processor(self) -> dict[str, Any] | None:
+        """The published processor_config.json, when the source holds one."""
+        return self.files.get("processor_config.json")
 
     @property
     def config_sha256(self) -> str:
@@ -50,33 +62,70 @@ class ModelSource:
             "alias_note": self.alias_note,
             "config_sha256": self.config_sha256,
             "safetensors_files": len(self.safetensors),
+            "revision": self.revision,
+            "commit": self.commit,
+            "safetensors": None if self.weights is None else self.weights.to_dict(),
         }
 
 
 @dataclass(frozen=True)
 class CatalogEntry:
     name: str
-    file: str
     provenance: str
     aliases: tuple[str, ...]
+    plannable: bool = True  # false while no family plans it right: catalog() leaves it out, resolve_model refuses it
+    not_plannable: str = ""  # why, when plannable is false
 
 
-def catalog() -> dict[str, CatalogEntry]:
-    """The built-in catalog, keyed by canonical id."""
-    index = json.loads(resources.files(CATALOG_PACKAGE).joinpath("index.json").read_text())
+def catalog(include_unplannable: bool = False) -> dict[str, CatalogEntry]:
+    """The built-in catalog, keyed by canonical id: the entries capacity plans, or every entry."""
     entries: dict[str, CatalogEntry] = {}
-    for name, meta in index["models"].items():
-        entries[name] = CatalogEntry(
+    for name, meta in catalog_files.read_index()["models"].items():
+        entry = CatalogEntry(
             name=name,
-            file=name.replace("/", "--") + ".json",
             provenance=meta["provenance"],
             aliases=tuple(meta.get("aliases", ())),
+            plannable=bool(meta.get("plannable", True)),
+            not_plannable=meta.get("not_plannable", ""),
         )
+        if entry.plannable or include_unplannable:
+            entries[name] = entry
     return entries
 
 
 def catalog_config(entry: CatalogEntry) -> dict[str, Any]:
-    return json.loads(resources.files(CATALOG_PACKAGE).joinpath("models").joinpath(entry.file).read_text())
+    config = catalog_files.read_model_file(entry.name, "config.json")
+    assert config is not None, f"catalog entry {entry.name} has no config.json"
+    return config
+
+
+def catalog_preprocessor(entry: CatalogEntry) -> dict[str, Any] | None:
+    """The published preprocessor_config.json of a catalog entry, when the catalog holds one."""
+    return catalog_files.read_model_file(entry.name, "preprocessor_config.json")
+
+
+CATALOG_SUMMARY_FILE = "capacity.safetensors-summary.json"  # a recorded header summary (capacity/catalog/README.md)
+
+
+def catalog_weights(entry: CatalogEntry) -> CheckpointWeights | None:
+    """What a catalog entry records of its checkpoint (capacity/catalog/README.md, "Checkpoint summaries")."""
+    return recorded_checkpoint(resources.files(catalog_files.__name__).joinpath("models").joinpath(catalog_files.stem(entry.name)), f"catalog {entry.name}")
+
+
+def catalog_planning_files(entry: CatalogEntry) -> dict[str, dict[str, Any]]:
+    """The published planning files a catalog entry holds beside config.json, by Hub file name."""
+    found = {name: catalog_files.read_model_file(entry.name, name) for name in catalog_files.MODEL_FILES if name != "config.json"}
+    return {name: data for name, data in found.items() if data is not None}
+
+
+def recorded_checkpoint(folder: Any, where: str) -> CheckpointWeights | None:
+    """The header summary recorded in `folder` (a Path or a package Traversable), else None (the weights then come
+    from a meta-device build; a published index's metadata is not used, see capacity/checkpoint.py)."""
+    summary = folder.joinpath(CATALOG_SUMMARY_FILE)
+    if not summary.is_file():
+        return None
+    recorded = CheckpointWeights.from_dict(json.loads(summary.read_text()), f"{where}/{CATALOG_SUMMARY_FILE}")
+    return replace(recorded, source=f"{recorded.source}, recorded in the catalog")
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
@@ -91,56 +140,51 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def _from_folder(folder: Path, requested: str, origin: str, name: str | None = None) -> ModelSource:
+def _planning_files(folder: Path) -> dict[str, dict[str, Any]]:
+    from capacity.hub import PLANNING_FILES
+
+    return {name: _read_json(folder / name, name) for name in PLANNING_FILES[1:] if (folder / name).is_file()}
+
+
+def _from_folder(folder: Path, requested: str) -> ModelSource:
     config_path = folder / "config.json"
     if not config_path.is_file():
         raise BadInput(f"folder {folder} has no config.json: point --model at a model folder or a catalog id (see `capacity models`)")
-    config = _read_json(config_path, "config")
-    pre_path = folder / "preprocessor_config.json"
-    preprocessor = _read_json(pre_path, "preprocessor config") if pre_path.is_file() else None
-    proc_path = folder / "processor_config.json"
-    processor = _read_json(proc_path, "processor config") if proc_path.is_file() else None
-    shards = tuple(sorted(str(p) for p in folder.glob("*.safetensors")))
+    files = _planning_files(folder)
     return ModelSource(
-        name=name or str(folder),
+        name=str(folder),
         requested=requested,
-        origin=origin,
-        config=config,
+        origin="folder",
+        config=_read_json(config_path, "config"),
         path=str(folder),
-        preprocessor=preprocessor,
-        processor=processor,
-        safetensors=shards,
+        preprocessor=files.get("preprocessor_config.json"),
+        safetensors=tuple(sorted(str(p) for p in folder.glob("*.safetensors"))),
+        weights=folder_weights(folder),
+        files=files,
     )
 
 
-def hf_cache_dir() -> Path:
-    """The hub cache folder, as huggingface_hub resolves it (HF_HUB_CACHE, HF_HOME, ~/.cache)."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"])
-    if os.environ.get("HUGGINGFACE_HUB_CACHE"):
-        return Path(os.environ["HUGGINGFACE_HUB_CACHE"])
-    home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
-    return Path(home) / "hub"
-
-
-def _from_hf_cache(model_id: str) -> ModelSource | None:
-    repo = hf_cache_dir() / ("models--" + model_id.replace("/", "--"))
-    snapshots = repo / "snapshots"
-    if not snapshots.is_dir():
-        return None
-    ref = repo / "refs" / "main"
-    candidates: list[Path] = []
-    if ref.is_file():
-        candidates.append(snapshots / ref.read_text().strip())
-    candidates += sorted(snapshots.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True)
-    for snap in candidates:
-        if (snap / "config.json").is_file():
-            return _from_folder(snap, model_id, "hf-cache", name=model_id)
-    return None
+def _from_snapshot(snapshot: Any, requested: str) -> ModelSource:
+    """A Hub repo's snapshot folder in the HF cache (found there, or just fetched into it)."""
+    folder: Path = snapshot.folder
+    files = _planning_files(folder)
+    return ModelSource(
+        name=snapshot.repo_id,
+        requested=requested,
+        origin=snapshot.origin,
+        config=_read_json(folder / "config.json", "config"),
+        path=str(folder),
+        preprocessor=files.get("preprocessor_config.json"),
+        safetensors=tuple(sorted(str(p) for p in folder.glob("*.safetensors"))),
+        revision=snapshot.revision,
+        commit=snapshot.commit,
+        weights=snapshot.weights,
+        files=files,
+    )
 
 
 def _catalog_lookup(requested: str) -> tuple[CatalogEntry, str | None] | None:
-    entries = catalog()
+    entries = catalog(include_unplannable=True)
     key = requested.strip().lower()
     for entry in entries.values():
         if entry.name.lower() == key:
@@ -152,7 +196,7 @@ def _catalog_lookup(requested: str) -> tuple[CatalogEntry, str | None] | None:
 
 
 def closest_catalog_names(requested: str, n: int = 3) -> list[str]:
-    entries = catalog()
+    entries = catalog(include_unplannable=True)
     names = {e.name.lower(): e.name for e in entries.values()}
     for e in entries.values():
         for alias in e.aliases:
@@ -169,36 +213,47 @@ def closest_catalog_names(requested: str, n: int = 3) -> list[str]:
     return out[:n]
 
 
-def resolve_model(requested: str) -> ModelSource:
-    """Resolve `--model`; raise BadInput with the closest catalog names when nothing matches."""
+def resolve_model(requested: str, revision: str | None = None) -> ModelSource:
+    """Resolve `--model`: folder, catalog id or alias, HF cache, Hub; BadInput (one line) when nothing matches."""
+    from capacity.hub import REPO_ID, HubSettings, cached_snapshot, fetch_snapshot
+
     if not requested or not requested.strip():
-        raise BadInput("--model is empty: give a catalog id (see `capacity models`), a HF id in the local cache, or a folder")
+        raise BadInput("--model is empty: give a catalog id (see `capacity models`), a Hugging Face id (org/name) or a folder")
+    if revision is not None and not revision.strip():
+        raise BadInput("--revision is empty: give a branch, tag or commit of the Hub repo")
     path = Path(requested).expanduser()
     if path.is_dir():
-        return _from_folder(path, requested, "folder")
+        if revision is not None:
+            raise BadInput(f"--revision {revision}: --model {requested} is a folder, which has no revisions; drop --revision or pass a Hub id")
+        return _from_folder(path, requested)
     if path.exists():
         raise BadInput(f"--model {requested} is a file, not a folder: point it at the folder that holds config.json")
     looks_like_path = requested.startswith((".", "/", "~")) or os.sep + os.sep in requested
-    if not looks_like_path and requested.count("/") == 1:
-        cached = _from_hf_cache(requested)
-        if cached is not None:
-            return cached
     found = _catalog_lookup(requested)
-    if found is not None:
+    if found is not None and revision is None:
         entry, note = found
+        if not entry.plannable:
+            raise BadInput(f"catalog entry {entry.name} cannot be planned yet ({entry.not_plannable}); its published files are in the catalog")
         return ModelSource(
             name=entry.name,
             requested=requested,
             origin="catalog",
             config=catalog_config(entry),
+            preprocessor=catalog_preprocessor(entry),
             provenance=entry.provenance,
             alias_note=note,
+            weights=catalog_weights(entry),
+            files=catalog_planning_files(entry),
         )
     if looks_like_path:
         raise BadInput(f"--model {requested}: no such folder; point it at a folder holding config.json")
     close = closest_catalog_names(requested)
-    hint = f"closest catalog names: {', '.join(close)}" if close else "see `capacity models` for the catalog"
-    raise BadInput(
-        f"unknown model '{requested}' (not a folder, not in the local HF cache, not in the catalog); {hint}; "
-        "or pass --model /path/to/folder with config.json"
-    )
+    if not REPO_ID.fullmatch(requested.strip()):
+        if found is not None:  # a catalog alias with --revision
+            raise BadInput(f"--revision applies to Hub ids: '{requested}' is a catalog alias; pass --model {found[0].name} --revision {revision}")
+        hint = f"closest catalog names: {', '.join(close)}" if close else "see `capacity models` for the catalog"
+        raise BadInput(f"unknown model '{requested}' (not a folder, not in the catalog, not a Hugging Face id org/name); {hint}; or pass --model /path/to/folder with config.json")
+    settings = HubSettings.from_env()
+    repo_id = requested.strip()
+    snapshot = cached_snapshot(repo_id, revision, settings) or fetch_snapshot(repo_id, revision, settings, close)
+    return _from_snapshot(snapshot, requested)

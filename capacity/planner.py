@@ -196,7 +196,7 @@ def build_plan(
 
 def plan_for(model: str, args: ServingArgs, gpu_name: str | None = None, profile: MemoryProfile | None = None) -> Plan:
     """Resolve the model and GPU, apply vLLM's defaults, and plan (from a profile's measurements if given)."""
-    source = resolve_model(model)
+    source = resolve_model(model, args.revision)
     if profile is not None:
         require_profile_of(profile, source)
     spec = model_spec(source.config, source.name, source.preprocessor, source.processor)

@@ -42,6 +42,7 @@ class ServingArgs:
     dtype: str = "auto"
     enforce_eager: bool = False
     usage_context: str = "openai_api_server"  # `vllm serve`; "llm_class" for the offline LLM class
+    revision: str | None = None  # `vllm serve --revision`: the Hub revision of --model (resolution only, no memory effect)
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,7 @@ _YAML_KEYS = {
     "kv_cache_memory": "kv_cache_memory_bytes",
     "dtype": "dtype",
     "enforce_eager": "enforce_eager",
+    "revision": "revision",
 }
 _SHORT_KEYS = {"tp": "tensor_parallel_size", "dcp": "decode_context_parallel_size"}
 
@@ -305,7 +307,7 @@ def load_serve_yaml(path: Path) -> tuple[dict[str, Any], str | None, list[str]]:
                 raise BadInput(f"{where}: {raw_key} must be a number, got {value!r}") from exc
         elif target == "limit_mm_per_prompt":
             values[target] = parse_limit_mm(value, where)
-        elif target in ("kv_cache_dtype", "dtype"):
+        elif target in ("kv_cache_dtype", "dtype", "revision"):
             values[target] = str(value)
         elif target == "enforce_eager":
             if not isinstance(value, bool):

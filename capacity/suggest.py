@@ -60,4 +60,5 @@ def suggested_flags(plan: Plan) -> list[str]:
 
 def suggested_command(plan: Plan) -> str:
     model = plan.source.path if plan.source.origin == "folder" else plan.source.name
-    return " ".join(["vllm serve", shlex.quote(str(model)), *suggested_flags(plan)])
+    revision = ["--revision", shlex.quote(plan.source.revision)] if plan.source.revision else []
+    return " ".join(["vllm serve", shlex.quote(str(model)), *revision, *suggested_flags(plan)])

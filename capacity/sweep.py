@@ -199,7 +199,7 @@ def sweep_source(
 
 def run_sweep(model: str, base: ServingArgs, axes: SweepAxes, profile: MemoryProfile | None = None) -> SweepResult:
     """Resolve the model once and plan every grid point (offline, or from one GPU profile)."""
-    source = resolve_model(model)
+    source = resolve_model(model, base.revision)
     spec = model_spec(source.config, source.name, source.preprocessor, source.processor)
     notes = (source.alias_note,) if source.alias_note else ()
     return sweep_source(source, spec, base, axes, notes, profile)

@@ -23,8 +23,7 @@ from typing import Any
 from capacity.errors import BadInput
 from capacity.plan import Plan
 from capacity.sweep import SweepResult
-from reports.frames import fingerprint, frames
-from reports.html import render_html
+from reports.fingerprint import fingerprint
 
 
 @singledispatch
@@ -50,6 +49,8 @@ def json_text(subject: Any, extra: dict[str, Any] | None = None) -> str:
 
 def csv_payloads(subject: Any, dest: Path) -> dict[Path, bytes]:
     """{path: CSV bytes}: one file at dest for a single-table subject, else dest/<section>.csv."""
+    from reports.frames import frames  # pandas: only for --csv
+
     sections = frames(subject)
     encode = {name: df.to_csv(index=False, lineterminator="\n").encode() for name, df in sections.items()}
     if len(encode) == 1:
@@ -144,6 +145,8 @@ def write_exports(
         for path, data in payloads.items():
             add(path, "--csv", data)
     if html is not None:
+        from reports.html import render_html
+
         add(html, "--html", render_html(subject).encode())
     if json is not None:
         add(json, "--json", json_text(subject, json_extra).encode())

@@ -11,10 +11,10 @@ from typing import Any
 
 import pandas as pd
 
-import capacity
 from capacity.plan import MEMORY_TERMS, TERM_LABELS, Plan
 from capacity.sweep import SweepResult
 from capacity.units import GiB
+from reports.fingerprint import fingerprint
 
 PLAN_SECTIONS = ("summary", "memory", "budget", "kv_groups", "block_tables", "warmup", "hazards", "knobs", "fingerprint")
 
@@ -31,42 +31,6 @@ def _kv(rows: list[tuple[Any, ...]], columns: list[str]) -> pd.DataFrame:
 
 
 # --- pieces shared with the HTML report ---------------------------------------------------------------
-
-
-def fingerprint(plan: Plan) -> dict[str, Any]:
-    """Where a plan came from: model config hash, capacity and vLLM-semantics versions, GPU."""
-    src, gpu = plan.source, plan.gpu
-    out: dict[str, Any] = {
-        "model": src.name,
-        "model_requested": src.requested,
-        "model_origin": src.origin,
-        "model_path": src.path,
-        "config_sha256": src.config_sha256,
-        "architecture": plan.spec.architecture,
-        "family": plan.spec.family.name,
-        "parameters": plan.parameter_count,
-        "capacity_version": capacity.__version__,
-        "vllm_semantics_version": capacity.VLLM_VERSION,
-        "gpu": gpu.name,
-        "gpu_total_memory_bytes": gpu.total_memory_bytes,
-        "gpu_source": gpu.source,
-        "gpu_provenance": gpu.provenance,
-    }
-    if plan.profile is not None:
-        fp = plan.profile.fingerprint
-        out.update(
-            profile_gpu=fp.gpu_name,
-            profile_created=fp.created,
-            profile_device=fp.device,
-            profile_driver=fp.driver,
-            profile_cuda=fp.cuda,
-            profile_torch=fp.torch,
-            profile_transformers=fp.transformers,
-            profile_weights=fp.weights,
-            profile_attn_implementation=fp.attn_implementation,
-            profile_inputs=fp.inputs,
-        )
-    return out
 
 
 def unused_bytes(plan: Plan) -> int:

@@ -55,3 +55,10 @@ def make_plan() -> Callable[..., Plan]:
 def formula_estimates_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     """CLI plans in tests use the quick formulas unless a test asks for the fake-tensor trace."""
     monkeypatch.setenv("CAPACITY_ESTIMATE", "formula")
+
+
+@pytest.fixture(autouse=True)
+def no_hub_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reaches huggingface.co: an unknown org/name stops at the cache. The Hub tests (tests/test_hub.py)
+    turn this off and point HF_ENDPOINT at a local server (tests/hub_server.py)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -52,10 +52,10 @@ EXPECTED: list[tuple[str, str, int]] = [
 
 def load_config(stem: str) -> dict[str, Any]:
     for folder in CONFIG_DIRS:
-        path = folder / f"{stem}.json"
-        if path.is_file():
-            data: dict[str, Any] = json.loads(path.read_text())
-            return data
+        for path in (folder / f"{stem}.json", folder / stem / "config.json"):
+            if path.is_file():
+                data: dict[str, Any] = json.loads(path.read_text())
+                return data
     pytest.skip(f"config {stem}.json not available")
     raise AssertionError("unreachable")
 

@@ -17,11 +17,12 @@ from capacity.kv_spec import kv_groups_for
 from capacity.serving import ServingArgs, resolve_serving
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "tests" / "fixtures" / "generic"
+CATALOG = ROOT / "capacity" / "catalog" / "models"
 
 
 def published(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((FIXTURES / f"{name}.json").read_text())
+    """A published config.json of the catalog (source and sha256: capacity/catalog/README.md)."""
+    data: dict[str, Any] = json.loads((CATALOG / name / "config.json").read_text())
     return data
 
 

@@ -106,6 +106,22 @@ def default_entries() -> list[tuple[str, dict[str, Any], None, None, None]]:
     return out
 
 
+def default_processor_entries() -> list[tuple[str, dict[str, Any], dict[str, Any], None, None]]:
+    """The default configs again, with the default settings of the model_type's image processor class as their
+    preprocessor config: a check that the processor path and the generic trace run on each architecture. Not a
+    checkpoint: a class's defaults need not match its model's defaults (LLaVA's processor crops 224 px for a 336 px
+    tower), so these token counts are no claim about any published model."""
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+
+    out = []
+    for name, config, _, _, _ in default_entries():
+        entry = IMAGE_PROCESSOR_MAPPING_NAMES.get(config["model_type"])
+        cls = entry.get("pil") if isinstance(entry, dict) else entry
+        if isinstance(cls, str) and isinstance(config.get("vision_config"), dict):
+            out.append((name.replace("default:", "default+processor:"), config, {"image_processor_type": cls}, None, None))
+    return out
+
+
 def kv_pages(spec: Any) -> list[dict[str, Any]]:
     from capacity.gpus import gpu_by_name
     from capacity.kv_spec import kv_groups_for
@@ -209,7 +225,8 @@ def gib(n: int | None) -> str:
 
 
 def readme(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
-    planned = [r for r in rows if "family" in r]
+    planned = [r for r in rows if "family" in r and not r["name"].startswith("default+processor:")]
+    mechanism = sorted({r["architecture"] for r in rows if "family" in r and r["name"].startswith("default+processor:")})
     archs = sorted({r["architecture"] for r in planned})
     mm = sorted({r["architecture"] for r in planned if not r.get("text_only")})
     lines = [
@@ -219,9 +236,14 @@ def readme(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"torch {meta['torch']}, transformers {meta['transformers']}). `reach.json` holds every field.",
         "",
         f"**{len(archs)} distinct architectures plan offline**, {len(mm)} of them multimodal or encoder-decoder "
-        f"({len(planned)} of {len(rows)} configs); the rest are refused in one line.",
+        f"(published and default configs); with the default settings of their image processor class, "
+        f"{len(mechanism)} architectures go through the processor path. Every other config is refused in one line.",
         "Rows named `default:<model_type>` are transformers' default config of that class (not a published checkpoint:",
-        "no published file of those models was found, see capacity/catalog/README.md); the others are published configs.",
+        "no published file of those models was found, see capacity/catalog/README.md); `default+processor:<model_type>`",
+        "rows add the default settings of the model_type's image processor class as the preprocessor config, to show the",
+        "processor path and the generic trace running on each architecture: a class's defaults need not match its",
+        "model's (LLaVA's processor crops 224 px for a 336 px tower), so those counts are no claim about a published",
+        "model. The other rows are published configs (capacity/catalog/README.md gives source and sha256).",
         "",
         "## Per configuration",
         "",
@@ -238,7 +260,10 @@ def readme(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         tokens = "; ".join(f"{m} {t}" for m, t in r["tokens_per_item"].items())
         how = " ".join(r["token_notes"]).replace("|", "/")
         how = how.split("(", 1)[1].rsplit(")", 1)[0] if "(" in how else how
-        vllm = "; ".join(f"{m} {t}" for m, t in r.get("vllm_tokens", {}).items())
+        vllm = "; ".join(
+            f"{m} {t}" + ("" if not isinstance(t, int) else (" (=)" if r["tokens_per_item"].get(m) == t else " (differs)"))
+            for m, t in r.get("vllm_tokens", {}).items()
+        )
         pages = ", ".join(f"{g['kind']} x{g['layers']}: {g['page_bytes']:,} B" for g in r["kv_groups"])
         f, t = r.get("formula", {}), r.get("trace", {})
         peaks = f"{gib(f.get('activation_peak'))} / {gib(t.get('activation_peak'))}"
@@ -252,7 +277,19 @@ def readme(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             f"| {r['name']} | {r['architecture']} | {r['family']} | {tokens} ({how[:220]}) | {vllm} | {pages} | "
             f"{gib(r.get('meta_bf16_bytes')) or r.get('meta_error', '')} | {gib(r.get('safetensors_total_size'))} | {peaks} | {trace} |"
         )
-    lines += ["", "## vLLM's values, where its source states them", ""]
+    lines += [
+        "",
+        "Columns: tokens per item with how they were counted (`processor`: the model's HF processor on the largest",
+        "image; `model`: the feature extractor then the model's own audio path on the meta device; `fallback formula`:",
+        "named in the row; a family formula for the dedicated families); vLLM's value where its source states it as a",
+        "formula of the config (`=` when equal); the KV page of each group at bf16, block 16, TP 1; parameters of the",
+        "meta-device build in bf16 against the safetensors index's total_size (only where the catalog holds an index);",
+        "the activation peak from the formulas and from the fake-tensor trace (H200, vLLM defaults), and whether the",
+        "trace ran or fell back to the formulas, with the reason.",
+        "",
+        "## vLLM's values, where its source states them",
+        "",
+    ]
     for r in rows:
         if r.get("vllm_source"):
             lines.append(f"- {r['name']}: {r['vllm_source']}")
@@ -266,11 +303,16 @@ def main() -> None:
     parser.add_argument("--no-defaults", action="store_true")
     parser.add_argument("--trace-timeout", type=int, default=240)
     parser.add_argument("--only", default="")
+    parser.add_argument("--readme-only", action="store_true", help="rewrite README.md from the reach.json already in --out")
     args = parser.parse_args()
+    if args.readme_only:
+        data = json.loads((args.out / "reach.json").read_text())
+        (args.out / "README.md").write_text(readme(data["rows"], data["meta"]))
+        return
     import torch
     import transformers
 
-    entries = catalog_entries(args.catalog) + ([] if args.no_defaults else default_entries())
+    entries = catalog_entries(args.catalog) + ([] if args.no_defaults else default_entries() + default_processor_entries())
     if args.only:
         entries = [e for e in entries if args.only in e[0]]
     rows = []

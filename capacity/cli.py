@@ -5,9 +5,12 @@ Exit codes: 0 fits, 1 does not fit, 2 bad input, 3 runtime failure.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,7 +20,10 @@ from typer.core import TyperCommand
 from capacity.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_RUNTIME_FAILURE, BadInput, CapacityError
 from capacity.units import parse_human_int
 
-EXIT_CODES_HELP = "Exit codes: 0 fits (check: passes), 1 does not fit (check: fails), 2 bad input, 3 runtime failure."
+EXIT_CODES_HELP = (
+    "Exit codes: 0 fits (check: passes), 1 does not fit (check: fails), 2 bad input, 3 runtime failure. "
+    "A reader that closes stdout early (`| head`) does not change the verdict's code (3 if it closed before the verdict was known)."
+)
 MODEL_RESOLUTION_HELP = (
     "--model is resolved in this order: a folder with config.json; a catalog id or alias (`capacity models`); "
     "a Hugging Face id (org/name) in the local HF cache; the Hugging Face Hub (config, processor and generation "
@@ -126,8 +132,16 @@ def _plan(model: str, args: Any, gpu: str | None, measured: Any, *, offline: boo
         return _profile_with_progress(model, args, gpu)[0]
     if how == "formula":
         return plan_for(model, args, gpu)
+    import logging
+
     from profilers.api import trace_model
 
+    # torch logs an op that fails under fake tensors (e.g. numel overflow for absurd knobs) as an ERROR with its
+    # traceback before raising; the exception is handled below (fallback to formulas, with a note), so keep stderr clean
+    # (a filter, not a level: importing torch re-sets its loggers' levels)
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    quiet = logging.Filter("capacity.quiet")  # passes only records of a logger named capacity.quiet...: none of torch's
+    fake_log.addFilter(quiet)
     try:
         result, _ = trace_model(model, args, gpu_name=gpu)
         return result
@@ -137,6 +151,8 @@ def _plan(model: str, args: Any, gpu: str | None, measured: Any, *, offline: boo
         reason = f"no fake-tensor trace for this family ({exc}); the activation terms are formulas"
     except Exception as exc:  # a data-dependent op (.item(), nonzero) stops a fake trace: documented fallback
         reason = f"the fake-tensor trace stopped at {type(exc).__name__}: {' '.join(str(exc).split())[:160]}; the activation terms are formulas"
+    finally:
+        fake_log.removeFilter(quiet)
     result = plan_for(model, args, gpu)
     return replace(result, notes=(*result.notes, reason))
 
@@ -225,6 +241,53 @@ def _export(subject: Any, csv: Path | None, html: Path | None, json_out: str | N
     print(f"capacity: wrote {', '.join(shown)}", file=sys.stderr)
 
 
+class StdoutClosed(CapacityError):
+    """The reader of stdout went away (`capacity plan --json | head -c 100`, `| true`) after the verdict was known."""
+
+    def __init__(self, exit_code: int) -> None:
+        super().__init__("stdout was closed before the report was written")
+        self.exit_code = exit_code
+
+
+@contextmanager
+def _stdout(verdict_code: int) -> Iterator[None]:
+    """Where a command writes its report: a closed stdout is not a verdict, so the verdict's own code stands."""
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError as exc:
+        raise StdoutClosed(verdict_code) from exc
+
+
+def _console() -> Any:
+    """A rich Console on stdout whose broken pipe is a BrokenPipeError for _stdout (rich itself exits 1)."""
+    from rich.console import Console
+
+    class StdoutConsole(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError(errno.EPIPE, "stdout was closed")
+
+    return StdoutConsole()
+
+
+def _stdout_was_closed() -> bool:
+    """click's or rich's broken-pipe handling ran: stdout wrapped in PacifyFlushWrapper, or its fd is /dev/null."""
+    if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+        return True
+    try:
+        fd, null = os.fstat(sys.stdout.fileno()), os.stat(os.devnull)
+    except (OSError, ValueError):
+        return False
+    return (fd.st_dev, fd.st_ino) == (null.st_dev, null.st_ino)
+
+
+def _detach_stdout() -> None:
+    """Point a closed stdout at /dev/null, so the interpreter's last flush does not fail (exit 120) or warn."""
+    with suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+
+
 def _print_json(subject: Any, extra: dict[str, Any] | None = None) -> None:
     from reports.export import json_text
 
@@ -278,15 +341,20 @@ def plan(
     _json_path(json_out)  # a bad --json value fails before any work
     result = _plan(model, args, gpu, measured, offline=offline, estimate=estimate)
     _export(result, csv, html, json_out)
+    code = EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT
+    with _stdout(code):
+        _show_plan(result, json_out)
+    raise typer.Exit(code)
+
+
+def _show_plan(result: Any, json_out: str | None) -> None:
+    """The plan on stdout: its JSON for a bare --json, else the terminal report."""
     if json_out == JSON_STDOUT:
         _print_json(result)
     else:
-        from rich.console import Console
-
         from reports.terminal import render
 
-        render(result, Console())
-    raise typer.Exit(EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT)
+        render(result, _console())
 
 
 def _local_cuda_gpu() -> bool:
@@ -372,15 +440,10 @@ def profile_command(
     if measured.oom is not None:
         print(f"capacity: out of memory in phase '{measured.oom.phase}' ({measured.oom.detail}); GPU memory released", file=sys.stderr)
     _export(result, csv, html, json_out)
-    if json_out == JSON_STDOUT:
-        _print_json(result)
-    else:
-        from rich.console import Console
-
-        from reports.terminal import render
-
-        render(result, Console())
-    raise typer.Exit(EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT)
+    code = EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT
+    with _stdout(code):
+        _show_plan(result, json_out)
+    raise typer.Exit(code)
 
 
 @app.command(cls=OptionalJsonCommand)
@@ -431,24 +494,25 @@ def verify(
     pinned = ["--revision", args.revision] if args.revision else []
     reproducer = shlex.join(["capacity", "verify", "--model", model, *pinned, *" ".join(suggested_flags(result)).split(), "--steps", str(steps)])
     outcome = run_verify(result, CpuProbe() if cpu_probe else CudaProbe(), steps=steps, reproducer=reproducer)
+    code = EXIT_FITS if outcome.passed else EXIT_DOES_NOT_FIT
+    text = None
     if json_out is not None:
         import json
 
         text = json.dumps({"plan": result.to_dict(), "verify": outcome.to_dict()}, indent=2) + "\n"
         path = _json_path(json_out)
-        if path is None:
-            sys.stdout.write(text)
-        else:
+        if path is not None:
             from reports.export import write_files
 
             write_files({path: ("--json", text.encode())})
-    if json_out != JSON_STDOUT:
-        from rich.console import Console
+    with _stdout(code):
+        if json_out == JSON_STDOUT:
+            sys.stdout.write(text or "")
+        else:
+            from reports.terminal import render_verify
 
-        from reports.terminal import render_verify
-
-        render_verify(outcome, Console())
-    raise typer.Exit(EXIT_FITS if outcome.passed else EXIT_DOES_NOT_FIT)
+            render_verify(outcome, _console())
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -488,14 +552,13 @@ def reconcile(
         model = model or measured.fingerprint.model_name
     model, args = _serving_args(model, config, **_knobs(locals()))
     result = reconcile_log(log, _plan(model, args, gpu, measured, offline=True, estimate="formula" if measured is None else None))
-    if as_json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
-    else:
-        from rich.console import Console
+    with _stdout(EXIT_FITS):
+        if as_json:
+            sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        else:
+            from reports.reconcile import render_reconcile
 
-        from reports.reconcile import render_reconcile
-
-        render_reconcile(result, Console())
+            render_reconcile(result, _console())
     raise typer.Exit(EXIT_FITS)
 
 
@@ -519,7 +582,7 @@ def check(
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
     usage_context: UsageOpt = None,
-    min_concurrency: Annotated[int | None, typer.Option(help="Fail unless this many whole requests at max_model_len fit at once (concurrency.actual_requests).")] = None,
+    min_concurrency: Annotated[int | None, typer.Option(help="Fail unless the server runs this many requests at max_model_len at once: min(requests the KV cache holds, max_num_seqs) (concurrency.max_concurrent_requests).")] = None,
     min_vllm_concurrency: Annotated[float | None, typer.Option(help="Fail unless vLLM's logged concurrency (concurrency.vllm_reported) is at least this.")] = None,
     min_kv_tokens: Annotated[int | None, typer.Option(help="Fail unless vLLM's logged KV cache size in tokens (kv_cache.tokens_vllm_reported) is at least this.")] = None,
     require_max_model_len: Annotated[int | None, typer.Option(help="Fail unless requests of this many tokens are served (max_model_len, and one request's KV fits).")] = None,
@@ -550,10 +613,14 @@ def check(
     gate = evaluate(result, thresholds)
     extra = {"gate": gate.to_dict()}
     _export(result, csv, html, json_out, extra)
-    if _json_path(json_out) is None:
-        _print_json(result, extra)
-    print(f"capacity: check: {gate.verdict_line(result)}", file=sys.stderr)
-    raise typer.Exit(EXIT_FITS if gate.passed else EXIT_DOES_NOT_FIT)
+    code = EXIT_FITS if gate.passed else EXIT_DOES_NOT_FIT
+    try:
+        if _json_path(json_out) is None:
+            with _stdout(code):
+                _print_json(result, extra)
+    finally:  # the gate's verdict reaches stderr even when stdout's reader left early
+        print(f"capacity: check: {gate.verdict_line(result)}", file=sys.stderr)
+    raise typer.Exit(code)
 
 
 @app.command(cls=OptionalJsonCommand)
@@ -583,7 +650,8 @@ def sweep(
 ) -> None:
     """Re-plan MODEL over a grid of GPUs, TP sizes, max_num_seqs and max_model_len (offline, or from one --profile).
 
-    Every grid point is planned exactly as `capacity plan` would. Other knobs apply to every point.
+    Every grid point is planned exactly as `capacity plan` would. Other knobs apply to every point. Grids of 1,000
+    points or more print their progress on stderr; grids above 100,000 points are refused.
     Exit codes: 0 at least one point fits, 1 none fits, 2 bad input, 3 runtime failure.
     """
     from capacity.sweep import SweepAxes, parse_int_list, parse_name_list, run_sweep
@@ -595,29 +663,49 @@ def sweep(
         max_num_seqs=parse_int_list(seqs_values, "--max-num-seqs") if seqs_values is not None else (None,),
         max_model_lens=parse_int_list(len_values, "--max-model-len", allow_auto=True) if len_values is not None else (None,),
     )
+    axes.require_within_limit()  # before any work: the grid's size and the limit, in one line
     _json_path(json_out)
     measured = None
     if profile is not None:
         from capacity.profile import load_profile
 
         measured = load_profile(profile)
-    result = run_sweep(model, base, axes, measured)
+    result = run_sweep(model, base, axes, measured, on_progress=_sweep_progress(axes.size))
     _export(result, csv, html, json_out)
-    if json_out == JSON_STDOUT:
-        _print_json(result)
-    else:
-        from rich.console import Console
+    code = EXIT_FITS if result.fitting else EXIT_DOES_NOT_FIT
+    with _stdout(code):
+        if json_out == JSON_STDOUT:
+            _print_json(result)
+        else:
+            from reports.terminal import render_sweep
 
-        from reports.terminal import render_sweep
+            render_sweep(result, _console())
+    raise typer.Exit(code)
 
-        render_sweep(result, Console())
-    raise typer.Exit(EXIT_FITS if result.fitting else EXIT_DOES_NOT_FIT)
+
+SWEEP_PROGRESS_MIN_POINTS = 1000  # smaller grids take about a second: no progress lines
+
+
+def _sweep_progress(total: int) -> Any:
+    """A progress callback printing one stderr line per tenth of a large grid (plain lines: CI logs keep them)."""
+    if total < SWEEP_PROGRESS_MIN_POINTS:
+        return None
+    import time
+
+    start = time.perf_counter()
+    step = max(1, total // 10)
+    print(f"capacity: sweep: planning {total:,} points", file=sys.stderr, flush=True)
+
+    def report(done: int, total: int) -> None:
+        if done % step == 0 or done == total:
+            print(f"capacity: sweep: {done:,} of {total:,} points planned ({time.perf_counter() - start:.1f} s)", file=sys.stderr, flush=True)
+
+    return report
 
 
 @app.command()
 def models() -> None:
     """List the built-in model catalog (works offline)."""
-    from rich.console import Console
     from rich.table import Table
 
     from capacity.families import model_spec
@@ -629,13 +717,13 @@ def models() -> None:
     for entry in catalog().values():
         spec = model_spec(catalog_config(entry), entry.name)
         table.add_row(entry.name, ", ".join(entry.aliases), spec.family.name, f"{spec.encoder_tokens_per_request:,}", entry.provenance)
-    Console().print(table)
+    with _stdout(EXIT_FITS):
+        _console().print(table)
 
 
 @app.command()
 def gpus() -> None:
     """List the GPU catalog and the local GPU (through NVML) if there is one."""
-    from rich.console import Console
     from rich.table import Table
 
     from capacity.gpus import catalog_gpus, detect_local_gpu
@@ -646,7 +734,8 @@ def gpus() -> None:
     local = detect_local_gpu()
     for g in ([local] if local else []) + catalog_gpus():
         table.add_row(g.name, f"{g.total_memory_bytes:,}", f"{g.total_memory_bytes / 2**30:.2f}", g.provenance)
-    Console().print(table)
+    with _stdout(EXIT_FITS):
+        _console().print(table)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -661,6 +750,20 @@ def main(argv: list[str] | None = None) -> int:
         rv = app(args=argv, standalone_mode=False)
     except typer.Exit as exc:
         return int(exc.exit_code)
+    except StdoutClosed as exc:
+        _detach_stdout()
+        with suppress(OSError):
+            print(f"capacity: note: stdout was closed before the report was written; exit {exc.exit_code} is the verdict's code", file=sys.stderr)
+        return exc.exit_code
+    except SystemExit as exc:
+        # A write outside _stdout (typer's --help) met a closed pipe: click's branch exits 1 after swapping in
+        # PacifyFlushWrapper, rich's after pointing stdout at /dev/null. Exit 1 reads as "does not fit": say 3.
+        if exc.code != 1 or not _stdout_was_closed():
+            raise
+        _detach_stdout()
+        with suppress(OSError):
+            print("capacity: error: stdout was closed before the output was written", file=sys.stderr)
+        return EXIT_RUNTIME_FAILURE
     except UsageError as exc:
         if not exc.format_message():  # bare `capacity`: the help was printed, no error to add
             return EXIT_BAD_INPUT
@@ -671,7 +774,7 @@ def main(argv: list[str] | None = None) -> int:
         print("capacity: interrupted", file=sys.stderr)
         return EXIT_RUNTIME_FAILURE
     except CapacityError as exc:
-        print(f"capacity: error: {exc}", file=sys.stderr)
+        print(f"capacity: error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line, whatever the message held
         return exc.exit_code
     except KeyboardInterrupt:
         print("capacity: interrupted", file=sys.stderr)

@@ -15,7 +15,7 @@ from capacity.plan import ERROR, SEVERITIES, Plan
 
 @dataclass(frozen=True)
 class Thresholds:
-    min_concurrency: int | None = None  # against concurrency.actual_requests
+    min_concurrency: int | None = None  # against concurrency.max_concurrent_requests = min(KV-held, max_num_seqs)
     min_vllm_concurrency: float | None = None  # against concurrency.vllm_reported (2 decimals, as in the JSON)
     min_kv_tokens: int | None = None  # against kv_cache.tokens_vllm_reported
     require_max_model_len: int | None = None  # against min(max_model_len, max_model_len_that_fits)
@@ -79,9 +79,10 @@ class GateResult:
         }
 
 
-def _at_least(name: str, metric: str, label: str, actual: int | float, required: int | float, flag: str) -> GateCheck:
+def _at_least(name: str, metric: str, label: str, actual: int | float, required: int | float, flag: str, why: str = "") -> GateCheck:
     ok = actual >= required
-    return GateCheck(name, metric, required, actual, ok, f"{label} {actual} {'>=' if ok else '<'} {required}" + ("" if ok else f" ({flag})"))
+    clause = f"{label} {actual} {'>=' if ok else '<'} {required}" + (f" ({why})" if why else "") + ("" if ok else f" ({flag})")
+    return GateCheck(name, metric, required, actual, ok, clause)
 
 
 def evaluate(plan: Plan, thresholds: Thresholds) -> GateResult:
@@ -102,8 +103,17 @@ def evaluate(plan: Plan, thresholds: Thresholds) -> GateResult:
     ]
     c = plan.concurrency
     if thresholds.min_concurrency is not None:
+        why = f"min(KV cache holds {c.actual_requests}, max_num_seqs {plan.serving.max_num_seqs})"
         checks.append(
-            _at_least("min_concurrency", "concurrency.actual_requests", "actual_requests", c.actual_requests, thresholds.min_concurrency, "--min-concurrency")
+            _at_least(
+                "min_concurrency",
+                "concurrency.max_concurrent_requests",
+                "requests run at once",
+                plan.max_concurrent_requests,
+                thresholds.min_concurrency,
+                "--min-concurrency",
+                why,
+            )
         )
     if thresholds.min_vllm_concurrency is not None:
         checks.append(

@@ -6,6 +6,7 @@ memory; it makes the verdict does_not_fit. `warning` and `info` do not.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -52,6 +53,7 @@ def max_model_len_above_derived(plan: Plan) -> Iterator[Hazard]:
             ERROR,
             f"--max-model-len {s.max_model_len} exceeds the derived max_model_len ({spec.max_len_key}={spec.derived_max_model_len}); vLLM raises ValueError",
             f"use --max-model-len {spec.derived_max_model_len} or less (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 overrides, with out-of-bounds risk)",
+            (("max_model_len", spec.derived_max_model_len),),
         )
 
 
@@ -64,20 +66,23 @@ def batched_tokens_vs_lengths(plan: Plan) -> Iterator[Hazard]:
             ERROR,
             f"max_num_batched_tokens ({s.max_num_batched_tokens}) is smaller than max_model_len ({s.max_model_len}) with chunked prefill off (encoder-decoder); vLLM raises ValueError",
             f"use --max-num-batched-tokens {s.max_model_len} or more, or a smaller --max-model-len",
+            (("max_num_batched_tokens", s.max_model_len),),
         )
     if s.max_num_batched_tokens < s.max_num_seqs:
         yield Hazard(
             "batched_tokens_below_max_num_seqs",
             ERROR,
             f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be >= max_num_seqs ({s.max_num_seqs}); vLLM raises ValueError",
-            f"use --max-num-seqs {s.max_num_batched_tokens} or a larger --max-num-batched-tokens",
+            f"use --max-num-batched-tokens {s.max_num_seqs} or more, or --max-num-seqs {s.max_num_batched_tokens}",
+            (("max_num_batched_tokens", s.max_num_seqs),),
         )
     if s.num_speculative_tokens and s.max_num_batched_tokens <= s.num_speculative_tokens:
         yield Hazard(
             "batched_tokens_below_lookahead",
             ERROR,
             f"max_num_batched_tokens ({s.max_num_batched_tokens}) leaves no slot beside {s.num_speculative_tokens} lookahead tokens; vLLM raises ValueError",
-            "raise --max-num-batched-tokens",
+            f"use --max-num-batched-tokens {s.num_speculative_tokens + 1} or more",
+            (("max_num_batched_tokens", s.num_speculative_tokens + 1),),
         )
     if plan.budget.chunked_mm_input_error:
         need = max(plan.budget.max_tokens_per_item.values())
@@ -86,6 +91,7 @@ def batched_tokens_vs_lengths(plan: Plan) -> Iterator[Hazard]:
             ERROR,
             plan.budget.chunked_mm_input_error + " (vLLM raises ValueError at startup)",
             f"use --max-num-batched-tokens {max(need, s.max_model_len)} or more",
+            (("max_num_batched_tokens", max(need, s.max_model_len)),),
         )
 
 
@@ -112,7 +118,7 @@ def parallelism(plan: Plan) -> Iterator[Hazard]:
         if any(layer.kind == SLIDING for layer in spec.layers):
             problems.append("DCP does not support sliding-window layers")
         if problems:
-            yield Hazard("dcp_invalid", ERROR, "; ".join(problems) + " (vLLM refuses)", "drop --decode-context-parallel-size or change TP")
+            yield Hazard("dcp_invalid", ERROR, "; ".join(problems) + " (vLLM refuses)", "drop --decode-context-parallel-size or change TP", (("decode_context_parallel_size", 1),))
     if tp > 1 and kv_heads_per_rank(min(layer.num_kv_heads for layer in spec.layers), tp) == 1 and min(layer.num_kv_heads for layer in spec.layers) < tp:
         yield Hazard("kv_heads_replicated", INFO, f"TP {tp} exceeds the KV heads: each rank keeps 1 replicated KV head", "expected; the KV cost per rank stops shrinking")
 
@@ -126,21 +132,52 @@ def kv_dtype(plan: Plan) -> Iterator[Hazard]:
             ERROR,
             f'kv_cache_dtype="{s.kv_cache_dtype}" is incompatible with dtype="{s.dtype}"; vLLM raises ValueError',
             f"use --kv-cache-dtype auto or {s.dtype}",
+            (("kv_cache_dtype", "auto"),),
         )
-    if s.block_size % 16:
-        yield Hazard("block_size_not_flash", WARNING, f"block size {s.block_size} is not a multiple of 16, which FlashAttention needs", "use --block-size 16 or 32")
+
+
+# vLLM 0.33 on CUDA picks an attention backend the block size suits (CudaPlatform.get_valid_backends ->
+# AttentionBackend.validate_configuration -> supports_block_size). For the (non-MLA) attention of every family
+# capacity models, each candidate takes multiples of 16 only: FLASH_ATTN (get_supported_kernel_block_sizes
+# [MultipleOf(16)], or a larger fixed size for its FA4 kernels), FLASHINFER ([16, 32, 64], checked as
+# divisors), TRITON_ATTN (supports_block_size: block_size % 16 == 0), FLEX_ATTENTION ([MultipleOf(16)]);
+# TURBOQUANT takes only its own KV dtypes. No valid backend: ValueError "No valid attention backend found".
+KERNEL_BLOCK_MULTIPLE = 16
+
+
+def supported_block_size(block_size: int) -> int:
+    """The multiple of 16 nearest a block size no CUDA backend takes (16 at the least)."""
+    return KERNEL_BLOCK_MULTIPLE * max(1, round(block_size / KERNEL_BLOCK_MULTIPLE))
+
+
+@check
+def block_size(plan: Plan) -> Iterator[Hazard]:
+    bs = plan.serving.block_size
+    if bs % KERNEL_BLOCK_MULTIPLE:
+        yield Hazard(
+            "block_size_unsupported",
+            ERROR,
+            f"--block-size {bs} is not a multiple of {KERNEL_BLOCK_MULTIPLE}: none of vLLM 0.33's CUDA attention backends takes it "
+            "(FLASH_ATTN, FLASHINFER, TRITON_ATTN and FLEX_ATTENTION accept multiples of 16: AttentionBackend.supports_block_size); "
+            "vLLM raises ValueError 'No valid attention backend found'",
+            f"use --block-size {supported_block_size(bs)} (allowed: 16, 32, 48, 64, ... any multiple of 16), or leave it to vLLM's default 16",
+            (("block_size", supported_block_size(bs)),),
+        )
 
 
 @check
 def memory_at_startup(plan: Plan) -> Iterator[Hazard]:
     s = plan.serving
     if s.kv_cache_memory_bytes is None and plan.requested_memory_bytes > plan.free_at_startup_bytes:
+        # floor to 2 decimals: ceil(total x utilization) then stays within the free bytes
+        fitting = math.floor(plan.free_at_startup_bytes / plan.gpu.total_memory_bytes * 100) / 100
         yield Hazard(
             "requested_exceeds_free",
             ERROR,
             f"gpu_memory_utilization {s.gpu_memory_utilization} asks for {gib(plan.requested_memory_bytes)} but about {gib(plan.free_at_startup_bytes)} is free after the CUDA context"
             + (f" and {gib(plan.gpu.used_by_others_bytes)} held by other processes" if plan.gpu.used_by_others_bytes else ""),
-            f"lower --gpu-memory-utilization to {plan.free_at_startup_bytes / plan.gpu.total_memory_bytes:.2f} or less",
+            f"lower --gpu-memory-utilization to {fitting:.2f} or less",
+            (("gpu_memory_utilization", fitting),) if fitting > 0 else (),
         )
     if plan.kv.available_bytes <= 0:
         yield Hazard(
@@ -153,11 +190,13 @@ def memory_at_startup(plan: Plan) -> Iterator[Hazard]:
     if s.kv_cache_memory_bytes is not None:
         total_use = s.kv_cache_memory_bytes + plan.non_kv_bytes + plan.memory["block_tables"].bytes
         if total_use > plan.free_at_startup_bytes:
+            room = max(plan.free_at_startup_bytes - plan.non_kv_bytes - plan.memory["block_tables"].bytes, 0)
             yield Hazard(
                 "kv_cache_memory_bytes_oom",
                 ERROR,
                 f"--kv-cache-memory-bytes {gib(s.kv_cache_memory_bytes)} plus {gib(plan.non_kv_bytes)} of non-KV memory exceeds the ~{gib(plan.free_at_startup_bytes)} free: out of memory when the cache is allocated",
-                f"use --kv-cache-memory-bytes {max(plan.free_at_startup_bytes - plan.non_kv_bytes - plan.memory['block_tables'].bytes, 0)} or less",
+                f"use --kv-cache-memory-bytes {room} or less",
+                (("kv_cache_memory_bytes", room),) if room > 0 else (),
             )
     needed = plan.kv.needed_for_one_request_bytes
     check_memory = plan.kv.available_bytes - plan.kv.bytes_per_block
@@ -169,6 +208,7 @@ def memory_at_startup(plan: Plan) -> Iterator[Hazard]:
             ERROR,
             f"one request at max_model_len {s.max_model_len} needs {gib(needed)} of KV cache, more than the {gib(check_memory)} available.{estimate}",
             f"use --max-model-len {fits}" if fits else "raise --gpu-memory-utilization or lower --max-num-batched-tokens (cross-attention and sliding windows size by it)",
+            (("max_model_len", fits),) if fits else (),
         )
 
 
@@ -196,6 +236,7 @@ def block_tables(plan: Plan) -> Iterator[Hazard]:
                 ERROR,
                 f"the cross-attention block table covers {g.block_table_width_blocks * g.group.spec.block_size} tokens, fewer than the {enc_tokens} encoder tokens",
                 f"raise --max-num-batched-tokens to {enc_tokens} or more",
+                (("max_num_batched_tokens", enc_tokens),),
             )
         break
 

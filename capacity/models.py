@@ -20,6 +20,7 @@ from typing import Any
 from capacity import catalog as catalog_files
 from capacity.checkpoint import CheckpointWeights, folder_weights
 from capacity.errors import BadInput
+from capacity.files import read_text
 
 
 @dataclass(frozen=True)
@@ -129,10 +130,9 @@ def recorded_checkpoint(folder: Any, where: str) -> CheckpointWeights | None:
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
+    text = read_text(path, what)
     try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadInput(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BadInput(f"{what} {path} is not valid JSON (line {exc.lineno}): fix or replace the file") from exc
     if not isinstance(data, dict):

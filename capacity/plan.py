@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from capacity.budget import MultiModalBudget
 from capacity.gpus import Gpu
@@ -14,6 +15,9 @@ from capacity.profile import MemoryProfile
 from capacity.serving import ServingConfig
 from capacity.spec import ModelSpec
 from capacity.warmup import WarmupPlan
+
+if TYPE_CHECKING:
+    from capacity.suggest import Suggestion
 
 ERROR = "error"
 WARNING = "warning"
@@ -27,9 +31,11 @@ class Hazard:
     severity: str  # error (vLLM will not start, or will OOM) | warning | info
     message: str
     fix: str
+    # The fix as knob values (ServingArgs fields), when it is one the suggested `vllm serve` line can apply
+    knobs: tuple[tuple[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {"id": self.id, "severity": self.severity, "message": self.message, "fix": self.fix, "fix_knobs": dict(self.knobs)}
 
 
 @dataclass(frozen=True)
@@ -111,14 +117,37 @@ class Plan:
         return "fits" if self.fits else "does_not_fit"
 
     @property
+    def max_concurrent_requests(self) -> int:
+        """What the server runs at once: min(requests at max_model_len the KV cache holds, max_num_seqs)."""
+        return min(self.concurrency.actual_requests, self.serving.max_num_seqs)
+
+    @property
+    def concurrency_limited_by(self) -> str:
+        """"max_num_seqs" when the scheduler's cap binds before the KV cache does, else "kv_cache"."""
+        return "max_num_seqs" if self.serving.max_num_seqs < self.concurrency.actual_requests else "kv_cache"
+
+    def concurrency_sentence(self) -> str:
+        """Both figures in words: what the KV cache holds and what the server runs, as reports print them."""
+        held, cap = self.concurrency.actual_requests, self.serving.max_num_seqs
+        return (
+            f"the KV cache holds {held:,} requests at max_model_len {self.serving.max_model_len:,}; "
+            f"the server runs {self.max_concurrent_requests:,} at once (the smaller of that and max_num_seqs {cap})"
+        )
+
+    @property
     def non_kv_bytes(self) -> int:
         """vLLM 0.33 non_kv_cache_memory (+ the CUDA-graph estimate it subtracts too)."""
         return sum(t.bytes for k, t in self.memory.items() if k in NON_KV_TERMS)
 
-    def suggested_command(self) -> str:
-        from capacity.suggest import suggested_command
+    @cached_property
+    def suggestion(self) -> Suggestion:
+        """The `vllm serve` line with the error hazards' fixes applied, or none and the reason."""
+        from capacity.suggest import suggest
 
-        return suggested_command(self)
+        return suggest(self)
+
+    def suggested_command(self) -> str | None:
+        return self.suggestion.command
 
     def to_dict(self) -> dict[str, Any]:
         s = self.serving
@@ -161,6 +190,8 @@ class Plan:
                 "vllm_reported": round(self.concurrency.vllm_reported, 2),
                 "actual": round(self.concurrency.actual, 2),
                 "actual_requests": self.concurrency.actual_requests,
+                "max_concurrent_requests": self.max_concurrent_requests,
+                "limited_by": self.concurrency_limited_by,
             },
             "budget": self.budget.to_dict(),
             "warmup": self.warmup.to_dict(),
@@ -168,7 +199,8 @@ class Plan:
             "cuda_graph_count": self.cuda_graph_count,
             "hazards": [h.to_dict() for h in self.hazards],
             "verdict": self.verdict,
-            "suggested_command": self.suggested_command(),
+            "suggested_command": self.suggestion.command,
+            "suggestion": self.suggestion.to_dict(),
             "notes": list(self.notes),
             "profile": None if self.profile is None else self.profile.to_dict(),
         }

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from capacity.errors import BadInput
+from capacity.files import read_text
 
 PROFILE_FORMAT = 1
 
@@ -153,7 +154,10 @@ def write_text_atomic(path: Path, text: str) -> None:
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.is_dir():
         raise BadInput(f"cannot write {path}: folder {folder} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+    except OSError as exc:  # a name the file system refuses (too long), no permission
+        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
@@ -165,10 +169,9 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 def load_profile(path: Path) -> MemoryProfile:
+    text = read_text(path, "--profile")
     try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise BadInput(f"cannot read --profile {path}: {exc.strerror or exc}") from exc
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BadInput(f"--profile {path} is not valid JSON (line {exc.lineno}): re-run `capacity profile`") from exc
     if not isinstance(data, dict):

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from capacity.errors import BadInput
+from capacity.files import read_text
 from capacity.gpus import Gpu
 from capacity.spec import DTYPE_BYTES, ModelSpec
 from capacity.units import GiB, parse_human_int
@@ -72,6 +73,30 @@ class ServingConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def as_args(self) -> ServingArgs:
+        """The knobs as given: what resolve_serving turns back into this config (vLLM's choices left to it)."""
+        chosen = set(self.defaulted)
+
+        def given(name: str, value: Any) -> Any:
+            return None if name in chosen else value
+
+        return ServingArgs(
+            gpu_memory_utilization=given("gpu_memory_utilization", self.gpu_memory_utilization),
+            block_size=given("block_size", self.block_size),
+            max_model_len=-1 if self.auto_fit_max_model_len else given("max_model_len", self.max_model_len),
+            max_num_seqs=given("max_num_seqs", self.max_num_seqs),
+            max_num_batched_tokens=given("max_num_batched_tokens", self.max_num_batched_tokens),
+            limit_mm_per_prompt=dict(self.limit_mm_per_prompt),
+            num_speculative_tokens=self.num_speculative_tokens,
+            tensor_parallel_size=self.tensor_parallel_size,
+            decode_context_parallel_size=self.decode_context_parallel_size,
+            kv_cache_dtype=self.kv_cache_dtype,
+            kv_cache_memory_bytes=self.kv_cache_memory_bytes,
+            dtype=self.dtype,
+            enforce_eager=self.enforce_eager,
+            usage_context=self.usage_context,
+        )
 
     def knob_items(self) -> list[tuple[str, Any, bool]]:
         """(knob, value, chosen by vLLM's defaults) for every knob, as reports list them."""
@@ -267,52 +292,98 @@ def _int(value: Any, key: str, where: str) -> int:
         raise BadInput(f"{where}: {key} must be an integer, got {value!r}") from exc
 
 
-def load_serve_yaml(path: Path) -> tuple[dict[str, Any], str | None, list[str]]:
-    """Read a `vllm serve --config` YAML: (ServingArgs fields, model named in it, keys capacity does not model)."""
+def _unique_key_loader() -> Any:
+    """A yaml SafeLoader that refuses a key written twice in one mapping with different values (PyYAML keeps the last)."""
     import yaml
 
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+            seen: dict[Any, tuple[Any, int]] = {}
+            for key_node, value_node in node.value:
+                key = self.construct_object(key_node, deep=True)
+                value = self.construct_object(value_node, deep=True)
+                line = key_node.start_mark.line + 1
+                if isinstance(key, str) and key in seen and seen[key][0] != value:
+                    raise DuplicateYamlKey(f"'{key}' is set twice, to {seen[key][0]!r} (line {seen[key][1]}) and to {value!r} (line {line})")
+                if isinstance(key, str):
+                    seen[key] = (value, line)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
+
+
+class DuplicateYamlKey(Exception):
+    """A key given twice with different values in one YAML mapping."""
+
+
+def _yaml_value(target: str, raw_key: str, value: Any, where: str) -> Any:
+    """One serve-YAML value converted to its ServingArgs field's type."""
+    if target == "gpu_memory_utilization":
+        try:
+            return float(value)
+        except (TypeError, ValueError) as exc:
+            raise BadInput(f"{where}: {raw_key} must be a number, got {value!r}") from exc
+    if target == "limit_mm_per_prompt":
+        return parse_limit_mm(value, where)
+    if target in ("kv_cache_dtype", "dtype", "revision"):
+        return str(value)
+    if target == "enforce_eager":
+        if not isinstance(value, bool):
+            raise BadInput(f"{where}: enforce-eager must be true or false, got {value!r}")
+        return value
+    return _int(value, target, where)
+
+
+def load_serve_yaml(path: Path) -> tuple[dict[str, Any], str | None, list[str]]:
+    """Read a `vllm serve --config` YAML: (ServingArgs fields, model named in it, keys capacity does not model).
+
+    One option spelled two ways (`max-num-seqs` and `max_num_seqs`, `tp` and `tensor-parallel-size`) with
+    different values is refused, naming both keys: vLLM would keep whichever its parser read last.
+    """
+    import yaml
+
+    text = read_text(path, "--config")
+    where = f"--config {path}"
     try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise BadInput(f"cannot read --config {path}: {exc.strerror or exc}") from exc
+        data = yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 (a SafeLoader subclass)
+    except DuplicateYamlKey as exc:
+        raise BadInput(f"{where}: {exc}; keep one") from exc
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise BadInput(f"--config {path} is not valid YAML{where}: fix the file") from exc
+        line = f" (line {mark.line + 1})" if mark is not None else ""
+        raise BadInput(f"--config {path} is not valid YAML{line}: fix the file") from exc
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise BadInput(f"--config {path} must be a mapping of vllm serve options, e.g. 'max-model-len: 4096'")
-    where = f"--config {path}"
     values: dict[str, Any] = {}
+    given_by: dict[str, str] = {}  # field -> the YAML key that set it
     ignored: list[str] = []
     model: str | None = None
+
+    def put(target: str, raw_key: str, value: Any) -> None:
+        if target in values and values[target] != value:
+            raise BadInput(
+                f"{where}: '{given_by[target]}' ({values[target]!r}) and '{raw_key}' ({value!r}) set the same option {target} to different values; keep one"
+            )
+        values[target] = value
+        given_by.setdefault(target, raw_key)
+
     for raw_key, value in data.items():
         key = str(raw_key).lstrip("-").replace("-", "_")
         key = _SHORT_KEYS.get(key, key)
         if key == "model":
+            if model is not None and model != str(value):
+                raise BadInput(f"{where}: the model is given twice, as {model!r} and {str(value)!r}; keep one")
             model = str(value)
             continue
         target = _YAML_KEYS.get(key)
         if target is None:
             if key == "speculative_config" and isinstance(value, dict) and "num_speculative_tokens" in value:
-                values["num_speculative_tokens"] = _int(value["num_speculative_tokens"], "num_speculative_tokens", where)
+                nested = f"{raw_key}.num_speculative_tokens"
+                put("num_speculative_tokens", nested, _int(value["num_speculative_tokens"], "num_speculative_tokens", where))
             else:
                 ignored.append(str(raw_key))
             continue
-        if target == "gpu_memory_utilization":
-            try:
-                values[target] = float(value)
-            except (TypeError, ValueError) as exc:
-                raise BadInput(f"{where}: {raw_key} must be a number, got {value!r}") from exc
-        elif target == "limit_mm_per_prompt":
-            values[target] = parse_limit_mm(value, where)
-        elif target in ("kv_cache_dtype", "dtype", "revision"):
-            values[target] = str(value)
-        elif target == "enforce_eager":
-            if not isinstance(value, bool):
-                raise BadInput(f"{where}: enforce-eager must be true or false, got {value!r}")
-            values[target] = value
-        else:
-            values[target] = _int(value, target, where)
+        put(target, str(raw_key), _yaml_value(target, str(raw_key), value, where))
     return values, model, ignored

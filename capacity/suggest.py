@@ -1,9 +1,16 @@
-"""The `vllm serve` line that realises a plan, with the fixes the hazards ask for applied."""
+"""The `vllm serve` line that realises a plan, with the fixes the hazards ask for applied.
+
+A plan with `error` hazards (vLLM would refuse to start, or run out of memory) gets the line of a re-plan
+with each hazard's fix (`Hazard.knobs`) applied, one hazard at a time, until no error is left; an error
+without a fix in knobs (a model vLLM 0.33 does not serve, TP not dividing the heads, no memory left for
+the KV cache) gets no line, and the reason instead. A suggested command is one vLLM starts on.
+"""
 
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from capacity.units import MiB
 
@@ -13,6 +20,26 @@ if TYPE_CHECKING:
 # vLLM 0.33 keeps this much back when it suggests --kv-cache-memory-bytes after profiling
 # (gpu_worker: redundancy_buffer_memory = 150 MiB; "requested - non_kv - 150 MiB" fits the requested memory).
 KV_CACHE_BUFFER_BYTES = 150 * MiB
+# Each round applies one hazard's fix; the checks that can chain (max_model_len, then max_num_batched_tokens,
+# then the memory they need) settle in a few rounds.
+MAX_FIX_ROUNDS = 8
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    command: str | None  # the `vllm serve` line, or None when no knobs make vLLM 0.33 start
+    applied: tuple[str, ...]  # ids of the hazards whose fixes the command applies, in order
+    reason: str  # why there is no command ("" when there is one)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        """One line for reports: the command (and the fixes it carries), or why there is none."""
+        if self.command is None:
+            return f"none: {self.reason}"
+        fixes = f" (applies the fixes of {', '.join(self.applied)})" if self.applied else ""
+        return f"{self.command}{fixes}"
 
 
 def suggested_kv_cache_memory_bytes(plan: Plan) -> int:
@@ -20,20 +47,46 @@ def suggested_kv_cache_memory_bytes(plan: Plan) -> int:
     return plan.requested_memory_bytes - plan.non_kv_bytes - KV_CACHE_BUFFER_BYTES
 
 
+def replan(plan: Plan, knobs: tuple[tuple[str, Any], ...]) -> Plan:
+    """The same model, GPU and measurements planned with `knobs` (ServingArgs fields) changed."""
+    from capacity.planner import build_plan
+    from capacity.serving import resolve_serving
+
+    args = replace(plan.serving.as_args(), **dict(knobs))
+    return build_plan(plan.source, plan.spec, plan.gpu, resolve_serving(args, plan.spec, plan.gpu), profile=plan.profile)
+
+
+def suggest(plan: Plan) -> Suggestion:
+    """The `vllm serve` line for `plan`, after applying the error hazards' fixes (see the module docstring)."""
+    from capacity.plan import ERROR
+
+    current, applied = plan, []
+    for _ in range(MAX_FIX_ROUNDS):
+        errors = [h for h in current.hazards if h.severity == ERROR]
+        if not errors:
+            return Suggestion(command_for(current), tuple(applied), "")
+        stuck = next((h for h in errors if not h.knobs), None)
+        if stuck is not None:
+            return Suggestion(None, tuple(applied), f"{stuck.id}: {stuck.message} ({stuck.fix})")
+        hazard = errors[0]
+        fixed = replan(current, hazard.knobs)
+        if fixed.serving == current.serving:  # the fix changed nothing: do not loop on it
+            return Suggestion(None, tuple(applied), f"{hazard.id}: {hazard.message} (its fix, {hazard.fix}, changes no knob)")
+        current = fixed
+        applied.append(hazard.id)
+    left = ", ".join(h.id for h in current.hazards if h.severity == ERROR)
+    return Suggestion(None, tuple(applied), f"after {MAX_FIX_ROUNDS} rounds of fixes vLLM would still not start ({left})")
+
+
 def suggested_flags(plan: Plan) -> list[str]:
+    """The `vllm serve` flags of the plan's own knobs (no fixes applied): what reproduces this plan."""
+    from capacity.serving import model_dtype
+
     s = plan.serving
-    max_model_len = s.max_model_len
-    if plan.max_model_len_that_fits and plan.max_model_len_that_fits < max_model_len:
-        max_model_len = plan.max_model_len_that_fits
-    mnbt = s.max_num_batched_tokens
-    floor = max(plan.budget.max_tokens_per_item.values(), default=0) if s.disable_chunked_mm_input else 0
-    if not s.enable_chunked_prefill:
-        floor = max(floor, max_model_len)
-    mnbt = max(mnbt, floor, s.max_num_seqs)
     flags = [
-        f"--max-model-len {max_model_len}",
+        f"--max-model-len {s.max_model_len}",
         f"--max-num-seqs {s.max_num_seqs}",
-        f"--max-num-batched-tokens {mnbt}",
+        f"--max-num-batched-tokens {s.max_num_batched_tokens}",
     ]
     if s.kv_cache_memory_bytes is not None:
         flags.append(f"--kv-cache-memory-bytes {s.kv_cache_memory_bytes}")
@@ -48,6 +101,10 @@ def suggested_flags(plan: Plan) -> list[str]:
         flags.append(f"--block-size {s.block_size}")
     if s.tensor_parallel_size != 1:
         flags.append(f"--tensor-parallel-size {s.tensor_parallel_size}")
+    if s.decode_context_parallel_size != 1:
+        flags.append(f"--decode-context-parallel-size {s.decode_context_parallel_size}")
+    if s.dtype != model_dtype(plan.spec, "auto"):
+        flags.append(f"--dtype {s.dtype}")
     if s.kv_cache_dtype != "auto":
         flags.append(f"--kv-cache-dtype {s.kv_cache_dtype}")
     if s.enforce_eager:
@@ -58,7 +115,7 @@ def suggested_flags(plan: Plan) -> list[str]:
     return flags
 
 
-def suggested_command(plan: Plan) -> str:
+def command_for(plan: Plan) -> str:
     model = plan.source.path if plan.source.origin == "folder" else plan.source.name
     revision = ["--revision", shlex.quote(plan.source.revision)] if plan.source.revision else []
     return " ".join(["vllm serve", shlex.quote(str(model)), *revision, *suggested_flags(plan)])

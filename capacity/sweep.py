@@ -8,7 +8,7 @@ figures a grid compares. Pure Python (no pandas here:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -24,6 +24,11 @@ from capacity.spec import ModelSpec
 from capacity.units import parse_human_int
 
 AUTO = -1  # max_model_len "auto": fit it to memory, as `--max-model-len auto` does
+# The largest grid `capacity sweep` plans: 100,000 points take ~12 s on one core (bench/results/sweep-2026-11-30.json:
+# 10,000 in 1.05-1.34 s) and ~100 MB for the points and their JSON; larger grids are refused before any work.
+MAX_SWEEP_POINTS = 100_000
+
+Progress = Callable[[int, int], None]  # (points planned, points in the grid)
 
 
 def parse_int_list(text: str, flag: str, *, allow_auto: bool = False) -> tuple[int, ...]:
@@ -32,6 +37,7 @@ def parse_int_list(text: str, flag: str, *, allow_auto: bool = False) -> tuple[i
     if not text.strip() or any(not t for t in items):
         raise BadInput(f"{flag}: {text!r} must be a comma-separated list of integers, e.g. 16,64,256")
     out: list[int] = []
+    seen: set[int] = set()
     for item in items:
         if allow_auto and item.lower() in ("auto", "-1"):
             value = AUTO
@@ -39,8 +45,9 @@ def parse_int_list(text: str, flag: str, *, allow_auto: bool = False) -> tuple[i
             value = parse_human_int(item, flag)
             if value <= 0:
                 raise BadInput(f"{flag}: {item!r} must be a positive integer")
-        if value in out:
+        if value in seen:
             raise BadInput(f"{flag}: {item!r} is listed twice")
+        seen.add(value)
         out.append(value)
     return tuple(out)
 
@@ -64,6 +71,15 @@ class SweepAxes:
     @property
     def size(self) -> int:
         return len(self.gpus) * len(self.tensor_parallel_sizes) * len(self.max_num_seqs) * len(self.max_model_lens)
+
+    def require_within_limit(self, limit: int = MAX_SWEEP_POINTS) -> None:
+        """Refuse (BadInput) a grid larger than `limit` points, naming its size and each axis's length."""
+        if self.size > limit:
+            axes = (
+                f"{len(self.gpus)} GPUs x {len(self.tensor_parallel_sizes)} TP sizes x {len(self.max_num_seqs)} max_num_seqs x "
+                f"{len(self.max_model_lens)} max_model_len"
+            )
+            raise BadInput(f"the sweep grid has {self.size:,} points ({axes}), above the limit of {limit:,}: give fewer values per axis, or split the grid")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -178,9 +194,17 @@ def _gpus(names: Sequence[str | None]) -> tuple[list[Gpu], tuple[str, ...]]:
 
 
 def sweep_source(
-    source: ModelSource, spec: ModelSpec, base: ServingArgs, axes: SweepAxes, notes: tuple[str, ...] = (), profile: MemoryProfile | None = None
+    source: ModelSource,
+    spec: ModelSpec,
+    base: ServingArgs,
+    axes: SweepAxes,
+    notes: tuple[str, ...] = (),
+    profile: MemoryProfile | None = None,
+    on_progress: Progress | None = None,
 ) -> SweepResult:
-    """Plan every grid point (order: GPU, TP, max_num_seqs, max_model_len) with build_plan, from `profile` if given."""
+    """Plan every grid point (order: GPU, TP, max_num_seqs, max_model_len) with build_plan, from `profile` if given;
+    `on_progress(done, total)` is called after each point."""
+    axes.require_within_limit()
     if profile is not None:
         require_profile_of(profile, source)
     gpus, gpu_notes = _gpus(axes.gpus)
@@ -194,12 +218,15 @@ def sweep_source(
                     args = at_seqs if mml is None else replace(at_seqs, max_model_len=mml)
                     plan = build_plan(source, spec, gpu, resolve_serving(args, spec, gpu), profile=profile)
                     points.append(point_from_plan(plan, tp, seqs, mml))
+                    if on_progress is not None:
+                        on_progress(len(points), axes.size)
     return SweepResult(source, spec, base, axes, tuple(points), notes + gpu_notes, profile)
 
 
-def run_sweep(model: str, base: ServingArgs, axes: SweepAxes, profile: MemoryProfile | None = None) -> SweepResult:
+def run_sweep(model: str, base: ServingArgs, axes: SweepAxes, profile: MemoryProfile | None = None, on_progress: Progress | None = None) -> SweepResult:
     """Resolve the model once and plan every grid point (offline, or from one GPU profile)."""
+    axes.require_within_limit()
     source = resolve_model(model, base.revision)
     spec = model_spec(source.config, source.name, source.preprocessor, source.processor)
     notes = (source.alias_note,) if source.alias_note else ()
-    return sweep_source(source, spec, base, axes, notes, profile)
+    return sweep_source(source, spec, base, axes, notes, profile, on_progress)

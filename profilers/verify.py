@@ -131,6 +131,14 @@ def run_verify(plan: Plan, probe: MemoryProbe, *, steps: int = 3, reproducer: st
                 del ids, x, logits
             track()
     oom = caught[0] if caught else None
+    # The caching allocator's reserve: memory_reserved only grows between empty_cache calls (none during the run),
+    # so the last phase's reserved bytes are the run's reserved peak (the CPU probe reserves exactly what is live).
+    peak_reserved = max((ph.reserved_bytes for ph in phases.done), default=0)
+    if device == "cpu":  # no device here: the plan's GPU and its CUDA-context estimate stand in
+        gpu_total, headroom = plan.gpu.total_memory_bytes, plan.free_at_startup_bytes - plan.requested_memory_bytes
+    else:
+        gpu_total = int(info["gpu_total_memory_bytes"])
+        headroom = gpu_total - (baseline_used or 0) - plan.requested_memory_bytes
     model = decoder = pool = None  # the last references: release the cached blocks too
     gc.collect()
     probe.empty_cache()
@@ -152,4 +160,8 @@ def run_verify(plan: Plan, probe: MemoryProbe, *, steps: int = 3, reproducer: st
         phases=tuple(phases.done),
         oom=oom,
         reproducer=reproducer,
+        peak_reserved_bytes=peak_reserved,
+        gpu_total_bytes=gpu_total,
+        headroom_bytes=headroom,
+        gpu_memory_utilization=serving.gpu_memory_utilization,
     )

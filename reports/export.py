@@ -81,11 +81,19 @@ def write_files(files: dict[Path, tuple[str, bytes]], folders: dict[Path, str] |
                 folder.rmdir()
         return BadInput(f"cannot write {flag} {path}: {why}")
 
+    def kind(flag: str, path: Path) -> str:
+        """'folder', 'file' or 'missing'; a name the system refuses (too long, invalid) is one error line."""
+        try:
+            return "folder" if path.is_dir() else "file" if path.exists() else "missing"
+        except OSError as exc:
+            raise fail(flag, path, exc.strerror or str(exc)) from exc
+
     for folder, flag in (folders or {}).items():
-        if folder.exists() and not folder.is_dir():
+        found = kind(flag, folder)
+        if found == "file":
             raise fail(flag, folder, "it is a file; this export is a folder of CSV files")
-        if not folder.exists():
-            if not folder.parent.is_dir():
+        if found == "missing":
+            if kind(flag, folder.parent) != "folder":
                 raise fail(flag, folder, f"folder {folder.parent} does not exist")
             try:
                 folder.mkdir()
@@ -95,9 +103,9 @@ def write_files(files: dict[Path, tuple[str, bytes]], folders: dict[Path, str] |
 
     mode = 0o666 & ~_umask()
     for path, (flag, data) in files.items():
-        if path.is_dir():
+        if kind(flag, path) == "folder":
             raise fail(flag, path, "it is a folder")
-        if not path.parent.is_dir():
+        if kind(flag, path.parent) != "folder":
             raise fail(flag, path, f"folder {path.parent} does not exist")
         try:
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -53,13 +53,17 @@ def summary_frame(plan: Plan) -> pd.DataFrame:
         ("verdict", plan.verdict),
         ("fits", plan.fits),
         ("actual_requests", c.actual_requests),
+        ("max_concurrent_requests", plan.max_concurrent_requests),
+        ("concurrency_limited_by", plan.concurrency_limited_by),
         ("concurrency_actual", round(c.actual, 2)),
         ("concurrency_vllm_reported", round(c.vllm_reported, 2)),
         ("tokens_vllm_reported", c.tokens_vllm_reported),
         ("max_model_len", plan.serving.max_model_len),
         ("max_model_len_that_fits", plan.max_model_len_that_fits),
         ("errors", " ".join(h.id for h in plan.hazards if h.severity == "error")),
-        ("suggested_command", plan.suggested_command()),
+        ("suggested_command", plan.suggestion.command or ""),
+        ("suggested_fixes", " ".join(plan.suggestion.applied)),
+        ("no_suggestion_reason", plan.suggestion.reason),
     ]
     return _kv(rows, ["key", "value"])
 
@@ -106,6 +110,7 @@ def budget_frame(plan: Plan) -> pd.DataFrame:
         ("kv_cache", "concurrency_vllm_reported", None, round(c.vllm_reported, 2), "requests"),
         ("kv_cache", "concurrency_actual", None, round(c.actual, 2), "requests"),
         ("kv_cache", "actual_requests", None, c.actual_requests, "requests"),
+        ("kv_cache", "max_concurrent_requests", None, plan.max_concurrent_requests, "requests"),
         ("kv_cache", "max_model_len_that_fits", None, plan.max_model_len_that_fits, "tokens"),
         ("encoder", "encoder_compute_budget", None, b.encoder_compute_budget, "tokens"),
         ("encoder", "encoder_cache_size", None, b.encoder_cache_size, "tokens"),

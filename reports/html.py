@@ -252,7 +252,7 @@ def _memory_section(plan: Plan) -> Html:
 def _verdict_section(plan: Plan) -> Html:
     c, s = plan.concurrency, plan.serving
     if plan.fits:
-        head = el("p", f"FITS: {c.actual_requests} concurrent requests at max_model_len {s.max_model_len:,}", class_="big")
+        head = el("p", f"FITS: {plan.concurrency_sentence()}", class_="big")
     else:
         head = el("p", "DOES NOT FIT: " + ", ".join(h.id for h in plan.hazards if h.severity == ERROR), class_="big")
     figures = _table(
@@ -263,6 +263,11 @@ def _verdict_section(plan: Plan) -> Html:
             ["KV cache tokens (vLLM log)", _num(c.tokens_vllm_reported), "int(vLLM concurrency x max_model_len)"],
             ["longest request served", f"{max_model_len_served(plan):,} tokens", "max_model_len, or the longest one request's KV fits in"],
             ["max_num_seqs", _num(s.max_num_seqs), "the scheduler's cap on concurrent requests"],
+            [
+                "requests run at once",
+                _num(plan.max_concurrent_requests),
+                f"min(requests the KV cache holds, max_num_seqs): limited by {plan.concurrency_limited_by}",
+            ],
         ],
         cls="figures",
     )
@@ -272,10 +277,21 @@ def _verdict_section(plan: Plan) -> Html:
         head,
         figures,
         el("h3", "Suggested vllm serve"),
-        el("pre", el("code", plan.suggested_command())),
+        *_suggestion(plan),
         id="verdict",
         class_="verdict " + ("fits" if plan.fits else "nofit"),
     )
+
+
+def _suggestion(plan: Plan) -> list[Html]:
+    """The suggested command (and the hazards whose fixes it applies), or why there is none."""
+    s = plan.suggestion
+    if s.command is None:
+        return [el("p", f"No suggestion: {s.reason}", class_="bad")]
+    out = [el("pre", el("code", s.command))]
+    if s.applied:
+        out.append(el("p", f"With the fixes of {', '.join(s.applied)} applied (see Hazards)."))
+    return out
 
 
 def _kv_section(plan: Plan) -> Html:

@@ -10,7 +10,7 @@ from rich.text import Text
 from capacity.plan import ERROR, INFO, MEMORY_TERMS, TERM_LABELS, WARNING, Plan
 from capacity.sweep import SweepPoint, SweepResult
 from capacity.units import GiB
-from capacity.verification import VerifyResult
+from capacity.verification import NO_REQUESTS, SLACK_EXCEEDS_HEADROOM, VERIFIED, WITHIN_ALLOCATOR_SLACK, VerifyResult
 
 KIND_STYLE = {"exact": "green", "estimated": "yellow", "measured": "cyan"}
 SEVERITY_STYLE = {ERROR: "bold red", WARNING: "yellow", INFO: "dim"}
@@ -132,11 +132,11 @@ def _hazards(plan: Plan) -> Table | Text:
 
 def _verdict(plan: Plan) -> Panel:
     if plan.fits:
-        line = Text(f"FITS: {plan.concurrency.actual_requests} concurrent requests at max_model_len {plan.serving.max_model_len:,}", style="bold green")
+        line = Text(f"FITS: {plan.concurrency_sentence()}", style="bold green")
     else:
         errors = [h.id for h in plan.hazards if h.severity == ERROR]
         line = Text(f"DOES NOT FIT: {', '.join(errors)}", style="bold red")
-    body = Group(line, Text("suggested: " + plan.suggested_command()))
+    body = Group(line, Text("suggested: " + plan.suggestion.describe()))
     return Panel(body, title="verdict", title_align="left")
 
 
@@ -207,11 +207,41 @@ def render_verify(result: VerifyResult, console: Console) -> None:
         f"requests {result.requests} x (context {result.context_len:,} + encoder {result.encoder_len:,}) | KV pool {result.kv_pool_bytes:,} B | "
         f"peak used {result.peak_used_bytes:,} B of requested {result.requested_bytes:,} B | unused {result.unused_bytes:,} B ({result.unused_fraction:.2%})"
     )
-    if result.passed:
+    console.print(
+        f"allocator slack (reserved {result.peak_reserved_bytes:,} - allocated peak {result.peak_allocated_bytes:,}) {result.allocator_slack_bytes:,} B | "
+        f"headroom gpu_memory_utilization leaves {result.headroom_bytes:,} B"
+    )
+    for h in result.hazards:
+        console.print(Text(f"{h.severity} {h.id}: {h.message}; fix: {h.fix}", style=SEVERITY_STYLE[h.severity]))
+    outcome = result.outcome
+    if outcome == VERIFIED:
         console.print(Text(f"VERIFIED: no OOM; {result.unused_fraction:.2%} of the requested memory unused", style="bold green"))
+    elif outcome == WITHIN_ALLOCATOR_SLACK:
+        console.print(
+            Text(
+                f"VERIFIED (as vLLM would run it): no OOM; {result.over_requested_bytes:,} B over the requested memory, all of it the "
+                "allocator's slack that vLLM's formula leaves out too",
+                style="bold green",
+            )
+        )
+    elif outcome == SLACK_EXCEEDS_HEADROOM:
+        console.print(Text("FAILED as vLLM would: the plan follows vLLM's formula, and vLLM would run out of memory under this load (see the hazard)", style="bold red"))
+    elif outcome == NO_REQUESTS:
+        console.print(Text("FAILED: the plan holds no request at max_model_len", style="bold red"))
     else:
-        why = f"out of memory in {result.oom.phase} ({result.oom.detail})" if result.oom else "over the requested memory"
+        why = f"out of memory in {result.oom.phase} ({result.oom.detail})" if result.oom else (
+            f"{result.over_requested_bytes:,} B over the requested memory, more than the allocator's {result.allocator_slack_bytes:,} B of slack"
+        )
         if result.oom and result.device != "cuda":
             console.print(Text(f"FAILED: {why} on the host (a CPU-probe dry run allocates the pool in RAM: size it with --kv-cache-memory-bytes)", style="bold red"))
+        elif result.oom:  # which of the two is not known from an OOM: say both, do not call it a plan bug outright
+            console.print(
+                Text(
+                    f"FAILED: {why}. If the memory torch reports 'reserved by PyTorch but unallocated' exceeds the {result.headroom_bytes:,} B of "
+                    "headroom, vLLM would run out of memory the same way (its formula leaves that reserve out); otherwise the plan under-counts. "
+                    f"Reproduce with: {result.reproducer}",
+                    style="bold red",
+                )
+            )
         else:
             console.print(Text(f"FAILED: {why}. The plan has a bug; reproduce with: {result.reproducer}", style="bold red"))

@@ -50,8 +50,8 @@ def test_no_thresholds_passes_a_plan_that_fits(capsys):
 @pytest.mark.parametrize(
     ("flags", "code", "clause"),
     [
-        (["--min-concurrency", "33"], EXIT_FITS, "actual_requests 33 >= 33"),
-        (["--min-concurrency", "34"], EXIT_DOES_NOT_FIT, "actual_requests 33 < 34 (--min-concurrency)"),
+        (["--min-concurrency", "33"], EXIT_FITS, "requests run at once 33 >= 33 (min(KV cache holds 33, max_num_seqs 1024))"),
+        (["--min-concurrency", "34"], EXIT_DOES_NOT_FIT, "requests run at once 33 < 34 (min(KV cache holds 33, max_num_seqs 1024)) (--min-concurrency)"),
         (["--min-vllm-concurrency", "7.59"], EXIT_FITS, "vLLM concurrency 7.59 >= 7.59"),
         (["--min-vllm-concurrency", "7.6"], EXIT_DOES_NOT_FIT, "vLLM concurrency 7.59 < 7.6 (--min-vllm-concurrency)"),
         (["--min-kv-tokens", "3398"], EXIT_FITS, "KV tokens (vLLM) 3398 >= 3398"),
@@ -80,7 +80,7 @@ def test_several_failures_are_all_named_on_one_line(capsys):
     code, doc, line = check(capsys, "--min-concurrency", "40", "--min-kv-tokens", "3000", "--require-max-model-len", "1024")
     assert code == EXIT_DOES_NOT_FIT
     assert line == (
-        "capacity: check: FAIL (openai/whisper-large-v3 on H200): actual_requests 33 < 40 (--min-concurrency); "
+        "capacity: check: FAIL (openai/whisper-large-v3 on H200): requests run at once 33 < 40 (min(KV cache holds 33, max_num_seqs 1024)) (--min-concurrency); "
         "max_model_len served 448 < 1024 (--require-max-model-len)"
     )
     assert doc["gate"]["failed"] == ["min_concurrency", "require_max_model_len"]
@@ -96,12 +96,21 @@ def test_several_failures_are_all_named_on_one_line(capsys):
 
 
 def test_a_warning_fails_only_with_fail_on_hazard_warning(capsys):
-    # --block-size 8 is not a multiple of 16 (FlashAttention): a warning, not an error
-    code, doc, line = check(capsys, "--block-size", "8")
+    # BART is served by vLLM 0.33 only through a plugin: a warning, not an error
+    bart = ["check", "--model", "facebook/bart-large", "--gpu", "H200"]
+    code, doc, line = check(capsys, base=bart)
     assert code == EXIT_FITS
-    code, doc, line = check(capsys, "--block-size", "8", "--fail-on-hazard", "warning")
+    code, doc, line = check(capsys, "--fail-on-hazard", "warning", base=bart)
     assert code == EXIT_DOES_NOT_FIT
-    assert "block_size_not_flash (warning)" in line and "(info)" not in line
+    assert "model_needs_plugin (warning)" in line and "(info)" not in line
+
+
+def test_a_block_size_no_attention_backend_takes_fails(capsys):
+    """vLLM 0.33's CUDA backends take multiples of 16 only (AttentionBackend.supports_block_size): --block-size 8
+    would stop vLLM with 'No valid attention backend found', so the gate fails even at --fail-on-hazard error."""
+    code, doc, line = check(capsys, "--block-size", "8")
+    assert code == EXIT_DOES_NOT_FIT
+    assert "block_size_unsupported (error)" in line
 
 
 def test_a_plan_that_does_not_fit_always_fails(capsys):
@@ -136,7 +145,7 @@ def test_json_path_keeps_stdout_empty(capsys, tmp_path):
     assert code == EXIT_DOES_NOT_FIT and out == ""
     assert err.splitlines() == [
         "capacity: wrote gate.json",
-        "capacity: check: FAIL (openai/whisper-large-v3 on H200): actual_requests 33 < 34 (--min-concurrency)",
+        "capacity: check: FAIL (openai/whisper-large-v3 on H200): requests run at once 33 < 34 (min(KV cache holds 33, max_num_seqs 1024)) (--min-concurrency)",
     ]
     doc = json.loads((tmp_path / "gate.json").read_text())
     assert doc["gate"]["failed"] == ["min_concurrency"] and doc["kv_cache"]["tokens_vllm_reported"] == 3398
@@ -209,3 +218,20 @@ def test_the_example_workflow_gate_passes(capsys, tmp_path):
     doc = json.loads((tmp_path / "capacity-plan.json").read_text())
     assert doc["gate"]["passed"] and doc["serving"]["max_model_len"] == 9000 and doc["serving"]["max_num_seqs"] == 64
     assert (tmp_path / "capacity-report.html").is_file() and (tmp_path / "capacity-tables" / "summary.csv").is_file()
+
+
+def test_min_concurrency_compares_what_the_server_runs(capsys):
+    """Issue 12 item 6a: the KV cache holds 33 requests (4,096 blocks, 4,095 usable // 122 per request), but with
+    --max-num-seqs 8 the server never runs more than 8 at once; the gate compares min(33, 8) = 8."""
+    code, doc, line = check(capsys, "--max-num-seqs", "8", "--min-concurrency", "30")
+    assert code == EXIT_DOES_NOT_FIT
+    assert line == (
+        "capacity: check: FAIL (openai/whisper-large-v3 on H200): requests run at once 8 < 30 (min(KV cache holds 33, max_num_seqs 8)) (--min-concurrency)"
+    )
+    assert doc["concurrency"]["actual_requests"] == 33
+    assert doc["concurrency"]["max_concurrent_requests"] == 8 and doc["concurrency"]["limited_by"] == "max_num_seqs"
+    gate = next(c for c in doc["gate"]["checks"] if c["name"] == "min_concurrency")
+    assert (gate["metric"], gate["actual"], gate["required"]) == ("concurrency.max_concurrent_requests", 8, 30)
+
+    code, doc, line = check(capsys, "--max-num-seqs", "8", "--min-concurrency", "8")
+    assert code == EXIT_FITS and "requests run at once 8 >= 8 (min(KV cache holds 33, max_num_seqs 8))" in line

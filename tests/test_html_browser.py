@@ -117,7 +117,7 @@ def test_plan_report_in_chromium(tmp_path, monkeypatch, capsys):
     assert {"verdict", "memory", "kv", "budget", "warmup", "hazards", "knobs", "provenance", "fingerprint"} <= dom.ids
     text = dom.content
     assert SCRIPT in text  # shown literally
-    assert "FITS: 89 concurrent requests at max_model_len 448" in text
+    assert "FITS: the KV cache holds 89 requests at max_model_len 448; the server runs 89 at once (the smaller of that and max_num_seqs 1024)" in text
     assert "10,922" in text and "98,304" in text  # num_blocks, bytes per block
     assert "vllm serve" in text and "--kv-cache-memory-bytes 1073741824" in text
     assert "vLLM 0.33.0 semantics" in text and "config_sha256" in text

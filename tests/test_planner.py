@@ -52,7 +52,8 @@ def test_whisper_json_contract(make_plan):
     assert (g["kind"], g["num_layers"], g["page_size_bytes"], g["blocks_per_request_vllm"], g["blocks_per_request_actual"], g["block_table_width_blocks"]) == (
         "cross", 32, 81_920, 512, 94, 512,
     )
-    assert d["concurrency"] == {"vllm_reported": 7.59, "actual": 33.57, "actual_requests": 33}
+    # the KV cache holds 33 requests; the server runs min(33, max_num_seqs 1024) = 33, limited by the KV cache
+    assert d["concurrency"] == {"vllm_reported": 7.59, "actual": 33.57, "actual_requests": 33, "max_concurrent_requests": 33, "limited_by": "kv_cache"}
     assert d["kv_cache"]["tokens_vllm_reported"] == 3398
     assert d["budget"]["encoder_compute_budget"] == 8192 and d["budget"]["encoder_cache_size"] == 8192
     assert d["budget"]["max_tokens_per_item"] == {"audio": 1500} and d["budget"]["max_items_per_batch"] == {"audio": 5}
@@ -289,3 +290,23 @@ def test_mllama_cross_attention_layers(spec_of):
     assert kinds.count(CROSS) == 8 and kinds.count(FULL) == 32
     assert [i for i, k in enumerate(kinds) if k == CROSS] == [3, 8, 13, 18, 23, 28, 33, 38]
     assert spec.encoder_tokens_per_request == 4 * ((560 // 14) ** 2 + 1) == 6404
+
+
+# --- block sizes vLLM 0.33's attention backends take (issue 12 item 4) ---------------------------------------
+
+
+@pytest.mark.parametrize(("block_size", "fix"), [(7, 16), (8, 16), (24, 32), (1, 16), (100, 96)])
+def test_block_size_not_a_multiple_of_16_is_an_error(make_plan, block_size, fix):
+    """FLASH_ATTN [MultipleOf(16)], FLASHINFER [16, 32, 64], TRITON_ATTN (% 16) and FLEX_ATTENTION [MultipleOf(16)]:
+    no CUDA backend takes another size, and vLLM raises 'No valid attention backend found'."""
+    p = make_plan("openai/whisper-tiny", block_size=block_size)
+    hazard = next(h for h in p.hazards if h.id == "block_size_unsupported")
+    assert hazard.severity == ERROR and not p.fits
+    assert f"--block-size {block_size} is not a multiple of 16" in hazard.message and "AttentionBackend.supports_block_size" in hazard.message
+    assert hazard.fix.startswith(f"use --block-size {fix} (allowed: 16, 32, 48, 64, ... any multiple of 16)")
+
+
+@pytest.mark.parametrize("block_size", [16, 32, 48, 64, 128, 256])
+def test_block_sizes_a_backend_takes_are_planned(make_plan, block_size):
+    p = make_plan("openai/whisper-tiny", block_size=block_size)
+    assert "block_size_unsupported" not in hazard_ids(p) and p.fits

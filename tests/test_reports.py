@@ -21,7 +21,7 @@ import pytest
 from capacity.cli import main
 from capacity.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_RUNTIME_FAILURE
 from capacity.memory import MemoryTerm
-from capacity.suggest import suggested_command, suggested_kv_cache_memory_bytes
+from capacity.suggest import command_for, suggested_kv_cache_memory_bytes
 
 GiB = 2**30
 MiB = 2**20
@@ -66,7 +66,7 @@ def kv(df: pd.DataFrame, key: str, column: str = "key") -> object:
 def whisper_csv(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Path:
     code, out, err = run(capsys, [*WHISPER_10G, "--csv", "out"])
     assert code == EXIT_FITS, err
-    assert "FITS: 33 concurrent requests" in out  # the terminal report still prints
+    assert "FITS: the KV cache holds 33 requests" in out  # the terminal report still prints
     assert err.strip() == "capacity: wrote out/ (9 CSV files)"
     return tmp_path / "out"
 
@@ -113,6 +113,7 @@ def test_csv_budget(whisper_csv: Path):
     assert (q("blocks_per_request_vllm"), q("blocks_per_request_actual")) == (540, 122)
     assert q("needed_for_one_request") == 540 * 2_621_440
     assert q("actual_requests") == 33
+    assert q("max_concurrent_requests") == 33  # min(33, max_num_seqs 1024)
     assert q("concurrency_actual") == 33.57  # 4095 / 122
     assert q("concurrency_vllm_reported") == 7.59  # 4096 / 540
     assert q("tokens_vllm_reported") == 3398
@@ -154,6 +155,7 @@ def test_csv_hazards_knobs_summary_fingerprint(whisper_csv: Path):
 
     summary = pd.read_csv(whisper_csv / "summary.csv")
     assert kv(summary, "verdict") == "fits" and kv(summary, "actual_requests") == "33"
+    assert kv(summary, "max_concurrent_requests") == "33" and kv(summary, "concurrency_limited_by") == "kv_cache"
     assert "--kv-cache-memory-bytes 10737418240" in str(kv(summary, "suggested_command"))
 
     fp = pd.read_csv(whisper_csv / "fingerprint.csv")
@@ -177,7 +179,7 @@ def test_json_file_equals_json_on_stdout(capsys, tmp_path):
     assert "FITS" in out  # --json PATH keeps the terminal report on stdout
     written = json.loads((tmp_path / "plan.json").read_text())
     assert written == printed
-    assert written["concurrency"] == {"vllm_reported": 7.59, "actual": 33.57, "actual_requests": 33}
+    assert written["concurrency"] == {"vllm_reported": 7.59, "actual": 33.57, "actual_requests": 33, "max_concurrent_requests": 33, "limited_by": "kv_cache"}
     assert written["kv_cache"]["num_blocks"] == 4096 and written["kv_cache"]["tokens_vllm_reported"] == 3398
     assert written["fingerprint"]["vllm_semantics_version"] == "0.33.0"
 
@@ -214,7 +216,8 @@ def test_html_report_sections_and_figures(capsys, tmp_path):
     page = (tmp_path / "report.html").read_text()
     for section in ("verdict", "memory", "kv", "budget", "warmup", "hazards", "knobs", "provenance", "fingerprint"):
         assert f'id="{section}"' in page, section
-    assert "FITS: 33 concurrent requests at max_model_len 448" in page
+    assert "FITS: the KV cache holds 33 requests at max_model_len 448; the server runs 33 at once (the smaller of that and max_num_seqs 1024)" in page
+    assert "limited by kv_cache" in page
     assert "7.59x" in page and "33.57x = 33 requests" in page and "3,398" in page
     assert "4,096" in page and "2,621,440" in page and "540 / 122" in page
     assert (
@@ -365,7 +368,7 @@ def test_kv_cache_memory_bytes_from_a_measured_plan(make_plan):
     22,220,667,618 - 4,831,838,208 - 157,286,400 = 17,231,543,010."""
     p = make_plan("openai/whisper-large-v3", gpu="L4")
     assert p.memory["kv_cache"].kind == "estimated"
-    assert "--kv-cache-memory-bytes" not in suggested_command(p)
+    assert "--kv-cache-memory-bytes" not in command_for(p)
     measured = dict(p.memory)
     measured.update(
         weights=MemoryTerm(3 * GiB, "measured", "test"),
@@ -379,14 +382,14 @@ def test_kv_cache_memory_bytes_from_a_measured_plan(make_plan):
     assert q.requested_memory_bytes == 22_220_667_618
     assert q.non_kv_bytes == 4_831_838_208
     assert suggested_kv_cache_memory_bytes(q) == 17_231_543_010
-    line = suggested_command(q)
+    line = command_for(q)
     assert "--kv-cache-memory-bytes 17231543010" in line and "--gpu-memory-utilization 0.92" in line
     assert line.startswith("vllm serve openai/whisper-large-v3 --max-model-len 448 --max-num-seqs 256 --max-num-batched-tokens 2048")
 
 
 def test_user_kv_cache_memory_bytes_is_kept(make_plan):
     p = make_plan("openai/whisper-large-v3", kv_cache_memory_bytes=10 * GiB)
-    line = suggested_command(p)
+    line = command_for(p)
     assert "--kv-cache-memory-bytes 10737418240" in line and "--gpu-memory-utilization" not in line
 
 
@@ -448,3 +451,14 @@ def test_kv_cache_memory_bytes_from_a_real_profile():
     expected = 138_101_089_895 - non_kv - 150 * MiB
     assert suggested_kv_cache_memory_bytes(plan) == expected
     assert f"--kv-cache-memory-bytes {expected} --gpu-memory-utilization 0.92" in plan.suggested_command()
+
+
+def test_terminal_and_csv_say_what_the_kv_cache_holds_and_what_the_server_runs(capsys, tmp_path):
+    """Issue 12 item 3: with --max-num-seqs 8 the KV cache (10 GiB: 4,096 blocks, 4,095 usable // 122 per
+    request) still holds 33 requests at max_model_len 448, and the server runs min(33, 8) = 8 of them."""
+    code, out, err = run(capsys, [*WHISPER_10G, "--max-num-seqs", "8", "--csv", "tables"])
+    assert code == EXIT_FITS, err
+    assert "FITS: the KV cache holds 33 requests at max_model_len 448; the server runs 8 at once (the smaller of that and max_num_seqs 8)" in " ".join(out.split())
+    summary = pd.read_csv(tmp_path / "tables" / "summary.csv")
+    assert kv(summary, "actual_requests") == "33" and kv(summary, "max_concurrent_requests") == "8"
+    assert kv(summary, "concurrency_limited_by") == "max_num_seqs"

@@ -262,3 +262,50 @@ def test_capacity_core_never_imports_reports():
             if stripped.startswith(("import reports", "from reports")):
                 offenders.append(f"{path.name}: {stripped}")
     assert offenders == []
+
+
+# --- large grids: a documented limit, and progress on stderr (issue 12, item 11) ------------------------------
+
+
+def test_a_grid_above_the_limit_is_refused_before_any_work(capsys):
+    """400 max_num_seqs x 251 max_model_len = 100,400 points > 100,000: one line with the size and the limit."""
+    seqs = ",".join(str(n) for n in range(1, 401))
+    lens = ",".join(str(n) for n in range(1, 252))
+    code = main(["sweep", "--model", "no/such-model", "--max-num-seqs", seqs, "--max-model-len", lens])
+    out, err = capsys.readouterr()
+    assert code == EXIT_BAD_INPUT and out == ""
+    assert err.strip() == (
+        "capacity: error: the sweep grid has 100,400 points (1 GPUs x 1 TP sizes x 400 max_num_seqs x 251 max_model_len), "
+        "above the limit of 100,000: give fewer values per axis, or split the grid"
+    )  # refused before the (unknown) model is even looked up
+
+
+def test_the_limit_is_inclusive():
+    axes = SweepAxes(gpus=("L4", "H200"), max_num_seqs=(8, 16, 32))
+    axes.require_within_limit(6)
+    with pytest.raises(BadInput, match="6 points .* above the limit of 5"):
+        axes.require_within_limit(5)
+
+
+def test_a_one_million_value_axis_is_parsed_quickly():
+    """Duplicates are found with a set: a 1,000,000-value axis parses in linear time, then the limit refuses it."""
+    values = parse_int_list(",".join(str(n) for n in range(1, 1_000_001)), "--max-num-seqs")
+    assert len(values) == 1_000_000
+    with pytest.raises(BadInput, match="1,000,000 points"):
+        SweepAxes(max_num_seqs=values).require_within_limit()
+
+
+def test_large_grids_show_progress_on_stderr(capsys, monkeypatch):
+    import capacity.cli
+
+    monkeypatch.setattr(capacity.cli, "SWEEP_PROGRESS_MIN_POINTS", 4)  # the CLI's threshold is 1,000 points
+    code = main(["sweep", "--model", "openai/whisper-tiny", "--gpu", "L4,H200", "--max-num-seqs", "8,16", "--json"])
+    out, err = capsys.readouterr()
+    assert code == EXIT_FITS and len(json.loads(out)["points"]) == 4
+    lines = [line.split(" (")[0] for line in err.strip().splitlines()]
+    assert lines == ["capacity: sweep: planning 4 points"] + [f"capacity: sweep: {n} of 4 points planned" for n in (1, 2, 3, 4)]
+
+
+def test_small_grids_print_no_progress(capsys):
+    code = main(["sweep", "--model", "openai/whisper-tiny", "--gpu", "L4,H200", "--max-num-seqs", "8,16", "--json"])
+    assert code == EXIT_FITS and capsys.readouterr().err == ""

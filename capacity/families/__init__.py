@@ -12,6 +12,7 @@ import pkgutil
 from functools import lru_cache
 from typing import Any
 
+from capacity.config_limits import check_config_sizes
 from capacity.errors import BadInput
 from capacity.family import Family
 from capacity.spec import ModelSpec
@@ -75,4 +76,5 @@ def family_for(config: dict[str, Any]) -> Family:
 
 def model_spec(config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
     """The spec of a config; `preprocessor` / `processor` are the model's preprocessor_config.json / processor_config.json."""
+    check_config_sizes(config)  # absurd sizes are refused before a family builds per-layer lists from them
     return family_for(config).spec(config, name, preprocessor, processor)

@@ -277,6 +277,27 @@ def readme(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             f"| {r['name']} | {r['architecture']} | {r['family']} | {tokens} ({how[:220]}) | {vllm} | {pages} | "
             f"{gib(r.get('meta_bf16_bytes')) or r.get('meta_error', '')} | {gib(r.get('safetensors_total_size'))} | {peaks} | {trace} |"
         )
+    traced = [r for r in rows if r.get("trace")]
+    ran = [r["name"] for r in traced if "fake-tensor trace of the real model" in r["trace"].get("method", "")]
+    differs = [
+        f"{r['name']} ({m}: capacity {r['tokens_per_item'].get(m)}, vLLM {t})"
+        for r in rows
+        if "family" in r
+        for m, t in r.get("vllm_tokens", {}).items()
+        if r["tokens_per_item"].get(m) != t
+    ]
+    lines += [
+        "",
+        "## Findings (computed from the rows)",
+        "",
+        f"- Tokens per item equal vLLM's documented value for "
+        f"{sum(1 for r in rows if 'family' in r for m, t in r.get('vllm_tokens', {}).items() if r['tokens_per_item'].get(m) == t)} "
+        f"of {sum(len(r.get('vllm_tokens', {})) for r in rows if 'family' in r)} documented items; they differ for: {'; '.join(differs) or 'none'}.",
+        f"- The fake-tensor trace ran for {len(ran)} of {len(traced)} configs with an encoder; the others fell back to the formulas "
+        "(the reason is in the row: a data-dependent op in the vision tower, no preprocessor config, or no profiler hooks).",
+        "- Refusals name the field: MLA, KV sharing, chunked attention, linear attention / conv layers, remote code, image "
+        "processors that tile or cap by pixels when no preprocessor config is given.",
+    ]
     lines += [
         "",
         "Columns: tokens per item with how they were counted (`processor`: the model's HF processor on the largest",

@@ -37,6 +37,8 @@ class Modality:
     # depend on max_model_len (see budget.max_tokens_per_item).
     frame_pair_tokens: int | None = None
     max_frames: int | None = None
+    # vLLM sizes the largest item by max_model_len itself (Voxtral: get_max_audio_tokens = max_model_len).
+    sized_by_max_model_len: bool = False
 
 
 @dataclass(frozen=True)

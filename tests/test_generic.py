@@ -69,12 +69,21 @@ def test_qwen2_vl_image_tokens_from_its_processor():
 
 
 def test_voxtral_published_config_counts_audio_through_the_model():
+    """The voxtral family is the generic one plus vLLM's own item size (one file: capacity/families/voxtral.py)."""
     spec = model_spec(published("mistralai--Voxtral-Mini-3B-2507"), "mistralai/Voxtral-Mini-3B-2507")
-    assert spec.family.name == "generic"
-    # 30 s x 16 kHz / hop 160 = 3000 mel frames -> conv stride 2: 1500 positions -> the projector joins
-    # 4 frames (audio intermediate_size 5120 / hidden 1280): 375 embeddings
-    assert [(m.name, m.max_tokens_per_item) for m in spec.modalities] == [("audio", 375)]
+    assert spec.family.name == "voxtral"
+    # one 30 s chunk: 30 s x 16 kHz / hop 160 = 3000 mel frames -> conv stride 2: 1500 positions -> the projector
+    # joins 4 frames (audio intermediate_size 5120 / hidden 1280): 375 embeddings
+    assert [(m.name, m.max_tokens_per_item, m.supported_limit) for m in spec.modalities] == [("audio", 375, 5)]
     assert "model:" in spec.notes[0]
+    # vLLM voxtral.py: get_max_audio_tokens = max_model_len; get_supported_mm_limits = 5 audios
+    from capacity.budget import build_budget
+
+    serving = resolve_serving(ServingArgs(max_model_len=8192), spec, gpu_by_name("H200"))
+    budget = build_budget(spec, serving, enable_cache=False)
+    assert (budget.max_tokens_per_item, budget.allowed_limits) == ({"audio": 8192}, {"audio": 5})
+    # the encoder runs 1500 positions per 375-token chunk: 8192 tokens -> 1500 x 8192 // 375 = 32,768 positions
+    assert spec.encoder is not None and spec.encoder.seq_len_for(8192) == 32_768
     # text: 30 layers, 8 KV heads x 128: 2 x 16 x 8 x 128 x 2 = 65,536 B per layer
     assert pages(spec) == [("full", 30, 65_536)]
     assert spec.encoder is not None and (spec.encoder.seq_len, spec.encoder.output_hidden_size) == (1500, 3072)

@@ -122,6 +122,16 @@ def default_processor_entries() -> list[tuple[str, dict[str, Any], dict[str, Any
     return out
 
 
+def tokens_at_defaults(spec: Any) -> dict[str, int]:
+    """Max tokens per item as the budget sees them at vLLM's default knobs on an H200 (max_model_len included)."""
+    from capacity.budget import max_tokens_per_item
+    from capacity.gpus import gpu_by_name
+    from capacity.serving import ServingArgs, resolve_serving
+
+    serving = resolve_serving(ServingArgs(), spec, gpu_by_name("H200"))
+    return {m.name: max_tokens_per_item(m, serving.max_model_len) for m in spec.modalities}
+
+
 def kv_pages(spec: Any) -> list[dict[str, Any]]:
     from capacity.gpus import gpu_by_name
     from capacity.kv_spec import kv_groups_for
@@ -194,14 +204,16 @@ def reach_one(name: str, config: dict[str, Any], pre: Any, proc: Any, total_size
     if not spec.modalities and not spec.is_encoder_decoder:  # a text-only LLM: outside this benchmark's reach
         row["text_only"] = True
         return row
-    row["tokens_per_item"] = {m.name: m.max_tokens_per_item for m in spec.modalities}
+    row["tokens_per_item"] = tokens_at_defaults(spec)
     row["token_notes"] = [n for n in spec.notes if "tokens per" in n] or list(spec.notes[:1])
     row["kv_groups"] = kv_pages(spec)
     row["vllm_support"] = spec.vllm_support.status
     row["safetensors_total_size"] = total_size
     documented = VLLM_DOCUMENTED.get(name)
     if documented:
-        row["vllm_tokens"], row["vllm_source"] = documented
+        tokens, row["vllm_source"] = documented
+        # "max_model_len": vLLM's item is the default max_model_len (the config's derived length)
+        row["vllm_tokens"] = {m: spec.derived_max_model_len if t == "max_model_len" else t for m, t in tokens.items()}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "config.json").write_text(json.dumps(config))

@@ -52,6 +52,19 @@ def test_llava_default_config_plans_by_the_image_formula():
     assert spec.vllm_support.status == "native"
 
 
+def test_published_llava_counts_image_tokens_with_its_processor():
+    """llava-hf/llava-1.5-7b-hf with its published preprocessor and processor configs (the catalog's)."""
+    from capacity.models import resolve_model
+
+    source = resolve_model("llava-hf/llava-1.5-7b-hf")
+    spec = model_spec(source.config, source.name, source.preprocessor, source.processor)
+    # CLIP crop 336 / patch 14: 576 patches + 1 CLS (num_additional_image_tokens), the 'default' strategy drops
+    # the CLS: 576 (vLLM llava.py get_max_image_tokens: 576)
+    assert [(m.name, m.max_tokens_per_item) for m in spec.modalities] == [("image", 576)]
+    assert "processor: LlavaProcessor._get_num_multimodal_tokens" in spec.notes[0]
+    assert "preprocessor_config.json + processor_config.json" in spec.notes[0]
+
+
 def test_qwen2_vl_image_tokens_from_its_processor():
     """The published Qwen2-VL preprocessor settings (max_pixels 12,845,056, 14 px patches merged 2 x 2)."""
     preprocessor = {

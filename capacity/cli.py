@@ -709,13 +709,13 @@ def models() -> None:
     from rich.table import Table
 
     from capacity.families import model_spec
-    from capacity.models import catalog, catalog_config
+    from capacity.models import catalog, catalog_config, catalog_planning_files, catalog_preprocessor
 
     table = Table(title="capacity model catalog")
     for col in ("id", "aliases", "family", "encoder tokens / request", "provenance"):
         table.add_column(col, overflow="fold")
     for entry in catalog().values():
-        spec = model_spec(catalog_config(entry), entry.name)
+        spec = model_spec(catalog_config(entry), entry.name, catalog_preprocessor(entry), catalog_planning_files(entry).get("processor_config.json"))
         table.add_row(entry.name, ", ".join(entry.aliases), spec.family.name, f"{spec.encoder_tokens_per_request:,}", entry.provenance)
     with _stdout(EXIT_FITS):
         _console().print(table)

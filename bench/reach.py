@@ -309,6 +309,13 @@ def readme(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"of {sum(len(r.get('vllm_tokens', {})) for r in rows if 'family' in r)} documented items; they differ for: {'; '.join(differs) or 'none'}.",
         f"- The fake-tensor trace ran for {len(ran)} of {len(traced)} configs with an encoder; the others fell back to the formulas "
         "(the reason is in the row: a data-dependent op in the vision tower, no preprocessor config, or no profiler hooks).",
+        "- Weights: the meta-device build in 2-byte dtypes against the safetensors index's total_size: "
+        + ("; ".join(
+            f"{r['name']} {r['meta_bf16_bytes']:,} vs {r['safetensors_total_size']:,} B ({r['meta_bf16_bytes'] - r['safetensors_total_size']:+,})"
+            for r in rows
+            if r.get("safetensors_total_size") and r.get("meta_bf16_bytes")
+        ) or "no catalog entry holds an index")
+        + ".",
         "- Refusals name the field: MLA, KV sharing, chunked attention, linear attention / conv layers, remote code, image "
         "processors that tile or cap by pixels when no preprocessor config is given.",
     ]

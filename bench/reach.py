@@ -136,11 +136,12 @@ def tokens_at_defaults(spec: Any) -> dict[str, int]:
 
 def kv_pages(spec: Any) -> list[dict[str, Any]]:
     from capacity.gpus import gpu_by_name
-    from capacity.kv_spec import kv_groups_for
+    from capacity.kv_model import kv_groups_for
     from capacity.serving import ServingArgs, resolve_serving
 
-    serving = resolve_serving(ServingArgs(), spec, gpu_by_name("H200"))
-    return [{"kind": g.kind, "layers": g.num_layers, "page_bytes": g.page_size_bytes} for g in kv_groups_for(spec, serving)]
+    gpu = gpu_by_name("H200")
+    serving = resolve_serving(ServingArgs(), spec, gpu)
+    return [{"kind": g.kind, "layers": g.num_layers, "page_bytes": g.page_size_bytes} for g in kv_groups_for(spec, serving, gpu)]
 
 
 class TimedOut(Exception):

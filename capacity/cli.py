@@ -1,13 +1,16 @@
 """The `capacity` command (typer). The one place that knows exit codes and imports reports lazily.
 
-Exit codes: 0 fits, 1 does not fit, 2 bad input, 3 runtime failure.
+Exit codes: 0 fits, 1 does not fit, 2 bad input, 3 runtime failure, 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -17,11 +20,11 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
-from capacity.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_RUNTIME_FAILURE, BadInput, CapacityError
+from capacity.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_INTERRUPTED, EXIT_RUNTIME_FAILURE, BadInput, CapacityError
 from capacity.units import parse_human_int
 
 EXIT_CODES_HELP = (
-    "Exit codes: 0 fits (check: passes), 1 does not fit (check: fails), 2 bad input, 3 runtime failure. "
+    "Exit codes: 0 fits (check: passes), 1 does not fit (check: fails), 2 bad input, 3 runtime failure, 130 interrupted (Ctrl-C; no partial file). "
     "A reader that closes stdout early (`| head`) does not change the verdict's code (3 if it closed before the verdict was known)."
 )
 MODEL_RESOLUTION_HELP = (
@@ -80,7 +83,7 @@ ModelOpt = Annotated[
 ]
 RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a Hub --model (default main); skips the catalog.")]
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="A `vllm serve --config` YAML file; flags given here override it.")]
-GpuOpt = Annotated[str | None, typer.Option(help="Target GPU from the catalog (see `capacity gpus`); default: the local GPU, else H200.")]
+GpuOpt = Annotated[str | None, typer.Option(help="Target GPU: a catalog name (see `capacity gpus`) or its total memory (24GiB, 16000MiB); default: the local GPU, else H200.")]
 MaxModelLenOpt = Annotated[str | None, typer.Option(help="Decoder context length; 'auto' or -1 fits it to memory.")]
 MaxNumSeqsOpt = Annotated[int | None, typer.Option(help="Max concurrent sequences (default by GPU memory).")]
 TpOpt = Annotated[int | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel ranks.")]
@@ -94,6 +97,13 @@ KvDtypeOpt = Annotated[str | None, typer.Option("--kv-cache-dtype", help="auto, 
 KvBytesOpt = Annotated[str | None, typer.Option("--kv-cache-memory-bytes", help="Fixed KV cache size (e.g. 10G); skips profiling like vLLM.")]
 DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="Model dtype: auto, bfloat16, float16, float32.")]
 EagerOpt = Annotated[bool | None, typer.Option("--enforce-eager", help="No CUDA graphs.")]
+PrefixCachingOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--enable-prefix-caching/--no-enable-prefix-caching",
+        help="vLLM's prefix caching (default on, off for encoder-decoder models); hybrid Mamba models keep state in 'align' mode with it.",
+    ),
+]
 UsageOpt = Annotated[str | None, typer.Option("--usage-context", help="openai_api_server (vllm serve, default) or llm_class (offline LLM).")]
 CsvOpt = Annotated[
     Path | None,
@@ -113,6 +123,10 @@ EstimateOpt = Annotated[
     ),
 ]
 
+CPU_PROBE_HELP = (
+    "Run every phase for real on the CPU, counting live tensor bytes (tests, dry runs of small models). The host memory and time "
+    "are estimated first; above half the available memory or 5 minutes the run is refused (--force runs it)."
+)
 JSON_STDOUT = "-"
 ESTIMATES = ("trace", "formula")
 
@@ -192,6 +206,7 @@ KNOBS = (
     "kv_cache_memory_bytes",
     "dtype",
     "enforce_eager",
+    "enable_prefix_caching",
     "usage_context",
     "revision",
 )
@@ -226,6 +241,15 @@ def _json_path(value: str | None) -> Path | None:
     return Path(value)
 
 
+def _check_outputs(*, csv: Path | None = None, html: Path | None = None, json_out: str | None = None, output: Path | None = None, csv_is_folder: bool = True) -> None:
+    """Every output path can be written, checked before the plan (which takes seconds); else one line, exit 2."""
+    from reports.targets import Target, check_targets
+
+    json_file = _json_path(json_out)
+    given = [("--output", output, False), ("--csv", csv, csv_is_folder), ("--html", html, False), ("--json", json_file, False)]
+    check_targets(*(Target(flag, path, is_folder) for flag, path, is_folder in given if path is not None))
+
+
 def _export(subject: Any, csv: Path | None, html: Path | None, json_out: str | None, extra: dict[str, Any] | None = None) -> None:
     """Write the file exports (all or nothing) before anything is printed on stdout."""
     json_file = _json_path(json_out)
@@ -233,7 +257,9 @@ def _export(subject: Any, csv: Path | None, html: Path | None, json_out: str | N
         return
     from reports.export import write_exports
 
-    written = write_exports(subject, csv=csv, html=html, json=json_file, json_extra=extra)
+    with _writing():
+        written = write_exports(subject, csv=csv, html=html, json=json_file, json_extra=extra)
+        _WRITTEN.extend(str(p) for p in written)
     shown = []
     if csv is not None:
         shown.append(f"{csv}/ ({sum(p.parent == csv.resolve() for p in written)} CSV files)" if csv.is_dir() else str(csv))
@@ -313,6 +339,7 @@ def plan(
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
     profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Plan from a saved GPU profile (`capacity profile -o`); --model defaults to its model.")] = None,
     offline: Annotated[bool, typer.Option("--offline", help="Never profile on a local GPU: plan from the config alone.")] = False,
@@ -338,7 +365,7 @@ def plan(
         model = model or measured.fingerprint.model_name
 
     model, args = _serving_args(model, config, **_knobs(locals()))
-    _json_path(json_out)  # a bad --json value fails before any work
+    _check_outputs(csv=csv, html=html, json_out=json_out)  # bad output paths fail before any work
     result = _plan(model, args, gpu, measured, offline=offline, estimate=estimate)
     _export(result, csv, html, json_out)
     code = EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT
@@ -368,28 +395,88 @@ def _local_cuda_gpu() -> bool:
     return cuda_available()
 
 
-def _profile_with_progress(model: str, args: Any, gpu: str | None, *, cpu_probe: bool = False, attn: str = "sdpa", graphs: bool = True, warmup: bool = True) -> tuple[Any, Any]:
-    """Run the profiler with one progress line per phase on stderr; returns (plan, profile)."""
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+class _PhaseProgress:
+    """One progress line per profiler phase on stderr, with the phase's estimated time when there is one.
 
+    On a terminal a rich progress display; elsewhere (a pipe, a CI log) plain lines, printed as each phase starts,
+    so a long run is never silent.
+    """
+
+    def __init__(self, cost: Any = None) -> None:
+        from rich.console import Console
+
+        self.cost = cost
+        self.console = Console(stderr=True)
+        self.start = time.perf_counter()
+        self.rich: Any = None
+        self.tasks: list[Any] = []
+
+    def __enter__(self) -> _PhaseProgress:
+        if self.console.is_terminal:
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self.rich = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=self.console)
+            self.rich.__enter__()
+        return self
+
+    def __call__(self, name: str, detail: str) -> None:
+        from profilers.cpu_cost import duration
+
+        seconds = self.cost.phase_seconds(name) if self.cost is not None else None
+        about = f" (about {duration(seconds)})" if seconds is not None else ""
+        if self.rich is None:
+            print(f"capacity: [{time.perf_counter() - self.start:.0f} s] {name}: {detail}{about}", file=sys.stderr, flush=True)
+            return
+        if self.tasks:
+            self.rich.update(self.tasks[-1], total=1, completed=1)
+        self.tasks.append(self.rich.add_task(f"{name}: {detail}{about}", total=None))
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.rich is not None:
+            if self.tasks:
+                self.rich.update(self.tasks[-1], total=1, completed=1)
+            self.rich.__exit__(*exc)
+        elif exc[0] is None:
+            print(f"capacity: [{time.perf_counter() - self.start:.0f} s] phases done", file=sys.stderr, flush=True)
+
+
+def _cpu_probe_cost(command: str, plan: Any, *, force: bool, warmup: bool = True, steps: int = 3) -> Any:
+    """Estimate a --cpu-probe run's host memory and time from the formula plan; refuse it above the limits."""
+    from profilers.cpu_cost import CpuProbeLimits, check_cost, duration, estimate_profile_cost, estimate_verify_cost, measure_host_rates
+
+    rates = measure_host_rates(plan.serving.dtype)
+    if command == "profile":
+        cost = estimate_profile_cost(plan, rates, warmup=warmup)
+    else:
+        cost = estimate_verify_cost(plan, rates, steps=steps)
+    if not force:
+        check_cost(cost, CpuProbeLimits.for_this_host(), plan.source.name)
+    print(
+        f"capacity: --cpu-probe: about {cost.host_bytes / 1e9:.1f} GB of host memory and {duration(cost.seconds)} on this CPU "
+        f"(estimated; matrix products at {rates.matmul_flops_per_s / 1e9:.1f} GFLOP/s in {plan.serving.dtype}, measured now)",
+        file=sys.stderr,
+    )
+    return cost
+
+
+def _profile_with_progress(
+    model: str, args: Any, gpu: str | None, *, cpu_probe: bool = False, attn: str = "sdpa", graphs: bool = True, warmup: bool = True, force: bool = False
+) -> tuple[Any, Any]:
+    """Run the profiler with one progress line per phase on stderr; returns (plan, profile).
+
+    A --cpu-probe run is estimated first (host memory, time) and refused above the limits unless `force`."""
     from profilers.api import profile_model
     from profilers.probes import CpuProbe
 
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=Console(stderr=True)) as progress:
-        current: list[Any] = []
+    cost = None
+    if cpu_probe:
+        from capacity.planner import plan_for
 
-        def on_phase(name: str, detail: str) -> None:
-            if current:
-                progress.update(current[-1], total=1, completed=1)
-            current.append(progress.add_task(f"{name}: {detail}", total=None))
-
-        result = profile_model(
+        cost = _cpu_probe_cost("profile", plan_for(model, args, gpu), force=force, warmup=warmup)
+    with _PhaseProgress(cost) as on_phase:
+        return profile_model(
             model, args, gpu_name=gpu, probe=CpuProbe() if cpu_probe else None, attn_implementation=attn, on_phase=on_phase, capture_graphs=graphs, warmup=warmup
         )
-        if current:
-            progress.update(current[-1], total=1, completed=1)
-    return result
 
 
 @app.command(name="profile", cls=OptionalJsonCommand)
@@ -409,11 +496,13 @@ def profile_command(
     kv_cache_dtype: KvDtypeOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
     attn_implementation: Annotated[str, typer.Option(help="transformers attention: sdpa (default, like vLLM's kernels), flash_attention_2 or eager.")] = "sdpa",
     no_graphs: Annotated[bool, typer.Option("--no-graphs", help="Skip the CUDA-graph captures (the graph term stays estimated).")] = False,
     no_warmup: Annotated[bool, typer.Option("--no-warmup", help="Skip the warmup batches.")] = False,
-    cpu_probe: Annotated[bool, typer.Option("--cpu-probe", help="Run every phase on the CPU, counting live tensor bytes (tests, dry runs).")] = False,
+    cpu_probe: Annotated[bool, typer.Option("--cpu-probe", help=CPU_PROBE_HELP)] = False,
+    force: Annotated[bool, typer.Option("--force", help="Run a --cpu-probe even above its host-memory and time limits.")] = False,
     json_out: JsonOpt = None,
     csv: CsvOpt = None,
     html: HtmlOpt = None,
@@ -427,15 +516,19 @@ def profile_command(
 
     if attn_implementation not in ("sdpa", "eager", "flash_attention_2"):
         raise BadInput(f"--attn-implementation {attn_implementation!r}: use sdpa, flash_attention_2 or eager")
-    folder = output.parent if str(output.parent) else Path(".")
-    if not folder.is_dir():
-        raise BadInput(f"--output {output}: folder {folder} does not exist")
     model, args = _serving_args(model, config, **_knobs(locals()))
-    _json_path(json_out)
+    _check_outputs(csv=csv, html=html, json_out=json_out, output=output)
     if not cpu_probe and not _local_cuda_gpu():
-        raise BadInput("no usable NVIDIA GPU here: `capacity profile` measures on a GPU; plan offline with `capacity plan`, or pass --cpu-probe for a dry run")
-    result, measured = _profile_with_progress(model, args, gpu, cpu_probe=cpu_probe, attn=attn_implementation, graphs=not no_graphs, warmup=not no_warmup)
-    save_profile(measured, output)
+        raise BadInput(
+            "no usable NVIDIA GPU here: `capacity profile` measures on a GPU; plan offline with `capacity plan` (the same phases on fake tensors, "
+            "seconds), or pass --cpu-probe for a real, slow CPU run of a small model"
+        )
+    result, measured = _profile_with_progress(
+        model, args, gpu, cpu_probe=cpu_probe, attn=attn_implementation, graphs=not no_graphs, warmup=not no_warmup, force=force
+    )
+    with _writing():
+        save_profile(measured, output)
+        _WRITTEN.append(str(output))
     print(f"capacity: wrote profile {output}", file=sys.stderr)
     if measured.oom is not None:
         print(f"capacity: out of memory in phase '{measured.oom.phase}' ({measured.oom.detail}); GPU memory released", file=sys.stderr)
@@ -461,7 +554,8 @@ def verify(
     dtype: DtypeOpt = None,
     profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Verify the plan made from this saved profile (default: profile here first).")] = None,
     steps: Annotated[int, typer.Option(help="Decode steps to run at full concurrency.")] = 3,
-    cpu_probe: Annotated[bool, typer.Option("--cpu-probe", help="Run on the CPU, counting live tensor bytes (tests, dry runs).")] = False,
+    cpu_probe: Annotated[bool, typer.Option("--cpu-probe", help=CPU_PROBE_HELP)] = False,
+    force: Annotated[bool, typer.Option("--force", help="Run a --cpu-probe even above its host-memory and time limits.")] = False,
     json_out: JsonOpt = None,
 ) -> None:
     """Prove a plan on the GPU: allocate its KV pool next to the model and run its worst steady state.
@@ -473,7 +567,7 @@ def verify(
     from capacity.planner import plan_for
     from capacity.suggest import suggested_flags
     from profilers.probes import CpuProbe, CudaProbe
-    from profilers.verify import run_verify
+    from profilers.verify import check_verifiable, run_verify
 
     if steps < 1:
         raise BadInput(f"--steps must be >= 1, got {steps}")
@@ -484,7 +578,7 @@ def verify(
         measured = load_profile(profile)
         model = model or measured.fingerprint.model_name
     model, args = _serving_args(model, config, **_knobs(locals()))
-    _json_path(json_out)
+    _check_outputs(json_out=json_out)
     if not cpu_probe and not _local_cuda_gpu():
         raise BadInput("no usable NVIDIA GPU here: `capacity verify` runs on a GPU (or pass --cpu-probe for a dry run)")
     if measured is None and not cpu_probe:
@@ -493,7 +587,10 @@ def verify(
         result = plan_for(model, args, gpu, measured)
     pinned = ["--revision", args.revision] if args.revision else []
     reproducer = shlex.join(["capacity", "verify", "--model", model, *pinned, *" ".join(suggested_flags(result)).split(), "--steps", str(steps)])
-    outcome = run_verify(result, CpuProbe() if cpu_probe else CudaProbe(), steps=steps, reproducer=reproducer)
+    check_verifiable(result)
+    cost = _cpu_probe_cost("verify", result, force=force, steps=steps) if cpu_probe else None
+    with _PhaseProgress(cost) as on_phase:
+        outcome = run_verify(result, CpuProbe() if cpu_probe else CudaProbe(), steps=steps, reproducer=reproducer, on_phase=on_phase)
     code = EXIT_FITS if outcome.passed else EXIT_DOES_NOT_FIT
     text = None
     if json_out is not None:
@@ -504,7 +601,9 @@ def verify(
         if path is not None:
             from reports.export import write_files
 
-            write_files({path: ("--json", text.encode())})
+            with _writing():
+                write_files({path: ("--json", text.encode())})
+                _WRITTEN.append(str(path))
     with _stdout(code):
         if json_out == JSON_STDOUT:
             sys.stdout.write(text or "")
@@ -517,48 +616,87 @@ def verify(
 
 @app.command()
 def reconcile(
-    log: Annotated[Path, typer.Argument(metavar="LOG", help="A vLLM startup log (0.11 to 0.33).")],
-    model: ModelOpt = None,
+    log: Annotated[Path, typer.Argument(metavar="LOG", help="A vLLM startup log, or what you pasted of it (V0 and 0.8 to 0.33).")],
+    model: Annotated[str | None, typer.Option("--model", "-m", help="The model vLLM served; default: the one the log names.")] = None,
     revision: RevisionOpt = None,
-    gpu: Annotated[str | None, typer.Option(help="The GPU vLLM ran on (catalog name); default: the local GPU, else H200.")] = None,
+    gpu: Annotated[
+        str | None, typer.Option(help="The GPU vLLM ran on: a catalog name or its total memory (24GiB); default: the total the log prints.")
+    ] = None,
     config: ConfigOpt = None,
     gpu_memory_utilization: UtilOpt = None,
     block_size: BlockSizeOpt = None,
-    max_model_len: Annotated[str | None, typer.Option(help="Decoder context length vLLM ran with.")] = None,
+    max_model_len: Annotated[str | None, typer.Option(help="Decoder context length vLLM ran with (default: the log's).")] = None,
     max_num_seqs: Annotated[int | None, typer.Option(help="max_num_seqs vLLM ran with.")] = None,
     max_num_batched_tokens: BatchedTokensOpt = None,
     limit_mm_per_prompt: LimitMmOpt = None,
     num_speculative_tokens: SpecTokensOpt = None,
     tensor_parallel_size: TpOpt = None,
+    decode_context_parallel_size: DcpOpt = None,
     kv_cache_dtype: KvDtypeOpt = None,
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
+    enforce_eager: EagerOpt = None,
+    enable_prefix_caching: PrefixCachingOpt = None,
+    usage_context: UsageOpt = None,
+    engine: Annotated[
+        int | None, typer.Option("--engine", help="Which startup of a paste holding several (1 = the first); default: each one, in order.")
+    ] = None,
     profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Compare with the plan made from this saved profile.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON on stdout.")] = False,
 ) -> None:
     """Set a vLLM startup log side by side with capacity's plan for the same knobs, term by term.
 
-    Exit codes: 0 compared, 2 bad input (e.g. not a vLLM log), 3 runtime failure.
+    The log's own knobs (non-default args, the engine's config), GPU total and version rules are used unless flags
+    say otherwise. Exit codes: 0 compared, 2 bad input (no vLLM startup in the input, no GPU to plan for), 3 runtime failure.
     """
     import json
+    from dataclasses import replace
 
-    from capacity.reconcile import reconcile as reconcile_log
+    from capacity.log_plan import log_plan_inputs
+    from capacity.planner import plan_for
+    from capacity.reconcile import reconcile_facts
+    from capacity.vllm_log import load_vllm_startups
 
+    startups = load_vllm_startups(log)  # a file that is not a vLLM log is refused before any planning (or torch import)
     measured = None
     if profile is not None:
         from capacity.profile import load_profile
 
         measured = load_profile(profile)
         model = model or measured.fingerprint.model_name
-    model, args = _serving_args(model, config, **_knobs(locals()))
-    result = reconcile_log(log, _plan(model, args, gpu, measured, offline=True, estimate="formula" if measured is None else None))
+    flags: dict[str, Any] = {}
+    if config is not None:
+        from capacity.serving import load_serve_yaml
+
+        flags, yaml_model, ignored = load_serve_yaml(config)
+        model = model or yaml_model
+        if ignored:
+            print(f"capacity: note: {config} options not modelled, ignored: {', '.join(ignored)}", file=sys.stderr)
+    flags.update(serving_values(**_knobs(locals())))
+    if engine is not None:
+        if not 1 <= engine <= len(startups):
+            raise BadInput(f"--engine {engine}: {log} holds {len(startups)} vLLM startup(s); pick 1 to {len(startups)}")
+        startups = (startups[engine - 1],)
+    results = []
+    for facts in startups:
+        inputs = log_plan_inputs(facts, model=model, flags=flags, gpu=gpu)
+        plan = plan_for(inputs.model, inputs.args, profile=measured, gpu=inputs.gpu, semantics=inputs.semantics)
+        result = reconcile_facts(facts, plan)
+        results.append(replace(result, notes=(*inputs.notes, *result.notes)))
+    for warning in {w for r in results for w in r.facts.warnings}:
+        print(f"capacity: warning: {warning}", file=sys.stderr)
     with _stdout(EXIT_FITS):
         if as_json:
-            sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+            doc: Any = results[0].to_dict() if len(results) == 1 else {"capacity_reconcile_version": 1, "engines": [r.to_dict() for r in results]}
+            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         else:
             from reports.reconcile import render_reconcile
 
-            render_reconcile(result, _console())
+            console = _console()
+            for result in results:
+                if len(results) > 1:
+                    console.rule(f"startup {result.facts.index} of {len(results)} (lines {result.facts.first_line}-{result.facts.last_line})")
+                render_reconcile(result, console)
     raise typer.Exit(EXIT_FITS)
 
 
@@ -581,6 +719,7 @@ def check(
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
     min_concurrency: Annotated[int | None, typer.Option(help="Fail unless the server runs this many requests at max_model_len at once: min(requests the KV cache holds, max_num_seqs) (concurrency.max_concurrent_requests).")] = None,
     min_vllm_concurrency: Annotated[float | None, typer.Option(help="Fail unless vLLM's logged concurrency (concurrency.vllm_reported) is at least this.")] = None,
@@ -608,7 +747,7 @@ def check(
         fail_on_hazard=fail_on_hazard.strip().lower(),
     )
     model, args = _serving_args(model, config, **_knobs(locals()))
-    _json_path(json_out)
+    _check_outputs(csv=csv, html=html, json_out=json_out)
     result = _plan(model, args, gpu, None, offline=offline, estimate=estimate)
     gate = evaluate(result, thresholds)
     extra = {"gate": gate.to_dict()}
@@ -643,6 +782,7 @@ def sweep(
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
     json_out: JsonOpt = None,
     csv: CsvOpt = None,
@@ -664,7 +804,7 @@ def sweep(
         max_model_lens=parse_int_list(len_values, "--max-model-len", allow_auto=True) if len_values is not None else (None,),
     )
     axes.require_within_limit()  # before any work: the grid's size and the limit, in one line
-    _json_path(json_out)
+    _check_outputs(csv=csv, html=html, json_out=json_out, csv_is_folder=False)
     measured = None
     if profile is not None:
         from capacity.profile import load_profile
@@ -706,40 +846,88 @@ def _sweep_progress(total: int) -> Any:
 @app.command()
 def models() -> None:
     """List the built-in model catalog (works offline)."""
-    from rich.table import Table
-
     from capacity.families import model_spec
     from capacity.models import catalog, catalog_config, catalog_planning_files, catalog_preprocessor
+    from reports.terminal import render_models
 
-    table = Table(title="capacity model catalog")
-    for col in ("id", "aliases", "family", "encoder tokens / request", "provenance"):
-        table.add_column(col, overflow="fold")
-    for entry in catalog().values():
-        spec = model_spec(catalog_config(entry), entry.name, catalog_preprocessor(entry), catalog_planning_files(entry).get("processor_config.json"))
-        table.add_row(entry.name, ", ".join(entry.aliases), spec.family.name, f"{spec.encoder_tokens_per_request:,}", entry.provenance)
+    entries = catalog().values()
     with _stdout(EXIT_FITS):
-        _console().print(table)
+        render_models(
+            [
+                (entry, model_spec(catalog_config(entry), entry.name, catalog_preprocessor(entry), catalog_planning_files(entry).get("processor_config.json")))
+                for entry in entries
+            ],
+            _console(),
+        )
 
 
 @app.command()
 def gpus() -> None:
-    """List the GPU catalog and the local GPU (through NVML) if there is one."""
-    from rich.table import Table
+    """List the GPU catalog and the local GPU (through NVML), or say that none was found."""
 
     from capacity.gpus import catalog_gpus, detect_local_gpu
+    from reports.terminal import render_gpus
 
-    table = Table(title="GPUs")
-    for col in ("name", "total memory (B)", "GiB", "source"):
-        table.add_column(col)
-    local = detect_local_gpu()
-    for g in ([local] if local else []) + catalog_gpus():
-        table.add_row(g.name, f"{g.total_memory_bytes:,}", f"{g.total_memory_bytes / 2**30:.2f}", g.provenance)
     with _stdout(EXIT_FITS):
-        _console().print(table)
+        render_gpus(detect_local_gpu(), catalog_gpus(), _console())
+
+
+class Interrupted(BaseException):
+    """Ctrl-C, raised by capacity's own SIGINT handler: typer would turn a KeyboardInterrupt into a silent exit 130."""
+
+
+# Files this run has written, complete (every write is atomic): an interrupt names them.
+_WRITTEN: list[str] = []
+# While files are written (fast) a Ctrl-C waits, so that what is on disk and what the message says agree.
+_DEFERRED = {"depth": 0, "pending": False}
+
+
+def _raise_interrupted(signum: int, frame: Any) -> None:
+    if _DEFERRED["depth"]:
+        _DEFERRED["pending"] = True
+        return
+    raise Interrupted
+
+
+@contextmanager
+def _writing() -> Iterator[None]:
+    """Write and record files as one step: a Ctrl-C meanwhile is acted on after it."""
+    _DEFERRED["depth"] += 1
+    try:
+        yield
+    finally:
+        _DEFERRED["depth"] -= 1
+    if _DEFERRED["pending"] and not _DEFERRED["depth"]:
+        _DEFERRED["pending"] = False
+        raise Interrupted
+
+
+def _interrupted_line(argv: list[str]) -> str:
+    """What was interrupted, and what is on disk: every write is atomic, so only whole files were written."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    what = f"`capacity {command}`" if command else "`capacity`"
+    wrote = f"files written before it, complete: {', '.join(_WRITTEN)}" if _WRITTEN else "no file was written"
+    return f"capacity: interrupted: {what} stopped by Ctrl-C (SIGINT) before it finished; {wrote}"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one-line errors, documented exit codes, never a traceback for bad input."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    _WRITTEN.clear()
+    _DEFERRED.update(depth=0, pending=False)
+    if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread
+        return _main(argv)
+    previous = signal.signal(signal.SIGINT, _raise_interrupted)
+    try:
+        return _main(argv)
+    except (Interrupted, KeyboardInterrupt):  # a second Ctrl-C while the first is reported
+        print(_interrupted_line(argv), file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _main(argv: list[str]) -> int:
     try:  # typer >= 0.2x vendors click as typer._click; older typer raises click's own exceptions
         from typer._click.exceptions import UsageError
     except ImportError:  # pragma: no cover
@@ -770,15 +958,15 @@ def main(argv: list[str] | None = None) -> int:
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
         print(f"capacity: error: {exc.format_message()}{hint}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except typer.Abort:
-        print("capacity: interrupted", file=sys.stderr)
+    except typer.Abort:  # EOF on a prompt
+        print("capacity: error: end of input", file=sys.stderr)
         return EXIT_RUNTIME_FAILURE
+    except (Interrupted, KeyboardInterrupt):
+        print(_interrupted_line(argv), file=sys.stderr)
+        return EXIT_INTERRUPTED
     except CapacityError as exc:
         print(f"capacity: error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line, whatever the message held
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("capacity: interrupted", file=sys.stderr)
-        return EXIT_RUNTIME_FAILURE
     except Exception as exc:  # a bug, not the input: still exit 3 (a gate must not read a crash as "fail")
         if os.environ.get("CAPACITY_TRACEBACK"):
             traceback.print_exc()

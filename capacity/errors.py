@@ -6,6 +6,7 @@ EXIT_FITS = 0
 EXIT_DOES_NOT_FIT = 1
 EXIT_BAD_INPUT = 2
 EXIT_RUNTIME_FAILURE = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: the shell's convention for a command stopped by Ctrl-C
 
 
 class CapacityError(Exception):

@@ -53,6 +53,9 @@ class Family:
     # Calibration: the H200-measured activation peak exceeded the fake-tensor trace by this many percent
     # (bench/results/trace-2026-11-30); None = within 3 %, or never compared.
     trace_undercount_percent: ClassVar[int | None] = None
+    # Calibration: vLLM's encoder activation / the fake trace of transformers' encoder, applied when the encoder
+    # phase sets a fake trace's peak (bench/results/predict-logs-2026-11-30); None = not calibrated.
+    trace_encoder_to_vllm: ClassVar[float | None] = None
     # A word every memory term's method starts with, so a figure says which family's reading it rests on
     # ("generic"); "" = none.
     method_label: ClassVar[str] = ""

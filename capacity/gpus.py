@@ -1,74 +1,347 @@
-"""Target GPUs: a catalog with total memory as the driver reports it, or the local GPU through NVML."""
+"""Target GPUs: a catalog with total memory as CUDA / the driver reports it, a plain memory size, or the local GPU (NVML).
+
+Each catalog total states its source:
+
+- `measured`: cudaMemGetInfo's total, read on the GPU itself (the project's H200).
+- `vllm log`: the total vLLM printed in `Free memory on device (free/TOTAL GiB)` of a public startup log; that is
+  cudaMemGetInfo's total rounded to 0.01 GiB (so +-5 MiB), the figure `gpu_memory_utilization` multiplies.
+- `cuda oom`: the total a CUDA out-of-memory error printed (`GPU 0 has a total capacity of T GiB`), which is
+  torch's total_memory, the same figure as cudaMemGetInfo's total, to 0.01 GiB.
+- `nvidia-smi`: the `Memory-Usage` total (MiB) of an nvidia-smi table pasted in a public repository. CUDA reports
+  less than nvidia-smi: 615 MiB less on the H200 (measured), about 590 MiB less on an L40S (vLLM log 44.42 GiB vs
+  46,068 MiB). A plan on an nvidia-smi total therefore over-states the requested memory by ~0.5 GiB x utilization.
+- `published`: the vendor's marketing size (decimal GB or GiB as the vendor counts), used only where no real log or
+  table was found; estimated.
+
+The marketing size is not what vLLM multiplies: an "80 GB" H100 reports 81,559 MiB in nvidia-smi and ~79.1 GiB to
+CUDA; a "141 GB" H200 150,109,880,320 B (139.80 GiB) to CUDA.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import difflib
-from dataclasses import asdict, dataclass
+import re
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from capacity.errors import BadInput
-from capacity.units import MiB
+from capacity.units import GiB, MiB
 
 
 @dataclass(frozen=True)
 class Gpu:
     name: str
     total_memory_bytes: int  # cudaMemGetInfo / NVML total, what vLLM's gpu_memory_utilization multiplies
-    source: str  # "catalog" | "nvml"
+    source: str  # "catalog" | "nvml" | "size" (--gpu 24GiB) | "log" (read from a vLLM log) | "cuda"
     provenance: str
     sm100: bool = False  # data-centre Blackwell: vLLM caps CUDA-graph sizes at 1024 instead of 512
     used_by_others_bytes: int = 0  # NVML: memory other processes hold on this GPU (local GPU only)
+    platform: str = "cuda"  # "rocm" for AMD Instinct (vLLM's ROCm platform)
+    unified_memory: bool = False  # GB10: CPU and GPU share one LPDDR5X pool
+    compute_capability_major: int = 9  # picks vLLM's attention backends (MLA block size, GDN prefill kernel)
+    defaulted: bool = False  # no --gpu and no local GPU: the plan assumed DEFAULT_GPU
+
+    @property
+    def label(self) -> str:
+        """The name as reports print it: a defaulted GPU says so."""
+        return f"{self.name} (default; pass --gpu)" if self.defaulted else self.name
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-# Total memory as CUDA reports it (cudaMemGetInfo total, which vLLM multiplies by
-# gpu_memory_utilization). H200: measured on the project's H200 (bench/results/calibration-h200-*.json):
-# NVML/nvidia-smi say 143,771 MiB, CUDA reports 615 MiB less. The other GPUs use nvidia-smi's
-# published totals, so CUDA's total is likely a few hundred MiB lower there (not measured).
-_MEASURED = "cudaMemGetInfo total measured on an H200 (driver 580.159.04); nvidia-smi shows 143,771 MiB"
-_CATALOG: dict[str, tuple[int, str, tuple[str, ...], bool]] = {
-    "H200": (150_109_880_320, _MEASURED, ("H200-141GB", "H200-SXM", "NVIDIA H200"), False),
-    "H100-80GB": (81_559 * MiB, "", ("H100", "H100-SXM", "H100-PCIE", "NVIDIA H100 80GB HBM3"), False),
-    "H100-NVL": (95_830 * MiB, "", ("H100-94GB",), False),
-    "A100-80GB": (81_920 * MiB, "", ("A100", "A100-SXM4-80GB", "A100-80G"), False),
-    "A100-40GB": (40_960 * MiB, "", ("A100-SXM4-40GB", "A100-40G"), False),
-    "L40S": (46_068 * MiB, "", ("NVIDIA L40S",), False),
-    "L40": (46_068 * MiB, "", (), False),
-    "L4": (23_034 * MiB, "", ("NVIDIA L4",), False),
-    "A10G": (23_028 * MiB, "", ("NVIDIA A10G",), False),
-    "A10": (23_028 * MiB, "", (), False),
-    "T4": (15_360 * MiB, "", ("Tesla T4",), False),
-    "RTX-4090": (24_564 * MiB, "", ("4090", "RTX4090", "GeForce RTX 4090"), False),
-    "RTX-6000-Ada": (49_140 * MiB, "", ("RTX6000-ADA",), False),
-    "B200": (183_359 * MiB, "", ("NVIDIA B200",), True),
+@dataclass(frozen=True)
+class CatalogEntry:
+    name: str
+    total_memory_bytes: int
+    source: str  # measured | vllm log | nvidia-smi | published
+    reference: str  # where the figure was read
+    aliases: tuple[str, ...] = ()
+    sm100: bool = False
+    platform: str = "cuda"
+    unified_memory: bool = False
+    note: str = ""
+
+    def gpu(self) -> Gpu:
+        how = f"{self.source}: {self.reference}" + (f"; {self.note}" if self.note else "")
+        return Gpu(
+            self.name,
+            self.total_memory_bytes,
+            "catalog",
+            how,
+            sm100=self.sm100,
+            platform=self.platform,
+            unified_memory=self.unified_memory,
+            compute_capability_major=_COMPUTE_CAPABILITY.get(self.name, 8),
+        )
+
+
+# CUDA compute capability (major) where it is not 8 (Ampere / Ada): picks vLLM's attention backends (MLA block size,
+# GDN prefill kernel). 7 Volta / Turing, 9 Hopper (torch on ROCm reports MI300's gfx942 as 9.4), 10 data-centre
+# Blackwell, 12 RTX 50xx / RTX PRO Blackwell / GB10.
+_COMPUTE_CAPABILITY = {
+    **dict.fromkeys(("H200", "H100-SXM", "H100-PCIe", "H100-NVL", "H800", "H20", "GH200", "MI300X", "MI325X"), 9),
+    **dict.fromkeys(("B200", "B300"), 10),
+    **dict.fromkeys(("RTX-5080", "RTX-5090", "RTX-PRO-6000", "GB10"), 12),
+    **dict.fromkeys(("T4", "V100-32GB"), 7),
 }
 
 
+def _smi(mib: int) -> int:
+    return mib * MiB
+
+
+def _log_gib(gib: str) -> int:
+    """A total vLLM printed with 2 decimals, as bytes (the middle of its +-0.005 GiB interval)."""
+    whole, frac = gib.split(".")
+    return (int(whole) * 100 + int(frac.ljust(2, "0"))) * GiB // 100
+
+
+_ROCM = (
+    "ROCm: vLLM's ROCm platform runs the same determine_available_memory (torch.cuda.mem_get_info is HIP's), but with "
+    "ROCm attention backends (AITER / Triton) instead of FlashAttention, HIP graphs instead of CUDA graphs and no CUDA "
+    "context constant measured: activation, graph and context terms are less certain; at >= 160 GiB it takes vLLM's "
+    "largest batch defaults (16384 tokens, 1024 seqs)"
+)
+_GB10 = (
+    "unified memory: cudaMemGetInfo reports the shared LPDDR5X pool as the OS sees it (121.69 GiB total), and its free "
+    "figure drops with the page cache and every host process, so vLLM's startup check (free >= total x utilization) "
+    "fails at the 0.92 default unless the page cache is dropped; vLLM gives GB10 the small batch defaults (2048 tokens, "
+    "256 seqs) like an A100"
+)
+
+CATALOG: tuple[CatalogEntry, ...] = (
+    CatalogEntry(
+        "H200",
+        150_109_880_320,
+        "measured",
+        "cudaMemGetInfo total on the project's H200 (driver 580.159.04); nvidia-smi shows 143,771 MiB",
+        ("H200-141GB", "H200-SXM", "NVIDIA H200"),
+    ),
+    CatalogEntry(
+        "H100-SXM",
+        _smi(81_559),
+        "nvidia-smi",
+        "81,559 MiB, NVIDIA H100 80GB HBM3 (index id 59132971245)",
+        ("H100-80GB", "H100-80GB-HBM3", "NVIDIA H100 80GB HBM3"),
+    ),
+    CatalogEntry("H100-PCIe", _smi(81_559), "nvidia-smi", "81,559 MiB, NVIDIA H100 PCIe (index id 31353373741)", ("NVIDIA H100 PCIe",)),
+    CatalogEntry("H100-NVL", _smi(95_830), "nvidia-smi", "95,830 MiB, NVIDIA H100 NVL (index id 14249706504)", ("H100-94GB", "NVIDIA H100 NVL")),
+    CatalogEntry("H800", _smi(81_559), "nvidia-smi", "81,559 MiB, NVIDIA H800 (index id 40223502532)", ("H800-80GB", "NVIDIA H800")),
+    CatalogEntry("H20", _smi(97_871), "nvidia-smi", "97,871 MiB, NVIDIA H20 (index id 69782509629)", ("H20-96GB", "NVIDIA H20")),
+    CatalogEntry(
+        "GH200",
+        _smi(97_871),
+        "nvidia-smi",
+        "97,871 MiB of HBM3, NVIDIA GH200 480GB (index id 11944879968)",
+        ("GH200-96GB", "GH200-480GB", "NVIDIA GH200 480GB"),
+    ),
+    CatalogEntry(
+        "GB10",
+        _log_gib("121.69"),
+        "vllm log",
+        "'Free memory on device (.../121.69 GiB)' on a DGX Spark, github.com/MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks/issues/47",
+        ("DGX-Spark", "NVIDIA GB10"),
+        unified_memory=True,
+        note=_GB10,
+    ),
+    CatalogEntry(
+        "A100-80GB",
+        _log_gib("79.15"),
+        "cuda oom",
+        "'GPU 0 has a total capacity of 79.15 GiB' on an 80GB A100 (index id 55333476420); vLLM's 'Free memory on device (78.68/79.15 GiB)' "
+        "(index id 60004023718); nvidia-smi shows 81,920 MiB",
+        ("A100-SXM4-80GB", "A100-80G", "NVIDIA A100-SXM4-80GB", "NVIDIA A100 80GB PCIe"),
+    ),
+    CatalogEntry(
+        "A100-40GB",
+        _log_gib("39.39"),
+        "cuda oom",
+        "'GPU N has a total capacity of 39.39 GiB' in CUDA OOMs of 40 GB A100 clusters (e.g. index ids 12114857455, 54998945712; the lines do not "
+        "name the GPU): 625 MiB below nvidia-smi's 40,960 MiB, the gap the H200 shows (615 MiB)",
+        ("A100-SXM4-40GB", "A100-40G", "NVIDIA A100-SXM4-40GB", "NVIDIA A100-PCIE-40GB"),
+    ),
+    CatalogEntry(
+        "L40S",
+        _log_gib("44.42"),
+        "vllm log",
+        "'Free memory on device (43.93/44.42 GiB)' on an L40S (index id 38962983769); nvidia-smi shows 46,068 MiB",
+        ("NVIDIA L40S",),
+    ),
+    CatalogEntry("L40", _smi(46_068), "nvidia-smi", "46,068 MiB", ("NVIDIA L40",)),
+    CatalogEntry("L20", _smi(46_068), "nvidia-smi", "46,068 MiB, NVIDIA L20 (index id 67533193225)", ("NVIDIA L20",)),
+    CatalogEntry(
+        "L4",
+        _log_gib("22.03"),
+        "cuda oom",
+        "'NVIDIA L4 (22.03 GiB visible to PyTorch)' and its OOM 'total capacity of 22.03 GiB' (index id 55497994311); nvidia-smi shows 23,034 MiB",
+        ("NVIDIA L4",),
+    ),
+    CatalogEntry(
+        "A10G",
+        _log_gib("22.06"),
+        "cuda oom",
+        "g5.2xlarge (A10G) OOM 'total capacity of 22.06 GiB' (index id 57952782693); nvidia-smi shows 23,028 MiB",
+        ("NVIDIA A10G",),
+    ),
+    CatalogEntry(
+        "A10",
+        _log_gib("22.06"),
+        "cuda oom",
+        "'A10 ... total capacity of 22.06 GiB' (index id 71609078484); nvidia-smi shows 23,028 MiB (index id 37027574609)",
+        ("NVIDIA A10",),
+    ),
+    CatalogEntry(
+        "T4",
+        _log_gib("14.74"),
+        "vllm log",
+        "V0 'total_gpu_memory (14.74GiB)' on a Colab T4 (index id 7884883735, bench/vllm_logs/llama-3.2-3b-t4-*); a CUDA OOM elsewhere "
+        "reads 'total capacity of 14.57 GiB' (index id 71609078484: ECC or driver differ); nvidia-smi shows 15,360 MiB",
+        ("Tesla T4",),
+    ),
+    CatalogEntry(
+        "V100-32GB",
+        _log_gib("31.74"),
+        "vllm log",
+        "V0 'total_gpu_memory (31.74GiB)' on a V100 (index id 33435952071)",
+        ("Tesla V100-SXM2-32GB", "Tesla V100-PCIE-32GB", "V100S"),
+    ),
+    CatalogEntry(
+        "RTX-3090",
+        _smi(24_576),
+        "nvidia-smi",
+        "24,576 MiB, NVIDIA GeForce RTX 3090 (index id 49287497547)",
+        ("3090", "RTX3090", "GeForce RTX 3090", "NVIDIA GeForce RTX 3090"),
+    ),
+    CatalogEntry(
+        "RTX-3090-Ti",
+        _smi(24_564),
+        "nvidia-smi",
+        "24,564 MiB, NVIDIA GeForce RTX 3090 Ti (index id 69133493032)",
+        ("3090-Ti", "RTX3090Ti", "GeForce RTX 3090 Ti", "NVIDIA GeForce RTX 3090 Ti"),
+    ),
+    CatalogEntry(
+        "RTX-4090",
+        _smi(24_564),
+        "nvidia-smi",
+        "24,564 MiB, NVIDIA GeForce RTX 4090 (index id 69527282841)",
+        ("4090", "RTX4090", "GeForce RTX 4090", "NVIDIA GeForce RTX 4090"),
+    ),
+    CatalogEntry(
+        "RTX-5080",
+        _smi(16_303),
+        "nvidia-smi",
+        "16,303 MiB, NVIDIA GeForce RTX 5080 (index id 60637830712)",
+        ("5080", "RTX5080", "GeForce RTX 5080", "NVIDIA GeForce RTX 5080"),
+    ),
+    CatalogEntry(
+        "RTX-5090",
+        _smi(32_607),
+        "nvidia-smi",
+        "32,607 MiB, NVIDIA GeForce RTX 5090 (index id 34759949062)",
+        ("5090", "RTX5090", "GeForce RTX 5090", "NVIDIA GeForce RTX 5090"),
+    ),
+    CatalogEntry(
+        "RTX-A6000",
+        _smi(49_140),
+        "nvidia-smi",
+        "49,140 MiB with ECC off (46,068 MiB with ECC on), NVIDIA RTX A6000 (index ids 47845772123, 9641821283)",
+        ("A6000", "NVIDIA RTX A6000"),
+    ),
+    CatalogEntry("RTX-6000-Ada", _smi(49_140), "nvidia-smi", "49,140 MiB", ("RTX6000-ADA", "NVIDIA RTX 6000 Ada Generation")),
+    CatalogEntry(
+        "RTX-PRO-6000",
+        _smi(97_887),
+        "nvidia-smi",
+        "97,887 MiB, RTX PRO 6000 Blackwell Workstation / Server Edition (index ids 60416527314, 69814199154)",
+        ("RTX-PRO-6000-Blackwell", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "NVIDIA RTX PRO 6000 Blackwell Server Edition"),
+    ),
+    CatalogEntry("B200", _smi(183_359), "nvidia-smi", "183,359 MiB", ("NVIDIA B200",), sm100=True),
+    CatalogEntry(
+        "B300", _smi(275_040), "nvidia-smi", "275,040 MiB, NVIDIA B300 SXM6 AC (index id 65926719034)", ("B300-SXM6", "NVIDIA B300 SXM6 AC"), sm100=True
+    ),
+    CatalogEntry(
+        "MI300X",
+        _log_gib("191.98"),
+        "vllm log",
+        "device memory 191.98 GiB quoted from vLLM on an MI300X, github.com/vllm-project/vllm/issues/53961",
+        ("AMD Instinct MI300X",),
+        platform="rocm",
+        note=_ROCM,
+    ),
+    CatalogEntry(
+        "MI325X",
+        256 * GiB - (192 * GiB - _log_gib("191.98")),
+        "published",
+        "256 GB HBM3E (AMD counts GiB), less the 0.02 GiB an MI300X's 192 GB loses to the driver (estimated)",
+        ("AMD Instinct MI325X",),
+        platform="rocm",
+        note=_ROCM,
+    ),
+)
+
+# Names that stand for several catalog GPUs of different memory (or form factors): refused with the choices.
+AMBIGUOUS: dict[str, tuple[str, ...]] = {
+    "A100": ("A100-40GB", "A100-80GB"),
+    "H100": ("H100-SXM", "H100-PCIe", "H100-NVL"),
+    "RTX-6000": ("RTX-6000-Ada", "RTX-PRO-6000", "RTX-A6000"),
+    "MI300": ("MI300X", "MI325X"),
+}
+
+
+DEFAULT_GPU = "H200"  # planned for (and labelled 'default; pass --gpu') when there is no --gpu and no local GPU
+
+
 def catalog_gpus() -> list[Gpu]:
-    return [
-        Gpu(name, total, "catalog", how or f"{total // MiB:,} MiB as nvidia-smi reports it (CUDA's total not measured)", sm100)
-        for name, (total, how, _aliases, sm100) in _CATALOG.items()
-    ]
+    return [e.gpu() for e in CATALOG]
 
 
 def _norm(text: str) -> str:
-    return text.lower().replace("nvidia", "").replace("_", "-").replace(" ", "-").strip("-")
+    return re.sub(r"[\s_]+", "-", text.lower().replace("nvidia", "").replace("geforce", "")).strip("-")
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(GiB|MiB|GB|MB|TiB|B)\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"b": 1, "mib": MiB, "gib": GiB, "tib": 1024 * GiB, "mb": 10**6, "gb": 10**9}
+
+
+def gpu_from_size(text: str) -> Gpu | None:
+    """`--gpu 24GiB`, `--gpu 16000MiB`, `--gpu 80GB` (decimal): a GPU of that total, or None when `text` is no size."""
+    m = _SIZE.match(text)
+    if m is None:
+        return None
+    number, unit = m.groups()
+    total = int(float(number) * _SIZE_UNITS[unit.lower()])
+    if total < 256 * MiB:
+        raise BadInput(f"--gpu {text}: {total:,} B is too small for a GPU; give its total memory, e.g. 24GiB or 16000MiB")
+    how = (
+        f"--gpu {text.strip()}: taken as cudaMemGetInfo's total (vLLM's 'Free memory on device (free/TOTAL GiB)'); "
+        "nvidia-smi's MiB total is usually 0.3-0.6 GiB more, a marketing size more still"
+    )
+    return Gpu(f"{text.strip()} GPU", total, "size", how)
 
 
 def gpu_by_name(name: str) -> Gpu:
-    """A catalog GPU by name or alias (case and spacing insensitive); BadInput lists the closest names."""
+    """A catalog GPU by name or alias (case and spacing insensitive), or a memory size (`24GiB`).
+
+    BadInput: an ambiguous name (`A100`) with its choices, or an unknown one with the closest names.
+    """
+    sized = gpu_from_size(name)
+    if sized is not None:
+        return sized
     key = _norm(name)
-    for gpu in catalog_gpus():
-        aliases = _CATALOG[gpu.name][2]
-        if key == _norm(gpu.name) or any(key == _norm(a) for a in aliases):
-            return gpu
-    names = [g.name for g in catalog_gpus()]
-    close = difflib.get_close_matches(name.upper(), names, n=3, cutoff=0.3)
+    for entry in CATALOG:
+        if key == _norm(entry.name) or any(key == _norm(a) for a in entry.aliases):
+            return entry.gpu()
+    for short, choices in AMBIGUOUS.items():
+        if key == _norm(short):
+            listed = ", ".join(f"{c} ({next(e for e in CATALOG if e.name == c).total_memory_bytes / GiB:.2f} GiB)" for c in choices)
+            raise BadInput(f"GPU '{name}' is ambiguous: pick one of {listed}, or give the memory size (--gpu 79GiB)")
+    names = [e.name for e in CATALOG]
+    close = difflib.get_close_matches(name.upper(), [n.upper() for n in names], n=3, cutoff=0.3)
+    close = [n for n in names if n.upper() in close]
     hint = f"closest: {', '.join(close)}" if close else f"known: {', '.join(names)}"
-    raise BadInput(f"unknown GPU '{name}'; {hint} (or omit --gpu on a machine with an NVIDIA GPU to use it)")
+    raise BadInput(f"unknown GPU '{name}'; {hint}; or give its memory size (--gpu 24GiB) (or omit --gpu on a machine with an NVIDIA GPU to use it)")
 
 
 def detect_local_gpu(index: int = 0) -> Gpu | None:
@@ -105,6 +378,7 @@ def detect_local_gpu(index: int = 0) -> Gpu | None:
             provenance=f"NVML on this machine (GPU {index})",
             sm100=major == 10,
             used_by_others_bytes=int(others),
+            compute_capability_major=major,
         )
     except pynvml.NVMLError:
         return None
@@ -120,4 +394,4 @@ def resolve_gpu(name: str | None) -> tuple[Gpu, str | None]:
     local = detect_local_gpu()
     if local is not None:
         return local, None
-    return gpu_by_name("H200"), "no local NVIDIA GPU found: planning for an H200 (pass --gpu to choose)"
+    return replace(gpu_by_name(DEFAULT_GPU), defaulted=True), f"no local NVIDIA GPU found: planning for an {DEFAULT_GPU} (pass --gpu to choose)"

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from capacity.kv_spec import kv_heads_per_rank
 from capacity.plan import ERROR, INFO, WARNING, Hazard
-from capacity.spec import CROSS, SLIDING
 from capacity.units import MiB, gib
 
 if TYPE_CHECKING:
@@ -106,8 +105,9 @@ def parallelism(plan: Plan) -> Iterator[Hazard]:
             f"{spec.num_attention_heads} attention heads are not divisible by --tensor-parallel-size {tp}; vLLM raises ValueError",
             "pick a tensor-parallel size that divides the head count",
         )
-    if dcp > 1:
-        kv_heads = max(layer.num_kv_heads for layer in spec.layers)
+    heads = [h for h in (layer.kv_heads() for layer in spec.layers) if h]
+    if dcp > 1 and heads:
+        kv_heads = max(heads)
         problems = []
         if tp % dcp:
             problems.append(f"tp_size={tp} must be divisible by dcp_size={dcp}")
@@ -115,11 +115,11 @@ def parallelism(plan: Plan) -> Iterator[Hazard]:
             problems.append(f"DCP needs --tensor-parallel-size ({tp}) above the model's {kv_heads} KV heads")
         elif dcp > tp // kv_heads:
             problems.append(f"dcp ({dcp}) exceeds tp // kv_heads ({tp // kv_heads})")
-        if any(layer.kind == SLIDING for layer in spec.layers):
+        if not all(layer.supports_decode_context_parallel for layer in spec.layers):
             problems.append("DCP does not support sliding-window layers")
         if problems:
             yield Hazard("dcp_invalid", ERROR, "; ".join(problems) + " (vLLM refuses)", "drop --decode-context-parallel-size or change TP", (("decode_context_parallel_size", 1),))
-    if tp > 1 and kv_heads_per_rank(min(layer.num_kv_heads for layer in spec.layers), tp) == 1 and min(layer.num_kv_heads for layer in spec.layers) < tp:
+    if tp > 1 and heads and kv_heads_per_rank(min(heads), tp) == 1 and min(heads) < tp:
         yield Hazard("kv_heads_replicated", INFO, f"TP {tp} exceeds the KV heads: each rank keeps 1 replicated KV head", "expected; the KV cost per rank stops shrinking")
 
 
@@ -219,7 +219,7 @@ def block_tables(plan: Plan) -> Iterator[Hazard]:
         return
     enc_tokens = spec.encoder_tokens_per_request
     for g in plan.kv.groups:
-        if g.group.kind != CROSS:
+        if not g.group.spec.reads_encoder_output:
             continue
         pre_tokens = g.block_table_width_blocks_pre_fix * g.group.spec.block_size
         if pre_tokens < enc_tokens:

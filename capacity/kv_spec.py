@@ -1,38 +1,294 @@
-"""KV-cache specs, page sizes, grouping, blocks per request and block-table widths (vLLM 0.33).
+"""Per-rank KV-cache specs, one small class per kind, and vLLM 0.33's grouping of them.
 
-Mirrors vllm/v1/kv_cache_interface.py (AttentionSpec and subclasses) and
-vllm/v1/core/kv_cache_planning.py (get_kv_cache_groups). Per TP rank throughout.
+Mirrors vllm/v1/kv_cache_interface.py (each spec owns its page size, its blocks per request at
+max_model_len, its block-table width and its warmup reservation) and vllm/v1/core/kv_cache_planning.py
+(get_kv_cache_groups, unify_kv_cache_spec_page_size, _get_kv_cache_bytes_per_block) for the layer-outer
+KV layout (LBNHC) that FlashAttention / FlashInfer use on CUDA.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
 
 from capacity.errors import BadInput
-from capacity.serving import ServingConfig
-from capacity.spec import CROSS, FULL, SLIDING, ModelSpec
 from capacity.units import cdiv
 
-BLOCK_TABLE_TOKEN_ALIGNMENT = 128  # MRV2 get_block_table_width: widths cover a multiple of 128 tokens
+BLOCK_TABLE_TOKEN_ALIGNMENT = 128  # KVCacheSpec.block_table_token_alignment (MRV2 get_block_table_width)
+
+
+@dataclass(frozen=True)
+class BlockContext:
+    """The serving values per-request block counts depend on."""
+
+    max_model_len: int
+    max_num_batched_tokens: int  # = scheduler max_num_encoder_input_tokens in 0.33
+    decode_context_parallel_size: int = 1
+    max_concurrent_batches: int = 2  # MRV2 with async scheduling: pipeline_parallel_size + 1
+
+    @property
+    def max_in_flight_tokens(self) -> int:
+        """vLLM: VllmConfig.max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens."""
+        return self.max_concurrent_batches * self.max_num_batched_tokens
+
+
+def kv_heads_per_rank(total_kv_heads: int, tp: int) -> int:
+    """vLLM: ModelConfig.get_num_kv_heads = max(1, total_num_kv_heads // tensor_parallel_size)."""
+    return max(1, total_kv_heads // tp)
+
+
+def aligned_width(blocks: int, block_size: int, token_alignment: int | None) -> int:
+    """vLLM: get_block_table_width: round up so the row covers a multiple of `token_alignment` tokens."""
+    if token_alignment is None:
+        return blocks
+    align = token_alignment // math.gcd(token_alignment, block_size)
+    return cdiv(blocks, align) * align
+
+
+# --- the specs ------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class KVCacheSpec:
-    """One attention layer's KV spec on one rank (vLLM: FullAttentionSpec / SlidingWindowSpec / CrossAttentionSpec)."""
+    """One layer's KV cache on one rank (vLLM: KVCacheSpec)."""
 
-    kind: str
+    kind: ClassVar[str]
+    reads_encoder_output: ClassVar[bool] = False
+    hybrid_kernel_block: ClassVar[int] = 16  # _align_hybrid_block_size: the manager block is a multiple of this
     block_size: int
-    num_kv_heads: int
-    head_size: int
-    dtype_bytes: int
-    sliding_window: int | None = None
 
     @property
     def page_size_bytes(self) -> int:
-        """vLLM: AttentionSpec.page_size_bytes = 2 * block_size * num_kv_heads * head_size * dtype_size."""
-        return 2 * self.block_size * self.num_kv_heads * self.head_size * self.dtype_bytes
+        raise NotImplementedError
+
+    def blocks_per_request_vllm(self, ctx: BlockContext) -> int:
+        """cdiv(max_memory_usage_bytes, page_size_bytes): what vLLM's memory check and concurrency count."""
+        raise NotImplementedError
+
+    def max_memory_usage_bytes(self, ctx: BlockContext) -> int:
+        """vLLM: KVCacheSpec.max_memory_usage_bytes: one request at max_model_len, in whole pages."""
+        return self.blocks_per_request_vllm(ctx) * self.page_size_bytes
+
+    def blocks_per_request_actual(self, ctx: BlockContext, encoder_tokens: int) -> int:
+        """Blocks one request really holds at max_model_len."""
+        return self.blocks_per_request_vllm(ctx)
+
+    def block_table_width(self, max_len: int, dcp: int) -> int:
+        """vLLM: max_num_blocks_per_req, then MRV2 get_block_table_width."""
+        return aligned_width(cdiv(max_len, self.block_size), self.block_size, BLOCK_TABLE_TOKEN_ALIGNMENT)
+
+    def warmup_blocks(self, num_tokens: int, *, lookahead: int, max_model_len: int, max_encoder_len: int) -> int:
+        """MRV2 warmup _reserved_block_count: what allocate_slots would hold for `num_tokens`."""
+        return cdiv(min(num_tokens + lookahead, max_model_len), self.block_size)
+
+    def unified_to(self, page: int) -> KVCacheSpec:
+        """vLLM: unify_kv_cache_spec_page_size for a layer whose page is smaller than `page`."""
+        raise NotImplementedError
+
+    def merge_key(self) -> tuple[Any, ...] | None:
+        """Layers with equal keys but unequal specs form vLLM's UniformTypeKVCacheSpecs (not modelled)."""
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """The spec's own fields for reports (kind-specific ones only where they apply)."""
+        return {"num_kv_heads_per_rank": None, "head_size": None, "sliding_window": None}
+
+
+@dataclass(frozen=True)
+class AttentionSpec(KVCacheSpec):
+    """vLLM: AttentionSpec: page = num_kv_heads x block_size x (head_size + head_size_v) x dtype, or the padded page."""
+
+    num_kv_heads: int
+    head_size: int
+    dtype_bytes: int
+    page_size_padded: int | None = field(default=None, kw_only=True)
+
+    @property
+    def head_size_v(self) -> int:
+        return self.head_size
+
+    @property
+    def page_size_bytes(self) -> int:
+        unpadded = self.num_kv_heads * self.block_size * (self.head_size + self.head_size_v) * self.dtype_bytes
+        return self.page_size_padded if self.page_size_padded is not None else unpadded
+
+    def block_table_width(self, max_len: int, dcp: int) -> int:
+        # AttentionSpec.max_num_blocks_per_req: DCP shards the token positions.
+        return aligned_width(cdiv(max_len, self.block_size * dcp), self.block_size, BLOCK_TABLE_TOKEN_ALIGNMENT)
+
+    def unified_to(self, page: int) -> KVCacheSpec:
+        if page % self.page_size_bytes == 0:
+            return replace(self, block_size=self.block_size * (page // self.page_size_bytes))
+        return replace(self, page_size_padded=page)  # non-MLA attention pads its page
+
+    def merge_key(self) -> tuple[Any, ...] | None:
+        return (type(self).__name__, self.block_size)
+
+    def describe(self) -> dict[str, Any]:
+        return {"num_kv_heads_per_rank": self.num_kv_heads, "head_size": self.head_size, "sliding_window": None}
+
+
+@dataclass(frozen=True)
+class FullAttentionSpec(AttentionSpec):
+    kind: ClassVar[str] = "full"
+
+    def blocks_per_request_vllm(self, ctx: BlockContext) -> int:
+        """FullAttentionSpec.max_memory_usage_bytes: cdiv(max_model_len (/ DCP), block_size) pages."""
+        length = ctx.max_model_len
+        if ctx.decode_context_parallel_size > 1:
+            length = cdiv(length, ctx.decode_context_parallel_size)
+        return cdiv(length, self.block_size)
+
+
+@dataclass(frozen=True)
+class MLAAttentionSpec(FullAttentionSpec):
+    """vLLM: MLAAttentionSpec: one latent head, no separate V (head_size_v = 0)."""
+
+    kind: ClassVar[str] = "mla"
+    hybrid_kernel_block: ClassVar[int] = 128  # TRTLLM / FlashInfer MLA decode kernels: 128 / kernel block alignment
+
+    @property
+    def head_size_v(self) -> int:
+        return 0
+
+    def unified_to(self, page: int) -> KVCacheSpec:
+        if page % self.page_size_bytes:
+            raise BadInput(
+                f"an MLA page of {self.page_size_bytes} B does not divide the largest page {page} B; vLLM cannot pad MLA pages "
+                "(unify_kv_cache_spec_page_size raises), so this layout is not served"
+            )
+        return replace(self, block_size=self.block_size * (page // self.page_size_bytes))
+
+
+@dataclass(frozen=True)
+class SlidingWindowSpec(AttentionSpec):
+    kind: ClassVar[str] = "sliding_window"
+    sliding_window: int = field(kw_only=True)
+    extra_retained_tokens: int = field(default=0, kw_only=True)
+
+    def blocks_per_request_vllm(self, ctx: BlockContext) -> int:
+        """SlidingWindowSpec.max_admission_blocks_per_request: window - 1 + retained + in-flight tokens, + 1 block."""
+        tokens = min(self.sliding_window - 1 + self.extra_retained_tokens + ctx.max_in_flight_tokens, ctx.max_model_len)
+        return cdiv(tokens, self.block_size) + 1
+
+    def merge_key(self) -> tuple[Any, ...] | None:
+        return (type(self).__name__, self.block_size, self.sliding_window)
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "sliding_window": self.sliding_window}
+
+
+@dataclass(frozen=True)
+class ChunkedLocalAttentionSpec(AttentionSpec):
+    kind: ClassVar[str] = "chunked_local"
+    attention_chunk_size: int = field(kw_only=True)
+
+    def blocks_per_request_vllm(self, ctx: BlockContext) -> int:
+        """ChunkedLocalAttentionSpec.max_admission_blocks_per_request: one chunk plus the in-flight tokens."""
+        return cdiv(min(self.attention_chunk_size + ctx.max_in_flight_tokens, ctx.max_model_len), self.block_size)
+
+    def merge_key(self) -> tuple[Any, ...] | None:
+        return (type(self).__name__, self.block_size, self.attention_chunk_size)
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "attention_chunk_size": self.attention_chunk_size}
+
+
+@dataclass(frozen=True)
+class CrossAttentionSpec(AttentionSpec):
+    kind: ClassVar[str] = "cross"
+    reads_encoder_output: ClassVar[bool] = True
+
+    def blocks_per_request_vllm(self, ctx: BlockContext) -> int:
+        """CrossAttentionSpec: cdiv(max_num_encoder_input_tokens, block_size) = max_num_batched_tokens in 0.33."""
+        return cdiv(ctx.max_num_batched_tokens, self.block_size)
+
+    def blocks_per_request_actual(self, ctx: BlockContext, encoder_tokens: int) -> int:
+        return cdiv(encoder_tokens, self.block_size)
+
+    def warmup_blocks(self, num_tokens: int, *, lookahead: int, max_model_len: int, max_encoder_len: int) -> int:
+        return cdiv(max_encoder_len, self.block_size)  # cross-attention reserves the encoder length (PR #47308)
+
+
+@dataclass(frozen=True)
+class MambaSpec(KVCacheSpec):
+    """vLLM: MambaSpec: a fixed-size state per request (conv + SSM / recurrent), whatever the block size."""
+
+    kind: ClassVar[str] = "mamba"
+    state_bytes: tuple[int, ...]  # prod(shape) x dtype bytes of each state tensor
+    mamba_cache_mode: str = "none"  # "align" with prefix caching (vLLM's default for hybrid models)
+    num_speculative_blocks: int = 0
+    num_prefill_checkpoint_blocks: int = 0
+    page_size_padded: int | None = None
+
+    @property
+    def page_size_bytes(self) -> int:
+        return self.page_size_padded if self.page_size_padded is not None else sum(self.state_bytes)
+
+    def blocks_per_request_vllm(self, ctx: BlockContext) -> int:
+        """MambaSpec.max_memory_usage_bytes: 1 + speculative blocks; align mode 2 + speculative + checkpoint blocks."""
+        if self.mamba_cache_mode == "align":
+            return 2 + self.num_speculative_blocks + self.num_prefill_checkpoint_blocks
+        return 1 + self.num_speculative_blocks
+
+    def block_table_width(self, max_len: int, dcp: int) -> int:
+        # MambaSpec.max_num_blocks_per_req (never DCP-sharded); block_table_token_alignment is None.
+        if self.mamba_cache_mode == "align":
+            return cdiv(max_len, self.block_size) + self.num_speculative_blocks
+        return 1 + self.num_speculative_blocks
+
+    def warmup_blocks(self, num_tokens: int, *, lookahead: int, max_model_len: int, max_encoder_len: int) -> int:
+        if self.mamba_cache_mode == "align":
+            return cdiv(num_tokens, self.block_size) + self.num_speculative_blocks
+        return cdiv(min(num_tokens + lookahead, max_model_len), self.block_size) + self.num_speculative_blocks
+
+    def unified_to(self, page: int) -> KVCacheSpec:
+        return replace(self, page_size_padded=page)  # a state page does not scale with the block size: padded
+
+    def merge_key(self) -> tuple[Any, ...] | None:
+        return (type(self).__name__, self.page_size_bytes, self.num_speculative_blocks, self.num_prefill_checkpoint_blocks)
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "state_bytes": list(self.state_bytes), "mamba_cache_mode": self.mamba_cache_mode}
+
+
+# --- knobs the specs are built with -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KVKnobs:
+    """The knobs a layer's spec depends on, after vLLM's block-size decisions for the whole model."""
+
+    block_size: int  # attention block size (after hybrid alignment)
+    tensor_parallel_size: int
+    kv_dtype_bytes: int
+    model_dtype_bytes: int
+    num_speculative_tokens: int = 0
+    mla_block_size: int = 16
+    mamba_cache_mode: str = "none"
+    mamba_block_size: int = 16
+    mamba_page_size_padded: int | None = None
+    sliding_window_extra_retained_tokens: int = 0
+    compute_capability_major: int = 9
+
+    def gdn_flashinfer_prefill(self, head_k_dim: int) -> bool:
+        """vLLM _resolve_gdn_prefill_backend("auto"): FlashInfer on Hopper, and on Blackwell with head_k_dim 128."""
+        return self.compute_capability_major == 9 or (self.compute_capability_major in (10, 12) and head_k_dim == 128)
+
+    def mamba_spec(self, state_bytes: tuple[int, ...], checkpoint_blocks: int) -> MambaSpec:
+        """MambaBase.get_kv_cache_spec: block size mamba_block_size, page padded to the attention page."""
+        return MambaSpec(
+            self.mamba_block_size,
+            state_bytes=state_bytes,
+            mamba_cache_mode=self.mamba_cache_mode,
+            num_speculative_blocks=self.num_speculative_tokens,
+            num_prefill_checkpoint_blocks=checkpoint_blocks,
+            page_size_padded=self.mamba_page_size_padded,
+        )
+
+
+# --- grouping -----------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -56,53 +312,29 @@ class KVGroup:
         return (self.num_layers + self.num_padding_layers) * self.spec.page_size_bytes
 
 
-def kv_heads_per_rank(total_kv_heads: int, tp: int) -> int:
-    """vLLM: ModelConfig.get_num_kv_heads = max(1, total_num_kv_heads // tensor_parallel_size)."""
-    return max(1, total_kv_heads // tp)
-
-
-def layer_specs(spec: ModelSpec, serving: ServingConfig) -> list[KVCacheSpec]:
-    return [
-        KVCacheSpec(
-            kind=layer.kind,
-            block_size=serving.block_size,
-            num_kv_heads=kv_heads_per_rank(layer.num_kv_heads, serving.tensor_parallel_size),
-            head_size=layer.head_size,
-            dtype_bytes=serving.kv_cache_dtype_bytes,
-            sliding_window=layer.sliding_window,
-        )
-        for layer in spec.layers
-    ]
-
-
 def unify_page_size(specs: list[KVCacheSpec]) -> list[KVCacheSpec]:
-    """vLLM: unify_kv_cache_spec_page_size: grow the block size of smaller-page layers to the largest page."""
+    """vLLM: unify_kv_cache_spec_page_size: smaller pages grow their block size, or are padded (Mamba, attention)."""
     largest = max(s.page_size_bytes for s in specs)
-    out = []
-    for s in specs:
-        if s.page_size_bytes == largest:
-            out.append(s)
-            continue
-        if largest % s.page_size_bytes:
-            raise BadInput(
-                f"KV page sizes {s.page_size_bytes} and {largest} do not divide: vLLM would pad them, which capacity does not model"
-            )
-        ratio = largest // s.page_size_bytes
-        out.append(KVCacheSpec(s.kind, s.block_size * ratio, s.num_kv_heads, s.head_size, s.dtype_bytes, s.sliding_window))
-    return out
+    return [s if s.page_size_bytes == largest else s.unified_to(largest) for s in specs]
 
 
 def kv_cache_groups(specs: list[KVCacheSpec]) -> list[KVGroup]:
-    """vLLM: get_kv_cache_groups for attention-only models.
+    """vLLM: get_kv_cache_groups (hybrid allocator on, layer-outer layout).
 
-    One group when every layer has the same spec; otherwise layers are bucketed by spec and cut
-    into groups of `group_size` = the smallest bucket (or the largest when largest < 1.5 x smallest),
-    padding the last group of a bucket.
+    One group when every layer has the same spec; otherwise pages are unified, layers bucketed by spec and
+    cut into groups of `group_size` = the smallest bucket (or the largest when largest < 1.5 x smallest),
+    the last group of a bucket padded (vLLM: "Add %d padding layers").
     """
     if not specs:
         return []
     if len(set(specs)) == 1:
         return [KVGroup(specs[0], len(specs), 0)]
+    keys = {s.merge_key() for s in specs}
+    if len(keys) == 1 and None not in keys:
+        raise BadInput(
+            "the model's KV layers are of one kind but differ in shape; vLLM 0.33 puts them in one UniformTypeKVCacheSpecs "
+            "group, which capacity does not model"
+        )
     specs = unify_page_size(specs)
     buckets: dict[KVCacheSpec, int] = {}
     for s in specs:
@@ -119,95 +351,9 @@ def kv_cache_groups(specs: list[KVCacheSpec]) -> list[KVGroup]:
     return groups
 
 
-# kv_groups_for memo: keyed by the identity of the model's layer tuple and the knobs the specs depend on.
-# The entry keeps a reference to the tuple, so its id cannot be reused while the entry lives.
-_GROUPS_MEMO: dict[tuple[int, int, int, int], tuple[tuple[Any, ...], tuple[KVGroup, ...]]] = {}
-_GROUPS_MEMO_SIZE = 256
-
-
-def kv_groups_for(spec: ModelSpec, serving: ServingConfig) -> list[KVGroup]:
-    """`kv_cache_groups(layer_specs(spec, serving))`, memoized: the groups depend only on the model's layers,
-    the block size, the tensor-parallel size and the KV dtype, which a sweep varies far less than the rest."""
-    key = (id(spec.layers), serving.block_size, serving.tensor_parallel_size, serving.kv_cache_dtype_bytes)
-    hit = _GROUPS_MEMO.get(key)
-    if hit is not None and hit[0] is spec.layers:
-        return list(hit[1])
-    groups = kv_cache_groups(layer_specs(spec, serving))
-    if len(_GROUPS_MEMO) >= _GROUPS_MEMO_SIZE:
-        _GROUPS_MEMO.clear()
-    _GROUPS_MEMO[key] = (spec.layers, tuple(groups))
-    return groups
-
-
 def bytes_per_block(groups: list[KVGroup]) -> int:
     """vLLM: _get_kv_cache_bytes_per_block = max over groups of the group's summed page (groups share one pool)."""
     return max(g.bytes_per_block for g in groups)
-
-
-@dataclass(frozen=True)
-class BlockContext:
-    """The serving values that per-request block counts depend on."""
-
-    max_model_len: int
-    max_num_batched_tokens: int  # = scheduler max_num_encoder_input_tokens in 0.33
-    decode_context_parallel_size: int
-    max_concurrent_batches: int  # MRV2 with async scheduling, PP=1: 2
-
-
-def block_context(serving: ServingConfig, max_model_len: int | None = None) -> BlockContext:
-    return BlockContext(
-        max_model_len=serving.max_model_len if max_model_len is None else max_model_len,
-        max_num_batched_tokens=serving.max_num_batched_tokens,
-        decode_context_parallel_size=serving.decode_context_parallel_size,
-        max_concurrent_batches=2,
-    )
-
-
-def blocks_per_request_vllm(spec: KVCacheSpec, ctx: BlockContext) -> int:
-    """cdiv(max_memory_usage_bytes, page_size_bytes): what vLLM's memory check and concurrency count."""
-    bs = spec.block_size
-    if spec.kind == FULL:
-        length = ctx.max_model_len
-        if ctx.decode_context_parallel_size > 1:
-            length = cdiv(length, ctx.decode_context_parallel_size)
-        return cdiv(length, bs)
-    if spec.kind == SLIDING:
-        assert spec.sliding_window is not None
-        in_flight = ctx.max_concurrent_batches * ctx.max_num_batched_tokens
-        return cdiv(min(spec.sliding_window - 1 + in_flight, ctx.max_model_len), bs) + 1
-    if spec.kind == CROSS:
-        # CrossAttentionSpec: cdiv(max_num_encoder_input_tokens, block_size), which is
-        # max_num_batched_tokens in 0.33 (not the encoder length).
-        return cdiv(ctx.max_num_batched_tokens, bs)
-    raise ValueError(f"unknown KV spec kind {spec.kind}")
-
-
-def blocks_per_request_actual(spec: KVCacheSpec, ctx: BlockContext, encoder_tokens: int) -> int:
-    """Blocks one request really holds at max_model_len: cross-attention holds its encoder tokens only."""
-    if spec.kind == CROSS:
-        return cdiv(encoder_tokens, spec.block_size)
-    return blocks_per_request_vllm(spec, ctx)
-
-
-def block_table_width(spec: KVCacheSpec, max_len: int, dcp: int) -> int:
-    """vLLM: max_num_blocks_per_req, then MRV2 get_block_table_width (a multiple of 128 tokens)."""
-    blocks = cdiv(max_len, spec.block_size * dcp)
-    align = BLOCK_TABLE_TOKEN_ALIGNMENT // math.gcd(BLOCK_TABLE_TOKEN_ALIGNMENT, spec.block_size)
-    return cdiv(blocks, align) * align
-
-
-def block_table_max_len(spec: ModelSpec, serving: ServingConfig) -> int:
-    """MRV2 initialize_kv_cache after PR #46753: encoder-decoder tables cover the encoder input budget too."""
-    if not spec.is_encoder_decoder:
-        return serving.max_model_len
-    return max(serving.max_model_len, serving.max_num_batched_tokens, spec.max_source_positions or 0)
-
-
-def block_table_max_len_pre_fix(spec: ModelSpec, serving: ServingConfig) -> int:
-    """The rule before PR #46753: max(max_model_len, max_source_positions)."""
-    if not spec.is_encoder_decoder:
-        return serving.max_model_len
-    return max(serving.max_model_len, spec.max_source_positions or 0)
 
 
 def group_to_dict(g: KVGroup) -> dict[str, Any]:
@@ -216,8 +362,6 @@ def group_to_dict(g: KVGroup) -> dict[str, Any]:
         "num_layers": g.num_layers,
         "num_padding_layers": g.num_padding_layers,
         "block_size": g.spec.block_size,
-        "num_kv_heads_per_rank": g.spec.num_kv_heads,
-        "head_size": g.spec.head_size,
-        "sliding_window": g.spec.sliding_window,
+        **g.spec.describe(),
         "page_size_bytes": g.page_size_bytes,
     }

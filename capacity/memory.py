@@ -37,6 +37,12 @@ MIN_GRAPH_BYTES = 1 * MiB  # MRV2 _extrapolate_full_graph_memory floor per extra
 # Qwen2.5-VL: 105.9 to 252.9 MB, median 134.9 MB); those that do not (BART, T5: 5.2 and 14.6 MB) stay small.
 NON_TORCH_WITH_CONVOLUTIONS_BYTES = 134_862_848
 NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES = 9_925_888
+# vLLM's own non-torch memory (consumed - weights), which a trace of transformers' modules cannot see (vLLM's
+# attention and sampler kernels, cuBLAS and NCCL state): the median of the calibration half of bench/vllm_logs
+# where a log prints it, 0.26 GiB (Llama-3.1-8B, H100, MRV2: consumed 15.26 - loaded 15.0), 0.27 GiB (Qwen2.5-1.5B,
+# 0.28.1 MRV2: 3.25 - 2.98) and 0.56 GiB (Qwen2.5-0.5B, 0.27.1 under WSL2: 1.49 - 0.93). A fake trace's plan
+# uses it, plus the cuDNN difference the H200 measured for models that run convolutions.
+VLLM_NON_TORCH_BYTES = round(0.27 * 2**30)
 
 
 @dataclass(frozen=True)
@@ -303,11 +309,12 @@ def measured_terms(profile: MemoryProfile, estimates: dict[str, MemoryTerm]) -> 
         # A fake-tensor trace sees the allocator's tensors only: device-level memory is a constant.
         terms.pop("cuda_context")
         conv = bool(profile.uses_convolution)
+        cudnn = NON_TORCH_WITH_CONVOLUTIONS_BYTES - NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES if conv else 0
         terms["non_torch"] = MemoryTerm(
-            NON_TORCH_WITH_CONVOLUTIONS_BYTES if conv else NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES,
+            VLLM_NON_TORCH_BYTES + cudnn,
             ESTIMATED,
-            "constant measured on an H200 (median of total_consumed - weights over profiled models "
-            + ("with convolutions: cuDNN, non-torch growth, allocator reserve)" if conv else "without convolutions: non-torch growth, allocator reserve)"),
+            "vLLM's non-torch memory, median of the calibration logs (bench/vllm_logs, 0.27 GiB)"
+            + (" + cuDNN, the H200's difference between models with and without convolutions" if conv else ""),
         )
         for key in ("weights", "encoder_cache", "activation_peak"):
             term = terms[key]
@@ -324,3 +331,16 @@ def measured_terms(profile: MemoryProfile, estimates: dict[str, MemoryTerm]) -> 
             f"captures of {list(g.sampled_sizes)} tokens took {list(g.samples_bytes)} B; s1 + ({len(g.sizes)} - 1) x max(s2, 1 MiB) as MRV2 extrapolates; {where}",
         )
     return terms
+
+
+def vllm_encoder_activation(family: Family, term: MemoryTerm, encoder_phase_dominates: bool) -> MemoryTerm:
+    """A fake trace's activation peak scaled to vLLM's encoder kernels (the family's trace_encoder_to_vllm) when
+    the encoder phase sets the peak; other families and phases unchanged."""
+    factor = family.trace_encoder_to_vllm
+    if factor is None or not encoder_phase_dominates:
+        return term
+    return MemoryTerm(
+        round(term.bytes * factor),
+        ESTIMATED,
+        f"{term.method}; x {factor} for vLLM's varlen encoder attention (calibrated on public vLLM logs, bench/results/predict-logs-2026-11-30)",
+    )

@@ -11,18 +11,8 @@ from capacity.errors import BadInput
 from capacity.families import model_spec
 from capacity.gpus import Gpu, resolve_gpu
 from capacity.hazards import find_hazards
-from capacity.kv_spec import (
-    BlockContext,
-    KVGroup,
-    block_context,
-    block_table_max_len,
-    block_table_max_len_pre_fix,
-    block_table_width,
-    blocks_per_request_actual,
-    blocks_per_request_vllm,
-    bytes_per_block,
-    kv_groups_for,
-)
+from capacity.kv_model import block_context, block_table_max_len, block_table_max_len_pre_fix, kv_groups_for
+from capacity.kv_spec import BlockContext, KVGroup, bytes_per_block
 from capacity.memory import (
     ESTIMATED,
     EXACT,
@@ -35,6 +25,7 @@ from capacity.memory import (
     encoder_cache_term,
     measured_terms,
     non_torch_term,
+    vllm_encoder_activation,
     weights_term,
 )
 from capacity.models import ModelSource, resolve_model
@@ -42,6 +33,7 @@ from capacity.plan import NON_KV_TERMS, Concurrency, GroupPlan, KVCachePlan, Pla
 from capacity.profile import MemoryProfile, require_profile_of
 from capacity.serving import ServingArgs, ServingConfig, resolve_serving
 from capacity.spec import ModelSpec
+from capacity.vllm_versions import LATEST, VllmSemantics
 from capacity.warmup import warmup_plan
 
 
@@ -52,7 +44,7 @@ def requested_memory(gpu: Gpu, utilization: float) -> int:
 
 def needed_bytes(groups: list[KVGroup], bpb: int, ctx: BlockContext) -> int:
     """vLLM: _max_memory_usage_bytes_from_groups = bytes_per_block x sum of per-group blocks."""
-    return bpb * sum(blocks_per_request_vllm(g.spec, ctx) for g in groups)
+    return bpb * sum(g.spec.blocks_per_request_vllm(ctx) for g in groups)
 
 
 def max_model_len_that_fits(groups: list[KVGroup], bpb: int, serving: ServingConfig, available: int, upper: int) -> int:
@@ -64,7 +56,7 @@ def max_model_len_that_fits(groups: list[KVGroup], bpb: int, serving: ServingCon
     while lo <= hi:
         mid = (lo + hi) // 2
         ctx = block_context(serving, mid)
-        if bpb * sum(n * blocks_per_request_vllm(spec, ctx) for spec, n in distinct) <= budget:
+        if bpb * sum(n * spec.blocks_per_request_vllm(ctx) for spec, n in distinct) <= budget:
             best, lo = mid, mid + 1
         else:
             hi = mid - 1
@@ -89,11 +81,19 @@ def build_plan(
     serving: ServingConfig,
     notes: tuple[str, ...] = (),
     profile: MemoryProfile | None = None,
+    semantics: VllmSemantics | None = None,
 ) -> Plan:
+    """The plan under vLLM 0.33's rules, or under `semantics` (another version's, capacity.vllm_versions)."""
     budget: MultiModalBudget = build_budget(spec, serving, enable_cache=False)
     weights, n_params = weights_term(spec, source, serving, profile.parameter_count if profile is not None else None)
     activations = activation_estimate(spec, budget, serving)
     graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
+    if semantics is not None and not semantics.subtracts_cudagraph_estimate and graphs.bytes:
+        graphs = MemoryTerm(
+            0,
+            EXACT,
+            f"vLLM {semantics.name} sets no memory aside for CUDA graphs (they come out of the utilization headroom); capacity's estimate would be {graphs.bytes:,} B",
+        )
     memory: dict[str, MemoryTerm] = {
         "weights": weights,
         "activation_peak": activation_term(activations),
@@ -104,6 +104,12 @@ def build_plan(
     }
     if profile is not None:
         memory.update(measured_terms(profile, memory))
+        if profile.fingerprint.device == "fake":
+            enc = profile.phase("encoder")
+            dominates = enc is not None and enc.peak_above_start_bytes >= max(
+                (p.peak_above_start_bytes for p in profile.phases if p.name not in ("weights", "encoder")), default=0
+            )
+            memory["activation_peak"] = vllm_encoder_activation(spec.family, memory["activation_peak"], dominates)
     requested = requested_memory(gpu, serving.gpu_memory_utilization)
     free_at_startup = gpu.total_memory_bytes - memory["cuda_context"].bytes - gpu.used_by_others_bytes
     non_kv = sum(memory[k].bytes for k in NON_KV_TERMS)
@@ -116,7 +122,7 @@ def build_plan(
         kind = ESTIMATED if ESTIMATED in kinds else MEASURED if MEASURED in kinds else EXACT
         kv_term = MemoryTerm(max(available, 0), kind, "requested - (weights + activation peak + encoder cache + non-torch) - CUDA graphs")
 
-    groups = kv_groups_for(spec, serving)
+    groups = kv_groups_for(spec, serving, gpu)
     if not groups:
         raise BadInput(f"{spec.name} has no attention layers that hold KV cache: nothing to plan")
     bpb = bytes_per_block(groups)
@@ -135,10 +141,10 @@ def build_plan(
     group_plans = tuple(
         GroupPlan(
             group=g,
-            blocks_per_request_vllm=blocks_per_request_vllm(g.spec, ctx),
-            blocks_per_request_actual=blocks_per_request_actual(g.spec, ctx, spec.encoder_tokens_per_request),
-            block_table_width_blocks=block_table_width(g.spec, bt_len, dcp),
-            block_table_width_blocks_pre_fix=block_table_width(g.spec, bt_len_pre, dcp),
+            blocks_per_request_vllm=g.spec.blocks_per_request_vllm(ctx),
+            blocks_per_request_actual=g.spec.blocks_per_request_actual(ctx, spec.encoder_tokens_per_request),
+            block_table_width_blocks=g.spec.block_table_width(bt_len, dcp),
+            block_table_width_blocks_pre_fix=g.spec.block_table_width(bt_len_pre, dcp),
         )
         for g in groups
     )
@@ -194,13 +200,39 @@ def build_plan(
     return replace(plan, hazards=tuple(find_hazards(plan)))
 
 
-def plan_for(model: str, args: ServingArgs, gpu_name: str | None = None, profile: MemoryProfile | None = None) -> Plan:
-    """Resolve the model and GPU, apply vLLM's defaults, and plan (from a profile's measurements if given)."""
+def plan_for(
+    model: str,
+    args: ServingArgs,
+    gpu_name: str | None = None,
+    profile: MemoryProfile | None = None,
+    *,
+    gpu: Gpu | None = None,
+    semantics: VllmSemantics | None = None,
+) -> Plan:
+    """Resolve the model and GPU, apply vLLM's defaults, and plan (from a profile's measurements if given).
+
+    `gpu`: a GPU already resolved (e.g. read from a vLLM log), instead of `gpu_name`. `semantics`: plan with another
+    vLLM version's defaults and budget rules (capacity.vllm_versions) instead of 0.33's.
+    """
     source = resolve_model(model, args.revision)
     if profile is not None:
         require_profile_of(profile, source)
     spec = model_spec(source.config, source.name, source.preprocessor, source.processor)
-    gpu, gpu_note = resolve_gpu(gpu_name)
-    serving = resolve_serving(args, spec, gpu)
+    gpu_note = None
+    if gpu is None:
+        gpu, gpu_note = resolve_gpu(gpu_name)
+    base_batch = None
+    if semantics is not None:
+        args = semantics.serving_args(args)
+        base_batch = semantics.batch_defaults(gpu, args.usage_context)
+    serving = resolve_serving(args, spec, gpu, base_batch)
+    if semantics is not None and semantics.whole_prompt_batches and args.max_num_batched_tokens is None:
+        # V0 profiles a whole max_model_len prompt when chunked prefill is off
+        serving = resolve_serving(replace(args, max_num_batched_tokens=max(serving.max_model_len, 2048)), spec, gpu, base_batch)
     notes = tuple(n for n in (source.alias_note, gpu_note) if n)
-    return build_plan(source, spec, gpu, serving, notes, profile)
+    if semantics is not None and semantics is not LATEST:
+        notes += (
+            f"planned with vLLM {semantics.name} semantics: utilization default {semantics.default_gpu_memory_utilization}, "
+            f"CUDA-graph estimate {'subtracted' if semantics.subtracts_cudagraph_estimate else 'not subtracted'} from the KV budget",
+        )
+    return build_plan(source, spec, gpu, serving, notes, profile, semantics)

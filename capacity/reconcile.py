@@ -16,7 +16,8 @@ from typing import Any
 from capacity.memory import CUDA_CONTEXT_BYTES
 from capacity.plan import Plan
 from capacity.units import GiB, MiB, cdiv
-from capacity.vllm_log import VllmLogFacts, cross_attention_rule, load_vllm_log
+from capacity.vllm_log import VllmLogFacts, load_vllm_log
+from capacity.vllm_versions import ENCODER_LENGTH, LATEST, VllmSemantics, log_semantics
 
 _HALF_CENT = Fraction(5, 1000)  # half a unit of the 2nd decimal: vLLM's GiB and concurrency figures
 
@@ -69,6 +70,7 @@ class ReconcileResult:
     notes: tuple[str, ...]
     blocks: BlockEvidence | None
     facts: VllmLogFacts
+    semantics: str = "0.33"  # the vLLM rules the plan used (capacity.vllm_versions)
 
     def row(self, key: str) -> ReconcileRow:
         for r in self.rows:
@@ -88,6 +90,7 @@ class ReconcileResult:
             "gpu": self.gpu,
             "vllm_version": self.vllm_version,
             "vllm_version_basis": self.vllm_version_basis,
+            "plan_semantics": self.semantics,
             "difference_sign": "capacity - vLLM",
             "rows": [r.to_dict() for r in self.rows],
             "num_blocks_from_log": None if self.blocks is None else self.blocks.to_dict(),
@@ -111,6 +114,15 @@ def _printed_gib_bytes(gib: float, decimals: int = 2) -> tuple[int, int]:
     return lo, hi
 
 
+def tokens_are_per_request(facts: VllmLogFacts, block_size: int) -> bool:
+    """Whether the log's token count is int(concurrency x max_model_len) (0.33's one line, and the two-line logs of
+    releases that already counted so) rather than num_blocks // groups x block_size (0.11-0.20): a count that is
+    not a multiple of the block size can only be the former."""
+    if facts.capacity_format == "one-line":
+        return True
+    return facts.kv_cache_tokens is not None and facts.kv_cache_tokens % block_size != 0
+
+
 def blocks_from_log(facts: VllmLogFacts, *, bytes_per_block: int, num_groups: int, block_size: int, blocks_per_request: int | None) -> BlockEvidence | None:
     """The num_blocks values (and blocks per request) that reproduce every KV figure the log printed.
 
@@ -128,14 +140,13 @@ def blocks_from_log(facts: VllmLogFacts, *, bytes_per_block: int, num_groups: in
         lo, hi = b_lo // bytes_per_block, b_hi // bytes_per_block
         why.append(f"{kv} GiB of KV cache // {bytes_per_block:,} B per block")
     tokens, length, conc = facts.kv_cache_tokens, facts.concurrency_max_model_len, facts.max_concurrency
-    if facts.capacity_format == "two-line" and tokens is not None:
-        if tokens % block_size:
-            return BlockEvidence(lo, hi or lo, (), f"the token count {tokens:,} is not a multiple of the block size {block_size}", consistent=False)
+    per_request = tokens_are_per_request(facts, block_size)
+    if not per_request and tokens is not None:
         k = tokens // block_size
         lo, hi = max(lo, k * num_groups), min(hi if hi is not None else k * num_groups + num_groups - 1, k * num_groups + num_groups - 1)
         why.append(f"{tokens:,} tokens = num_blocks // {num_groups} groups x {block_size}")
     if hi is None:
-        if facts.capacity_format == "one-line" and tokens is not None and length and blocks_per_request:
+        if per_request and tokens is not None and length and blocks_per_request:
             b = blocks_per_request
             lo, hi = cdiv(tokens * b, length), cdiv((tokens + 1) * b, length) - 1
             why.append(f"{tokens:,} tokens = int(num_blocks / {b} x {length:,}) (capacity's blocks per request)")
@@ -150,12 +161,12 @@ def blocks_from_log(facts: VllmLogFacts, *, bytes_per_block: int, num_groups: in
     for n in range(lo, hi + 1):
         first, last = math.ceil(n / c_hi), math.floor(n / c_lo)
         for b in range(max(first, 1), min(last, first + 10_000) + 1):
-            if facts.capacity_format == "one-line" and tokens is not None and length and not (tokens * b <= n * length < (tokens + 1) * b):
+            if per_request and tokens is not None and length and not (tokens * b <= n * length < (tokens + 1) * b):
                 continue
             pairs.append((n, b))
     why.append(
         f"{conc}x = num_blocks / blocks per request"
-        + (f" and int(that x {length:,}) = {tokens:,}" if facts.capacity_format == "one-line" and tokens is not None else "")
+        + (f" and int(that x {length:,}) = {tokens:,}" if per_request and tokens is not None else "")
     )
     if not pairs:
         return BlockEvidence(lo, hi, (), "; ".join(why) + ": no whole number of blocks per request fits them all", consistent=False)
@@ -208,21 +219,6 @@ def _count_row(key: str, term: str, vllm: int, cap: int, unit: str, explanation:
     return ReconcileRow(key, term, f"{vllm:,} {unit}".strip(), f"{cap:,} {unit}".strip(), f"{cap - vllm:+,}", same, explanation, unit, vllm, cap)
 
 
-def _era(facts: VllmLogFacts) -> str | None:
-    """'0.11', '0.15', '0.15-0.20', '0.20', '0.33' or None (a version whose formats were not checked)."""
-    guess = facts.version_guess
-    if guess in ("0.11", "0.15-0.20", "0.20", "0.33"):
-        return guess
-    parts = guess.split(".")
-    try:
-        major, minor = int(parts[0]), int(parts[1])
-    except (IndexError, ValueError):
-        return None
-    if major != 0:
-        return None
-    return {11: "0.11", 15: "0.15", 20: "0.20", 33: "0.33"}.get(minor)
-
-
 def _groups_text(plan: Plan, which: str) -> str:
     parts = []
     for g in plan.kv.groups:
@@ -233,7 +229,7 @@ def _groups_text(plan: Plan, which: str) -> str:
 
 def _cross(plan: Plan) -> tuple[int, int] | None:
     """(cross blocks per request under vLLM 0.15+'s rule, cross blocks a request really holds), or None."""
-    cross = [g for g in plan.kv.groups if g.group.kind == "cross"]
+    cross = [g for g in plan.kv.groups if g.group.spec.reads_encoder_output]
     if not cross:
         return None
     return sum(g.blocks_per_request_vllm for g in cross), sum(g.blocks_per_request_actual for g in cross)
@@ -284,6 +280,7 @@ def _budget_rows(facts: VllmLogFacts, plan: Plan) -> list[ReconcileRow]:
                 f"cudaMemGetInfo's total at vLLM's startup; capacity: {plan.gpu.name} ({plan.gpu.provenance or plan.gpu.source}).",
             )
         )
+    if fm is not None and fm.gpu_memory_utilization is not None:
         same_u = math.isclose(fm.gpu_memory_utilization, s.gpu_memory_utilization)
         rows.append(
             ReconcileRow(
@@ -293,18 +290,19 @@ def _budget_rows(facts: VllmLogFacts, plan: Plan) -> list[ReconcileRow]:
                 f"{s.gpu_memory_utilization}",
                 "" if same_u else f"{s.gpu_memory_utilization - fm.gpu_memory_utilization:+.4g}",
                 same_u,
-                "vLLM's default was 0.9 in 0.11 and 0.15 and is 0.92 in 0.20 and 0.33"
+                "vLLM's default was 0.9 up to 0.19 and is 0.92 from 0.20 (capacity.vllm_versions)"
                 + ("" if same_u else f"; plan with --gpu-memory-utilization {fm.gpu_memory_utilization} to compare the memory rows like with like"),
                 "",
                 fm.gpu_memory_utilization,
                 s.gpu_memory_utilization,
             )
         )
+    if facts.requested_gib is not None:
         rows.append(
             _gib_row(
                 "requested_memory",
                 "requested memory",
-                fm.requested_gib,
+                facts.requested_gib,
                 plan.requested_memory_bytes,
                 f"ceil(total x gpu_memory_utilization); capacity: ceil({total:,} x {s.gpu_memory_utilization}).",
             )
@@ -330,7 +328,7 @@ def _budget_rows(facts: VllmLogFacts, plan: Plan) -> list[ReconcileRow]:
         )
         if cap != fm.free_minus_requested_bytes:
             ctx = plan.memory["cuda_context"].bytes
-            if math.isclose(fm.gpu_memory_utilization, s.gpu_memory_utilization):
+            if fm.gpu_memory_utilization is not None and math.isclose(fm.gpu_memory_utilization, s.gpu_memory_utilization):
                 why += f"; with the same requested memory, the CUDA context at vLLM's start was {ctx - (cap - fm.free_minus_requested_bytes):,} B, capacity's constant {ctx:,} B"
                 if ctx == CUDA_CONTEXT_BYTES:
                     why += " (measured on an H200)"
@@ -340,7 +338,7 @@ def _budget_rows(facts: VllmLogFacts, plan: Plan) -> list[ReconcileRow]:
     return rows
 
 
-def _term_rows(facts: VllmLogFacts, plan: Plan, era: str | None) -> list[ReconcileRow]:
+def _term_rows(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> list[ReconcileRow]:
     rows: list[ReconcileRow] = []
     mem = plan.memory
     w = mem["weights"]
@@ -447,8 +445,8 @@ def _term_rows(facts: VllmLogFacts, plan: Plan, era: str | None) -> list[Reconci
             "vLLM: free memory taken by the real capture, after the KV cache is allocated; vLLM subtracts the estimate, not this, "
             "so an actual above the estimate comes out of the (1 - gpu_memory_utilization) headroom"
         )
-        if era in ("0.11", "0.15") or (facts.cudagraph_estimated_gib is None and era not in ("0.20", "0.33")):
-            why = "vLLM before 0.20 set no memory aside for CUDA graphs: the capture came out of the (1 - gpu_memory_utilization) headroom"
+        if sem is not None and not sem.subtracts_cudagraph_estimate:
+            why = f"vLLM {sem.name} set no memory aside for CUDA graphs: the capture came out of the (1 - gpu_memory_utilization) headroom"
         rows.append(_gib_row("cuda_graphs_actual", "CUDA graphs (actual capture)", actual, cg.bytes, why + f"; capacity: {cg.method} ({cg.kind})."))
     return rows
 
@@ -462,27 +460,42 @@ _NON_KV_LABELS = {
 }
 
 
-def _kv_rows(facts: VllmLogFacts, plan: Plan, era: str | None, blocks: BlockEvidence | None) -> list[ReconcileRow]:
+def vllm_utilization(facts: VllmLogFacts, sem: VllmSemantics | None) -> float | None:
+    """The gpu_memory_utilization vLLM ran with: printed, passed (non-default args), or its version's default."""
+    if facts.gpu_memory_utilization is not None:
+        return facts.gpu_memory_utilization
+    given = facts.log_knobs.get("gpu_memory_utilization")
+    if given is not None:
+        return float(given)
+    return None if sem is None else sem.default_gpu_memory_utilization
+
+
+def same_requested(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> bool:
+    """Whether capacity's requested memory can stand in for vLLM's (the log does not print it): same utilization."""
+    u = vllm_utilization(facts, sem)
+    return u is not None and math.isclose(u, plan.serving.gpu_memory_utilization)
+
+
+def _kv_rows(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None, blocks: BlockEvidence | None) -> list[ReconcileRow]:
     rows: list[ReconcileRow] = []
     kv, s, mem = plan.kv, plan.serving, plan.memory
-    fm = facts.free_memory
-    same_u = fm is None or math.isclose(fm.gpu_memory_utilization, s.gpu_memory_utilization)
-    # vLLM's non-KV memory = requested - available; without the log's requested memory, capacity's stands in only
-    # where the version's default utilization is capacity's (0.92 from 0.20).
-    if facts.available_kv_cache_gib is not None and (fm is not None or era in ("0.20", "0.33")):
-        if fm is not None:
-            r_lo, r_hi = _printed_gib_bytes(fm.requested_gib)
+    log_u = facts.gpu_memory_utilization
+    same_u = log_u is None or math.isclose(log_u, s.gpu_memory_utilization)
+    # vLLM's non-KV memory = requested - available; without the log's requested memory, capacity's stands in (it is
+    # planned with the log's version semantics, so with that version's utilization default).
+    if facts.available_kv_cache_gib is not None and (facts.requested_gib is not None or same_requested(facts, plan, sem)):
+        if facts.requested_gib is not None:
+            r_lo, r_hi = _printed_gib_bytes(facts.requested_gib)
             req_from = "the log's requested memory"
+            requested = facts.requested_gib * GiB
         else:
             r_lo = r_hi = plan.requested_memory_bytes
-            req_from = "capacity's requested memory (the log has no 'Free memory on device' line)"
+            req_from = "capacity's requested memory (the log does not print it)"
+            requested = plan.requested_memory_bytes
         a_lo, a_hi = _printed_gib_bytes(facts.available_kv_cache_gib)
-        vllm_non_kv = (fm.requested_gib * GiB if fm is not None else plan.requested_memory_bytes) - facts.available_kv_cache_gib * GiB
+        vllm_non_kv = requested - facts.available_kv_cache_gib * GiB
         terms = " + ".join(f"{label} {mem[k].bytes / GiB:.2f} ({mem[k].kind})" for k, label in _NON_KV_LABELS.items())
-        if era in ("0.11", "0.15", "0.15-0.20", "0.20"):
-            formula = "vLLM 0.11-0.20: weights + torch peak increase + non-torch increase" + (" - CUDA-graph estimate (0.20)" if era != "0.11" else "")
-        else:
-            formula = "vLLM 0.33: consumed (mem_get_info) + transient peak + CUDA-graph estimate"
+        formula = f"vLLM {sem.name}: {sem.non_kv_formula}" if sem is not None else "vLLM (version unknown)"
         rows.append(
             _gib_row(
                 "non_kv",
@@ -602,7 +615,7 @@ def _kv_rows(facts: VllmLogFacts, plan: Plan, era: str | None, blocks: BlockEvid
         t = facts.kv_cache_tokens
         cap_t = plan.concurrency.tokens_vllm_reported
         groups = len(kv.groups)
-        if facts.capacity_format == "two-line":
+        if not tokens_are_per_request(facts, bs):
             old = kv.num_blocks // groups * bs
             why = (
                 f"vLLM 0.11-0.20 printed num_blocks // {groups} groups x block_size {bs}: the tokens one group's share of blocks holds, not tokens of requests; "
@@ -617,48 +630,47 @@ def _kv_rows(facts: VllmLogFacts, plan: Plan, era: str | None, blocks: BlockEvid
     return rows
 
 
-def _notes(facts: VllmLogFacts, plan: Plan, era: str | None) -> tuple[str, ...]:
+def _notes(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> tuple[str, ...]:
     notes = [f"log: vLLM {facts.version_guess} ({facts.version_basis})"]
-    if era is None:
-        notes.append(
-            f"vLLM {facts.version_guess}: capacity knows the log formats of 0.11, 0.15, 0.20 and 0.33; figures read, but versions in between were not checked"
-        )
-    elif era != "0.33":
-        diffs = []
-        if era in ("0.11", "0.15", "0.15-0.20"):
-            diffs.append("gpu_memory_utilization defaulted to 0.9 up to 0.15 (0.92 from 0.20)")
-        if era in ("0.11", "0.15"):
-            diffs.append("no CUDA-graph memory was subtracted from the KV budget (from 0.20)")
-        diffs.append("non-KV = weights + torch peak increase + non-torch increase (0.33: mem_get_info consumed + transient peak)")
-        diffs.append("KV cache size printed as num_blocks // groups x block_size on its own line (0.33: int(concurrency x max_model_len))")
-        if era == "0.11" and plan.spec.is_encoder_decoder:
+    if sem is None:
+        notes.append(f"vLLM {facts.version_guess}: the version is not known, so capacity compares with vLLM 0.33's rules")
+    elif sem is not LATEST:
+        diffs = [f"non-KV = {sem.non_kv_formula} (0.33: {LATEST.non_kv_formula})"]
+        if sem.default_gpu_memory_utilization != LATEST.default_gpu_memory_utilization:
+            diffs.append(f"gpu_memory_utilization defaulted to {sem.default_gpu_memory_utilization}")
+        if not sem.subtracts_cudagraph_estimate:
+            diffs.append("no CUDA-graph memory was subtracted from the KV budget")
+        if facts.capacity_format == "two-line":
+            diffs.append("the KV cache size and the concurrency on two lines (0.33: one line)")
+        if sem.cross_attention_per_request == ENCODER_LENGTH and plan.spec.is_encoder_decoder:
             diffs.append("cross-attention counted by the encoder length, not max_num_batched_tokens")
-        notes.append(f"capacity plans vLLM 0.33 (Model Runner V2); this {era} log differs by design: " + "; ".join(diffs))
-    rule = cross_attention_rule(facts)
-    if rule is not None and plan.spec.is_encoder_decoder and era is None:
-        notes.append(f"cross-attention in this version's capacity lines: counted by {rule}")
+        notes.append(f"the plan uses vLLM {sem.name}'s rules (capacity.vllm_versions); that version differs from 0.33: " + "; ".join(diffs))
+    if sem is not None and not sem.plannable:
+        notes.append(f"capacity does not model {sem.why_not_plannable}: its figures are shown, the comparison is indicative")
     fm = facts.free_memory
     if fm is not None and fm.startup_error:
         notes.append(
             f"vLLM refused to start: free memory {fm.free_gib} GiB < requested {fm.requested_gib} GiB (total {fm.total_gib} GiB x {fm.gpu_memory_utilization}); "
             f"capacity: free {_gib(plan.free_at_startup_bytes)}, requested {_gib(plan.requested_memory_bytes)}"
         )
-    missing = [m for m in facts.missing if not (m == "CUDA graph pool memory" and era in ("0.11", "0.15"))]
+    no_graph_lines = sem is not None and not sem.subtracts_cudagraph_estimate
+    missing = [m for m in facts.missing if not (m == "CUDA graph pool memory" and no_graph_lines)]
     if missing:
         notes.append("not in the log: " + ", ".join(f"'{m}'" for m in missing) + " (a DEBUG-only line, a later version's line, or a log that stops early)")
     notes.extend(facts.notes)
+    notes.extend(f"warning: {w}" for w in facts.warnings)
     return tuple(notes)
 
 
 def reconcile_facts(facts: VllmLogFacts, plan: Plan) -> ReconcileResult:
     """Set a parsed vLLM log beside a plan, term by term."""
-    era = _era(facts)
+    sem = log_semantics(facts)
     kv = plan.kv
     block_size = min((g.group.spec.block_size for g in kv.groups), default=plan.serving.block_size)
     blocks = blocks_from_log(
         facts, bytes_per_block=kv.bytes_per_block, num_groups=len(kv.groups), block_size=block_size, blocks_per_request=kv.blocks_per_request_vllm
     )
-    rows = [*_model_rows(facts, plan), *_budget_rows(facts, plan), *_term_rows(facts, plan, era), *_kv_rows(facts, plan, era, blocks)]
+    rows = [*_model_rows(facts, plan), *_budget_rows(facts, plan), *_term_rows(facts, plan, sem), *_kv_rows(facts, plan, sem, blocks)]
     return ReconcileResult(
         log=facts.source,
         model=plan.source.name,
@@ -666,9 +678,10 @@ def reconcile_facts(facts: VllmLogFacts, plan: Plan) -> ReconcileResult:
         vllm_version=facts.version_guess,
         vllm_version_basis=facts.version_basis,
         rows=tuple(rows),
-        notes=_notes(facts, plan, era),
+        notes=_notes(facts, plan, sem),
         blocks=blocks,
         facts=facts,
+        semantics=sem.name if sem is not None else LATEST.name,
     )
 
 

@@ -43,6 +43,7 @@ class ServingArgs:
     dtype: str = "auto"
     enforce_eager: bool = False
     usage_context: str = "openai_api_server"  # `vllm serve`; "llm_class" for the offline LLM class
+    enable_prefix_caching: bool | None = None  # None: vLLM's default (on, except for encoder-decoder models)
     revision: str | None = None  # `vllm serve --revision`: the Hub revision of --model (resolution only, no memory effect)
 
 
@@ -69,6 +70,7 @@ class ServingConfig:
     usage_context: str
     enable_chunked_prefill: bool
     disable_chunked_mm_input: bool
+    enable_prefix_caching: bool = True  # hybrid Mamba models then keep Mamba state in "align" mode
     defaulted: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,6 +97,7 @@ class ServingConfig:
             kv_cache_memory_bytes=self.kv_cache_memory_bytes,
             dtype=self.dtype,
             enforce_eager=self.enforce_eager,
+            enable_prefix_caching=given("enable_prefix_caching", self.enable_prefix_caching),
             usage_context=self.usage_context,
         )
 
@@ -156,8 +159,12 @@ def _check_args(args: ServingArgs) -> None:
             raise BadInput(f"--limit-mm-per-prompt {modality}={limit!r}: limits are integers >= 0")
 
 
-def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu) -> ServingConfig:
-    """Apply vLLM 0.33's defaults (EngineArgs._set_default_max_num_seqs_and_batched_tokens_args etc.)."""
+def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu, base_batch: tuple[int, int] | None = None) -> ServingConfig:
+    """Apply vLLM 0.33's defaults (EngineArgs._set_default_max_num_seqs_and_batched_tokens_args etc.).
+
+    `base_batch`: (max_num_batched_tokens, max_num_seqs) before the model rules, when another vLLM version's
+    `get_batch_defaults` differs from 0.33's (capacity.vllm_versions); None: 0.33's `batch_defaults`.
+    """
     _check_args(args)
     defaulted: list[str] = []
     known = {m.name for m in spec.modalities}
@@ -175,7 +182,7 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu) -> ServingConf
 
     # Encoder-decoder models force chunked prefill off and chunked MM input off.
     chunked_prefill = not spec.is_encoder_decoder
-    base_tokens, base_seqs = batch_defaults(gpu, args.usage_context)
+    base_tokens, base_seqs = base_batch if base_batch is not None else batch_defaults(gpu, args.usage_context)
     max_num_seqs = args.max_num_seqs if args.max_num_seqs is not None else base_seqs
     if args.max_num_batched_tokens is not None:
         max_num_batched_tokens = args.max_num_batched_tokens
@@ -197,6 +204,10 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu) -> ServingConf
         defaulted.append("gpu_memory_utilization")
     if args.block_size is None:
         defaulted.append("block_size")
+    # ModelConfig.is_prefix_caching_supported: generative decoder and hybrid models yes, encoder-decoder no.
+    prefix_caching = not spec.is_encoder_decoder if args.enable_prefix_caching is None else args.enable_prefix_caching and not spec.is_encoder_decoder
+    if args.enable_prefix_caching is None:
+        defaulted.append("enable_prefix_caching")
     return ServingConfig(
         gpu_memory_utilization=args.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION,
         block_size=args.block_size or DEFAULT_BLOCK_SIZE,
@@ -217,6 +228,7 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu) -> ServingConf
         usage_context=args.usage_context,
         enable_chunked_prefill=chunked_prefill,
         disable_chunked_mm_input=spec.is_encoder_decoder,
+        enable_prefix_caching=prefix_caching,
         defaulted=tuple(defaulted),
     )
 
@@ -239,6 +251,7 @@ _YAML_KEYS = {
     "kv_cache_memory": "kv_cache_memory_bytes",
     "dtype": "dtype",
     "enforce_eager": "enforce_eager",
+    "enable_prefix_caching": "enable_prefix_caching",
     "revision": "revision",
 }
 _SHORT_KEYS = {"tp": "tensor_parallel_size", "dcp": "decode_context_parallel_size"}
@@ -327,9 +340,9 @@ def _yaml_value(target: str, raw_key: str, value: Any, where: str) -> Any:
         return parse_limit_mm(value, where)
     if target in ("kv_cache_dtype", "dtype", "revision"):
         return str(value)
-    if target == "enforce_eager":
+    if target in ("enforce_eager", "enable_prefix_caching"):
         if not isinstance(value, bool):
-            raise BadInput(f"{where}: enforce-eager must be true or false, got {value!r}")
+            raise BadInput(f"{where}: {raw_key} must be true or false, got {value!r}")
         return value
     return _int(value, target, where)
 

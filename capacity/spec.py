@@ -8,22 +8,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from capacity.family import Family
 
-# Attention layer kinds, as vLLM's KV-cache specs name them.
-FULL = "full"  # FullAttentionSpec (decoder self-attention)
-SLIDING = "sliding_window"  # SlidingWindowSpec
-CROSS = "cross"  # CrossAttentionSpec (encoder-decoder cross-attention)
+from capacity.kv_layers import DTYPE_BYTES, KVLayer
 
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
-
-
-@dataclass(frozen=True)
-class AttentionLayer:
-    """One decoder attention layer that holds KV cache (totals before tensor parallelism)."""
-
-    kind: str
-    num_kv_heads: int
-    head_size: int
-    sliding_window: int | None = None
+__all__ = ["DTYPE_BYTES", "KVLayer"]
 
 
 @dataclass(frozen=True)
@@ -84,7 +71,7 @@ class ModelSpec:
     architecture: str
     is_encoder_decoder: bool
     config_dtype: str  # torch_dtype of the checkpoint ("float32" when absent)
-    layers: tuple[AttentionLayer, ...]
+    layers: tuple[KVLayer, ...]  # one description per decoder layer that holds (or shares) KV / state
     modalities: tuple[Modality, ...]
     derived_max_model_len: int
     max_len_key: str
@@ -98,36 +85,13 @@ class ModelSpec:
 
     @property
     def has_cross_attention(self) -> bool:
-        return any(layer.kind == CROSS for layer in self.layers)
+        return any(layer.reads_encoder_output for layer in self.layers)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON: the family by its name."""
-        return {**asdict(self), "family": self.family.name}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ModelSpec:
-        """The inverse of `to_dict`; a spec saved before families were objects (with `arch_builder`) loads too."""
-        from capacity.families import family_named
-
-        encoder = data.get("encoder")
-        return cls(
-            name=data["name"],
-            family=family_named(data["family"]),
-            architecture=data["architecture"],
-            is_encoder_decoder=bool(data["is_encoder_decoder"]),
-            config_dtype=data["config_dtype"],
-            layers=tuple(AttentionLayer(**layer) for layer in data["layers"]),
-            modalities=tuple(Modality(**m) for m in data["modalities"]),
-            derived_max_model_len=int(data["derived_max_model_len"]),
-            max_len_key=data["max_len_key"],
-            max_source_positions=data.get("max_source_positions"),
-            encoder_tokens_per_request=int(data["encoder_tokens_per_request"]),
-            num_attention_heads=int(data["num_attention_heads"]),
-            decoder=DecoderShape(**data["decoder"]),
-            encoder=None if encoder is None else EncoderShape(**encoder),
-            vllm_support=VllmSupport(**data["vllm_support"]),
-            notes=tuple(data.get("notes", ())),
-        )
+        """Plain JSON: the family by its name, each layer with its kind."""
+        out = {**asdict(self), "family": self.family.name}
+        out["layers"] = [{"kind": layer.kind, **asdict(layer)} for layer in self.layers]
+        return out
 
 
 # vLLM: ModelArchConfigConvertorBase.derive_max_model_len_and_key's key list, in its order.

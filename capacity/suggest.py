@@ -109,6 +109,8 @@ def suggested_flags(plan: Plan) -> list[str]:
         flags.append(f"--kv-cache-dtype {s.kv_cache_dtype}")
     if s.enforce_eager:
         flags.append("--enforce-eager")
+    if "enable_prefix_caching" not in s.defaulted:
+        flags.append("--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching")
     limits = {m: n for m, n in s.limit_mm_per_prompt.items() if n != 999}
     if limits:
         flags.append("--limit-mm-per-prompt " + shlex.quote(",".join(f"{m}={n}" for m, n in limits.items())))

@@ -6,8 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from capacity.kv_spec import KVGroup
-from capacity.spec import CROSS, ModelSpec
-from capacity.units import cdiv
+from capacity.spec import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -58,11 +57,8 @@ def warmup_plan(
     decode_len = prompt_len + steps * decode_query_len
     enc_len, enc_source = max_encoder_len(spec, max_model_len)
     lookahead = num_lookahead_tokens(k)
-    # _reserved_block_count: cross-attention reserves the encoder length, others the tokens.
-    blocks = tuple(
-        cdiv(enc_len, g.spec.block_size) if g.kind == CROSS else cdiv(min(decode_len + lookahead, max_model_len), g.spec.block_size)
-        for g in groups
-    )
+    # _reserved_block_count, which each spec owns (cross-attention reserves the encoder length, others the tokens).
+    blocks = tuple(g.spec.warmup_blocks(decode_len, lookahead=lookahead, max_model_len=max_model_len, max_encoder_len=enc_len) for g in groups)
     max_blocks = sum(blocks)
     reqs = min(max_num_seqs, max_num_batched_tokens // max(prompt_len, decode_query_len))
     capped = min(reqs, max(1, (num_blocks - 1) // max_blocks)) if max_blocks > 0 else reqs

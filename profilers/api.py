@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from capacity.budget import build_budget
 from capacity.families import model_spec
-from capacity.gpus import Gpu, detect_local_gpu, gpu_by_name
+from capacity.gpus import DEFAULT_GPU, Gpu, detect_local_gpu, gpu_by_name, resolve_gpu
 from capacity.models import resolve_model
 from capacity.plan import Plan
 from capacity.planner import build_plan
@@ -24,16 +24,17 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def profiling_gpu(probe: MemoryProbe, gpu_name: str | None) -> Gpu:
-    """The GPU the defaults are resolved for: the one being profiled (its CUDA total), or --gpu."""
+def profiling_gpu(probe: MemoryProbe, gpu_name: str | None) -> tuple[Gpu, str | None]:
+    """The GPU the defaults are resolved for, and a note: --gpu, else the one being profiled (its CUDA total),
+    else (CPU probe, fake tensors) the local GPU or the default one, as `plan --estimate formula` resolves it."""
     if gpu_name:
-        return gpu_by_name(gpu_name)
+        return gpu_by_name(gpu_name), None
     if isinstance(probe, CudaProbe):
         local = detect_local_gpu(probe.index)
         info = probe.describe()
-        base = local or gpu_by_name("H200")
-        return replace(base, name=str(info["gpu_name"]), total_memory_bytes=int(info["gpu_total_memory_bytes"]), source="cuda", provenance="cudaMemGetInfo on this machine")
-    return gpu_by_name("H200")
+        base = local or gpu_by_name(DEFAULT_GPU)
+        return replace(base, name=str(info["gpu_name"]), total_memory_bytes=int(info["gpu_total_memory_bytes"]), source="cuda", provenance="cudaMemGetInfo on this machine"), None
+    return resolve_gpu(None)
 
 
 def profile_model(
@@ -52,13 +53,13 @@ def profile_model(
     if probe is None:
         probe = CudaProbe() if cuda_available() else CpuProbe()
     probe.init()
-    gpu = profiling_gpu(probe, gpu_name)
+    gpu, gpu_note = profiling_gpu(probe, gpu_name)
     serving = resolve_serving(args, spec, gpu)
     budget = build_budget(spec, serving, enable_cache=False)
     profile = run_profile(
         source, spec, serving, budget, gpu, probe, attn_implementation=attn_implementation, on_phase=on_phase, capture_graphs=capture_graphs, warmup=warmup
     )
-    notes = tuple(n for n in (source.alias_note,) if n)
+    notes = tuple(n for n in (source.alias_note, gpu_note) if n)
     return build_plan(source, spec, gpu, serving, notes, profile), profile
 
 
@@ -66,4 +67,4 @@ def trace_model(model: str, args: ServingArgs, *, gpu_name: str | None = None) -
     """The profile phases run on fake tensors (no GPU, no memory): the offline estimate of every phase."""
     from profilers.probes import FakeProbe
 
-    return profile_model(model, args, gpu_name=gpu_name or "H200", probe=FakeProbe(), capture_graphs=False)
+    return profile_model(model, args, gpu_name=gpu_name, probe=FakeProbe(), capture_graphs=False)

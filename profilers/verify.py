@@ -35,9 +35,8 @@ def _attend(attn: Any, x: Any, keys: Any, values: Any) -> Any:
     return attn.out_proj(out.transpose(1, 2).reshape(batch, -1, keys.shape[2] * keys.shape[3]))
 
 
-def run_verify(plan: Plan, probe: MemoryProbe, *, steps: int = 3, reproducer: str = "", on_phase: PhaseCallback | None = None) -> VerifyResult:
-    import torch
-
+def check_verifiable(plan: Plan) -> None:
+    """BadInput when verify cannot run this plan (checked before anything is estimated or allocated)."""
     spec, serving, kv = plan.spec, plan.serving, plan.kv
     family = profilable_family(spec)
     if not family.verify_decoder_path:
@@ -49,6 +48,14 @@ def run_verify(plan: Plan, probe: MemoryProbe, *, steps: int = 3, reproducer: st
         raise BadInput("verify runs attention on the pool in the model dtype: plan it with --kv-cache-dtype auto")
     if any(g.group.num_padding_layers for g in kv.groups) or len({g.group.spec.page_size_bytes for g in kv.groups}) != 1:
         raise BadInput("verify needs KV groups of equal layers and pages (self + cross attention)")
+
+
+def run_verify(plan: Plan, probe: MemoryProbe, *, steps: int = 3, reproducer: str = "", on_phase: PhaseCallback | None = None) -> VerifyResult:
+    import torch
+
+    spec, serving, kv = plan.spec, plan.serving, plan.kv
+    check_verifiable(plan)
+    family = spec.family
     phases = _Phases(probe, on_phase)
     state: dict[str, Any] = {}
     probe.init()

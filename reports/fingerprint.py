@@ -31,6 +31,7 @@ def fingerprint(plan: Plan) -> dict[str, Any]:
         "gpu_total_memory_bytes": gpu.total_memory_bytes,
         "gpu_source": gpu.source,
         "gpu_provenance": gpu.provenance,
+        "gpu_defaulted": gpu.defaulted,
     }
     if plan.profile is not None:
         fp = plan.profile.fingerprint

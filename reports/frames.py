@@ -132,6 +132,7 @@ def kv_groups_frame(plan: Plan) -> pd.DataFrame:
     rows = []
     for i, g in enumerate(plan.kv.groups):
         spec = g.group.spec
+        fields = spec.describe()
         rows.append(
             {
                 "group": i,
@@ -139,9 +140,9 @@ def kv_groups_frame(plan: Plan) -> pd.DataFrame:
                 "num_layers": g.group.num_layers,
                 "num_padding_layers": g.group.num_padding_layers,
                 "block_size": spec.block_size,
-                "num_kv_heads_per_rank": spec.num_kv_heads,
-                "head_size": spec.head_size,
-                "sliding_window": spec.sliding_window,
+                "num_kv_heads_per_rank": fields["num_kv_heads_per_rank"],
+                "head_size": fields["head_size"],
+                "sliding_window": fields["sliding_window"],
                 "page_size_bytes": g.group.page_size_bytes,
                 "group_bytes_per_block": g.group.bytes_per_block,
                 "blocks_per_request_vllm": g.blocks_per_request_vllm,
@@ -149,7 +150,8 @@ def kv_groups_frame(plan: Plan) -> pd.DataFrame:
             }
         )
     df = pd.DataFrame(rows)
-    df["sliding_window"] = df["sliding_window"].astype("Int64")
+    for column in ("sliding_window", "num_kv_heads_per_rank", "head_size"):  # empty for Mamba state groups
+        df[column] = df[column].astype("Int64")
     return df
 
 

@@ -239,7 +239,7 @@ def _memory_section(plan: Plan) -> Html:
     return el(
         "section",
         el("h2", "GPU memory (per rank)"),
-        el("p", f"{plan.gpu.name}: {total:,} B ({_gib(total)}) — {plan.gpu.provenance}", class_="note"),
+        el("p", f"{plan.gpu.label}: {total:,} B ({_gib(total)}) — {plan.gpu.provenance}", class_="note"),
         memory_bar(plan),
         over,
         _table(["term", "bytes", "GiB", "of GPU", "kind", "how"], rows, cls="terms", numeric=(1, 2, 3)),
@@ -298,19 +298,19 @@ def _kv_section(plan: Plan) -> Html:
     kv = plan.kv
     rows = []
     for i, g in enumerate(kv.groups):
-        spec = g.group.spec
+        fields = g.group.spec.describe()
         rows.append(
             [
                 i,
-                g.group.kind + (f" (window {spec.sliding_window})" if spec.sliding_window else ""),
+                g.group.kind + (f" (window {fields['sliding_window']})" if fields["sliding_window"] else ""),
                 f"{g.group.num_layers}" + (f" + {g.group.num_padding_layers} pad" if g.group.num_padding_layers else ""),
-                spec.num_kv_heads,
-                spec.head_size,
+                "" if fields["num_kv_heads_per_rank"] is None else fields["num_kv_heads_per_rank"],
+                "" if fields["head_size"] is None else fields["head_size"],
                 _num(g.group.page_size_bytes),
                 g.blocks_per_request_vllm,
                 g.blocks_per_request_actual,
-                f"{g.block_table_width_blocks} ({g.block_table_width_blocks * spec.block_size:,} tokens)",
-                f"{g.block_table_width_blocks_pre_fix} ({g.block_table_width_blocks_pre_fix * spec.block_size:,} tokens)",
+                f"{g.block_table_width_blocks} ({g.block_table_width_blocks * g.group.spec.block_size:,} tokens)",
+                f"{g.block_table_width_blocks_pre_fix} ({g.block_table_width_blocks_pre_fix * g.group.spec.block_size:,} tokens)",
             ]
         )
     table = _table(

@@ -29,7 +29,7 @@ def render_reconcile(result: ReconcileResult, console: Console) -> None:
     head.add_column(style="bold")
     head.add_column()
     head.add_row("log", Text(f"{result.log}  (vLLM {result.vllm_version}: {result.vllm_version_basis})"))
-    head.add_row("plan", Text(f"{result.model} on {result.gpu}  (vLLM 0.33 semantics)"))
+    head.add_row("plan", Text(f"{result.model} on {result.gpu}  (vLLM {result.semantics} semantics)"))
     console.print(head)
     wide = console.width >= WIDE
     t = Table(title="vLLM's log vs capacity's plan (difference = capacity - vLLM; = within the log's rounding)", title_justify="left")

@@ -7,7 +7,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from capacity.budget import max_tokens_per_item
+from capacity.gpus import Gpu
+from capacity.models import CatalogEntry
 from capacity.plan import ERROR, INFO, MEMORY_TERMS, TERM_LABELS, WARNING, Plan
+from capacity.spec import ModelSpec
 from capacity.sweep import SweepPoint, SweepResult
 from capacity.units import GiB
 from capacity.verification import NO_REQUESTS, SLACK_EXCEEDS_HEADROOM, VERIFIED, WITHIN_ALLOCATOR_SLACK, VerifyResult
@@ -27,7 +31,7 @@ def _header(plan: Plan) -> Table:
     src, spec, s = plan.source, plan.spec, plan.serving
     t.add_row("model", Text(f"{src.name}  ({spec.architecture}, {src.origin})"))
     t.add_row("parameters", f"{plan.parameter_count:,}  dtype {s.dtype}")
-    t.add_row("GPU", Text(f"{plan.gpu.name}: {plan.gpu.total_memory_bytes:,} B ({_gib(plan.gpu.total_memory_bytes)} GiB, {plan.gpu.provenance})"))
+    t.add_row("GPU", Text(f"{plan.gpu.label}: {plan.gpu.total_memory_bytes:,} B ({_gib(plan.gpu.total_memory_bytes)} GiB, {plan.gpu.provenance})"))
     defaulted = set(s.defaulted)
 
     def knob(name: str, value: object) -> str:
@@ -81,7 +85,7 @@ def _kv(plan: Plan) -> Table:
         layers = f"{g.group.num_layers}" + (f"+{g.group.num_padding_layers} pad" if g.group.num_padding_layers else "")
         t.add_row(
             str(i),
-            g.group.kind + (f" ({g.group.spec.sliding_window})" if g.group.spec.sliding_window else ""),
+            g.group.kind + (f" ({window})" if (window := g.group.spec.describe()["sliding_window"]) else ""),
             layers,
             f"{g.group.page_size_bytes:,}",
             str(g.blocks_per_request_vllm),
@@ -117,16 +121,29 @@ def _budget_warmup(plan: Plan) -> Table:
     return t
 
 
-def _hazards(plan: Plan) -> Table | Text:
+def _hazards(plan: Plan, width: int) -> Table | Text:
+    """A table when the terminal is wide enough to give finding and fix room beside the whole id; else one block
+    per hazard (severity and id on a line, finding and fix below). An id is never cut or wrapped: scripts grep it."""
     if not plan.hazards:
         return Text("no hazards found", style="green")
-    t = Table(title="Hazards", title_justify="left")
-    t.add_column("severity")
-    t.add_column("id")
-    t.add_column("finding", overflow="fold")
-    t.add_column("fix", overflow="fold")
+    id_width = max(len(h.id) for h in plan.hazards)
+    if width >= id_width + 90:
+        t = Table(title="Hazards", title_justify="left")
+        t.add_column("severity", no_wrap=True)
+        t.add_column("id", no_wrap=True, min_width=id_width)
+        t.add_column("finding", overflow="fold")
+        t.add_column("fix", overflow="fold")
+        for h in plan.hazards:
+            t.add_row(Text(h.severity, style=SEVERITY_STYLE[h.severity]), h.id, Text(h.message), Text(h.fix))
+        return t
+    t = Table.grid(padding=(0, 1))
+    t.add_column(no_wrap=True)
+    t.add_column(overflow="fold")
+    t.title, t.title_justify = "Hazards", "left"
     for h in plan.hazards:
-        t.add_row(Text(h.severity, style=SEVERITY_STYLE[h.severity]), h.id, Text(h.message), Text(h.fix))
+        t.add_row(Text(h.severity, style=SEVERITY_STYLE[h.severity]), Text(h.id, style="bold", no_wrap=True))
+        t.add_row("", Text(h.message))
+        t.add_row("", Text("fix: " + h.fix))
     return t
 
 
@@ -145,7 +162,7 @@ def render(plan: Plan, console: Console) -> None:
     console.print(_memory(plan, wide=console.width >= 140))
     console.print(_kv(plan))
     console.print(_budget_warmup(plan))
-    console.print(_hazards(plan))
+    console.print(_hazards(plan, console.width))
     console.print(_verdict(plan))
     console.print(Text("kinds: exact = fixed by the architecture and knobs; estimated = documented formula or constant; measured = from a GPU profile", style="dim"))
 
@@ -175,16 +192,21 @@ def render_sweep(result: SweepResult, console: Console) -> None:
         for v in lens:
             effective = grid[(seqs[0], v)].max_model_len
             t.add_column("auto" if v == -1 else f"{effective:,}" + (" (default)" if v is None else ""), justify="right")
+        cells = {key: _sweep_cell(p) for key, p in grid.items()}
+        # a hazard id is never cut: when the cells do not fit the terminal, they carry a number and a legend the id
+        widest = [max(len(f"{grid[(s, lens[0])].max_num_seqs:,}") + 10 for s in seqs)] + [max(len(cells[(s, v)]) for s in seqs) for v in lens]
+        legend: dict[str, str] = {}
+        if sum(widest) + 3 * len(widest) + 1 > console.width:
+            for key, text in cells.items():
+                if text.startswith("x "):
+                    cells[key] = f"x [{legend.setdefault(text[2:], str(len(legend) + 1))}]"
         for s in seqs:
             row: list[str | Text] = [f"{grid[(s, lens[0])].max_num_seqs:,}" + (" (default)" if s is None else "")]
-            for v in lens:
-                p = grid[(s, v)]
-                if p.fits:
-                    row.append(Text(f"{p.max_concurrent_requests} (KV {p.actual_requests})", style="green"))
-                else:
-                    row.append(Text("x " + (p.errors.split()[0] if p.errors else "does not fit"), style="red"))
+            row += [Text(cells[(s, v)], style="green" if grid[(s, v)].fits else "red") for v in lens]
             t.add_row(*row)
         console.print(t)
+        for hazard, number in legend.items():
+            console.print(Text(f"  x [{number}] = {hazard}", style="red", no_wrap=True))
     console.print(
         Text(
             f"{result.fitting} of {len(result.points)} points fit. Cells: requests run at once = min(max_num_seqs, requests the KV cache holds) "
@@ -192,6 +214,12 @@ def render_sweep(result: SweepResult, console: Console) -> None:
             style="dim",
         )
     )
+
+
+def _sweep_cell(p: SweepPoint) -> str:
+    if p.fits:
+        return f"{p.max_concurrent_requests} (KV {p.actual_requests})"
+    return "x " + (p.errors.split()[0] if p.errors else "does not fit")
 
 
 def render_verify(result: VerifyResult, console: Console) -> None:
@@ -245,3 +273,61 @@ def render_verify(result: VerifyResult, console: Console) -> None:
             )
         else:
             console.print(Text(f"FAILED: {why}. The plan has a bug; reproduce with: {result.reproducer}", style="bold red"))
+
+
+# --- catalogs -------------------------------------------------------------------------------------------------
+
+
+def tokens_text(spec: ModelSpec) -> tuple[str, str]:
+    """(cross-attention keys per request, tokens per max-size item) as `capacity models` prints them.
+
+    Encoder-decoder models hold their encoder's tokens per request in cross-attention; decoder-only multimodal
+    models (Qwen2.5-VL, Gemma-3) put each item's tokens into the prompt, so they have no cross-attention keys and
+    are described by their items (a video's tokens at the model's own max_model_len, as vLLM's profiling sizes it).
+    """
+    cross = f"{spec.encoder_tokens_per_request:,} per request" if spec.is_encoder_decoder else "none (decoder-only: items are prompt tokens)"
+    items = ", ".join(f"{max_tokens_per_item(m, spec.derived_max_model_len):,} per {m.name}" for m in spec.modalities)
+    return cross, items or "text only"
+
+
+def render_models(entries: list[tuple[CatalogEntry, ModelSpec]], console: Console) -> None:
+    """The catalog: a table when every id fits whole beside the other columns, else one block per model."""
+    header = Text("capacity model catalog", style="bold")
+    id_width = max(len(e.name) for e, _ in entries)
+    alias_width = max((len(a) for e, _ in entries for a in e.aliases), default=0)
+    if console.width >= id_width + alias_width + 100:
+        t = Table(title=header, title_justify="left")
+        t.add_column("id", no_wrap=True, min_width=id_width)
+        t.add_column("aliases", no_wrap=True, min_width=alias_width)
+        for col in ("family", "cross-attention tokens", "tokens per item", "provenance"):
+            t.add_column(col, overflow="fold")
+        for entry, spec in entries:
+            t.add_row(entry.name, "\n".join(entry.aliases), spec.family.name, *tokens_text(spec), entry.provenance)
+        console.print(t)
+        return
+    console.print(header)
+    for entry, spec in entries:
+        cross, items = tokens_text(spec)
+        console.print(Text(entry.name, style="bold", no_wrap=True))
+        t = Table.grid(padding=(0, 1))
+        t.add_column(no_wrap=True, style="dim")
+        t.add_column(overflow="fold")
+        for key, value in (("aliases", ", ".join(entry.aliases)), ("family", spec.family.name), ("cross-attention", cross), ("per item", items), ("provenance", entry.provenance)):
+            t.add_row(f"  {key}", Text(value))
+        console.print(t)
+
+
+def render_gpus(local: Gpu | None, catalog: list[Gpu], console: Console) -> None:
+    """The local GPU (NVML) or a line saying none was found, then the catalog."""
+    if local is None:
+        console.print(Text("local GPU: none found (NVML sees no NVIDIA driver or GPU); without --gpu, plans assume an H200", style="yellow"))
+    else:
+        console.print(Text(f"local GPU: {local.name}, {local.total_memory_bytes:,} B ({local.provenance}); plans use it unless --gpu is given", style="green"))
+    t = Table(title="GPU catalog (--gpu NAME)", title_justify="left")
+    t.add_column("name", no_wrap=True)
+    for col in ("total memory (B)", "GiB"):
+        t.add_column(col, justify="right", no_wrap=True)
+    t.add_column("source", overflow="fold")
+    for g in ([local] if local else []) + catalog:
+        t.add_row(g.name, f"{g.total_memory_bytes:,}", f"{g.total_memory_bytes / 2**30:.2f}", g.provenance)
+    console.print(t)

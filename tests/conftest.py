@@ -57,6 +57,20 @@ def formula_estimates_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CAPACITY_ESTIMATE", "formula")
 
 
+@pytest.fixture(scope="session")
+def empty_hf_hub(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("empty-hf-hub"))
+
+
+@pytest.fixture(autouse=True)
+def no_local_hf_cache(monkeypatch: pytest.MonkeyPatch, empty_hf_hub: str) -> None:
+    """The machine's Hugging Face caches are not read: a test means the same as on a plain clone (a test that needs a
+    cache sets HF_HOME / HF_HUB_CACHE to its own folder)."""
+    monkeypatch.setenv("HF_HOME", empty_hf_hub)
+    monkeypatch.setenv("HF_HUB_CACHE", empty_hf_hub)
+    monkeypatch.delenv("HF_ASSETS_CACHE", raising=False)
+
+
 @pytest.fixture(autouse=True)
 def no_hub_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reaches huggingface.co: an unknown org/name stops at the cache. The Hub tests (tests/test_hub.py)

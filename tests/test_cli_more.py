@@ -98,3 +98,33 @@ def test_trace_of_a_family_it_undercounts_warns(capsys):
     # H200: 987.2 MiB measured against 857.0 MiB traced = +15 %
     assert hazards["trace_misses_workspaces"]["severity"] == "warning"
     assert "15 %" in hazards["trace_misses_workspaces"]["message"]
+
+
+REFERENCE = Path(__file__).parent.parent / "bench" / "results" / "vllm-kv-reference-2026-11-30" / "reference.json"
+QWEN3_NEXT = Path(__file__).parent / "fixtures" / "configs" / "Qwen--Qwen3-Next-80B-A3B-Instruct.json"
+
+
+@pytest.mark.parametrize(
+    ("flags", "case_name"),
+    [([], "qwen3-next H200 tp1"), (["--no-enable-prefix-caching"], "qwen3-next H200 tp1 no prefix caching")],
+)
+def test_prefix_caching_flag_sets_the_mamba_cache_mode_as_vllm_does(tmp_path: Path, capsys, flags, case_name):
+    # Expected block sizes are vLLM 0.33's own, from the committed reference (bench/vllm_kv_reference.py).
+    case = next(c for c in json.loads(REFERENCE.read_text())["cases"] if c["name"] == case_name)
+    (tmp_path / "config.json").write_text(QWEN3_NEXT.read_text())
+    knobs = ["--gpu", "H200", "--max-model-len", str(case["max_model_len"]), "--max-num-batched-tokens", str(case["mnbt"])]
+    code = main(["plan", "--model", str(tmp_path), *knobs, *flags, "--estimate", "formula", "--json"])
+    out = capsys.readouterr()
+    assert code in (0, 1), out.err
+    plan = json.loads(out.out)
+    got = sorted((g["kind"], g["block_size"]) for g in plan["kv_cache"]["groups"])
+    want = sorted(("mamba" if g["spec"] == "MambaSpec" else "full", g["block_size"]) for g in case["groups"])
+    assert got == want
+    assert {g.get("mamba_cache_mode") for g in plan["kv_cache"]["groups"] if g["kind"] == "mamba"} == {case["mamba_cache_mode"]}
+
+
+def test_a_prefix_caching_choice_is_kept_in_the_suggested_command(capsys):
+    code = main(["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H200", "--no-enable-prefix-caching", "--estimate", "formula", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert json.loads(out.out)["suggested_command"].endswith("--no-enable-prefix-caching")

@@ -15,7 +15,6 @@ import capacity.families as families
 from capacity.errors import BadInput
 from capacity.families import all_families, family_for, family_named, model_spec
 from capacity.models import catalog, catalog_config
-from capacity.spec import ModelSpec
 
 # Each catalog model's family, by hand from its config.json's model_type.
 CATALOG_FAMILIES = {
@@ -43,21 +42,13 @@ def test_every_family_has_a_unique_name_and_model_types():
 
 
 @pytest.mark.parametrize("name", sorted(CATALOG_FAMILIES))
-def test_catalog_model_goes_to_its_family_and_round_trips(name):
+def test_catalog_model_goes_to_its_family_and_serializes_it_by_name(name):
     entry = catalog()[name]
     spec = model_spec(catalog_config(entry), entry.name)
     assert spec.family is family_named(CATALOG_FAMILIES[name])
     data = json.loads(json.dumps(spec.to_dict()))
     assert data["family"] == CATALOG_FAMILIES[name]
-    assert ModelSpec.from_dict(data) == spec
-
-
-def test_spec_saved_with_arch_builder_still_loads():
-    """A spec dict written before families were objects: family as a string, plus `arch_builder`."""
-    entry = catalog()["openai/whisper-tiny"]
-    spec = model_spec(catalog_config(entry), entry.name)
-    old = {**spec.to_dict(), "arch_builder": "whisper"}
-    assert ModelSpec.from_dict(old) == spec
+    assert data["name"] == spec.name and len(data["layers"]) == len(spec.layers)
 
 
 def test_copies_of_a_spec_keep_the_registered_family():

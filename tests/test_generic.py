@@ -13,7 +13,7 @@ import pytest
 from capacity.errors import BadInput
 from capacity.families import family_for, model_spec
 from capacity.gpus import gpu_by_name
-from capacity.kv_spec import kv_groups_for
+from capacity.kv_model import kv_groups_for
 from capacity.serving import ServingArgs, resolve_serving
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +38,7 @@ def default_config(model_type: str, architecture: str) -> dict[str, Any]:
 
 def pages(spec: Any) -> list[tuple[str, int, int]]:
     serving = resolve_serving(ServingArgs(), spec, gpu_by_name("H200"))
-    return [(g.kind, g.num_layers, g.page_size_bytes) for g in kv_groups_for(spec, serving)]
+    return [(g.kind, g.num_layers, g.page_size_bytes) for g in kv_groups_for(spec, serving, gpu_by_name("H200"))]
 
 
 def test_llava_default_config_plans_by_the_image_formula():
@@ -106,26 +106,18 @@ def test_voxtral_published_config_counts_audio_through_the_model():
 @pytest.mark.parametrize(
     ("config", "field"),
     [
-        (lambda: published("Qwen--Qwen3.5-27B"), "linear_num_key_heads"),
-        (lambda: published("LiquidAI--LFM2.5-VL-1.6B"), "text_config.layer_types holds conv"),
-        (lambda: default_config("gemma3n", "Gemma3nForConditionalGeneration"), "text_config.num_kv_shared_layers=15"),
-        (lambda: default_config("llama4", "Llama4ForConditionalGeneration"), "text_config.attention_chunk_size=8192"),
+        (lambda: published("Qwen--Qwen3.5-27B"), "resizes images by size.longest_edge"),
+        (lambda: published("LiquidAI--LFM2.5-VL-1.6B"), "layer_types has 'conv'"),
+        (lambda: default_config("gemma3n", "Gemma3nForConditionalGeneration"), "vision_config lacks image_size / patch_size"),
         (lambda: published("Qwen--Qwen3-VL-32B-Instruct"), "resizes images by size.longest_edge"),
         (lambda: default_config("llava_next", "LlavaNextForConditionalGeneration"), "tiles or caps images by image_grid_pinpoints"),
     ],
-    ids=["qwen3.5-linear-attention", "lfm2.5-conv", "gemma3n-kv-sharing", "llama4-chunked", "qwen3-vl-no-preprocessor", "llava-next-no-preprocessor"],
+    ids=["qwen3.5-no-preprocessor", "lfm2.5-conv-layers", "gemma3n-no-image-size", "qwen3-vl-no-preprocessor", "llava-next-no-preprocessor"],
 )
 def test_what_it_cannot_read_is_refused_in_one_line(config, field):
     with pytest.raises(BadInput, match=field.replace("(", r"\(").replace("[", r"\[")) as exc:
         model_spec(config(), "x")
     assert "\n" not in str(exc.value)
-
-
-def test_mla_is_refused_naming_kv_lora_rank():
-    config = default_config("llava", "LlavaForConditionalGeneration")
-    config["text_config"] = {**config["text_config"], "model_type": "deepseek_v3", "kv_lora_rank": 512}
-    with pytest.raises(BadInput, match="kv_lora_rank=512: multi-head latent attention"):
-        model_spec(config, "x")
 
 
 def test_claims_multimodal_configs_before_the_plain_decoder_fallback():

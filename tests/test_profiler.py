@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import replace
 from pathlib import Path
 
@@ -135,6 +137,22 @@ def test_profile_json_round_trip_and_atomic_write(tiny_whisper, tmp_path: Path):
         profile_module.os.replace = original
     assert not target.exists()
     assert [f.name for f in tmp_path.iterdir() if f.name.startswith(".")] == []
+
+
+def test_profile_file_mode_follows_the_umask(tiny_whisper, tmp_path: Path):
+    """mkstemp makes 0600 files; a saved profile gets 0666 & ~umask, like the reports' exports."""
+    from reports.export import write_files
+
+    p = profile_of(tiny_whisper, warmup=False)
+    for umask, mode in ((0o022, 0o644), (0o002, 0o664), (0o077, 0o600)):
+        previous = os.umask(umask)
+        try:
+            save_profile(p, tmp_path / f"profile-{umask:o}.json")
+            write_files({tmp_path / f"plan-{umask:o}.json": ("--json", b"{}")})
+        finally:
+            os.umask(previous)
+        assert stat.S_IMODE((tmp_path / f"profile-{umask:o}.json").stat().st_mode) == mode
+        assert stat.S_IMODE((tmp_path / f"plan-{umask:o}.json").stat().st_mode) == mode
 
 
 def test_plan_from_profile_uses_measured_terms(tiny_whisper):

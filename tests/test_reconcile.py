@@ -337,7 +337,7 @@ def test_v0_20_two_line_log(plans: dict[str, Plan]) -> None:
     assert (t.vllm_value, t.capacity_value, t.agrees) == (407_952, 42_306, False)
     assert "under the old formula: 407,952" in t.explanation
     assert r.row("cuda_graphs_estimate").vllm_value == 0.08
-    assert any("0.20 log differs by design" in n for n in r.notes)
+    assert any("the plan uses vLLM 0.20-0.26's rules" in n for n in r.notes)
 
 
 def test_v0_15_log_and_the_utilization_default(plans: dict[str, Plan]) -> None:
@@ -436,19 +436,21 @@ def test_not_a_vllm_log(tmp_path: Path) -> None:
     assert "is not a vLLM startup log" in message and "'Available KV cache memory'" in message and "'GPU KV cache size'" in message
 
 
-def test_truncated_line(tmp_path: Path) -> None:
+def test_truncated_line_is_read_as_far_as_it_goes(tmp_path: Path) -> None:
     lines = V033.read_text().splitlines()
     cut = lines[8][: lines[8].index("Maximum concurrency") + 30]  # line 9: "... Maximum concurrency for 448 tok"
     path = tmp_path / "truncated.log"
     path.write_text("\n".join([*lines[:8], cut]) + "\n")
-    message = _bad(path)
-    assert message.startswith(f"{path}:9: malformed vLLM log line") and "GPU KV cache size: <tokens> tokens" in message
+    f = load_vllm_log(path)
+    assert (f.kv_cache_tokens, f.max_concurrency, f.capacity_format) == (42_477, None, "one-line")
+    assert len(f.warnings) == 1 and f.warnings[0].startswith(f"{path}:9: line cut short")
 
 
-def test_truncated_number(tmp_path: Path) -> None:
+def test_a_lone_line_cut_before_its_unit_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "cut.log"
     path.write_text("INFO 11-30 08:11:41 [gpu_worker.py:772] Available KV cache memory: 12")
-    assert ":1: malformed vLLM log line: expected 'Available KV cache memory: <GiB> GiB'" in _bad(path)
+    message = _bad(path)
+    assert ":1: malformed vLLM log line: expected 'Available KV cache memory: <GiB> GiB'" in message and "no other vLLM startup figure" in message
 
 
 @pytest.mark.parametrize(
@@ -457,22 +459,126 @@ def test_truncated_number(tmp_path: Path) -> None:
         "Available KV cache memory: abc GiB",
         "GPU KV cache size: 4,2477 tokens",
         "Maximum concurrency for 448 tokens per request: many",
-        "Model loading took 2.88 GB memory and 9.4 seconds",
+        "Model loading took many GiB memory and 9.4 seconds",
         "Encoder cache will be initialized with a budget of lots of tokens, and profiled with 5 audio items of the maximum feature size.",
         "CUDA graph pool memory: 0.09 GiB (actual), ? GiB (estimated), difference: 0.01 GiB (11.1%).",
-        "Free memory on device (139.1/139.8 GiB) on startup. Desired GPU memory utilization is (0.92, 128.62 GiB). Actual usage is",
+        "Free memory on device (139.1 of 139.8 GiB) on startup.",
     ],
 )
-def test_malformed_key_lines(tmp_path: Path, line: str) -> None:
+def test_an_unreadable_line_is_a_warning_when_others_read(tmp_path: Path, line: str) -> None:
     path = tmp_path / "bad.log"
     path.write_text(
-        "(EngineCore pid=1) INFO 11-30 08:11:31 [model_runner.py:428] Model loading took 2.88 GiB memory and 9.4 seconds\n"
+        "(EngineCore pid=1) INFO 11-30 08:11:31 [model_runner.py:428] Available KV cache memory: 125.0 GiB\n"
         + f"(EngineCore pid=1) INFO 11-30 08:11:41 [x.py:1] {line}\n"
     )
-    if line.startswith("Model loading"):
-        assert ":2: malformed" in _bad(path)
-    else:
-        assert f"{path}:2: malformed vLLM log line" in _bad(path)
+    f = load_vllm_log(path)
+    assert f.available_kv_cache_gib == 125.0
+    assert len(f.warnings) == 1 and f.warnings[0].startswith(f"{path}:2: malformed vLLM log line")
+    only = tmp_path / "only.log"
+    only.write_text(line + "\n")
+    assert "malformed vLLM log line" in _bad(only)
+
+
+def test_what_users_paste(tmp_path: Path) -> None:
+    """docker-compose prefixes, CRLF, a GB unit of older releases, no 'and N seconds', quotes and comments."""
+    text = (
+        "vllm-1  | (EngineCore_DP0 pid=7) INFO 02-12 19:35:33 [gpu_model_runner.py:4130] Model loading took 2.88 GiB memory\r\n"
+        "vllm-1  | (EngineCore_DP0 pid=7) INFO 02-12 19:35:57 [gpu_worker.py:356] Available KV cache memory: 10.14 GiB   <- less than I hoped\r\n"
+        "> `GPU KV cache size: 33,216 tokens`\r\n"
+        "vllm-1  | Maximum concurrency for 448 tokens per request: 26.62x\r\n"
+    )
+    f = parse_vllm_log(text)
+    assert (f.model_loading_gib, f.model_loading_seconds, f.available_kv_cache_gib, f.kv_cache_tokens, f.max_concurrency) == (2.88, None, 10.14, 33_216, 26.62)
+    assert f.warnings == ()
+    old = parse_vllm_log("INFO 08-25 05:45:10 [gpu_model_runner.py:1186] Model loading took 15.6271 GB and 4.171168 seconds")
+    assert (old.model_loading_gib, old.model_loading_gib_decimals, old.model_loading_seconds) == (15.6271, 4, 4.171168)
+
+
+def test_several_startups_in_one_paste() -> None:
+    first = V033.read_text()
+    second = first.replace("Available KV cache memory: 125.0 GiB", "Available KV cache memory: 118.5 GiB")
+    from capacity.vllm_log import parse_vllm_startups
+
+    startups = parse_vllm_startups(first + second)
+    assert [s.index for s in startups] == [1, 2]
+    assert [s.available_kv_cache_gib for s in startups] == [125.0, 118.5]
+    assert startups[1].first_line > startups[0].last_line
+    assert "2 startups in this text" in parse_vllm_log(first + second).notes[-1]
+
+
+def test_the_free_memory_report_in_pieces() -> None:
+    text = (
+        "Free memory on device (114.54/121.69 GiB) on startup.\n"
+        "Desired GPU memory utilization is (0.6, 73.01 GiB).\n"
+        "Actual usage is 3.35 GiB for consumed memory (weights + non-torch)\n"
+        "Current kv cache memory in use is 69.4 GiB      <- a comment\n"
+        "GPU KV cache size: 649,728 tokens\n"
+    )
+    f = parse_vllm_log(text)
+    fm = f.free_memory
+    assert fm is not None and (fm.free_gib, fm.total_gib, fm.gpu_memory_utilization, fm.requested_gib, fm.consumed_gib, fm.kv_cache_in_use_gib) == (
+        114.54,
+        121.69,
+        0.6,
+        73.01,
+        3.35,
+        69.4,
+    )
+    assert (f.gpu.cuda_total_gib, f.requested_gib) == (121.69, 73.01)
+    # 0.11 printed the KV cache in use in bytes
+    b = parse_vllm_log("Free memory on device (43.93/44.42 GiB) on startup. Current kv cache memory in use is 11423138508 bytes.")
+    assert b.free_memory is not None and b.free_memory.kv_cache_in_use_gib == round(11_423_138_508 / GiB, 2)
+
+
+def test_v0_engine_lines() -> None:
+    text = (
+        "[worker.py:287] the current vLLM instance can use total_gpu_memory (31.74GiB) x gpu_memory_utilization (0.90) = 28.57GiB\n"
+        "[worker.py:287] model weights take 14.25GiB; non_torch_memory takes 0.09GiB; PyTorch activation peak memory takes 4.35GiB; "
+        "the rest of the memory reserved for KV Cache is 9.88GiB.\n"
+        "INFO 02-26 09:54:05 executor_base.py:111] # cuda blocks: 578, # CPU blocks: 4681\n"
+    )
+    f = parse_vllm_log(text)
+    assert (f.engine, f.version_guess, f.available_kv_cache_gib, f.requested_gib, f.gpu_memory_utilization, f.num_gpu_blocks) == ("V0", "V0 engine", 9.88, 28.57, 0.9, 578)
+    assert f.profiled_non_kv_gib == round(14.25 + 0.09 + 4.35, 2) and f.gpu.cuda_total_gib == 31.74
+
+
+def test_knobs_and_gpu_from_the_log() -> None:
+    text = (
+        "(APIServer pid=1) INFO 07-01 04:23:28 [api_utils.py:273] non-default args: {'model_tag': '/m', 'model': '/models/Qwen2.5-VL-7B-Instruct', "
+        "'gpu_memory_utilization': 0.22, 'max_model_len': 4096, 'enforce_eager': True, 'compilation_config': <CompilationMode.NONE: 0>}\n"
+        "INFO 08-31 08:01:42 [config.py:2286] Chunked prefill is enabled with max_num_batched_tokens=2048.\n"
+        "(EngineCore pid=129) INFO 07-01 04:24:37 [gpu_worker.py:480] Available KV cache memory: -14.28 GiB\n"
+        "|   0  NVIDIA A100-SXM4-80GB          On  |   00000000:00:06.0 Off |                    0 |\n"
+        "| N/A   33C    P0             54W /  500W |       0MiB /  81920MiB |      0%      Default |\n"
+    )
+    f = parse_vllm_log(text)
+    assert f.log_knobs == {"gpu_memory_utilization": 0.22, "max_model_len": 4096, "enforce_eager": True}
+    assert (f.model, f.max_seq_len, f.effective_max_num_batched_tokens) == ("/models/Qwen2.5-VL-7B-Instruct", 4096, 2048)
+    assert (f.gpu.smi_name, f.gpu.smi_total_mib, f.gpu.cuda_total_gib) == ("NVIDIA A100-SXM4-80GB", 81_920, None)
+    oom = parse_vllm_log("Available KV cache memory: 1.0 GiB\ntorch.OutOfMemoryError: ... GPU 0 has a total capacity of 23.57 GiB of which 1.2 GiB is free.")
+    assert oom.gpu.cuda_total_gib == 23.57
+
+
+def test_knobs_from_an_args_namespace() -> None:
+    """0.6-0.8 print every argument (`args: Namespace(...)`): only values other than the defaults are knobs."""
+    text = (
+        "    vLLM STDOUT: INFO 05-05 15:15:08 [api_server.py:982] args: Namespace(subparser='serve', model_tag='m', host=None, "
+        "model='unsloth/Llama-3.2-3B-Instruct', dtype='float16', kv_cache_dtype='auto', max_model_len=2048, tensor_parallel_size=1, "
+        "block_size=None, gpu_memory_utilization=0.8938626454842437, max_num_batched_tokens=2048, max_num_seqs=192, "
+        "quantization=None, enforce_eager=False, compilation_config={\"level\":3,\"splitting_ops\":[]}, "
+        "dispatch_function=<function ServeSubcommand.cmd at 0x7f225baa9a80>)\n"
+        "    vLLM STDOUT: INFO 05-05 15:25:32 [worker.py:267] model weights take 6.02GiB; non_torch_memory takes 0.05GiB; "
+        "PyTorch activation peak memory takes 0.90GiB; the rest of the memory reserved for KV Cache is 6.22GiB.\n"
+    )
+    f = parse_vllm_log(text)
+    assert f.log_knobs == {
+        "max_model_len": 2048,
+        "gpu_memory_utilization": 0.8938626454842437,
+        "max_num_seqs": 192,
+        "max_num_batched_tokens": 2048,
+        "dtype": "float16",
+    }
+    assert f.model == "unsloth/Llama-3.2-3B-Instruct"
 
 
 def test_binary_garbage(tmp_path: Path) -> None:

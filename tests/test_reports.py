@@ -362,10 +362,10 @@ def test_internal_error_is_one_line_and_exit_3(capsys, monkeypatch):
 
 
 def test_kv_cache_memory_bytes_from_a_measured_plan(make_plan):
-    """vLLM 0.33 suggests requested - non-KV - 150 MiB. On an L4 (23,034 MiB = 24,152,899,584 B):
-    requested = ceil(24,152,899,584 x 0.92) = 22,220,667,618; with measured non-KV terms of
+    """vLLM 0.33 suggests requested - non-KV - 150 MiB. On an L4 (22.03 GiB = 2203 x 2^30 // 100 = 23,654,532,382 B):
+    requested = ceil(23,654,532,382 x 0.92) = ceil(21,762,169,791.44) = 21,762,169,792; with measured non-KV terms of
     3 GiB + 1 GiB + 0 + 256 MiB + 256 MiB = 4,831,838,208 B the suggestion is
-    22,220,667,618 - 4,831,838,208 - 157,286,400 = 17,231,543,010."""
+    21,762,169,792 - 4,831,838,208 - 157,286,400 = 16,773,045,184."""
     p = make_plan("openai/whisper-large-v3", gpu="L4")
     assert p.memory["kv_cache"].kind == "estimated"
     assert "--kv-cache-memory-bytes" not in command_for(p)
@@ -379,11 +379,11 @@ def test_kv_cache_memory_bytes_from_a_measured_plan(make_plan):
         kv_cache=MemoryTerm(0, "measured", "test"),
     )
     q = replace(p, memory=measured)
-    assert q.requested_memory_bytes == 22_220_667_618
+    assert q.requested_memory_bytes == 21_762_169_792
     assert q.non_kv_bytes == 4_831_838_208
-    assert suggested_kv_cache_memory_bytes(q) == 17_231_543_010
+    assert suggested_kv_cache_memory_bytes(q) == 16_773_045_184
     line = command_for(q)
-    assert "--kv-cache-memory-bytes 17231543010" in line and "--gpu-memory-utilization 0.92" in line
+    assert "--kv-cache-memory-bytes 16773045184" in line and "--gpu-memory-utilization 0.92" in line
     assert line.startswith("vllm serve openai/whisper-large-v3 --max-model-len 448 --max-num-seqs 256 --max-num-batched-tokens 2048")
 
 
@@ -421,7 +421,7 @@ def test_every_catalog_model_exports(model):
 
 
 def test_html_shows_an_over_committed_gpu(capsys, tmp_path):
-    # 30 GiB of KV cache on an L4 (23,034 MiB): vLLM would allocate past the GPU's memory
+    # 30 GiB of KV cache on an L4 (22.03 GiB = 23,654,532,382 B to CUDA): vLLM would allocate past the GPU's memory
     code, out, err = run(
         capsys, ["plan", "--model", "openai/whisper-large-v3", "--gpu", "L4", "--kv-cache-memory-bytes", "30G", "--html", "r.html", "--csv", "t"]
     )
@@ -431,7 +431,7 @@ def test_html_shows_an_over_committed_gpu(capsys, tmp_path):
     assert "The plan over-commits the GPU by" in page and "over-committed by" in page
     budget = pd.read_csv(tmp_path / "t" / "budget.csv").set_index("quantity")
     memory = pd.read_csv(tmp_path / "t" / "memory.csv")
-    assert int(budget.loc["unused", "value"]) == 24_152_899_584 - int(memory["bytes"].sum()) < 0
+    assert int(budget.loc["unused", "value"]) == 23_654_532_382 - int(memory["bytes"].sum()) < 0
 
 
 def test_kv_cache_memory_bytes_from_a_real_profile():

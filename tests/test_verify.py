@@ -32,10 +32,11 @@ def test_verify_allocates_the_planned_pool_and_runs_the_requests(tmp_path: Path,
     assert result["reproducer"].startswith("capacity verify --model ")
     # no caching allocator on the CPU probe: it reserves exactly what is live, so no slack
     assert result["peak_reserved_bytes"] <= result["peak_allocated_bytes"] and result["allocator_slack_bytes"] == 0
-    # the plan's L4 stands in for the device: 24,152,899,584 B total, 753,729,536 B CUDA context (estimate),
-    # requested ceil(24,152,899,584 x 0.92) = 22,220,667,618 -> headroom 24,152,899,584 - 753,729,536 - 22,220,667,618
-    assert result["gpu_total_bytes"] == 24_152_899_584 and result["requested_bytes"] == 22_220_667_618
-    assert result["headroom_bytes"] == 1_178_502_430
+    # the plan's L4 stands in for the device: 22.03 GiB = 2203 x 2^30 // 100 = 23,654,532,382 B total (CUDA's, from an
+    # out-of-memory message), 753,729,536 B CUDA context (estimate), requested ceil(23,654,532,382 x 0.92) =
+    # ceil(21,762,169,791.44) = 21,762,169,792 -> headroom 23,654,532,382 - 753,729,536 - 21,762,169,792
+    assert result["gpu_total_bytes"] == 23_654_532_382 and result["requested_bytes"] == 21_762_169_792
+    assert result["headroom_bytes"] == 1_138_633_054
     assert result["outcome"] == "verified" and result["hazards"] == []
 
 

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from capacity.families.common import config_dtype, need, self_and_cross_layers
 from capacity.family import Family
+from capacity.kv_layers import KVLayer
 from capacity.spec import (
-    AttentionLayer,
     DecoderShape,
     EncoderShape,
     ModelSpec,
@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
 
 
-def bart_decoder_layers(text: dict[str, Any], where: str) -> tuple[AttentionLayer, ...]:
+def bart_decoder_layers(text: dict[str, Any], where: str) -> tuple[KVLayer, ...]:
     """Self + cross attention per decoder layer, d_model // heads wide (no GQA)."""
     d_model = need(text, "d_model", where)
     heads = need(text, "decoder_attention_heads", where)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from capacity.errors import BadInput
-from capacity.spec import CROSS, FULL, AttentionLayer
+from capacity.kv_layers import CrossAttentionLayer, FullAttentionLayer, KVLayer
 
 
 def need(config: dict[str, Any], key: str, where: str) -> Any:
@@ -35,10 +35,10 @@ def config_dtype(config: dict[str, Any], *subs: dict[str, Any]) -> str:
     return "float32"
 
 
-def self_and_cross_layers(num_layers: int, heads: int, head_size: int) -> tuple[AttentionLayer, ...]:
+def self_and_cross_layers(num_layers: int, heads: int, head_size: int) -> tuple[KVLayer, ...]:
     """An encoder-decoder decoder: per layer one self-attention and one cross-attention (no GQA)."""
-    layers: list[AttentionLayer] = []
+    layers: list[KVLayer] = []
     for _ in range(num_layers):
-        layers.append(AttentionLayer(FULL, heads, head_size))
-        layers.append(AttentionLayer(CROSS, heads, head_size))
+        layers.append(FullAttentionLayer(heads, head_size))
+        layers.append(CrossAttentionLayer(heads, head_size))
     return tuple(layers)

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from capacity.families.common import config_dtype, need
 from capacity.family import Family
-from capacity.spec import FULL, SLIDING, AttentionLayer, DecoderShape, ModelSpec, VllmSupport, derive_max_model_len
+from capacity.kv_layout import kv_layers
+from capacity.spec import DecoderShape, ModelSpec, VllmSupport, derive_max_model_len
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from torch import nn
@@ -21,33 +22,14 @@ def looks_decoder_only(config: dict[str, Any]) -> bool:
     )
 
 
-def self_attention_layers(text: dict[str, Any], where: str, layer_types: list[str] | None = None) -> tuple[AttentionLayer, ...]:
-    """One layer per decoder layer; `layer_types` ("sliding_attention"/"full_attention") picks the kind."""
-    hidden = need(text, "hidden_size", where)
-    heads = need(text, "num_attention_heads", where)
-    kv_heads = text.get("num_key_value_heads") or heads
-    head_size = text.get("head_dim") or hidden // heads
-    n_layers = need(text, "num_hidden_layers", where)
-    window = text.get("sliding_window")
-    if layer_types is None:
-        layer_types = text.get("layer_types")
-    if layer_types is None:
-        uses_window = bool(window) and text.get("use_sliding_window", True) is not False
-        layer_types = ["sliding_attention" if uses_window else "full_attention"] * n_layers
-    layers = []
-    for kind in layer_types[:n_layers]:
-        if kind == "sliding_attention":
-            layers.append(AttentionLayer(SLIDING, kv_heads, head_size, int(window)))
-        else:
-            layers.append(AttentionLayer(FULL, kv_heads, head_size))
-    return tuple(layers)
-
-
 def decoder_shape(text: dict[str, Any], where: str) -> DecoderShape:
     # HF decoders with `intermediate_size` (Llama, Qwen, Gemma, Mistral, ...) use a gated MLP.
+    ffn = need(text, "intermediate_size", where)
+    if isinstance(ffn, list):  # per-layer widths (Gemma-3n): the widest layer bounds the activations
+        ffn = max(ffn)
     return DecoderShape(
         need(text, "hidden_size", where),
-        need(text, "intermediate_size", where),
+        ffn,
         True,
         need(text, "vocab_size", where),
         need(text, "num_hidden_layers", where),
@@ -73,7 +55,7 @@ class DecoderOnlyFamily(Family):
             architecture=(config.get("architectures") or ["?"])[0],
             is_encoder_decoder=False,
             config_dtype=config_dtype(config),
-            layers=self_attention_layers(config, "decoder-only"),
+            layers=kv_layers(config, "decoder-only"),
             modalities=(),
             derived_max_model_len=max_len,
             max_len_key=key,

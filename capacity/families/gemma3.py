@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from capacity.families.common import config_dtype, need, sub
-from capacity.families.decoder_only import decoder_shape, self_attention_layers
+from capacity.families.decoder_only import decoder_shape
 from capacity.family import EncoderInput, Family
+from capacity.kv_layout import kv_layers
 from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -54,7 +55,7 @@ class Gemma3Family(Family):
             architecture="Gemma3ForConditionalGeneration",
             is_encoder_decoder=False,
             config_dtype=config_dtype(config, text),
-            layers=self_attention_layers(text, "gemma3", types),
+            layers=kv_layers({**text, "layer_types": types}, "gemma3"),
             modalities=(Modality("image", tokens, None),),
             derived_max_model_len=max_len,
             max_len_key=f"text_config.{key}",

@@ -2,9 +2,8 @@
 
 Every figure keeps its kind and says "generic" in its method. What it reads, and how:
 - the text config as vLLM reads it: transformers' config class with its defaults (vLLM loads configs through
-  AutoConfig); its KV layers through one call to the decoder-only reader; KV kinds that reader does not model yet
-  (MLA, linear attention / mamba, KV sharing, chunked local attention, unknown layer types) are refused in one line
-  naming the field;
+  AutoConfig); its KV layers through the one reader, `capacity.kv_layout.kv_layers` (full, sliding, MLA, hybrid
+  linear attention / mamba, KV sharing, chunked local attention; what it cannot read is refused naming the field);
 - tokens per item from the model's own HF classes on a max-size dummy input, as vLLM's dummy-input builders do:
   images through the processor's placeholder count (`_get_num_multimodal_tokens`, built from the processor and
   preprocessor configs without a tokenizer) at the largest of the sizes its image processor allows; audio through
@@ -25,8 +24,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from capacity.errors import BadInput
 from capacity.families.common import config_dtype
-from capacity.families.decoder_only import decoder_shape, self_attention_layers
+from capacity.families.decoder_only import decoder_shape
 from capacity.family import EncoderInput, Family
+from capacity.kv_layout import kv_layers
 from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
 from capacity.vllm_registry import MULTIMODAL_ARCHITECTURES, VLLM_VERSION
 
@@ -37,17 +37,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 # The sub-configs that make a config multimodal, and the modality each feeds.
 MODALITY_SUBCONFIGS: tuple[tuple[str, str], ...] = (("vision_config", "image"), ("audio_config", "audio"))
-
-# Text-config fields of KV layouts the decoder-only reader does not model yet: refused, never guessed.
-UNMODELLED_KV_FIELDS: tuple[tuple[str, str], ...] = (
-    ("kv_lora_rank", "multi-head latent attention (MLA)"),
-    ("num_kv_shared_layers", "KV sharing between layers"),
-    ("attention_chunk_size", "chunked local attention"),
-    ("layers_block_type", "hybrid mamba / linear-attention layers"),
-    ("hybrid_override_pattern", "hybrid mamba / attention layers"),
-    ("linear_num_key_heads", "linear attention layers"),
-)
-READ_LAYER_TYPES = frozenset({"full_attention", "sliding_attention"})
 
 # The largest side tried when a processor caps images by pixels rather than by a fixed size.
 HUGE_SIDE = 8192
@@ -83,8 +72,7 @@ class GenericFamily(Family):
             )
         full = materialized(config)
         text = full.get("text_config") if isinstance(full.get("text_config"), dict) else full
-        refuse_unmodelled_kv(text)
-        layers = self_attention_layers(text, "generic")  # the KV layout: one call to the reader
+        layers = kv_layers(text, "generic")  # the KV layout: the one reader (fails closed naming the field)
         items = [item_tokens(modality, config, full, preprocessor, processor) for key, modality in MODALITY_SUBCONFIGS if isinstance(full.get(key), dict)]
         items = [item for item in items if item.tokens > 0]
         if not items:
@@ -192,17 +180,6 @@ def _materialized_json(config_json: str) -> str:
         return json.dumps(CONFIG_MAPPING[model_type](**raw).to_dict(), default=str)
     except (TypeError, ValueError, KeyError) as exc:
         raise BadInput(f"transformers cannot read this {model_type} config: {' '.join(str(exc).split())[:200]}") from exc
-
-
-def refuse_unmodelled_kv(text: dict[str, Any]) -> None:
-    """Fail closed on KV layouts the reader would misread."""
-    for key, what in UNMODELLED_KV_FIELDS:
-        value = text.get(key)
-        if value not in (None, 0, False, [], ""):
-            raise BadInput(f"text_config.{key}={value!r}: {what} is not modelled by the generic family yet")
-    kinds = sorted({str(kind) for kind in text.get("layer_types") or []} - READ_LAYER_TYPES)
-    if kinds:
-        raise BadInput(f"text_config.layer_types holds {', '.join(kinds)}: only full and sliding attention are modelled by the generic family yet")
 
 
 # --- tokens per item ------------------------------------------------------------------------------------

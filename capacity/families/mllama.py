@@ -6,10 +6,8 @@ from typing import Any
 
 from capacity.families.common import config_dtype, need, sub
 from capacity.family import Family
+from capacity.kv_layers import CrossAttentionLayer, FullAttentionLayer
 from capacity.spec import (
-    CROSS,
-    FULL,
-    AttentionLayer,
     DecoderShape,
     EncoderShape,
     Modality,
@@ -41,7 +39,9 @@ class MllamaFamily(Family):
         head_size = text.get("head_dim") or hidden // heads
         cross_layers = set(need(text, "cross_attention_layers", "mllama"))
         n_layers = need(text, "num_hidden_layers", "mllama")
-        layers = tuple(AttentionLayer(CROSS if i in cross_layers else FULL, kv_heads, head_size) for i in range(n_layers))
+        layers = tuple(
+            CrossAttentionLayer(kv_heads, head_size) if i in cross_layers else FullAttentionLayer(kv_heads, head_size) for i in range(n_layers)
+        )
         tile = tokens_per_tile(need(vision, "image_size", "mllama"), need(vision, "patch_size", "mllama"))
         tiles = need(vision, "max_num_tiles", "mllama")
         tokens = tile * tiles

@@ -1,0 +1,174 @@
+"""What changed between vLLM releases in the figures a startup log prints: one `VllmSemantics` per range of versions.
+
+capacity plans vLLM 0.33 (Model Runner V2). A log of another version is compared with a plan made under *that*
+version's rules where they change the numbers: the default `gpu_memory_utilization`, whether the CUDA-graph
+estimate is taken out of the KV budget, the batch defaults per GPU and usage context, and how cross-attention is
+charged per request. `capacity reconcile` and `bench/predict_logs.py` both take their semantics from here.
+
+Sources (read from the wheels, /work/shared/reference/vllm-memory-model.md, and from public logs):
+
+| range | utilization default | CUDA-graph estimate in the KV budget | batch tier >= 160 GiB | cross-attention per request |
+|---|---|---|---|---|
+| V0 engine (any version) | 0.9 | no (graphs captured after the KV cache) | no; without chunked prefill a batch holds a whole prompt: max_num_batched_tokens = max(max_model_len, 2048), 256 sequences | encoder length |
+| 0.8 - 0.11 (V1) | 0.9 (0.11.0 `CacheConfig`) | no (0.11.0) | no | encoder length (0.11.0 sets `max_num_encoder_input_tokens` to it) |
+| 0.12 - 0.19 | 0.9 (0.15.0; a 0.19.1 log: "increase --gpu-memory-utilization from 0.9000") | no (a 0.19.1 log: "In v0.19, CUDA graph memory profiling will be enabled by default") | no | `max_num_batched_tokens` (0.15.0) |
+| 0.20 - 0.26 | 0.92 (0.20.0) | yes (0.20.0 `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` default "1"; a 0.23.0 log: "enabled (default since v0.21.0)") | no | `max_num_batched_tokens` |
+| 0.27 - 0.32 | 0.92 | yes | yes (PR #51726, reported against 2026-08 releases in vllm#53961; the first release is not pinned down) | `max_num_batched_tokens` |
+| 0.33 | 0.92 | yes (MRV2 extrapolation) | yes | `max_num_batched_tokens` |
+
+Versions before 0.20 ran the V1 model runner, 0.33 Model Runner V2; capacity's CUDA-graph estimate is MRV2's form,
+so for 0.20 - 0.32 it stands in for the V1 runner's (PIECEWISE + FULL samples), estimated.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from capacity.gpus import Gpu
+from capacity.serving import DEFAULT_GPU_MEMORY_UTILIZATION, ServingArgs
+from capacity.units import GiB
+
+ENCODER_LENGTH = "encoder length"
+MAX_NUM_BATCHED_TOKENS = "max_num_batched_tokens"
+
+
+@dataclass(frozen=True)
+class VllmSemantics:
+    """The rules of one range of vLLM versions that change the memory figures of a startup."""
+
+    name: str  # "0.20-0.26"
+    first: tuple[int, int]  # first (major, minor) of the range
+    engine: str  # "V0", "V1" (GPU model runner) or "MRV2"
+    default_gpu_memory_utilization: float
+    subtracts_cudagraph_estimate: bool  # the KV budget is requested - non-KV - CUDA-graph estimate
+    batch_tier_160gib: bool  # >= 160 GiB GPUs get 16384 tokens / 1024 sequences in both usage contexts
+    cross_attention_per_request: str  # ENCODER_LENGTH or MAX_NUM_BATCHED_TOKENS
+    non_kv_formula: str
+    plannable: bool = True
+    why_not_plannable: str = ""
+    whole_prompt_batches: bool = False  # V0 without chunked prefill: max_num_batched_tokens = max(max_model_len, 2048), 256 seqs
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def batch_defaults(self, gpu: Gpu, usage_context: str) -> tuple[int, int]:
+        """(max_num_batched_tokens, max_num_seqs) before model rules (EngineArgs.get_batch_defaults of the version)."""
+        if self.whole_prompt_batches:
+            return 2048, 256
+        api = usage_context == "openai_api_server"
+        memory = gpu.total_memory_bytes
+        if self.batch_tier_160gib and memory >= 160 * GiB:
+            return 16384, 1024
+        name = gpu.name.lower()
+        if memory >= 70 * GiB and "a100" not in name and "gb10" not in name:
+            return (8192 if api else 16384), 1024
+        return (2048 if api else 8192), 256
+
+    def serving_args(self, args: ServingArgs) -> ServingArgs:
+        """The knobs as this version would have defaulted them where they differ from 0.33 (the utilization);
+        the batch defaults go to `resolve_serving` through `batch_defaults`."""
+        if args.gpu_memory_utilization is None and self.default_gpu_memory_utilization != LATEST_UTILIZATION:
+            return replace(args, gpu_memory_utilization=self.default_gpu_memory_utilization)
+        return args
+
+
+LATEST_UTILIZATION = DEFAULT_GPU_MEMORY_UTILIZATION  # 0.33's
+
+
+V0 = VllmSemantics(
+    name="V0 engine",
+    first=(0, 0),
+    engine="V0",
+    default_gpu_memory_utilization=0.9,
+    subtracts_cudagraph_estimate=False,
+    batch_tier_160gib=False,
+    cross_attention_per_request=ENCODER_LENGTH,
+    non_kv_formula="V0 worker: weights + PyTorch activation peak + non-torch memory",
+    whole_prompt_batches=True,
+)
+
+_RANGES: tuple[VllmSemantics, ...] = (
+    VllmSemantics(
+        name="0.8-0.11",
+        first=(0, 8),
+        engine="V1",
+        default_gpu_memory_utilization=0.9,
+        subtracts_cudagraph_estimate=False,
+        batch_tier_160gib=False,
+        cross_attention_per_request=ENCODER_LENGTH,
+        non_kv_formula="weights + torch peak increase + non-torch increase",
+    ),
+    VllmSemantics(
+        name="0.12-0.19",
+        first=(0, 12),
+        engine="V1",
+        default_gpu_memory_utilization=0.9,
+        subtracts_cudagraph_estimate=False,
+        batch_tier_160gib=False,
+        cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
+        non_kv_formula="weights + torch peak increase + non-torch increase",
+    ),
+    VllmSemantics(
+        name="0.20-0.26",
+        first=(0, 20),
+        engine="V1",
+        default_gpu_memory_utilization=0.92,
+        subtracts_cudagraph_estimate=True,
+        batch_tier_160gib=False,
+        cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
+        non_kv_formula="weights + torch peak increase + non-torch increase + CUDA-graph estimate",
+    ),
+    VllmSemantics(
+        name="0.27-0.32",
+        first=(0, 27),
+        engine="V1",
+        default_gpu_memory_utilization=0.92,
+        subtracts_cudagraph_estimate=True,
+        batch_tier_160gib=True,
+        cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
+        non_kv_formula="consumed (mem_get_info) + peak activation + CUDA-graph estimate",
+    ),
+    VllmSemantics(
+        name="0.33",
+        first=(0, 33),
+        engine="MRV2",
+        default_gpu_memory_utilization=0.92,
+        subtracts_cudagraph_estimate=True,
+        batch_tier_160gib=True,
+        cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
+        non_kv_formula="consumed (mem_get_info) + transient peak + CUDA-graph estimate",
+    ),
+)
+LATEST = _RANGES[-1]
+
+
+def version_tuple(version: str) -> tuple[int, int] | None:
+    """(major, minor) of '0.15.1', '0.11.0+582e4e37.nv25.11', 'v0.21.1rc1.dev323', '0.15-0.20' (its first), or None."""
+    m = re.match(r"v?(\d+)\.(\d+)", version.strip())
+    return (int(m[1]), int(m[2])) if m else None
+
+
+def semantics_for(version: str | None) -> VllmSemantics | None:
+    """The semantics of a version string, or None when it names no version (capacity then uses 0.33's)."""
+    v = version_tuple(version) if version else None
+    if v is None:
+        return None
+    chosen = None
+    for sem in _RANGES:
+        if v >= sem.first:
+            chosen = sem
+    return chosen if chosen is not None else V0
+
+
+def all_semantics() -> tuple[VllmSemantics, ...]:
+    return (V0, *_RANGES)
+
+
+def log_semantics(facts: Any) -> VllmSemantics | None:
+    """The semantics of a parsed log (`VllmLogFacts`): the V0 engine when its worker lines are there, else the
+    version stated or guessed from the formats; None when neither tells."""
+    if getattr(facts, "engine", None) == "V0":
+        return V0
+    return semantics_for(facts.version or facts.version_guess)

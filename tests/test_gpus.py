@@ -1,0 +1,102 @@
+"""The GPU catalog and `--gpu` sizes: totals from their sources, ambiguous names refused with the choices."""
+
+from __future__ import annotations
+
+import pytest
+
+from capacity.errors import BadInput
+from capacity.gpus import CATALOG, gpu_by_name
+from capacity.units import GiB, MiB
+
+
+@pytest.mark.parametrize(
+    ("text", "total"),
+    [
+        ("24GiB", 24 * 2**30),
+        ("16000MiB", 16_000 * 2**20),
+        ("80GB", 80 * 10**9),  # decimal, as vendors count
+        ("23.5GiB", int(23.5 * 2**30)),
+        (" 49140 MiB ", 49_140 * 2**20),
+    ],
+)
+def test_gpu_size_is_a_total(text: str, total: int) -> None:
+    gpu = gpu_by_name(text)
+    assert gpu.total_memory_bytes == total
+    assert gpu.source == "size"
+    assert "cudaMemGetInfo" in gpu.provenance
+
+
+def test_tiny_size_is_refused() -> None:
+    with pytest.raises(BadInput, match="too small"):
+        gpu_by_name("12MiB")
+
+
+@pytest.mark.parametrize(
+    ("name", "catalog_name", "total"),
+    [
+        # nvidia-smi Memory-Usage totals read in public nvidia-smi tables (catalog references give the index ids)
+        ("RTX 3090", "RTX-3090", 24_576 * MiB),
+        ("NVIDIA GeForce RTX 3090 Ti", "RTX-3090-Ti", 24_564 * MiB),
+        ("4090", "RTX-4090", 24_564 * MiB),
+        ("RTX 5080", "RTX-5080", 16_303 * MiB),
+        ("NVIDIA GeForce RTX 5090", "RTX-5090", 32_607 * MiB),
+        ("RTX PRO 6000 Blackwell", "RTX-PRO-6000", 97_887 * MiB),
+        ("A6000", "RTX-A6000", 49_140 * MiB),
+        ("NVIDIA A10", "A10", 2_206 * GiB // 100),
+        ("L20", "L20", 46_068 * MiB),
+        ("H20", "H20", 97_871 * MiB),
+        ("H100 PCIe", "H100-PCIe", 81_559 * MiB),
+        ("H100-80GB", "H100-SXM", 81_559 * MiB),
+        ("H100 NVL", "H100-NVL", 95_830 * MiB),
+        ("H800", "H800", 81_559 * MiB),
+        ("GH200", "GH200", 97_871 * MiB),
+        ("B300", "B300", 275_040 * MiB),
+        # totals vLLM printed in 'Free memory on device (free/TOTAL GiB)' (2 decimals)
+        ("GB10", "GB10", 12_169 * GiB // 100),
+        ("DGX Spark", "GB10", 12_169 * GiB // 100),
+        ("L40S", "L40S", 4_442 * GiB // 100),
+        ("MI300X", "MI300X", 19_198 * GiB // 100),
+        # V0's 'total_gpu_memory (T GiB)' (2 decimals)
+        ("T4", "T4", 1_474 * GiB // 100),
+        ("Tesla V100-SXM2-32GB", "V100-32GB", 3_174 * GiB // 100),
+        # totals CUDA out-of-memory errors printed ('total capacity of T GiB')
+        ("A100-80GB", "A100-80GB", 7_915 * GiB // 100),
+        ("A100-SXM4-40GB", "A100-40GB", 3_939 * GiB // 100),
+        ("NVIDIA L4", "L4", 2_203 * GiB // 100),
+        ("A10G", "A10G", 2_206 * GiB // 100),
+        # measured on the project's H200
+        ("H200", "H200", 150_109_880_320),
+    ],
+)
+def test_catalog_totals(name: str, catalog_name: str, total: int) -> None:
+    gpu = gpu_by_name(name)
+    assert (gpu.name, gpu.total_memory_bytes) == (catalog_name, total)
+
+
+def test_every_entry_states_its_source() -> None:
+    for entry in CATALOG:
+        assert entry.source in ("measured", "vllm log", "cuda oom", "nvidia-smi", "published"), entry.name
+        assert entry.reference, entry.name
+        assert entry.gpu().provenance.startswith(entry.source)
+
+
+def test_platform_notes() -> None:
+    assert gpu_by_name("MI325X").platform == "rocm"
+    assert "ROCm" in gpu_by_name("MI300X").provenance
+    gb10 = gpu_by_name("GB10")
+    assert gb10.unified_memory and "unified memory" in gb10.provenance
+    assert gpu_by_name("B300").sm100 and not gpu_by_name("RTX-5090").sm100
+
+
+@pytest.mark.parametrize(("name", "choices"), [("A100", ("A100-40GB", "A100-80GB")), ("H100", ("H100-SXM", "H100-PCIe", "H100-NVL"))])
+def test_ambiguous_names_are_refused_with_the_choices(name: str, choices: tuple[str, ...]) -> None:
+    with pytest.raises(BadInput) as err:
+        gpu_by_name(name)
+    text = str(err.value)
+    assert "ambiguous" in text and all(c in text for c in choices)
+    assert "\n" not in text
+
+
+def test_unknown_name_suggests_a_size() -> None:
+    with pytest.raises(BadInput, match=r"--gpu 24GiB"):
+        gpu_by_name("Voodoo5")

@@ -1,0 +1,95 @@
+"""At 80 columns (pipes, CI logs) every id prints whole: hazard ids in `plan`, model ids and aliases in
+`capacity models`, hazard ids in `sweep` cells. `capacity models` describes decoder-only multimodal models by
+their items (no "0 encoder tokens"), and `capacity gpus` says when no local GPU was found."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from capacity.cli import main
+from capacity.gpus import Gpu
+from capacity.models import catalog
+from reports.terminal import render
+
+WIDTHS = (60, 80, 100, 200)
+
+
+def lines_of(capsys, monkeypatch, width: int, argv: list[str]) -> list[str]:
+    monkeypatch.setenv("COLUMNS", str(width))
+    main(argv)
+    return [line.rstrip() for line in capsys.readouterr().out.splitlines()]
+
+
+def printed_whole(word: str, lines: list[str]) -> bool:
+    """`word` appears on one line, not cut by an ellipsis nor wrapped."""
+    return any(word in line for line in lines)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_plan_hazard_ids_print_whole(make_plan, width):
+    # whisper-tiny above its 448 positions: an error hazard, and the 42-character kv_overallocated_without_encoder_profiling
+    plan = make_plan("openai/whisper-tiny", max_model_len=100_000)
+    assert max(len(h.id) for h in plan.hazards) >= 42
+    out = io.StringIO()
+    render(plan, Console(file=out, width=width))
+    lines = out.getvalue().splitlines()
+    for hazard in plan.hazards:
+        assert printed_whole(hazard.id, lines), (hazard.id, width)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_models_ids_and_aliases_print_whole(capsys, monkeypatch, width):
+    lines = lines_of(capsys, monkeypatch, width, ["models"])
+    for entry in catalog().values():
+        assert printed_whole(entry.name, lines), (entry.name, width)
+        for alias in entry.aliases:
+            assert printed_whole(alias, lines), (alias, width)
+
+
+def block_of(lines: list[str], model: str) -> str:
+    start = lines.index(model)  # at 80 columns each model is a block headed by its id alone
+    end = next((i for i in range(start + 1, len(lines)) if lines[i] and not lines[i].startswith(" ")), len(lines))
+    return " ".join(" ".join(lines[start:end]).split())
+
+
+def test_models_show_items_for_decoder_only_multimodal(capsys, monkeypatch):
+    lines = lines_of(capsys, monkeypatch, 80, ["models"])
+    # Qwen2.5-VL: max_pixels 12,845,056 / (28 x 28) = 16,384 tokens per image; a video at max_model_len 128,000 takes
+    # the 14-frame cap: ceil(14 / 2) = 7 frame pairs x 16,384 = 114,688. Gemma-3: mm_tokens_per_image 256.
+    qwen = block_of(lines, "Qwen/Qwen2.5-VL-7B-Instruct")
+    assert "cross-attention none (decoder-only: items are prompt tokens)" in qwen
+    assert "per item 16,384 per image, 114,688 per video" in qwen
+    gemma = block_of(lines, "google/gemma-3-4b-it")
+    assert "cross-attention none (decoder-only" in gemma and "per item 256 per image" in gemma
+    # encoder-decoder: the cross-attention keys a request holds; Whisper's 1500 = max_source_positions
+    whisper = block_of(lines, "openai/whisper-large-v3")
+    assert "cross-attention 1,500 per request" in whisper and "per item 1,500 per audio" in whisper
+    bart = block_of(lines, "facebook/bart-large")
+    assert "cross-attention 1,024 per request" in bart and "per item text only" in bart
+    assert not any(" 0 " in f" {line} " for line in lines if "cross-attention" in line)
+
+
+def test_gpus_says_when_no_local_gpu_was_found(capsys, monkeypatch):
+    monkeypatch.setattr("capacity.gpus.detect_local_gpu", lambda index=0: None)
+    lines = lines_of(capsys, monkeypatch, 120, ["gpus"])
+    assert lines[0] == "local GPU: none found (NVML sees no NVIDIA driver or GPU); without --gpu, plans assume an H200"
+
+
+def test_gpus_shows_the_local_gpu_first(capsys, monkeypatch):
+    local = Gpu("NVIDIA L4", 23_034 * 2**20, "nvml", "NVML on this machine (GPU 0)")
+    monkeypatch.setattr("capacity.gpus.detect_local_gpu", lambda index=0: local)
+    lines = lines_of(capsys, monkeypatch, 160, ["gpus"])
+    assert lines[0].startswith("local GPU: NVIDIA L4, 24,152,899,584 B (NVML on this machine (GPU 0))")
+    table_rows = [line for line in lines if line.startswith("│")]
+    assert table_rows[0].startswith("│ NVIDIA L4 ")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_sweep_cells_keep_hazard_ids_whole(capsys, monkeypatch, width):
+    argv = ["sweep", "--model", "openai/whisper-tiny", "--gpu", "L4", "--max-num-seqs", "16,256", "--max-model-len", "448,9000,20000,40000"]
+    lines = lines_of(capsys, monkeypatch, width, argv)
+    assert printed_whole("max_model_len_above_model_limit", lines)
+    assert not any("…" in line for line in lines)

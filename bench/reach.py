@@ -317,8 +317,9 @@ def readme(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             if r.get("safetensors_total_size") and r.get("meta_bf16_bytes")
         ) or "no catalog entry holds an index")
         + ".",
-        "- Refusals name the field: MLA, KV sharing, chunked attention, linear attention / conv layers, remote code, image "
-        "processors that tile or cap by pixels when no preprocessor config is given.",
+        "- Refusals are one line naming the field or file: KV layouts the KV reader does not model (conv layers), remote "
+        "code (no transformers config class), image processors that tile or cap by pixels when no preprocessor config "
+        "is given, a text config without intermediate_size (BLIP-2's OPT).",
     ]
     lines += [
         "",

@@ -97,6 +97,9 @@ KvDtypeOpt = Annotated[str | None, typer.Option("--kv-cache-dtype", help="auto, 
 KvBytesOpt = Annotated[str | None, typer.Option("--kv-cache-memory-bytes", help="Fixed KV cache size (e.g. 10G); skips profiling like vLLM.")]
 DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="Model dtype: auto, bfloat16, float16, float32.")]
 EagerOpt = Annotated[bool | None, typer.Option("--enforce-eager", help="No CUDA graphs.")]
+ExpertParallelOpt = Annotated[
+    bool | None, typer.Option("--enable-expert-parallel", help="MoE: divide the experts over the TP ranks (vLLM's expert parallelism) instead of splitting each.")
+]
 PrefixCachingOpt = Annotated[
     bool | None,
     typer.Option(
@@ -131,15 +134,20 @@ JSON_STDOUT = "-"
 ESTIMATES = ("trace", "formula")
 
 
+def _estimate(estimate: str | None) -> str:
+    how = (estimate or os.environ.get("CAPACITY_ESTIMATE") or "trace").strip().lower()
+    if how not in ESTIMATES:
+        raise BadInput(f"--estimate {how!r}: use trace or formula")
+    return how
+
+
 def _plan(model: str, args: Any, gpu: str | None, measured: Any, *, offline: bool, estimate: str | None) -> Any:
     """The plan from a saved profile, else from profiling the local GPU, else from a fake-tensor trace or formulas."""
     from dataclasses import replace
 
     from capacity.planner import plan_for
 
-    how = (estimate or os.environ.get("CAPACITY_ESTIMATE") or "trace").strip().lower()
-    if how not in ESTIMATES:
-        raise BadInput(f"--estimate {how!r}: use trace or formula")
+    how = _estimate(estimate)
     if measured is not None:
         return plan_for(model, args, gpu, measured)
     if not offline and _local_cuda_gpu():
@@ -206,6 +214,7 @@ KNOBS = (
     "kv_cache_memory_bytes",
     "dtype",
     "enforce_eager",
+    "enable_expert_parallel",
     "enable_prefix_caching",
     "usage_context",
     "revision",
@@ -339,6 +348,7 @@ def plan(
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    enable_expert_parallel: ExpertParallelOpt = None,
     enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
     profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Plan from a saved GPU profile (`capacity profile -o`); --model defaults to its model.")] = None,
@@ -496,6 +506,7 @@ def profile_command(
     kv_cache_dtype: KvDtypeOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    enable_expert_parallel: ExpertParallelOpt = None,
     enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
     attn_implementation: Annotated[str, typer.Option(help="transformers attention: sdpa (default, like vLLM's kernels), flash_attention_2 or eager.")] = "sdpa",
@@ -719,6 +730,7 @@ def check(
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    enable_expert_parallel: ExpertParallelOpt = None,
     enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
     min_concurrency: Annotated[int | None, typer.Option(help="Fail unless the server runs this many requests at max_model_len at once: min(requests the KV cache holds, max_num_seqs) (concurrency.max_concurrent_requests).")] = None,
@@ -782,8 +794,10 @@ def sweep(
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    enable_expert_parallel: ExpertParallelOpt = None,
     enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
+    estimate: EstimateOpt = None,
     json_out: JsonOpt = None,
     csv: CsvOpt = None,
     html: HtmlOpt = None,
@@ -810,7 +824,13 @@ def sweep(
         from capacity.profile import load_profile
 
         measured = load_profile(profile)
-    result = run_sweep(model, base, axes, measured, on_progress=_sweep_progress(axes.size))
+    how = _estimate(estimate)
+    profiler = None
+    if measured is None and how == "trace":  # the same terms as `capacity plan` on each point's knobs
+        from profilers.api import traced_profile
+
+        profiler = traced_profile
+    result = run_sweep(model, base, axes, measured, on_progress=_sweep_progress(axes.size), profiler=profiler)
     _export(result, csv, html, json_out)
     code = EXIT_FITS if result.fitting else EXIT_DOES_NOT_FIT
     with _stdout(code):

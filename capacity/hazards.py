@@ -325,7 +325,6 @@ def profile_provenance(plan: Plan) -> Iterator[Hazard]:
         "max_num_batched_tokens": s.max_num_batched_tokens,
         "max_num_seqs": s.max_num_seqs,
         "num_speculative_tokens": s.num_speculative_tokens,
-        "tensor_parallel_size": s.tensor_parallel_size,
         "dtype": s.dtype,
         "enforce_eager": s.enforce_eager,
         "encoder_items": b.profile_items,
@@ -339,6 +338,14 @@ def profile_provenance(plan: Plan) -> Iterator[Hazard]:
             WARNING,
             "the measured terms were sized by other knobs: " + "; ".join(differ) + (" (more encoder items per batch than profiled)" if more_items else ""),
             "re-run `capacity profile` with these knobs on the GPU",
+        )
+    if profile.measured_tensor_parallel_size != s.tensor_parallel_size and fp.device != "fake":
+        yield Hazard(
+            "profile_other_tensor_parallel_size",
+            INFO,
+            f"the profile measured the model split over {profile.measured_tensor_parallel_size} rank(s), the plan is for TP {s.tensor_parallel_size}: "
+            "one rank's weights come from vLLM's parallel layout, its activations and CUDA graphs from the measured ones divided as the formula divides them",
+            f"profile with --tensor-parallel-size {s.tensor_parallel_size} on {s.tensor_parallel_size} GPUs for measured per-rank figures",
         )
     gap = plan.spec.family.trace_undercount_percent
     if fp.device == "fake" and gap:

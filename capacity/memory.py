@@ -6,17 +6,30 @@ The estimates are rough formulas, replaced by measurements once a GPU profile is
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import os
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from capacity.budget import MultiModalBudget
-from capacity.errors import RuntimeFailure
+from capacity.errors import BadInput, RuntimeFailure
 from capacity.models import ModelSource
 from capacity.profile import MemoryProfile
 from capacity.serving import ServingConfig
-from capacity.spec import DTYPE_BYTES, DecoderShape, ModelSpec
+from capacity.spec import DTYPE_BYTES, DecoderShape, EncoderShape, ModelSpec
 from capacity.units import MiB
+from capacity.weights import (
+    MODEL_DTYPE,
+    KindBytes,
+    Parallelism,
+    StoredTensor,
+    WeightLayout,
+    WeightsBreakdown,
+    is_quantized_header,
+    quant_scheme,
+    quantized_tensors,
+    weights_per_rank,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from capacity.family import Family
@@ -59,13 +72,12 @@ class MemoryTerm:
 
 
 @lru_cache(maxsize=32)
-def _meta_parameter_count(family: Family, config_json: str) -> int:
+def _meta_parameters(family: Family, config_json: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """(name, shape) of every unique parameter of the real architecture built on the meta device."""
     import json
 
-    from capacity.arch import parameter_count
-
     module = family.build_module(json.loads(config_json), device="meta", dtype="bfloat16")
-    return parameter_count(module)
+    return tuple((name, tuple(p.shape)) for name, p in module.named_parameters(remove_duplicate=True))
 
 
 # _config_json memo, keyed by the identity of the config dict (the entry keeps the dict alive, so the id
@@ -87,46 +99,169 @@ def _config_json(config: dict[str, Any]) -> str:
     return text
 
 
-def parameter_count(spec: ModelSpec, source: ModelSource) -> tuple[int, str]:
-    """Parameters of the real architecture: the checkpoint's safetensors headers when known, else a meta-device build."""
-    if source.weights is not None:
-        return source.weights.element_count, source.weights.source
+@lru_cache(maxsize=32)
+def _header_tensors(files: tuple[str, ...]) -> tuple[StoredTensor, ...]:
+    from capacity.arch import read_safetensors_header
+
+    out: list[StoredTensor] = []
+    for path in files:
+        for name, info in read_safetensors_header(path).items():
+            out.append(StoredTensor(name, tuple(int(d) for d in info["shape"]), str(info["dtype"])))  # type: ignore[index, union-attr]
+    return tuple(out)
+
+
+def _local_shards(source: ModelSource) -> tuple[str, ...]:
+    """The shard files on disk whose headers name every tensor: those the checkpoint summary read (the index's), else all."""
+    if source.weights is not None and source.path is not None:
+        named = tuple(os.path.join(source.path, f) for f in source.weights.files)
+        if named and all(os.path.isfile(f) for f in named):
+            return named
+    return tuple(source.safetensors)
+
+
+def model_tensors(spec: ModelSpec, source: ModelSource) -> tuple[tuple[StoredTensor, ...], str]:
+    """The stored tensors by name: the safetensors headers of local shards, else the meta-device build's parameters
+    (a checkpoint known only by its header summary, from the Hub or the catalog, names no tensors)."""
+    shards = _local_shards(source)
+    if shards:
+        try:
+            return _header_tensors(shards), "safetensors headers of the model folder"
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise BadInput(f"{source.path}: a safetensors header cannot be read ({exc})") from exc
     try:
-        count = _meta_parameter_count(spec.family, _config_json(source.config))
+        params = _meta_parameters(spec.family, _config_json(source.config))
     except ImportError as exc:
         raise RuntimeFailure(f"exact weights need torch and transformers ({exc.name} missing): pip install the project") from exc
     except Exception as exc:  # a config transformers cannot build
         raise RuntimeFailure(f"building {spec.architecture} on the meta device failed: {exc}") from exc
-    return count, f"parameters of {spec.architecture} built on the meta device"
+    return tuple(StoredTensor(n, s, MODEL_DTYPE) for n, s in params), f"parameters of {spec.architecture} built on the meta device"
 
 
-def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, counted: int | None = None) -> tuple[MemoryTerm, int]:
-    """Parameter bytes in the serving dtype; `counted` is a count already taken (a profile's model).
+def parameter_count(spec: ModelSpec, source: ModelSource) -> tuple[int, str]:
+    """Parameters of the real architecture: the checkpoint's safetensors headers when known, else a meta-device build."""
+    if source.weights is not None:
+        return source.weights.element_count, source.weights.source
+    tensors, how = model_tensors(spec, source)
+    return sum(t.numel for t in tensors), how
 
-    From safetensors headers (`CheckpointWeights.serving_bytes`): an unquantized checkpoint is its parameters in the
-    serving dtype; a quantized one keeps its quantized tensors and fp32 scales as stored and casts its 16-bit ones
-    (estimated: vLLM's kernels may repack or pad quantized weights)."""
-    count, how = (counted, "parameters of the profiled model") if counted else parameter_count(spec, source)
-    checkpoint = None if counted else source.weights
-    quantized = checkpoint.quantized_dtypes if checkpoint is not None else ()
-    if checkpoint is not None and quantized:
-        total = checkpoint.serving_bytes(serving.dtype_bytes)
-        kept = "/".join(d for d in sorted(checkpoint.bytes_by_dtype) if d not in ("F16", "BF16"))
-        what = f"{count:,} stored elements: 16-bit ones x {serving.dtype_bytes} B ({serving.dtype}), {kept} as stored"
-    else:
-        total = count * serving.dtype_bytes
-        what = f"{count:,} parameters x {serving.dtype_bytes} B ({serving.dtype})"
-    kind = ESTIMATED if quantized else EXACT
+
+def _text_config(config: dict[str, Any]) -> dict[str, Any]:
+    for key in ("text_config", "decoder", "language_config"):
+        inner = config.get(key)
+        if isinstance(inner, dict):
+            return inner
+    return config
+
+
+def _first_int(config: dict[str, Any], keys: tuple[str, ...]) -> int:
+    for key in keys:
+        value = config.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return 0
+
+
+# Modules vLLM 0.33 builds unsharded although a name rule would shard them (read from vllm/model_executor/models).
+VLLM_UNSHARDED = {
+    # whisper.py: WhisperDecoder.embed_tokens is an nn.Embedding; proj_out is a ParallelLMHead tied to it.
+    "whisper": (r"(^|\.)decoder\.embed_tokens$",),
+}
+# Biases vLLM 0.33 allocates that the checkpoint lacks (whisper.py: qkv_proj and the cross-attention kv_proj are
+# built with bias=True, so the K projections get a zero bias; checked against vLLM's own WhisperForConditionalGeneration
+# built on the meta device: bench/vllm_weights_reference.py).
+VLLM_ADDED_BIASES = {"whisper": (r"\.k_proj$",)}
+
+
+def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
+    """The config facts the parallel rules need: the decoder's heads, MoE experts, tied embeddings."""
+    text = _text_config(config)
+    # the decoder's own attention (not cross-attention, not Mamba/MLA state): its KV heads decide K/V replication
+    decoder = next((layer for layer in spec.layers if layer.kv_heads() is not None and not layer.reads_encoder_output), None)
+    tie = text.get("tie_word_embeddings", config.get("tie_word_embeddings", True))  # transformers' default: tied
+    kv_heads = decoder.kv_heads() if decoder is not None else None
+    return WeightLayout(
+        num_attention_heads=spec.num_attention_heads,
+        num_kv_heads=kv_heads if kv_heads is not None else spec.num_attention_heads,
+        head_size=int(getattr(decoder, "head_size", 0) or 0),
+        num_experts=_first_int(text, ("num_experts", "n_routed_experts", "num_local_experts")) or _first_int(config, ("num_experts", "n_routed_experts", "num_local_experts")),
+        tie_word_embeddings=bool(tie),
+        replicated_modules=VLLM_UNSHARDED.get(spec.family, ()),
+        added_biases=VLLM_ADDED_BIASES.get(spec.family, ()),
+    )
+
+
+def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConfig, rank: int = 0) -> WeightsBreakdown:
+    """Weights of one rank by parallel kind (capacity/weights.py), from headers or the meta build: the figure every
+    path plans with (rank 0), and what a measured TP profile compares each rank's model load against."""
+    named = bool(_local_shards(source))
+    summary = source.weights
+    if not named and summary is not None and serving.tensor_parallel_size == 1:
+        # One rank holds the whole checkpoint: its header summary's bytes (no tensor names needed, no torch import).
+        total = summary.serving_bytes(serving.dtype_bytes)
+        kept = "/".join(d for d in sorted(summary.bytes_by_dtype) if d not in ("F16", "BF16"))
+        quantization = f"16-bit tensors x {serving.dtype_bytes} B ({serving.dtype}), {kept} as stored, from the header summary" if summary.quantized_dtypes else "none"
+        return WeightsBreakdown(1, serving.enable_expert_parallel, (KindBytes("whole checkpoint", summary.tensor_count, total, total),), summary.source, quantization)
+    tensors, how = model_tensors(spec, source)
+    layout = weight_layout(spec, source.config)
+    scheme = quant_scheme(source.config)
+    quantization = "none"
+    if named and is_quantized_header(tensors):
+        quantization = f"{scheme.name if scheme else 'quantized'}: stored bytes from the safetensors headers"
+    elif scheme is not None and not named:
+        tensors = tuple(quantized_tensors(tensors, scheme, layout))
+        quantization = f"{scheme.name}: stored tensors worked out from quantization_config"
+    par = Parallelism(serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype_bytes, rank)
+    wb = weights_per_rank(tensors, layout, par, source=how, quantization=quantization)
+    if not named and summary is not None and summary.quantized_dtypes:
+        # A quantized checkpoint known by its header summary only (Hub, catalog): its stored bytes are exact, the
+        # tensor names are not; the per-rank share of the layout worked out above divides those bytes.
+        wb = replace(
+            wb,
+            checkpoint_bytes=summary.serving_bytes(serving.dtype_bytes),
+            quantization=f"{wb.quantization if scheme else 'quantized'}; total from {summary.source}, split as the layout splits",
+        )
+    return wb
+
+
+# weights_term memo: a sweep re-plans one model at many points that share its TP, EP and dtype.
+_WEIGHTS: dict[tuple[Any, ...], tuple[MemoryTerm, int, WeightsBreakdown]] = {}
+
+
+def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig) -> tuple[MemoryTerm, int, WeightsBreakdown]:
+    """Bytes of one rank's weights in the serving dtype (quantized tensors as stored), with the parameter count."""
+    summary = None if source.weights is None else (source.weights.source, source.weights.data_bytes, source.weights.files)
+    key = (spec, _config_json(source.config), source.safetensors, summary, serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype, serving.dtype_bytes)
+    hit = _WEIGHTS.get(key)
+    if hit is None:
+        if len(_WEIGHTS) >= 64:
+            _WEIGHTS.clear()
+        hit = _WEIGHTS[key] = _weights_term(spec, source, serving)
+    return hit
+
+
+def _weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig) -> tuple[MemoryTerm, int, WeightsBreakdown]:
+    count, _ = parameter_count(spec, source)
+    wb = weights_breakdown(spec, source, serving)
     tp = serving.tensor_parallel_size
-    if tp == 1:
-        return MemoryTerm(total, kind, f"{what}; {how}"), count
+    quantized = wb.quantization != "none"
+    quant = f"; quantized ({wb.quantization})" if quantized else ""
+    dense = count * serving.dtype_bytes
+    layout = "" if quantized or wb.total_bytes == dense else f" {wb.total_bytes - dense:+,} B as vLLM lays them out (vocabulary padded to 64, biases its fused layers add)"
+    if tp == 1 and not quantized:
+        return MemoryTerm(wb.total_bytes, EXACT, f"{count:,} parameters x {serving.dtype_bytes} B ({serving.dtype}){layout}; {wb.source}"), count, wb
+    exact = not wb.unclassified and spec.vllm_support.status == "native" and not quantized
+    caveats = []
+    if wb.unclassified:
+        caveats.append(f"{len(wb.unclassified)} tensors no rule names counted whole, e.g. {wb.unclassified[0]}")
+    if spec.vllm_support.status != "native":
+        caveats.append(f"vLLM 0.33 serves {spec.architecture} {spec.vllm_support.status}: layers assumed as vLLM's usual parallel layers")
+    if quantized:
+        caveats.append("vLLM's quantization kernels may repack or pad")
+    how = wb.describe() if tp > 1 else f"{count:,} stored elements"
     return (
-        MemoryTerm(
-            total // tp,
-            ESTIMATED,
-            f"{what} / TP {tp} (norms and biases are replicated, so slightly more); {how}",
-        ),
+        MemoryTerm(wb.total_bytes, EXACT if exact else ESTIMATED, f"{how}{quant}; {wb.source}" + (f" ({'; '.join(caveats)})" if caveats else "")),
         count,
+        wb,
     )
 
 
@@ -149,19 +284,28 @@ def encoder_cache_term(spec: ModelSpec, budget: MultiModalBudget, serving: Servi
 # --- activation peak (estimated) ---------------------------------------------------------------------
 
 
-def per_token_activation_bytes(hidden: int, ffn: int, gated: bool, dtype_bytes: int) -> int:
-    """Live bytes per token inside one transformer layer at its widest point.
+def per_token_activation_bytes(hidden: int, ffn: int, gated: bool, dtype_bytes: int, tp: int = 1) -> int:
+    """Live bytes per token inside one transformer layer at its widest point, on one TP rank.
 
-    Residual + normed input (2 x hidden) plus the wider of attention projections (q, k, v, out:
-    4 x hidden; attention runs in flash/sdpa kernels, no score matrix) and the MLP (fc1 + activation:
-    2 x ffn, or gate/up + product: 3 x ffn when gated).
+    Residual + normed input (2 x hidden) plus the wider of the attention projections (q, k, v: hidden / TP
+    each, their heads split by TP; the output projection's full-width result: hidden; attention runs in
+    flash/sdpa kernels, no score matrix) and the MLP (fc1 + activation: 2 x ffn / TP, or gate/up + product:
+    3 x ffn / TP when gated). At TP 1: 2 x hidden + max(4 x hidden, MLP).
     """
-    mlp = (3 if gated else 2) * ffn
-    return dtype_bytes * (2 * hidden + max(4 * hidden, mlp))
+    attention = 3 * hidden // tp + hidden
+    mlp = (3 if gated else 2) * ffn // tp
+    return dtype_bytes * (2 * hidden + max(attention, mlp))
 
 
 def decoder_activation_bytes(decoder: DecoderShape, num_tokens: int, dtype_bytes: int, tp: int) -> int:
-    return num_tokens * per_token_activation_bytes(decoder.hidden_size, decoder.ffn_size // tp, decoder.gated_ffn, dtype_bytes)
+    return num_tokens * per_token_activation_bytes(decoder.hidden_size, decoder.ffn_size, decoder.gated_ffn, dtype_bytes, tp)
+
+
+def encoder_activation_bytes(encoder: EncoderShape, items: int, tokens_per_item: int, dtype_bytes: int, tp: int) -> int:
+    """The encoder on `items` max-size items. vLLM 0.33 shards multimodal encoders over the TP ranks
+    (MultiModalConfig.mm_encoder_tp_mode = "weights" by default; Whisper's encoder has parallel layers too)."""
+    seq = encoder.seq_len_for(tokens_per_item)
+    return items * seq * per_token_activation_bytes(encoder.hidden_size, encoder.ffn_size, encoder.gated_ffn, dtype_bytes, tp)
 
 
 def sampler_bytes(decoder: DecoderShape, num_reqs: int, dtype_bytes: int) -> int:
@@ -192,10 +336,7 @@ def activation_estimate(spec: ModelSpec, budget: MultiModalBudget, serving: Serv
     tp = serving.tensor_parallel_size
     encoder = 0
     if spec.encoder is not None and budget.profile_items:
-        e = spec.encoder
-        # vLLM runs multimodal encoders replicated (data-parallel style) unless configured otherwise.
-        seq = e.seq_len_for(budget.profile_tokens_per_item)
-        encoder = budget.profile_items * seq * per_token_activation_bytes(e.hidden_size, e.ffn_size, e.gated_ffn, dtype)
+        encoder = encoder_activation_bytes(spec.encoder, budget.profile_items, budget.profile_tokens_per_item, dtype, tp)
     decoder = decoder_activation_bytes(spec.decoder, serving.max_num_batched_tokens, dtype, tp)
     reqs = min(serving.max_num_batched_tokens, serving.max_num_seqs)
     return ActivationEstimate(encoder, decoder, sampler_bytes(spec.decoder, reqs, dtype))
@@ -287,11 +428,66 @@ def cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tup
 # --- measured (from a MemoryProfile) --------------------------------------------------------------------
 
 
-def measured_terms(profile: MemoryProfile, estimates: dict[str, MemoryTerm]) -> dict[str, MemoryTerm]:
+@dataclass(frozen=True)
+class RankScaling:
+    """How terms measured on a model split over `measured_tp` ranks become one rank's at `tp`: the formula's
+    per-rank widths (heads and FFN divided by TP) give each phase's ratio; the sampler's logits are whole."""
+
+    measured_tp: int
+    tp: int
+    encoder_ratio: float
+    decoder_ratio: float
+
+    @property
+    def needed(self) -> bool:
+        return self.measured_tp != self.tp
+
+
+def rank_scaling(spec: ModelSpec, serving: ServingConfig, measured_tp: int) -> RankScaling:
+    tp, dtype = serving.tensor_parallel_size, serving.dtype_bytes
+
+    def ratio(hidden: int, ffn: int, gated: bool) -> float:
+        return per_token_activation_bytes(hidden, ffn, gated, dtype, tp) / per_token_activation_bytes(hidden, ffn, gated, dtype, measured_tp)
+
+    d, e = spec.decoder, spec.encoder
+    return RankScaling(
+        measured_tp,
+        tp,
+        ratio(e.hidden_size, e.ffn_size, e.gated_ffn) if e is not None else 1.0,
+        ratio(d.hidden_size, d.ffn_size, d.gated_ffn),
+    )
+
+
+def per_rank_headroom(profile: MemoryProfile, scaling: RankScaling) -> int:
+    """vLLM's transient_peak_headroom on one rank at scaling.tp, from the phases measured at measured_tp.
+
+    Each phase's peak above the level before profile_run: the encoder's scales by the encoder ratio, the
+    decoder's (less the encoder outputs it holds) by the decoder ratio; the sampler's logits stay whole."""
+    phases = {name: profile.phase(name) for name in ("encoder", "decoder", "sampler")}
+    present = [p for p in phases.values() if p is not None]
+    if not present:
+        return round(profile.transient_peak_headroom_bytes * scaling.decoder_ratio)
+    base = present[0].allocated_before_bytes
+    held = profile.encoder_cache_bytes
+    raw = {name: p.peak_allocated_bytes - base for name, p in phases.items() if p is not None}
+    scaled = dict(raw)
+    if "encoder" in raw:
+        scaled["encoder"] = round(raw["encoder"] * scaling.encoder_ratio)
+    if "decoder" in raw:
+        scaled["decoder"] = held + round(max(raw["decoder"] - held, 0) * scaling.decoder_ratio)
+    offset = profile.transient_peak_headroom_bytes - max(raw.values())  # allocated after vs before profile_run
+    return max(max(scaled.values()) + offset, 0)
+
+
+def measured_terms(profile: MemoryProfile, estimates: dict[str, MemoryTerm], spec: ModelSpec, serving: ServingConfig) -> dict[str, MemoryTerm]:
     """The terms a GPU profile measured; they replace the estimates.
 
     weights + non_torch = vLLM's total_consumed (cudaMemGetInfo delta since the baseline), and
     encoder_cache + activation_peak = vLLM's transient_peak_headroom (peak - allocated after).
+    A fake-tensor trace's weights are the planner's own per-rank figure (the same tensors, counted by
+    capacity/weights.py). A profile of a model split over another number of ranks than the plan's TP
+    (a single-GPU profile re-planned at TP 2) gives per-rank terms: weights from capacity/weights.py,
+    activations and CUDA graphs divided as the formula divides them (RankScaling).
     """
     where = f"measured on {profile.fingerprint.gpu_name} ({profile.fingerprint.created})"
     terms = {
@@ -305,7 +501,8 @@ def measured_terms(profile: MemoryProfile, estimates: dict[str, MemoryTerm]) -> 
         ),
         "cuda_context": MemoryTerm(profile.baseline_device_used_bytes, MEASURED, f"CUDA context + cuBLAS before the model; {where}"),
     }
-    if profile.fingerprint.device == "fake":
+    fake = profile.fingerprint.device == "fake"
+    if fake:
         # A fake-tensor trace sees the allocator's tensors only: device-level memory is a constant.
         terms.pop("cuda_context")
         conv = bool(profile.uses_convolution)
@@ -316,7 +513,7 @@ def measured_terms(profile: MemoryProfile, estimates: dict[str, MemoryTerm]) -> 
             "vLLM's non-torch memory, median of the calibration logs (bench/vllm_logs, 0.27 GiB)"
             + (" + cuDNN, the H200's difference between models with and without convolutions" if conv else ""),
         )
-        for key in ("weights", "encoder_cache", "activation_peak"):
+        for key in ("encoder_cache", "activation_peak"):
             term = terms[key]
             terms[key] = MemoryTerm(term.bytes, ESTIMATED, "fake-tensor trace of the real model: " + term.method.replace(f"; {where}", ""))
     elif profile.fingerprint.device != "cuda":
@@ -330,7 +527,32 @@ def measured_terms(profile: MemoryProfile, estimates: dict[str, MemoryTerm]) -> 
             MEASURED,
             f"captures of {list(g.sampled_sizes)} tokens took {list(g.samples_bytes)} B; s1 + ({len(g.sizes)} - 1) x max(s2, 1 MiB) as MRV2 extrapolates; {where}",
         )
+    scaling = rank_scaling(spec, serving, profile.measured_tensor_parallel_size)
+    if fake or scaling.needed:
+        terms["weights"] = estimates["weights"]  # one figure for every path: capacity/weights.py
+    if scaling.needed:
+        terms.update(per_rank_terms(profile, terms, scaling))
     return terms
+
+
+def per_rank_terms(profile: MemoryProfile, terms: dict[str, MemoryTerm], scaling: RankScaling) -> dict[str, MemoryTerm]:
+    """Activation peak and CUDA graphs of one rank at scaling.tp from a model measured at scaling.measured_tp."""
+    at = f"{'traced' if profile.fingerprint.device == 'fake' else 'measured'} at TP {scaling.measured_tp}, per rank at TP {scaling.tp}"
+    headroom = per_rank_headroom(profile, scaling)
+    out = {
+        "activation_peak": MemoryTerm(
+            max(headroom - profile.encoder_cache_bytes, 0),
+            ESTIMATED,
+            f"{at}: encoder phase x {scaling.encoder_ratio:.4f}, decoder phase x {scaling.decoder_ratio:.4f} (heads and FFN width / TP as the "
+            f"formula divides them), sampler logits whole; was {terms['activation_peak'].bytes:,} B ({terms['activation_peak'].method})",
+        )
+    }
+    graphs = terms.get("cuda_graphs")
+    if graphs is not None and graphs.kind == MEASURED:
+        out["cuda_graphs"] = MemoryTerm(
+            round(graphs.bytes * scaling.decoder_ratio), ESTIMATED, f"{at}: x {scaling.decoder_ratio:.4f} (decoder widths / TP); was {graphs.bytes:,} B ({graphs.method})"
+        )
+    return out
 
 
 def vllm_encoder_activation(family: Family, term: MemoryTerm, encoder_phase_dominates: bool) -> MemoryTerm:

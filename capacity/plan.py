@@ -15,6 +15,7 @@ from capacity.profile import MemoryProfile
 from capacity.serving import ServingConfig
 from capacity.spec import ModelSpec
 from capacity.warmup import WarmupPlan
+from capacity.weights import WeightsBreakdown
 
 if TYPE_CHECKING:
     from capacity.suggest import Suggestion
@@ -107,6 +108,7 @@ class Plan:
     hazards: tuple[Hazard, ...] = ()
     notes: tuple[str, ...] = field(default=())
     profile: MemoryProfile | None = None
+    weights_per_rank: WeightsBreakdown | None = None  # the weights term's breakdown by parallel kind (capacity/weights.py)
 
     @property
     def fits(self) -> bool:
@@ -197,6 +199,7 @@ class Plan:
             "warmup": self.warmup.to_dict(),
             "max_model_len_that_fits": self.max_model_len_that_fits,
             "cuda_graph_count": self.cuda_graph_count,
+            "weights_per_rank": None if self.weights_per_rank is None else self.weights_per_rank.to_dict(),
             "hazards": [h.to_dict() for h in self.hazards],
             "verdict": self.verdict,
             "suggested_command": self.suggestion.command,

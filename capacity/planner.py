@@ -85,7 +85,7 @@ def build_plan(
 ) -> Plan:
     """The plan under vLLM 0.33's rules, or under `semantics` (another version's, capacity.vllm_versions)."""
     budget: MultiModalBudget = build_budget(spec, serving, enable_cache=False)
-    weights, n_params = weights_term(spec, source, serving, profile.parameter_count if profile is not None else None)
+    weights, n_params, per_rank = weights_term(spec, source, serving)
     activations = activation_estimate(spec, budget, serving)
     graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
     if semantics is not None and not semantics.subtracts_cudagraph_estimate and graphs.bytes:
@@ -103,7 +103,7 @@ def build_plan(
         "cuda_context": cuda_context_term(serving),
     }
     if profile is not None:
-        memory.update(measured_terms(profile, memory))
+        memory.update(measured_terms(profile, memory, spec, serving))
         if profile.fingerprint.device == "fake":
             enc = profile.phase("encoder")
             dominates = enc is not None and enc.peak_above_start_bytes >= max(
@@ -196,6 +196,7 @@ def build_plan(
         cuda_graph_count=n_graphs,
         notes=notes,
         profile=profile,
+        weights_per_rank=per_rank,
     )
     return replace(plan, hazards=tuple(find_hazards(plan)))
 

@@ -90,6 +90,9 @@ class MemoryProfile:
     notes: tuple[str, ...] = field(default=())
     parameter_count: int = 0  # parameters of the model the profile built (0: not built)
     uses_convolution: bool | None = None  # a fake trace saw convolutions (cuDNN on a GPU); None: not traced
+    # Ranks the measured model was split over (1: the whole model on one device, as a single-process
+    # profile or a fake trace builds it); a plan at another TP converts the terms to one rank's.
+    measured_tensor_parallel_size: int = 1
 
     @property
     def activation_peak_bytes(self) -> int:
@@ -130,6 +133,7 @@ class MemoryProfile:
                 notes=tuple(data.get("notes", ())),
                 parameter_count=int(data.get("parameter_count", 0)),
                 uses_convolution=data.get("uses_convolution"),
+                measured_tensor_parallel_size=int(data.get("measured_tensor_parallel_size", 1)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise BadInput(f"profile JSON is missing or has a wrong field ({exc}): re-run `capacity profile`") from exc

@@ -38,6 +38,7 @@ class ServingArgs:
     num_speculative_tokens: int = 0
     tensor_parallel_size: int = 1
     decode_context_parallel_size: int = 1
+    enable_expert_parallel: bool = False  # --enable-expert-parallel: MoE experts divided over the TP ranks
     kv_cache_dtype: str = "auto"
     kv_cache_memory_bytes: int | None = None
     dtype: str = "auto"
@@ -70,6 +71,7 @@ class ServingConfig:
     usage_context: str
     enable_chunked_prefill: bool
     disable_chunked_mm_input: bool
+    enable_expert_parallel: bool = False
     enable_prefix_caching: bool = True  # hybrid Mamba models then keep Mamba state in "align" mode
     defaulted: tuple[str, ...] = field(default=())
 
@@ -97,6 +99,7 @@ class ServingConfig:
             kv_cache_memory_bytes=self.kv_cache_memory_bytes,
             dtype=self.dtype,
             enforce_eager=self.enforce_eager,
+            enable_expert_parallel=self.enable_expert_parallel,
             enable_prefix_caching=given("enable_prefix_caching", self.enable_prefix_caching),
             usage_context=self.usage_context,
         )
@@ -228,6 +231,7 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu, base_batch: tu
         usage_context=args.usage_context,
         enable_chunked_prefill=chunked_prefill,
         disable_chunked_mm_input=spec.is_encoder_decoder,
+        enable_expert_parallel=args.enable_expert_parallel,
         enable_prefix_caching=prefix_caching,
         defaulted=tuple(defaulted),
     )
@@ -251,6 +255,7 @@ _YAML_KEYS = {
     "kv_cache_memory": "kv_cache_memory_bytes",
     "dtype": "dtype",
     "enforce_eager": "enforce_eager",
+    "enable_expert_parallel": "enable_expert_parallel",
     "enable_prefix_caching": "enable_prefix_caching",
     "revision": "revision",
 }
@@ -340,7 +345,7 @@ def _yaml_value(target: str, raw_key: str, value: Any, where: str) -> Any:
         return parse_limit_mm(value, where)
     if target in ("kv_cache_dtype", "dtype", "revision"):
         return str(value)
-    if target in ("enforce_eager", "enable_prefix_caching"):
+    if target in ("enforce_eager", "enable_expert_parallel", "enable_prefix_caching"):
         if not isinstance(value, bool):
             raise BadInput(f"{where}: {raw_key} must be true or false, got {value!r}")
         return value

@@ -19,7 +19,7 @@ from capacity.models import ModelSource, resolve_model
 from capacity.plan import ERROR, WARNING, Plan
 from capacity.planner import build_plan
 from capacity.profile import MemoryProfile, require_profile_of
-from capacity.serving import ServingArgs, resolve_serving
+from capacity.serving import ServingArgs, ServingConfig, resolve_serving
 from capacity.spec import ModelSpec
 from capacity.units import parse_human_int
 
@@ -193,6 +193,11 @@ def _gpus(names: Sequence[str | None]) -> tuple[list[Gpu], tuple[str, ...]]:
     return gpus, tuple(notes)
 
 
+# Measures one grid point's terms the way `capacity plan` does by default (a fake-tensor trace); returns
+# None with a reason when the family cannot be traced (the point is then planned from the formulas, as plan does).
+Profiler = Callable[[ModelSource, ModelSpec, ServingConfig, Gpu], tuple[MemoryProfile | None, str]]
+
+
 def sweep_source(
     source: ModelSource,
     spec: ModelSpec,
@@ -201,14 +206,17 @@ def sweep_source(
     notes: tuple[str, ...] = (),
     profile: MemoryProfile | None = None,
     on_progress: Progress | None = None,
+    profiler: Profiler | None = None,
 ) -> SweepResult:
-    """Plan every grid point (order: GPU, TP, max_num_seqs, max_model_len) with build_plan, from `profile` if given;
+    """Plan every grid point (order: GPU, TP, max_num_seqs, max_model_len) with build_plan, from `profile` if
+    given, else from what `profiler` measures for the point's knobs (the default plan's trace), else formulas;
     `on_progress(done, total)` is called after each point."""
     axes.require_within_limit()
     if profile is not None:
         require_profile_of(profile, source)
     gpus, gpu_notes = _gpus(axes.gpus)
     points: list[SweepPoint] = []
+    reasons: list[str] = []
     for gpu in gpus:
         for tp in axes.tensor_parallel_sizes:
             at_tp = base if tp is None else replace(base, tensor_parallel_size=tp)
@@ -216,17 +224,25 @@ def sweep_source(
                 at_seqs = at_tp if seqs is None else replace(at_tp, max_num_seqs=seqs)
                 for mml in axes.max_model_lens:
                     args = at_seqs if mml is None else replace(at_seqs, max_model_len=mml)
-                    plan = build_plan(source, spec, gpu, resolve_serving(args, spec, gpu), profile=profile)
+                    serving = resolve_serving(args, spec, gpu)
+                    measured = profile
+                    if measured is None and profiler is not None:
+                        measured, reason = profiler(source, spec, serving, gpu)
+                        if reason and reason not in reasons:
+                            reasons.append(reason)
+                    plan = build_plan(source, spec, gpu, serving, profile=measured)
                     points.append(point_from_plan(plan, tp, seqs, mml))
                     if on_progress is not None:
                         on_progress(len(points), axes.size)
-    return SweepResult(source, spec, base, axes, tuple(points), notes + gpu_notes, profile)
+    return SweepResult(source, spec, base, axes, tuple(points), notes + gpu_notes + tuple(reasons), profile)
 
 
-def run_sweep(model: str, base: ServingArgs, axes: SweepAxes, profile: MemoryProfile | None = None, on_progress: Progress | None = None) -> SweepResult:
-    """Resolve the model once and plan every grid point (offline, or from one GPU profile)."""
+def run_sweep(
+    model: str, base: ServingArgs, axes: SweepAxes, profile: MemoryProfile | None = None, on_progress: Progress | None = None, profiler: Profiler | None = None
+) -> SweepResult:
+    """Resolve the model once and plan every grid point (offline: traced by `profiler` or formulas; or from one GPU profile)."""
     axes.require_within_limit()
     source = resolve_model(model, base.revision)
     spec = model_spec(source.config, source.name, source.preprocessor, source.processor)
     notes = (source.alias_note,) if source.alias_note else ()
-    return sweep_source(source, spec, base, axes, notes, profile, on_progress)
+    return sweep_source(source, spec, base, axes, notes, profile, on_progress, profiler)

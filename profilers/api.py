@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from capacity.budget import build_budget
 from capacity.families import model_spec
 from capacity.gpus import DEFAULT_GPU, Gpu, detect_local_gpu, gpu_by_name, resolve_gpu
-from capacity.models import resolve_model
+from capacity.models import ModelSource, resolve_model
 from capacity.plan import Plan
 from capacity.planner import build_plan
 from capacity.profile import MemoryProfile
-from capacity.serving import ServingArgs, resolve_serving
+from capacity.serving import ServingArgs, ServingConfig, resolve_serving
+from capacity.spec import ModelSpec
 from profilers.probes import CpuProbe, CudaProbe, MemoryProbe
-from profilers.run import PhaseCallback, run_profile
+from profilers.run import PhaseCallback, profiled_knobs, run_profile
 
 
 def cuda_available() -> bool:
@@ -68,3 +70,31 @@ def trace_model(model: str, args: ServingArgs, *, gpu_name: str | None = None) -
     from profilers.probes import FakeProbe
 
     return profile_model(model, args, gpu_name=gpu_name, probe=FakeProbe(), capture_graphs=False)
+
+
+# Traces by the knobs that size the traced phases. Tensor parallelism is not among them: a trace builds the whole
+# model, and the planner turns its terms into one rank's (capacity/memory.py RankScaling), so a sweep over TP
+# traces each point once, and every point equals `capacity plan` on its knobs.
+_TRACES: dict[tuple[Any, ...], MemoryProfile] = {}
+
+
+def traced_profile(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu: Gpu) -> tuple[MemoryProfile | None, str]:
+    """The fake-tensor trace `capacity plan` runs by default for these knobs (memoized); (None, reason) when
+    this family cannot be traced, as plan falls back to the formulas."""
+    from capacity.errors import EXIT_BAD_INPUT, CapacityError
+    from profilers.probes import FakeProbe
+
+    budget = build_budget(spec, serving, enable_cache=False)
+    knobs = profiled_knobs(serving, budget)
+    knobs.pop("tensor_parallel_size")
+    key = (source.config_sha256, tuple(sorted(knobs.items())))
+    if key not in _TRACES:
+        try:
+            _TRACES[key] = run_profile(source, spec, serving, budget, gpu, FakeProbe(), capture_graphs=False, warmup=False)
+        except CapacityError as exc:
+            if exc.exit_code != EXIT_BAD_INPUT or "not implemented yet" not in str(exc):
+                raise
+            return None, f"no fake-tensor trace for this family ({exc}); the activation terms are formulas"
+        except Exception as exc:  # a data-dependent op stops a fake trace: the documented fallback, as in plan
+            return None, f"the fake-tensor trace stopped at {type(exc).__name__}: {' '.join(str(exc).split())[:160]}; the activation terms are formulas"
+    return _TRACES[key], ""

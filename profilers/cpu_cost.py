@@ -182,6 +182,12 @@ def _dtype_bytes(plan: Plan) -> int:
     return plan.serving.dtype_bytes
 
 
+def _probe_weights_bytes(plan: Plan) -> int:
+    """The model the probe builds: every parameter transformers defines, in the serving dtype, on one host (not
+    the plan's weights term, which is one TP rank laid out as vLLM lays it out)."""
+    return plan.parameter_count * _dtype_bytes(plan)
+
+
 def estimate_profile_cost(plan: Plan, rates: HostRates, *, warmup: bool = True, baseline_bytes: int | None = None) -> CpuProbeCost:
     """Host memory and time of `capacity profile --cpu-probe` for this plan's model and knobs."""
     m, w, dec = plan.memory, plan.warmup, plan.spec.decoder
@@ -190,7 +196,7 @@ def estimate_profile_cost(plan: Plan, rates: HostRates, *, warmup: bool = True, 
     if warmup:
         warmup_bytes = 3 * w.num_reqs * w.max_encoder_len * dec.hidden_size * _dtype_bytes(plan) + w.num_reqs * dec.vocab_size * 4
     baseline = resident_bytes() if baseline_bytes is None else baseline_bytes
-    host = baseline + m["weights"].bytes + max(profile_run, warmup_bytes)
+    host = baseline + _probe_weights_bytes(plan) + max(profile_run, warmup_bytes)
     phases = [PhaseCost("weights", 0, plan.parameter_count / rates.normal_elements_per_s)]
     phases += [PhaseCost(name, flops, flops / rates.matmul_flops_per_s) for name, flops in profile_phase_flops(plan, warmup)]
     return CpuProbeCost("profile", host, baseline, sum(p.seconds for p in phases), tuple(phases), rates)
@@ -201,7 +207,7 @@ def estimate_verify_cost(plan: Plan, rates: HostRates, *, steps: int, baseline_b
     m, kv = plan.memory, plan.kv
     pool = kv.num_blocks * kv.bytes_per_block + m["block_tables"].bytes
     baseline = resident_bytes() if baseline_bytes is None else baseline_bytes
-    host = baseline + m["weights"].bytes + pool + m["activation_peak"].bytes + m["encoder_cache"].bytes
+    host = baseline + _probe_weights_bytes(plan) + pool + m["activation_peak"].bytes + m["encoder_cache"].bytes
     phases = [
         PhaseCost("weights", 0, plan.parameter_count / rates.normal_elements_per_s),
         PhaseCost("kv_pool", 0, pool / rates.fill_bytes_per_s),

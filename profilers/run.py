@@ -398,7 +398,8 @@ def _warmup(
 
     from capacity.planner import build_plan
 
-    plan = build_plan(source, spec, gpu, serving, profile=measured)
+    with phases.probe.host():  # the plan builds the model on the meta device for its weights: not under fake tensors
+        plan = build_plan(source, spec, gpu, serving, profile=measured)
     w = plan.warmup
     hidden = spec.decoder.hidden_size
     # The encoder positions each warmup request carries; in vLLM their K/V sit in the KV cache.

@@ -320,3 +320,24 @@ def test_a_host_allocation_failure_is_an_out_of_memory_result():
     assert (caught.value.phase, caught.value.detail) == ("kv_pool", "the planned pool")
     with pytest.raises(RuntimeError, match="another error"), phases.phase("decoder", "x"):
         raise RuntimeError("another error")
+
+
+def test_profile_of_the_whole_model_replanned_at_tp2_gives_one_ranks_terms(tiny_whisper):
+    """Issue 12 item 1 on the profile path: a single-GPU profile (the whole model) re-planned at TP 2 plans one
+    rank: the weights are the formula path's per-rank figure, the activations divided as the formula divides them."""
+    source, spec, gpu, serving = tiny_whisper
+    p = profile_of(tiny_whisper, warmup=False)
+    assert p.measured_tensor_parallel_size == 1
+    at_tp2 = replace(serving, tensor_parallel_size=2)
+    plan = build_plan(source, spec, gpu, at_tp2, profile=p)
+    formula = build_plan(source, spec, gpu, at_tp2)
+    # tiny Whisper (d 64, 2 + 2 layers, FFN 128, vocab 1000, 80 mel bins, float32) has 383,744 parameters; whole on
+    # every rank: conv1 64*80*3+64 = 15,424; conv2 64*64*3+64 = 12,352; positions 1500*64 + 448*64 = 124,672; decoder
+    # embed_tokens 1000*64 = 64,000; layer norms 2*2*128 + 128 + 2*3*128 + 128 = 1,536; row-parallel biases
+    # 2*2*64 + 2*3*64 = 640: 218,624. The other 165,120 halve: 82,560. vLLM's fused qkv / kv projections add a K
+    # bias (6 attentions x 64, halved: 192). (218,624 + 82,560 + 192) x 4 B = 1,205,504 B.
+    assert plan.memory["weights"].bytes == formula.memory["weights"].bytes == 1_205_504
+    assert p.weights_bytes > 1_205_504  # the profile measured the whole model
+    act = plan.memory["activation_peak"]
+    assert act.kind == "estimated" and "measured at TP 1, per rank at TP 2" in act.method
+    assert act.bytes <= build_plan(source, spec, gpu, serving, profile=p).memory["activation_peak"].bytes

@@ -56,6 +56,10 @@ class Family:
     # Calibration: vLLM's encoder activation / the fake trace of transformers' encoder, applied when the encoder
     # phase sets a fake trace's peak (bench/results/predict-logs-2026-11-30); None = not calibrated.
     trace_encoder_to_vllm: ClassVar[float | None] = None
+    # Modules vLLM 0.33 builds unsharded although a name rule would shard them, and biases it allocates that the
+    # checkpoint lacks (regexes over parameter names; read from vllm/model_executor/models, see capacity/weights.py).
+    vllm_unsharded_modules: ClassVar[tuple[str, ...]] = ()
+    vllm_added_biases: ClassVar[tuple[str, ...]] = ()
     # A word every memory term's method starts with, so a figure says which family's reading it rests on
     # ("generic"); "" = none.
     method_label: ClassVar[str] = ""

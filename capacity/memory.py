@@ -161,17 +161,6 @@ def _first_int(config: dict[str, Any], keys: tuple[str, ...]) -> int:
     return 0
 
 
-# Modules vLLM 0.33 builds unsharded although a name rule would shard them (read from vllm/model_executor/models).
-VLLM_UNSHARDED = {
-    # whisper.py: WhisperDecoder.embed_tokens is an nn.Embedding; proj_out is a ParallelLMHead tied to it.
-    "whisper": (r"(^|\.)decoder\.embed_tokens$",),
-}
-# Biases vLLM 0.33 allocates that the checkpoint lacks (whisper.py: qkv_proj and the cross-attention kv_proj are
-# built with bias=True, so the K projections get a zero bias; checked against vLLM's own WhisperForConditionalGeneration
-# built on the meta device: bench/vllm_weights_reference.py).
-VLLM_ADDED_BIASES = {"whisper": (r"\.k_proj$",)}
-
-
 def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
     """The config facts the parallel rules need: the decoder's heads, MoE experts, tied embeddings."""
     text = _text_config(config)
@@ -185,8 +174,8 @@ def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
         head_size=int(getattr(decoder, "head_size", 0) or 0),
         num_experts=_first_int(text, ("num_experts", "n_routed_experts", "num_local_experts")) or _first_int(config, ("num_experts", "n_routed_experts", "num_local_experts")),
         tie_word_embeddings=bool(tie),
-        replicated_modules=VLLM_UNSHARDED.get(spec.family, ()),
-        added_biases=VLLM_ADDED_BIASES.get(spec.family, ()),
+        replicated_modules=spec.family.vllm_unsharded_modules,
+        added_biases=spec.family.vllm_added_biases,
     )
 
 

@@ -26,6 +26,11 @@ class WhisperFamily(Family):
     model_types = ("whisper",)
     hf_class = "WhisperForConditionalGeneration"
     verify_decoder_path = ("model", "decoder")
+    # vLLM whisper.py: WhisperDecoder.embed_tokens is an nn.Embedding (unsharded); proj_out is a ParallelLMHead tied to it.
+    vllm_unsharded_modules = (r"(^|\.)decoder\.embed_tokens$",)
+    # vLLM whisper.py builds qkv_proj and the cross-attention kv_proj with bias=True: the K projections get a zero bias
+    # the checkpoint lacks (checked against vLLM's own model on the meta device: bench/vllm_weights_reference.py).
+    vllm_added_biases = (r"\.k_proj$",)
 
     def spec(
         self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None

@@ -19,7 +19,7 @@ def main(out_dir: str) -> None:
     import torch
     import transformers
 
-    from capacity.arch import build_module
+    from capacity.families import family_named
     from capacity.planner import plan_for
     from capacity.serving import ServingArgs
 
@@ -58,7 +58,7 @@ def main(out_dir: str) -> None:
     cfg = dict(plan.source.config)
     torch.cuda.reset_peak_memory_stats()
     base_alloc = torch.cuda.memory_allocated()
-    model = build_module("whisper", cfg, device="cuda", dtype="float16", init_weights=False, attn_implementation="sdpa").eval()
+    model = family_named("whisper").build_module(cfg, device="cuda", dtype="float16", init_weights=False, attn_implementation="sdpa").eval()
     torch.cuda.synchronize()
     weights = torch.cuda.memory_allocated() - base_alloc
     phases = {}

@@ -291,7 +291,7 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path) -> None:
         "2-core machine (10-27 s each, `seconds` in results.json).",
         "",
         "Split (fixed before any error was computed, `SPLIT.md`): held-out when the first byte of sha256(file name) is odd.",
-        "Calibration (`capacity/memory.py`: `VLLM_NON_TORCH_BYTES`, `TRACE_ENCODER_TO_VLLM`) used the calibration half only.",
+        "Calibration (`capacity/memory.py`: `VLLM_NON_TORCH_BYTES`, `Family.trace_encoder_to_vllm` (qwen2_5_vl.py)) used the calibration half only.",
         "",
         f"{len(rows)} logs; {len(plannable)} plannable (model, GPU and knobs known, a model capacity plans).",
         "",

@@ -40,9 +40,9 @@ def floor_whisper() -> float:
     """Build on GPU + one max-size encoder batch + one decoder step, plain transformers, fresh process."""
     code = r'''
 import torch
-from capacity.arch import build_module
+from capacity.families import family_named
 from capacity.models import resolve_model
-m = build_module("whisper", resolve_model("openai/whisper-large-v3").config, device="cuda", dtype="float16", init_weights=False, attn_implementation="sdpa").eval()
+m = family_named("whisper").build_module(resolve_model("openai/whisper-large-v3").config, device="cuda", dtype="float16", init_weights=False, attn_implementation="sdpa").eval()
 with torch.inference_mode():
     enc = m.model.encoder(input_features=torch.randn(5, 128, 3000, device="cuda", dtype=torch.float16)).last_hidden_state
     ids = torch.zeros(1024, 8, dtype=torch.long, device="cuda")

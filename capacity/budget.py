@@ -27,6 +27,8 @@ def video_frames(modality: Modality, max_model_len: int) -> int:
 
 def max_tokens_per_item(modality: Modality, max_model_len: int) -> int:
     """Embeddings of one max-size item (vLLM: get_mm_max_toks_per_item with one item per modality)."""
+    if modality.sized_by_max_model_len:
+        return max_model_len
     if modality.frame_pair_tokens is None:
         return modality.max_tokens_per_item
     # Frames are padded to pairs (temporal patch 2): tokens = ceil(frames / 2) * tokens per pair.

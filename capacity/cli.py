@@ -906,12 +906,18 @@ def _sweep_progress(total: int) -> Any:
 def models() -> None:
     """List the built-in model catalog (works offline)."""
     from capacity.families import model_spec
-    from capacity.models import catalog, catalog_config, catalog_preprocessor
+    from capacity.models import catalog, catalog_config, catalog_planning_files, catalog_preprocessor
     from reports.terminal import render_models
 
     entries = catalog().values()
     with _stdout(EXIT_FITS):
-        render_models([(entry, model_spec(catalog_config(entry), entry.name, catalog_preprocessor(entry))) for entry in entries], _console())
+        render_models(
+            [
+                (entry, model_spec(catalog_config(entry), entry.name, catalog_preprocessor(entry), catalog_planning_files(entry).get("processor_config.json")))
+                for entry in entries
+            ],
+            _console(),
+        )
 
 
 @app.command()

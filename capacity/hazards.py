@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from capacity.kv_spec import kv_heads_per_rank
-from capacity.memory import TRACE_UNDERCOUNT_PERCENT
 from capacity.plan import ERROR, INFO, WARNING, Hazard
 from capacity.units import MiB, gib
 
@@ -348,7 +347,7 @@ def profile_provenance(plan: Plan) -> Iterator[Hazard]:
             "one rank's weights come from vLLM's parallel layout, its activations and CUDA graphs from the measured ones divided as the formula divides them",
             f"profile with --tensor-parallel-size {s.tensor_parallel_size} on {s.tensor_parallel_size} GPUs for measured per-rank figures",
         )
-    gap = TRACE_UNDERCOUNT_PERCENT.get(plan.spec.family)
+    gap = plan.spec.family.trace_undercount_percent
     if fp.device == "fake" and gap:
         yield Hazard(
             "trace_misses_workspaces",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capacity.budget import MultiModalBudget
 from capacity.collectives import NCCL_COMMUNICATOR_BYTES, vllm_all_reduce_buffers
@@ -33,6 +33,9 @@ from capacity.weights import (
     weights_per_rank,
 )
 
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from capacity.family import Family
+
 EXACT = "exact"
 ESTIMATED = "estimated"
 MEASURED = "measured"
@@ -47,9 +50,6 @@ MIN_GRAPH_BYTES = 1 * MiB  # MRV2 _extrapolate_full_graph_memory floor per extra
 # see: models that run convolutions initialise cuDNN (whisper-tiny, -large-v3, -turbo, Nemotron-Parse, Gemma-3,
 # Qwen2.5-VL: 105.9 to 252.9 MB, median 134.9 MB); those that do not (BART, T5: 5.2 and 14.6 MB) stay small.
 NON_TORCH_WITH_CONVOLUTIONS_BYTES = 134_862_848
-# Families whose H200-measured activation peak exceeded their fake-tensor trace by more than 3 %
-# (bench/results/trace-2026-11-30): (measured / traced - 1) in percent.
-TRACE_UNDERCOUNT_PERCENT = {"florence2": 74, "nemotron_parse": 15}
 NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES = 9_925_888
 # vLLM's own non-torch memory (consumed - weights), which a trace of transformers' modules cannot see (vLLM's
 # attention and sampler kernels, cuBLAS and NCCL state): the median of the calibration half of bench/vllm_logs
@@ -57,12 +57,6 @@ NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES = 9_925_888
 # 0.28.1 MRV2: 3.25 - 2.98) and 0.56 GiB (Qwen2.5-0.5B, 0.27.1 under WSL2: 1.49 - 0.93). A fake trace's plan
 # uses it, plus the cuDNN difference the H200 measured for models that run convolutions.
 VLLM_NON_TORCH_BYTES = round(0.27 * 2**30)
-# vLLM's encoder activation / the fake trace of transformers' encoder, per family, from the calibration half of
-# bench/vllm_logs. Qwen2.5-VL: vLLM runs its vision tower with varlen kernels (xformers / FlashAttention), where
-# transformers' SDPA path materialises per-window attention. Qwen2.5-VL-7B on an L4 (vLLM 0.9.0.1, one 16,384-token
-# image): vLLM's non-weights memory 2.39 GiB (19.83 requested - 1.81 available - 15.63 weights) - 0.27 non-torch
-# - 0.11 encoder cache = 2.01 GiB of activations where the trace of transformers' tower gives 2.73 GiB: 0.736.
-TRACE_ENCODER_TO_VLLM = {"qwen2_5_vl": 0.736}
 
 
 @dataclass(frozen=True)
@@ -79,13 +73,11 @@ class MemoryTerm:
 
 
 @lru_cache(maxsize=32)
-def _meta_parameters(arch: str, config_json: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
+def _meta_parameters(family: Family, config_json: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """(name, shape) of every unique parameter of the real architecture built on the meta device."""
     import json
 
-    from capacity.arch import build_module
-
-    module = build_module(arch, json.loads(config_json), device="meta", dtype="bfloat16")
+    module = family.build_module(json.loads(config_json), device="meta", dtype="bfloat16")
     return tuple((name, tuple(p.shape)) for name, p in module.named_parameters(remove_duplicate=True))
 
 
@@ -138,7 +130,7 @@ def model_tensors(spec: ModelSpec, source: ModelSource) -> tuple[tuple[StoredTen
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise BadInput(f"{source.path}: a safetensors header cannot be read ({exc})") from exc
     try:
-        params = _meta_parameters(spec.arch_builder, _config_json(source.config))
+        params = _meta_parameters(spec.family, _config_json(source.config))
     except ImportError as exc:
         raise RuntimeFailure(f"exact weights need torch and transformers ({exc.name} missing): pip install the project") from exc
     except Exception as exc:  # a config transformers cannot build
@@ -170,17 +162,6 @@ def _first_int(config: dict[str, Any], keys: tuple[str, ...]) -> int:
     return 0
 
 
-# Modules vLLM 0.33 builds unsharded although a name rule would shard them (read from vllm/model_executor/models).
-VLLM_UNSHARDED = {
-    # whisper.py: WhisperDecoder.embed_tokens is an nn.Embedding; proj_out is a ParallelLMHead tied to it.
-    "whisper": (r"(^|\.)decoder\.embed_tokens$",),
-}
-# Biases vLLM 0.33 allocates that the checkpoint lacks (whisper.py: qkv_proj and the cross-attention kv_proj are
-# built with bias=True, so the K projections get a zero bias; checked against vLLM's own WhisperForConditionalGeneration
-# built on the meta device: bench/vllm_weights_reference.py).
-VLLM_ADDED_BIASES = {"whisper": (r"\.k_proj$",)}
-
-
 def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
     """The config facts the parallel rules need: the decoder's heads, MoE experts, tied embeddings."""
     text = _text_config(config)
@@ -194,8 +175,8 @@ def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
         head_size=int(getattr(decoder, "head_size", 0) or 0),
         num_experts=_first_int(text, ("num_experts", "n_routed_experts", "num_local_experts")) or _first_int(config, ("num_experts", "n_routed_experts", "num_local_experts")),
         tie_word_embeddings=bool(tie),
-        replicated_modules=VLLM_UNSHARDED.get(spec.family, ()),
-        added_biases=VLLM_ADDED_BIASES.get(spec.family, ()),
+        replicated_modules=spec.family.vllm_unsharded_modules,
+        added_biases=spec.family.vllm_added_biases,
     )
 
 
@@ -600,10 +581,10 @@ def per_rank_terms(profile: MemoryProfile, terms: dict[str, MemoryTerm], scaling
     return out
 
 
-def vllm_encoder_activation(family: str, term: MemoryTerm, encoder_phase_dominates: bool) -> MemoryTerm:
-    """A fake trace's activation peak scaled to vLLM's encoder kernels (TRACE_ENCODER_TO_VLLM) when the encoder
-    phase sets the peak; other families and phases unchanged."""
-    factor = TRACE_ENCODER_TO_VLLM.get(family)
+def vllm_encoder_activation(family: Family, term: MemoryTerm, encoder_phase_dominates: bool) -> MemoryTerm:
+    """A fake trace's activation peak scaled to vLLM's encoder kernels (the family's trace_encoder_to_vllm) when
+    the encoder phase sets the peak; other families and phases unchanged."""
+    factor = family.trace_encoder_to_vllm
     if factor is None or not encoder_phase_dominates:
         return term
     return MemoryTerm(

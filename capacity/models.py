@@ -44,6 +44,11 @@ class ModelSource:
     files: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
     @property
+    def processor(self) -> dict[str, Any] | None:
+        """The published processor_config.json, when the source holds one."""
+        return self.files.get("processor_config.json")
+
+    @property
     def config_sha256(self) -> str:
         blob = json.dumps(self.config, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()

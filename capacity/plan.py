@@ -183,7 +183,7 @@ class Plan:
             "capacity_plan_version": 1,
             "model": {
                 **self.source.to_dict(),
-                "family": self.spec.family,
+                "family": self.spec.family.name,
                 "architecture": self.spec.architecture,
                 "is_encoder_decoder": self.spec.is_encoder_decoder,
                 "parameters": self.parameter_count,

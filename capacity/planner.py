@@ -179,6 +179,8 @@ def build_plan(
         max_num_batched_tokens=serving.max_num_batched_tokens,
         num_blocks=num_blocks,
     )
+    if spec.family.method_label:
+        memory = {key: replace(term, method=f"{spec.family.method_label}: {term.method}") for key, term in memory.items()}
     plan = Plan(
         source=source,
         spec=spec,
@@ -242,7 +244,7 @@ def plan_for(
     source = resolve_model(model, args.revision)
     if profile is not None:
         require_profile_of(profile, source)
-    spec = model_spec(source.config, source.name, source.preprocessor)
+    spec = model_spec(source.config, source.name, source.preprocessor, source.processor)
     gpu_note = None
     if gpu is None:
         gpu, gpu_note = resolve_gpu(gpu_name)

@@ -1,9 +1,12 @@
-"""What the planner needs to know about a model: its `ModelSpec`, built by a family adapter."""
+"""What the planner needs to know about a model: its `ModelSpec`, built by its family."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from capacity.family import Family
 
 from capacity.kv_layers import DTYPE_BYTES, KVLayer
 
@@ -21,6 +24,8 @@ class Modality:
     # depend on max_model_len (see budget.max_tokens_per_item).
     frame_pair_tokens: int | None = None
     max_frames: int | None = None
+    # vLLM sizes the largest item by max_model_len itself (Voxtral: get_max_audio_tokens = max_model_len).
+    sized_by_max_model_len: bool = False
 
 
 @dataclass(frozen=True)
@@ -65,9 +70,8 @@ class VllmSupport:
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
-    family: str
+    family: Family  # the family that read the config: builds the module, runs the profiler hooks
     architecture: str
-    arch_builder: str  # key for capacity.arch.build_module
     is_encoder_decoder: bool
     config_dtype: str  # torch_dtype of the checkpoint ("float32" when absent)
     layers: tuple[KVLayer, ...]  # one description per decoder layer that holds (or shares) KV / state
@@ -87,7 +91,8 @@ class ModelSpec:
         return any(layer.reads_encoder_output for layer in self.layers)
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        """Plain JSON: the family by its name, each layer with its kind."""
+        out = {**asdict(self), "family": self.family.name}
         out["layers"] = [{"kind": layer.kind, **asdict(layer)} for layer in self.layers]
         return out
 

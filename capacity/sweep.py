@@ -169,7 +169,7 @@ class SweepResult:
 
         return {
             "capacity_sweep_version": 1,
-            "model": {**self.source.to_dict(), "architecture": self.spec.architecture, "family": self.spec.family},
+            "model": {**self.source.to_dict(), "architecture": self.spec.architecture, "family": self.spec.family.name},
             "capacity_version": capacity.__version__,
             "vllm_semantics_version": capacity.VLLM_VERSION,
             "base_knobs": asdict(self.base),
@@ -243,6 +243,6 @@ def run_sweep(
     """Resolve the model once and plan every grid point (offline: traced by `profiler` or formulas; or from one GPU profile)."""
     axes.require_within_limit()
     source = resolve_model(model, base.revision)
-    spec = model_spec(source.config, source.name, source.preprocessor)
+    spec = model_spec(source.config, source.name, source.preprocessor, source.processor)
     notes = (source.alias_note,) if source.alias_note else ()
     return sweep_source(source, spec, base, axes, notes, profile, on_progress, profiler)

@@ -51,7 +51,7 @@ def profile_model(
     warmup: bool = True,
 ) -> tuple[Plan, MemoryProfile]:
     source = resolve_model(model, args.revision)
-    spec = model_spec(source.config, source.name, source.preprocessor)
+    spec = model_spec(source.config, source.name, source.preprocessor, source.processor)
     if probe is None:
         probe = CudaProbe() if cuda_available() else CpuProbe()
     probe.init()

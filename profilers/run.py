@@ -27,13 +27,13 @@ from typing import Any, Protocol
 from capacity import __version__
 from capacity.budget import MultiModalBudget
 from capacity.errors import BadInput
+from capacity.family import Family
 from capacity.gpus import Gpu
 from capacity.memory import MIN_GRAPH_BYTES, capture_sizes, full_decode_graph_sizes
 from capacity.models import ModelSource
 from capacity.profile import CudaGraphMeasurement, Fingerprint, MemoryProfile, OomResult, PhaseMeasurement
 from capacity.serving import ServingConfig
 from capacity.spec import ModelSpec
-from profilers.forward import forward_adapter
 from profilers.probes import MemoryProbe
 
 PhaseCallback = Callable[[str, str], None]
@@ -165,7 +165,7 @@ class Placement(Protocol):
 
     def describe(self) -> str: ...
     def load(self, spec: ModelSpec, source: ModelSource, serving: ServingConfig, probe: MemoryProbe, device: str, attn: str) -> tuple[Any, str]: ...
-    def encode(self, adapter: Any, model: Any, item: Any, count: int) -> list[Any]: ...
+    def encode(self, family: Any, model: Any, item: Any, count: int) -> list[Any]: ...
     def knobs(self) -> dict[str, Any]: ...
 
 
@@ -180,24 +180,35 @@ class WholeModel:
         return "built"
 
     def load(self, spec: ModelSpec, source: ModelSource, serving: ServingConfig, probe: MemoryProbe, device: str, attn: str) -> tuple[Any, str]:
-        from capacity.arch import build_module
-
         if probe.describe()["device"] == "fake":  # build on meta (no values needed), then fake tensors the probe counts
             with probe.host():
-                meta = build_module(spec.arch_builder, dict(source.config), device="meta", dtype=serving.dtype, attn_implementation=attn)
+                meta = spec.family.build_module(dict(source.config), device="meta", dtype=serving.dtype, attn_implementation=attn)
             return probe.adopt_module(meta).eval(), "random (same memory as real weights)"  # type: ignore[attr-defined]
-        model = build_module(spec.arch_builder, dict(source.config), device=device, dtype=serving.dtype, init_weights=False, attn_implementation=attn).eval()
+        model = spec.family.build_module(dict(source.config), device=device, dtype=serving.dtype, init_weights=False, attn_implementation=attn).eval()
         if source.safetensors:
             loaded = _load_real_weights(model, source, device)
             return model, f"real (safetensors, {loaded} tensors)"
         _randomize(model)
         return model, "random (same memory as real weights)"
 
-    def encode(self, adapter: Any, model: Any, item: Any, count: int) -> list[Any]:
-        return adapter.encode(model, item, count)
+    def encode(self, family: Any, model: Any, item: Any, count: int) -> list[Any]:
+        return family.encode(model, item, count)
 
     def knobs(self) -> dict[str, Any]:
         return {}
+
+
+def profilable_family(spec: ModelSpec) -> Family:
+    """The spec's family, whose hooks the phases run; one without hooks says so (plan it offline)."""
+    if not spec.family.profilable:
+        from capacity.families import all_families
+
+        profilable = ", ".join(f.name for f in all_families() if f.profilable)
+        raise BadInput(
+            f"profiling {spec.family.name} ({spec.architecture}) on a GPU is not implemented yet "
+            f"(profilable: {profilable}); plan it from its config with --offline"
+        )
+    return spec.family
 
 
 def run_profile(
@@ -225,7 +236,7 @@ def run_profile(
     import transformers
 
     placement = placement or WholeModel()
-    adapter = forward_adapter(spec)
+    family = profilable_family(spec)
     phases = _Phases(probe, on_phase)
     state: dict[str, Any] = {}
     probe.init()
@@ -300,23 +311,23 @@ def run_profile(
         if items:
             with phases.phase("encoder", f"{items} x {budget.modality_with_max_tokens} items of {tokens_per_item} tokens"):
                 with probe.host():  # the processor runs on the host, as in vLLM
-                    item = adapter.item(spec, source, device_str, dtype, tokens_per_item)
+                    item = family.encoder_input(spec, source, device_str, dtype, tokens_per_item)
                 item = replace(item, tensors={k: probe.adopt(v) for k, v in item.tensors.items()})
                 inputs_note = item.note
-                state["encoder_outputs"] = placement.encode(adapter, model, item, items)
+                state["encoder_outputs"] = placement.encode(family, model, item, items)
                 del item
             profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
             result["encoder_cache"] = sum(o.numel() * o.element_size() for o in state["encoder_outputs"])
             phases.done[-1] = replace(phases.done[-1], detail=f"{phases.done[-1].detail} ({inputs_note})")
-        hidden = adapter.hidden_size(spec)
+        hidden = spec.decoder.hidden_size
         with phases.phase("decoder", f"{reqs * per_req} tokens as {reqs} requests x {per_req} (max_num_batched_tokens {serving.max_num_batched_tokens})"):
             ids = torch.zeros(reqs, per_req, dtype=torch.long, device=device_str)
             one_key = torch.zeros(reqs, 1, hidden, dtype=dtype, device=device_str) if spec.is_encoder_decoder else None
-            state["hidden"] = adapter.decode(model, ids, one_key)
+            state["hidden"] = family.decode(model, ids, one_key)
             del ids, one_key
         profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
         with phases.phase("sampler", f"{reqs} logits rows x {spec.decoder.vocab_size} vocab, two passes"):
-            logits = adapter.lm_head(model, state["hidden"][:, -1, :])
+            logits = family.lm_head(model, state["hidden"][:, -1, :])
             sampler_pass(logits)  # default pass
             sampler_pass(logits)  # SamplingParams.for_sampler_warmup() pass
             del logits
@@ -331,9 +342,9 @@ def run_profile(
         result["consumed"] = (after_used - baseline_used) if after_used is not None else (after_alloc - baseline_alloc)
 
         if capture_graphs and device == "cuda" and not serving.enforce_eager:
-            result["graphs"] = _capture_graphs(phases, probe, adapter, model, spec, serving, gpu, dtype, device_str, notes)
+            result["graphs"] = _capture_graphs(phases, probe, family, model, spec, serving, gpu, dtype, device_str, notes)
         if warmup:
-            result["warmup"] = _warmup(phases, adapter, model, source, spec, serving, gpu, dtype, device_str, snapshot())
+            result["warmup"] = _warmup(phases, family, model, source, spec, serving, gpu, dtype, device_str, snapshot())
     oom = caught[0] if caught else None
     model = None  # the last reference: release the cached blocks too, so an OOM leaves the GPU free
     gc.collect()
@@ -360,7 +371,7 @@ def profiled_knobs(serving: ServingConfig, budget: MultiModalBudget) -> dict[str
 
 
 def _capture_graphs(
-    phases: _Phases, probe: MemoryProbe, adapter: Any, model: Any, spec: ModelSpec, serving: ServingConfig, gpu: Gpu, dtype: Any, device: str, notes: list[str]
+    phases: _Phases, probe: MemoryProbe, family: Family, model: Any, spec: ModelSpec, serving: ServingConfig, gpu: Gpu, dtype: Any, device: str, notes: list[str]
 ) -> CudaGraphMeasurement | None:
     """Capture the two largest FULL decode graphs into one pool and extrapolate like MRV2."""
     import torch
@@ -378,17 +389,17 @@ def _capture_graphs(
             for size in sampled:
                 batch = size // q
                 ids = torch.zeros(batch, q, dtype=torch.long, device=device)
-                one_key = torch.zeros(batch, 1, adapter.hidden_size(spec), dtype=dtype, device=device) if spec.is_encoder_decoder else None
+                one_key = torch.zeros(batch, 1, spec.decoder.hidden_size, dtype=dtype, device=device) if spec.is_encoder_decoder else None
                 stream = torch.cuda.Stream()
                 stream.wait_stream(torch.cuda.current_stream())
                 with torch.cuda.stream(stream):
-                    adapter.lm_head(model, adapter.decode(model, ids, one_key))  # warm-up run before capture
+                    family.lm_head(model, family.decode(model, ids, one_key))  # warm-up run before capture
                 torch.cuda.current_stream().wait_stream(stream)
                 torch.cuda.synchronize()
                 used = probe.device_used() or 0
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph, pool=pool):
-                    out = adapter.lm_head(model, adapter.decode(model, ids, one_key))
+                    out = family.lm_head(model, family.decode(model, ids, one_key))
                 torch.cuda.synchronize()
                 samples.append(max((probe.device_used() or 0) - used, 0))
                 keep.append((graph, ids, one_key, out))
@@ -408,7 +419,7 @@ def _capture_graphs(
 
 def _warmup(
     phases: _Phases,
-    adapter: Any,
+    family: Family,
     model: Any,
     source: ModelSource,
     spec: ModelSpec,
@@ -426,14 +437,14 @@ def _warmup(
     with phases.probe.host():  # the plan builds the model on the meta device for its weights: not under fake tensors
         plan = build_plan(source, spec, gpu, serving, profile=measured)
     w = plan.warmup
-    hidden = adapter.hidden_size(spec)
+    hidden = spec.decoder.hidden_size
     # The encoder positions each warmup request carries; in vLLM their K/V sit in the KV cache.
     enc = torch.zeros(w.num_reqs, w.max_encoder_len, hidden, dtype=dtype, device=device) if spec.is_encoder_decoder else None
     peak = 0
     for name, length in (("warmup_prefill", w.prompt_len), ("warmup_decode", w.decode_query_len)):
         with phases.phase(name, f"{w.num_reqs} requests x {length} tokens" + (f", {w.max_encoder_len} encoder positions each" if enc is not None else "")):
             ids = torch.zeros(w.num_reqs, length, dtype=torch.long, device=device)
-            logits = adapter.lm_head(model, adapter.decode(model, ids, enc)[:, -1, :])
+            logits = family.lm_head(model, family.decode(model, ids, enc)[:, -1, :])
             sampler_pass(logits)
             del ids, logits
         peak = max(peak, phases.done[-1].peak_above_start_bytes)

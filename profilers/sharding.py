@@ -158,11 +158,11 @@ FAMILY_RULES: dict[str, ShardRules] = {
 }
 
 
-def shard_rules(arch_builder: str) -> ShardRules:
-    rules = FAMILY_RULES.get(arch_builder)
+def shard_rules(family: str) -> ShardRules:
+    rules = FAMILY_RULES.get(family)
     if rules is None:
         raise BadInput(
-            f"tensor-parallel profiling of {arch_builder} is not implemented (sharded families: {', '.join(sorted(FAMILY_RULES))}); "
+            f"tensor-parallel profiling of {family} is not implemented (sharded families: {', '.join(sorted(FAMILY_RULES))}); "
             "plan it with --tensor-parallel-size (arithmetic), or profile it at TP 1"
         )
     return rules

@@ -88,15 +88,14 @@ class RankShard:
         return f"(rank {self.rank} of TP {self.world_size}, sharded as vLLM's parallel layers)"
 
     def load(self, spec: ModelSpec, source: ModelSource, serving: ServingConfig, probe: MemoryProbe, device: str, attn: str) -> tuple[Any, str]:
-        from capacity.arch import build_module
         from profilers.run import _randomize
         from profilers.sharding import build_on_meta_with_host_buffers
 
-        rules = shard_rules(spec.arch_builder)
+        rules = shard_rules(spec.family.name)
         whole = encoder_whole(rules, self.job.encoder_tp_mode)
         with probe.host():
             model = build_on_meta_with_host_buffers(
-                lambda: build_module(spec.arch_builder, dict(source.config), device="cpu", dtype=serving.dtype, init_weights=False, attn_implementation=attn)
+                lambda: spec.family.build_module(dict(source.config), device="cpu", dtype=serving.dtype, init_weights=False, attn_implementation=attn)
             )
             self.report = shard_module(model, rules, self.comm, whole_encoder=whole)
         materialize(model, device)
@@ -280,7 +279,7 @@ def _run_ranks(job: RankJob, timeout_s: float) -> tuple[dict[int, Any], tuple[st
 
     if job.encoder_tp_mode not in ENCODER_TP_MODES:
         raise BadInput(f"--mm-encoder-tp-mode {job.encoder_tp_mode!r}: use weights or data")
-    shard_rules(job.spec.arch_builder)  # an unsupported family is bad input before any process starts
+    shard_rules(job.spec.family.name)  # an unsupported family is bad input before any process starts
     require_ranks(job.world_size, job.backend)
     if job.spec.num_attention_heads % job.world_size:
         raise BadInput(f"{job.spec.num_attention_heads} attention heads are not divisible by --tensor-parallel-size {job.world_size}; vLLM refuses it too")

@@ -21,26 +21,17 @@ from capacity.errors import BadInput
 from capacity.plan import Plan
 from capacity.units import cdiv
 from capacity.verification import VerifyResult
-from profilers.forward import forward_adapter
 from profilers.probes import MemoryProbe
-from profilers.run import PhaseCallback, Placement, WholeModel, _Phases, _randomize, released, sampler_pass
-
-VERIFIABLE = ("whisper", "nemotron_parse")
+from profilers.run import PhaseCallback, Placement, WholeModel, _Phases, _randomize, profilable_family, released, sampler_pass
 
 
 class RandomWholeModel(WholeModel):
     """verify's model: the whole architecture with random weights (the pool, not the values, is under test)."""
 
     def load(self, spec: Any, source: Any, serving: Any, probe: MemoryProbe, device: str, attn: str) -> tuple[Any, str]:
-        from capacity.arch import build_module
-
-        model = build_module(spec.arch_builder, dict(source.config), device=device, dtype=serving.dtype, init_weights=False).eval()
+        model = spec.family.build_module(dict(source.config), device=device, dtype=serving.dtype, init_weights=False).eval()
         _randomize(model)
         return model, "random"
-
-
-def _decoder(model: Any, arch: str) -> Any:
-    return model.model.decoder if arch == "whisper" else model.decoder
 
 
 def _attend(attn: Any, x: Any, keys: Any, values: Any) -> Any:
@@ -56,8 +47,12 @@ def _attend(attn: Any, x: Any, keys: Any, values: Any) -> Any:
 def check_verifiable(plan: Plan) -> None:
     """BadInput when verify cannot run this plan (checked before anything is estimated or allocated)."""
     spec, serving, kv = plan.spec, plan.serving, plan.kv
-    if spec.arch_builder not in VERIFIABLE:
-        raise BadInput(f"verify runs encoder-decoder models with BART-style decoders ({', '.join(VERIFIABLE)}); {spec.family} is not one yet")
+    family = profilable_family(spec)
+    if not family.verify_decoder_path:
+        from capacity.families import all_families
+
+        verifiable = ", ".join(f.name for f in all_families() if f.verify_decoder_path)
+        raise BadInput(f"verify runs encoder-decoder models with BART-style decoders ({verifiable}); {family.name} is not one yet")
     if serving.kv_cache_dtype_bytes != serving.dtype_bytes:
         raise BadInput("verify runs attention on the pool in the model dtype: plan it with --kv-cache-dtype auto")
     if any(g.group.num_padding_layers for g in kv.groups) or len({g.group.spec.page_size_bytes for g in kv.groups}) != 1:
@@ -72,7 +67,7 @@ def run_verify(
 
     spec, serving, kv = plan.spec, plan.serving, plan.kv
     check_verifiable(plan)
-    adapter = forward_adapter(spec)
+    family = spec.family
     placement = placement or RandomWholeModel()
     phases = _Phases(probe, on_phase)
     state: dict[str, Any] = {}
@@ -103,7 +98,7 @@ def run_verify(
             state["model"], _ = placement.load(spec, plan.source, serving, probe, device, "sdpa")
         track()
         model = state["model"]
-        decoder = _decoder(model, spec.arch_builder)
+        decoder = family.verify_decoder(model)
         with phases.phase("kv_pool", f"{kv.num_blocks:,} blocks x {kv.bytes_per_block:,} B + block tables"):
             state["pool"] = torch.zeros(slots, 2, kv.num_blocks, bs, heads, head, dtype=dtype, device=device)
             state["tables"] = torch.zeros(plan.memory["block_tables"].bytes // 4, dtype=torch.int32, device=device)
@@ -124,8 +119,8 @@ def run_verify(
         items = max(budget.profile_items, 1)
         with phases.phase("encoder", f"{items} max-size items; their K/V written into {requests} requests' cross-attention blocks"):
             with probe.host():
-                item = adapter.item(spec, plan.source, device, dtype, budget.profile_tokens_per_item)
-            outputs = placement.encode(adapter, model, item, items)
+                item = family.encoder_input(spec, plan.source, device, dtype, budget.profile_tokens_per_item)
+            outputs = placement.encode(family, model, item, items)
             enc = outputs[0].unsqueeze(0)
             del item, outputs
             for i, layer in enumerate(decoder.layers):
@@ -149,7 +144,7 @@ def run_verify(
                     x = x + _attend(layer.self_attn, h, keys, values)
                     x = x + _attend(layer.encoder_attn, layer.encoder_attn_layer_norm(x), cross_kv(i, 0), cross_kv(i, 1))
                     x = x + layer.fc2(layer.activation_fn(layer.fc1(layer.final_layer_norm(x))))
-                logits = adapter.lm_head(model, decoder.layer_norm(x)[:, -1, :])
+                logits = family.lm_head(model, decoder.layer_norm(x)[:, -1, :])
                 sampler_pass(logits)
                 del ids, x, logits
             track()

@@ -23,7 +23,7 @@ def fingerprint(plan: Plan) -> dict[str, Any]:
         "model_commit": src.commit,
         "config_sha256": src.config_sha256,
         "architecture": plan.spec.architecture,
-        "family": plan.spec.family,
+        "family": plan.spec.family.name,
         "parameters": plan.parameter_count,
         "capacity_version": capacity.__version__,
         "vllm_semantics_version": capacity.VLLM_VERSION,

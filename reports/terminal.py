@@ -325,7 +325,7 @@ def render_models(entries: list[tuple[CatalogEntry, ModelSpec]], console: Consol
         for col in ("family", "cross-attention tokens", "tokens per item", "provenance"):
             t.add_column(col, overflow="fold")
         for entry, spec in entries:
-            t.add_row(entry.name, "\n".join(entry.aliases), spec.family, *tokens_text(spec), entry.provenance)
+            t.add_row(entry.name, "\n".join(entry.aliases), spec.family.name, *tokens_text(spec), entry.provenance)
         console.print(t)
         return
     console.print(header)
@@ -335,7 +335,7 @@ def render_models(entries: list[tuple[CatalogEntry, ModelSpec]], console: Consol
         t = Table.grid(padding=(0, 1))
         t.add_column(no_wrap=True, style="dim")
         t.add_column(overflow="fold")
-        for key, value in (("aliases", ", ".join(entry.aliases)), ("family", spec.family), ("cross-attention", cross), ("per item", items), ("provenance", entry.provenance)):
+        for key, value in (("aliases", ", ".join(entry.aliases)), ("family", spec.family.name), ("cross-attention", cross), ("per item", items), ("provenance", entry.provenance)):
             t.add_row(f"  {key}", Text(value))
         console.print(t)
 

@@ -17,7 +17,6 @@ if str(ROOT) not in sys.path:
 
 from capacity.arch import (
     buffer_bytes,
-    build_module,
     dtype_breakdown,
     parameter_bytes,
     parameter_count,
@@ -27,10 +26,11 @@ from capacity.arch import (
 from capacity.arch.florence2 import is_remote_code_format, to_native_florence2_config
 from capacity.arch.nemotron_parse import encoder_tokens, radio_config
 from capacity.arch.safetensors_header import read_safetensors_header
+from capacity.families import family_named
 
 CONFIGS = ROOT / "capacity" / "catalog" / "models"  # in the repo: the suite means the same from a plain clone
 
-# (arch, config file stem, published / native parameter count)
+# (family, config file stem, published / native parameter count)
 EXPECTED: list[tuple[str, str, int]] = [
     ("whisper", "openai--whisper-tiny", 37_760_640),
     ("whisper", "openai--whisper-small", 241_734_912),
@@ -62,7 +62,7 @@ def test_parameter_count_meta(arch: str, stem: str, expected: int) -> None:
 
     config = load_config(stem)
     before = json.dumps(config, sort_keys=True)
-    model = build_module(arch, config, device="meta", dtype="bfloat16")
+    model = family_named(arch).build_module(config, device="meta", dtype="bfloat16")
     assert json.dumps(config, sort_keys=True) == before, (
         "config dict must not be mutated"
     )
@@ -75,8 +75,8 @@ def test_parameter_count_meta(arch: str, stem: str, expected: int) -> None:
 
 def test_dtype_changes_bytes() -> None:
     config = load_config("google-t5--t5-small")
-    fp32 = build_module("t5", config, dtype="float32")
-    fp16 = build_module("t5", config, dtype="fp16")
+    fp32 = family_named("t5").build_module(config, dtype="float32")
+    fp16 = family_named("t5").build_module(config, dtype="fp16")
     assert parameter_count(fp32) == parameter_count(fp16) == 60_506_624
     assert parameter_bytes(fp32) == 4 * 60_506_624
     assert parameter_bytes(fp16) == 2 * 60_506_624
@@ -84,15 +84,11 @@ def test_dtype_changes_bytes() -> None:
 
 
 def test_tied_weights_counted_once() -> None:
-    bart = build_module("bart", load_config("facebook--bart-large"))
+    bart = family_named("bart").build_module(load_config("facebook--bart-large"))
     assert bart.lm_head.weight is bart.model.shared.weight
-    v12 = build_module(
-        "nemotron_parse", load_config("nvidia--NVIDIA-Nemotron-Parse-v1.2")
-    )
+    v12 = family_named("nemotron_parse").build_module(load_config("nvidia--NVIDIA-Nemotron-Parse-v1.2"))
     assert v12.lm_head.weight is v12.decoder.embed_tokens.weight
-    v11 = build_module(
-        "nemotron_parse", load_config("nvidia--NVIDIA-Nemotron-Parse-v1.1")
-    )
+    v11 = family_named("nemotron_parse").build_module(load_config("nvidia--NVIDIA-Nemotron-Parse-v1.1"))
     assert v11.lm_head.weight is not v11.decoder.embed_tokens.weight
     # BART's final_logits_bias is a persistent buffer, not a parameter
     assert buffer_bytes(bart) == 2 * 50265
@@ -108,7 +104,7 @@ def test_nemotron_parse_structure() -> None:
     )
     assert rc["num_cls_tokens"] + rc["num_registers"] == 8
     assert rc["summary_idxs"] == [0, 1, 2]
-    model = build_module("nemotron_parse", config)
+    model = family_named("nemotron_parse").build_module(config)
     assert type(model.encoder).__name__ == "RadioModel"
     assert set(model.neck.keys()) == {
         "conv1",
@@ -152,7 +148,7 @@ def test_nemotron_parse_tiny_forward_cpu() -> None:
             },
         },
     }
-    model = build_module("nemotron_parse", config, device="cpu", dtype="float32").eval()
+    model = family_named("nemotron_parse").build_module(config, device="cpu", dtype="float32").eval()
     with torch.no_grad():
         pixels = torch.randn(2, 3, 64, 128)
         states = model.encode(pixels)
@@ -181,7 +177,7 @@ def test_florence2_mapping() -> None:
     assert vision["max_temporal_embeddings"] == 100
     assert not is_remote_code_format(native)
     # already-native input is accepted as is
-    model = build_module("florence2", native)
+    model = family_named("florence2").build_module(native)
     assert parameter_count(model) == 770_173_952
 
 
@@ -197,15 +193,17 @@ def test_decoder_only_tiny_llama() -> None:
         "vocab_size": vocab,
         "tie_word_embeddings": False,
     }
-    model = build_module("decoder_only", config)
+    model = family_named("decoder_only").build_module(config)
     head_dim = h // heads
     per_layer = h * h * 2 + 2 * h * kv * head_dim + 3 * h * inter + 2 * h
     assert parameter_count(model) == 2 * vocab * h + layers * per_layer + h
 
 
-def test_unknown_arch() -> None:
-    with pytest.raises(ValueError):
-        build_module("nope", {})
+def test_unknown_family() -> None:
+    from capacity.errors import BadInput
+
+    with pytest.raises(BadInput, match="unknown model family 'nope'"):
+        family_named("nope")
 
 
 def test_no_torch_at_import() -> None:

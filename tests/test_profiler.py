@@ -89,10 +89,11 @@ def test_cpu_profile_phases_and_terms(tiny_whisper):
 
 
 def test_cpu_probe_counts_the_weights(tiny_whisper):
-    from capacity.arch import buffer_bytes, build_module, parameter_bytes
+    from capacity.arch import buffer_bytes, parameter_bytes
+    from capacity.families import family_named
 
     p = profile_of(tiny_whisper, warmup=False)
-    module = build_module("whisper", TINY_WHISPER, device="meta", dtype="float32")
+    module = family_named("whisper").build_module(TINY_WHISPER, device="meta", dtype="float32")
     # parameters and persistent buffers of the same architecture, float32
     assert p.weights_bytes == parameter_bytes(module) + buffer_bytes(module)
     assert p.parameter_count == parameter_bytes(module) // 4
@@ -208,10 +209,10 @@ def test_decoder_only_profile_has_no_encoder_phase(tmp_path: Path):
 
 def test_unprofilable_family_says_so(spec_of):
     from capacity.errors import BadInput
-    from profilers.forward import forward_adapter
+    from profilers.run import profilable_family
 
     with pytest.raises(BadInput, match="not implemented yet.*--offline"):
-        forward_adapter(spec_of("meta-llama/Llama-3.2-11B-Vision-Instruct"))
+        profilable_family(spec_of("meta-llama/Llama-3.2-11B-Vision-Instruct"))
 
 
 TINY_BART = {

@@ -49,9 +49,9 @@ class FakeCollectives:
 
 
 def meta_shard(arch: str, config: dict, rank: int = 0, tp: int = 2):
-    from capacity.arch import build_module
+    from capacity.families import family_named
 
-    model = build_on_meta_with_host_buffers(lambda: build_module(arch, config, device="cpu", dtype="float32", init_weights=False))
+    model = build_on_meta_with_host_buffers(lambda: family_named(arch).build_module(config, device="cpu", dtype="float32", init_weights=False))
     report = shard_module(model, FAMILY_RULES[arch], FakeCollectives(rank, tp))
     return model, report
 
@@ -117,7 +117,7 @@ def test_unknown_family_is_refused_in_one_line(tmp_path):
 
     source = resolve_model("google/gemma-3-4b-it")
     with pytest.raises(BadInput, match="not implemented"):
-        shard_rules(model_spec(source.config, source.name, source.preprocessor).arch_builder)
+        shard_rules(model_spec(source.config, source.name, source.preprocessor).family.name)
 
 
 # --- profiles of several ranks -----------------------------------------------------------------------------

@@ -1,9 +1,10 @@
-"""Real model architectures for the capacity planner.
+"""A library of builders for real model architectures, and measurements of what they hold.
 
-``build_module`` instantiates the actual torch module of a model from its raw
-``config.json`` dict, by default on the ``meta`` device (no memory, fast), so
-parameter / buffer sizes can be measured exactly; on ``cuda`` the module is built
-directly on the GPU in the requested dtype.
+The builders (`build_hf_class`, `build_causal_lm` in `hf.py`, `build_nemotron_parse`, the Florence-2
+config mapping) instantiate the actual torch module of a model from its raw ``config.json`` dict, by
+default on the ``meta`` device (no memory, fast), so parameter / buffer sizes can be measured exactly; on
+``cuda`` the module is built directly on the GPU in the requested dtype. Which builder a model needs is
+its family's business (`capacity.family.Family.build_module`): this package knows no list of families.
 
 No torch / transformers import at module level (package layering rule): they are
 imported inside the functions that need them.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .hf import build_causal_lm, build_hf_class
 from .safetensors_header import (
     read_safetensors_header,
     safetensors_parameter_bytes,
@@ -24,10 +26,10 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from torch import nn
 
 __all__ = [
-    "ARCHES",
     "buffer_bytes",
     "buffer_count",
-    "build_module",
+    "build_causal_lm",
+    "build_hf_class",
     "dtype_breakdown",
     "parameter_bytes",
     "parameter_count",
@@ -36,65 +38,6 @@ __all__ = [
     "safetensors_parameter_count",
     "safetensors_summary",
 ]
-
-ARCHES: tuple[str, ...] = (
-    "whisper",
-    "bart",
-    "mbart",
-    "t5",
-    "florence2",
-    "mllama",
-    "qwen2_5_vl",
-    "gemma3",
-    "nemotron_parse",
-    "decoder_only",
-)
-
-
-def build_module(
-    arch: str,
-    config: dict[str, Any],
-    *,
-    device: str = "meta",
-    dtype: str = "bfloat16",
-    init_weights: bool | None = None,
-    attn_implementation: str | None = None,
-) -> nn.Module:
-    """Build the real architecture ``arch`` from a raw ``config.json`` dict.
-
-    Args:
-        arch: one of :data:`ARCHES`.
-        config: the published ``config.json`` contents (not modified).
-        device: ``"meta"`` (default; no storage), ``"cpu"``, ``"cuda"``, ``"cuda:1"``...
-            Tensors are created directly on this device.
-        dtype: ``"bfloat16"`` / ``"float16"`` / ``"float32"`` (or ``bf16``/``fp16``/``fp32``,
-            or ``"auto"`` = the config's ``torch_dtype``).
-        init_weights: run weight initialisation; default: only when ``device != "meta"``.
-            ``False`` leaves uninitialised memory (fine for memory measurements).
-        attn_implementation: optional transformers attention backend (``"sdpa"``, ``"eager"``...).
-    """
-    if arch not in ARCHES:
-        raise ValueError(f"unknown arch {arch!r}; expected one of {ARCHES}")
-    if arch == "nemotron_parse":
-        from .nemotron_parse import build_nemotron_parse
-
-        return build_nemotron_parse(
-            config,
-            device=device,
-            dtype=dtype,
-            init_weights=init_weights,
-            attn_implementation=attn_implementation,
-        )
-    from .hf import build_hf
-
-    return build_hf(
-        arch,
-        config,
-        device=device,
-        dtype=dtype,
-        init_weights=init_weights,
-        attn_implementation=attn_implementation,
-    )
 
 
 def _unique_parameters(module: nn.Module) -> list[Any]:

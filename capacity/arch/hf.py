@@ -18,24 +18,12 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from torch import nn
 
 __all__ = [
-    "HF_CLASSES",
+    "build_causal_lm",
     "build_context",
-    "build_hf",
+    "build_hf_class",
     "make_config",
     "resolve_dtype",
 ]
-
-# arch -> (transformers config model_type, model class name)
-HF_CLASSES: dict[str, tuple[str, str]] = {
-    "whisper": ("whisper", "WhisperForConditionalGeneration"),
-    "bart": ("bart", "BartForConditionalGeneration"),
-    "mbart": ("mbart", "MBartForConditionalGeneration"),
-    "t5": ("t5", "T5ForConditionalGeneration"),
-    "mllama": ("mllama", "MllamaForConditionalGeneration"),
-    "qwen2_5_vl": ("qwen2_5_vl", "Qwen2_5_VLForConditionalGeneration"),
-    "gemma3": ("gemma3", "Gemma3ForConditionalGeneration"),
-    "florence2": ("florence2", "Florence2ForConditionalGeneration"),
-}
 
 _DTYPE_ALIASES: dict[str, str] = {
     "bf16": "bfloat16",
@@ -117,11 +105,47 @@ def make_config(model_type: str, config: dict[str, Any]) -> Any:
 def _model_class(name: str) -> Any:
     import transformers
 
-    return getattr(transformers, name)
+    try:
+        return getattr(transformers, name)
+    except AttributeError as exc:
+        raise ValueError(f"transformers {transformers.__version__} has no model class {name!r}") from exc
 
 
-def build_hf(
-    arch: str,
+def _kwargs(torch_dtype: torch.dtype, attn_implementation: str | None) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"dtype": torch_dtype}
+    if attn_implementation is not None:
+        kwargs["attn_implementation"] = attn_implementation
+    return kwargs
+
+
+def build_hf_class(
+    class_name: str,
+    config: dict[str, Any],
+    *,
+    model_type: str | None = None,
+    device: str = "meta",
+    dtype: str | Any = "bfloat16",
+    init_weights: bool | None = None,
+    attn_implementation: str | None = None,
+) -> nn.Module:
+    """Build transformers' ``class_name`` from a raw ``config.json`` dict (not modified).
+
+    The config object is ``CONFIG_MAPPING[model_type]`` (default: the dict's own ``model_type``).
+    """
+    model_type = model_type or config.get("model_type")
+    if not model_type:
+        raise ValueError(f"building {class_name} needs a 'model_type' in the config")
+    torch_dtype = resolve_dtype(dtype, config)
+    if init_weights is None:
+        init_weights = device != "meta"
+    cfg = make_config(str(model_type), config)
+    model_cls = _model_class(class_name)
+    with build_context(device, torch_dtype, init_weights=init_weights):
+        model = model_cls._from_config(cfg, **_kwargs(torch_dtype, attn_implementation))
+    return _finish(model, init_weights)
+
+
+def build_causal_lm(
     config: dict[str, Any],
     *,
     device: str = "meta",
@@ -129,41 +153,18 @@ def build_hf(
     init_weights: bool | None = None,
     attn_implementation: str | None = None,
 ) -> nn.Module:
-    """Build a native transformers model for ``arch`` from a raw ``config.json`` dict.
+    """``AutoModelForCausalLM`` for the dict's ``model_type`` (a plain decoder-only LLM)."""
+    from transformers import AutoModelForCausalLM
 
-    ``arch == "decoder_only"`` uses ``AutoModelForCausalLM`` with the dict's
-    ``model_type``; ``"florence2"`` first maps the remote-code config format to the
-    native one (see :mod:`capacity.arch.florence2`).
-    """
+    model_type = config.get("model_type")
+    if not model_type:
+        raise ValueError("a causal LM config needs a 'model_type'")
     torch_dtype = resolve_dtype(dtype, config)
     if init_weights is None:
         init_weights = device != "meta"
-    kwargs: dict[str, Any] = {"dtype": torch_dtype}
-    if attn_implementation is not None:
-        kwargs["attn_implementation"] = attn_implementation
-
-    if arch == "decoder_only":
-        from transformers import AutoModelForCausalLM
-
-        model_type = config.get("model_type")
-        if not model_type:
-            raise ValueError("decoder_only config needs a 'model_type'")
-        cfg = make_config(str(model_type), config)
-        with build_context(device, torch_dtype, init_weights=init_weights):
-            model = AutoModelForCausalLM.from_config(cfg, **kwargs)
-        return _finish(model, init_weights)
-
-    if arch not in HF_CLASSES:
-        raise ValueError(f"unknown transformers-native arch {arch!r}")
-    model_type, class_name = HF_CLASSES[arch]
-    if arch == "florence2":
-        from .florence2 import to_native_florence2_config
-
-        config = to_native_florence2_config(config)
-    cfg = make_config(model_type, config)
-    model_cls = _model_class(class_name)
+    cfg = make_config(str(model_type), config)
     with build_context(device, torch_dtype, init_weights=init_weights):
-        model = model_cls._from_config(cfg, **kwargs)
+        model = AutoModelForCausalLM.from_config(cfg, **_kwargs(torch_dtype, attn_implementation))
     return _finish(model, init_weights)
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from capacity.families import register
 from capacity.families.common import config_dtype, need, self_and_cross_layers
+from capacity.family import Family
 from capacity.kv_layers import KVLayer
 from capacity.spec import (
     DecoderShape,
@@ -14,6 +14,9 @@ from capacity.spec import (
     VllmSupport,
     derive_max_model_len,
 )
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import torch
 
 
 def bart_decoder_layers(text: dict[str, Any], where: str) -> tuple[KVLayer, ...]:
@@ -33,19 +36,23 @@ def bart_decoder_shape(text: dict[str, Any], where: str) -> DecoderShape:
     )
 
 
-class BartAdapter:
-    family = "bart"
+HF_CLASS_BY_MODEL_TYPE = {"bart": "BartForConditionalGeneration", "mbart": "MBartForConditionalGeneration"}
+
+
+class BartFamily(Family):
+    name = "bart"
     model_types = ("bart", "mbart")
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         positions = need(config, "max_position_embeddings", "bart")
         max_len, key = derive_max_model_len(config)
         arch = (config.get("architectures") or ["BartForConditionalGeneration"])[0]
         return ModelSpec(
             name=name,
-            family=self.family,
+            family=self,
             architecture=arch,
-            arch_builder=config.get("model_type", "bart"),
             is_encoder_decoder=True,
             config_dtype=config_dtype(config),
             layers=bart_decoder_layers(config, "bart"),
@@ -71,5 +78,12 @@ class BartAdapter:
             notes=(f"cross-attention holds the encoder prompt: up to {positions} tokens (max_position_embeddings)",),
         )
 
+    def hf_class_name(self, config: dict[str, Any]) -> str:
+        return HF_CLASS_BY_MODEL_TYPE[config.get("model_type", "bart")]
 
-register(BartAdapter())
+    def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
+        # A text encoder-decoder: vLLM profiles no encoder items for it (no multimodal budget).
+        return model.model.decoder(input_ids=input_ids, encoder_hidden_states=encoder_states, use_cache=False).last_hidden_state
+
+
+FAMILY = BartFamily()

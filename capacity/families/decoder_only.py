@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from capacity.families.common import config_dtype, need
+from capacity.family import Family
 from capacity.kv_layout import kv_layers
 from capacity.spec import DecoderShape, ModelSpec, VllmSupport, derive_max_model_len
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from torch import nn
 
 
 def looks_decoder_only(config: dict[str, Any]) -> bool:
@@ -32,17 +36,23 @@ def decoder_shape(text: dict[str, Any], where: str) -> DecoderShape:
     )
 
 
-class DecoderOnlyAdapter:
-    family = "decoder_only"
-    model_types: tuple[str, ...] = ()
+class DecoderOnlyFamily(Family):
+    """Any config with a *ForCausalLM architecture no other family claims (after the generic multimodal family)."""
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None) -> ModelSpec:
+    name = "decoder_only"
+    fallback_rank: ClassVar[int | None] = 1
+
+    def claims(self, config: dict[str, Any]) -> bool:
+        return looks_decoder_only(config)
+
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         max_len, key = derive_max_model_len(config)
         return ModelSpec(
             name=name,
-            family=self.family,
+            family=self,
             architecture=(config.get("architectures") or ["?"])[0],
-            arch_builder="decoder_only",
             is_encoder_decoder=False,
             config_dtype=config_dtype(config),
             layers=kv_layers(config, "decoder-only"),
@@ -57,5 +67,12 @@ class DecoderOnlyAdapter:
             vllm_support=VllmSupport("native", "assumed served natively; capacity does not check vLLM's registry for plain LLMs"),
         )
 
+    def build_module(
+        self, config: dict[str, Any], *, device: str = "meta", dtype: str = "bfloat16", init_weights: bool | None = None, attn_implementation: str | None = None
+    ) -> nn.Module:
+        from capacity.arch import build_causal_lm
 
-DECODER_ONLY = DecoderOnlyAdapter()
+        return build_causal_lm(config, device=device, dtype=dtype, init_weights=init_weights, attn_implementation=attn_implementation)
+
+
+FAMILY = DecoderOnlyFamily()

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from capacity.families import register
 from capacity.families.common import config_dtype, need, sub
 from capacity.families.decoder_only import decoder_shape
+from capacity.family import EncoderInput, Family
 from capacity.kv_layout import kv_layers
 from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import torch
+
+    from capacity.models import ModelSource
 
 # Gemma3TextConfig defaults (transformers), used where the published config is sparse.
 TEXT_DEFAULTS: dict[str, Any] = {
@@ -29,11 +34,14 @@ def layer_types(num_layers: int, pattern: int) -> list[str]:
     return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(num_layers)]
 
 
-class Gemma3Adapter:
-    family = "gemma3"
+class Gemma3Family(Family):
+    name = "gemma3"
     model_types = ("gemma3",)
+    hf_class = "Gemma3ForConditionalGeneration"
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         text = {**TEXT_DEFAULTS, **sub(config, "text_config", "gemma3")}
         vision = {**SIGLIP_DEFAULTS, **sub(config, "vision_config", "gemma3")}
         n_layers = need(text, "num_hidden_layers", "gemma3")
@@ -43,9 +51,8 @@ class Gemma3Adapter:
         max_len, key = derive_max_model_len(text)
         return ModelSpec(
             name=name,
-            family=self.family,
+            family=self,
             architecture="Gemma3ForConditionalGeneration",
-            arch_builder="gemma3",
             is_encoder_decoder=False,
             config_dtype=config_dtype(config, text),
             layers=kv_layers({**text, "layer_types": types}, "gemma3"),
@@ -67,5 +74,21 @@ class Gemma3Adapter:
             notes=(f"{tokens} embeddings per image (pan & scan off); RoPE scaling not applied to max_model_len for gemma3",),
         )
 
+    def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
+        """SigLIP on one 896 x 896 image (pan & scan off), projected to 256 tokens."""
+        import torch
 
-register(Gemma3Adapter())
+        size = (source.config.get("vision_config") or {}).get("image_size", 896)
+        pixels = torch.zeros(1, 3, size, size, device=device, dtype=dtype)
+        return EncoderInput({"pixel_values": pixels}, f"processed-shape tensor (1, 3, {size}, {size}): one image, pan & scan off")
+
+    def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
+        pixels = item.tensors["pixel_values"].expand(count, -1, -1, -1).contiguous()
+        states = model.model.vision_tower(pixel_values=pixels).last_hidden_state
+        return list(model.model.multi_modal_projector(states).unbind(0))
+
+    def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
+        return model.model.language_model(input_ids=input_ids, use_cache=False).last_hidden_state
+
+
+FAMILY = Gemma3Family()

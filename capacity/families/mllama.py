@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from capacity.families import register
 from capacity.families.common import config_dtype, need, sub
+from capacity.family import Family
 from capacity.kv_layers import CrossAttentionLayer, FullAttentionLayer
 from capacity.spec import (
     DecoderShape,
@@ -22,11 +22,15 @@ def tokens_per_tile(image_size: int, patch_size: int) -> int:
     return (image_size // patch_size) ** 2 + 1
 
 
-class MllamaAdapter:
-    family = "mllama"
+class MllamaFamily(Family):
+    name = "mllama"
     model_types = ("mllama",)
+    hf_class = "MllamaForConditionalGeneration"
+    profilable = False  # its cross-attention layers take the vision states per tile: no profiler hooks yet
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         text = sub(config, "text_config", "mllama")
         vision = sub(config, "vision_config", "mllama")
         hidden = need(text, "hidden_size", "mllama")
@@ -45,9 +49,8 @@ class MllamaAdapter:
         max_len, key = derive_max_model_len(text)
         return ModelSpec(
             name=name,
-            family=self.family,
+            family=self,
             architecture="MllamaForConditionalGeneration",
-            arch_builder="mllama",
             is_encoder_decoder=True,
             config_dtype=config_dtype(config, text),
             layers=layers,
@@ -73,4 +76,4 @@ class MllamaAdapter:
         )
 
 
-register(MllamaAdapter())
+FAMILY = MllamaFamily()

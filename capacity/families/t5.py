@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from capacity.families import register
 from capacity.families.common import config_dtype, need, self_and_cross_layers
+from capacity.family import Family
 from capacity.spec import (
     DecoderShape,
     EncoderShape,
@@ -14,12 +14,18 @@ from capacity.spec import (
     derive_max_model_len,
 )
 
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import torch
 
-class T5Adapter:
-    family = "t5"
+
+class T5Family(Family):
+    name = "t5"
     model_types = ("t5", "mt5", "umt5")
+    hf_class = "T5ForConditionalGeneration"
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         d_model = need(config, "d_model", "t5")
         heads = need(config, "num_heads", "t5")
         head_size = need(config, "d_kv", "t5")  # T5's head width is d_kv, not d_model // heads
@@ -30,9 +36,8 @@ class T5Adapter:
         gated = str(config.get("feed_forward_proj", "relu")).startswith("gated")
         return ModelSpec(
             name=name,
-            family=self.family,
+            family=self,
             architecture=(config.get("architectures") or ["T5ForConditionalGeneration"])[0],
-            arch_builder="t5",
             is_encoder_decoder=True,
             config_dtype=config_dtype(config),
             layers=layers,
@@ -48,5 +53,9 @@ class T5Adapter:
             notes=("relative positions: n_positions (512) is nominal, used as the encoder and decoder length",),
         )
 
+    def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
+        # A text encoder-decoder: vLLM profiles no encoder items for it (no multimodal budget).
+        return model.decoder(input_ids=input_ids, encoder_hidden_states=encoder_states, use_cache=False).last_hidden_state
 
-register(T5Adapter())
+
+FAMILY = T5Family()

@@ -1,0 +1,523 @@
+"""The generic family: a multimodal decoder that transformers builds, when no dedicated family claims its config.
+
+Every figure keeps its kind and says "generic" in its method. What it reads, and how:
+- the text config as vLLM reads it: transformers' config class with its defaults (vLLM loads configs through
+  AutoConfig); its KV layers through the one reader, `capacity.kv_layout.kv_layers` (full, sliding, MLA, hybrid
+  linear attention / mamba, KV sharing, chunked local attention; what it cannot read is refused naming the field);
+- tokens per item from the model's own HF classes on a max-size dummy input, as vLLM's dummy-input builders do:
+  images through the processor's placeholder count (`_get_num_multimodal_tokens`, built from the processor and
+  preprocessor configs without a tokenizer) at the largest of the sizes its image processor allows; audio through
+  the feature extractor on its longest clip, then the model's own `get_audio_features` on the meta device (its
+  downsampling). What cannot be built offline falls back to a per-modality formula the spec's notes name;
+- the encoder for the activation formula from the vision / audio sub-config; the fake-tensor trace runs the
+  model's own `get_image_features` / `get_audio_features` on the processor's tensors.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from capacity.errors import BadInput
+from capacity.families.common import config_dtype
+from capacity.families.decoder_only import decoder_shape
+from capacity.family import EncoderInput, Family
+from capacity.kv_layout import kv_layers
+from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
+from capacity.vllm_registry import MULTIMODAL_ARCHITECTURES, VLLM_VERSION
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import torch
+
+    from capacity.models import ModelSource
+
+# The sub-configs that make a config multimodal, and the modality each feeds.
+MODALITY_SUBCONFIGS: tuple[tuple[str, str], ...] = (("vision_config", "image"), ("audio_config", "audio"))
+
+# The largest side tried when a processor caps images by pixels rather than by a fixed size.
+HUGE_SIDE = 8192
+
+
+@dataclass(frozen=True)
+class ItemTokens:
+    """Tokens of one max-size item of a modality, and how they were obtained."""
+
+    modality: str
+    tokens: int
+    method: str  # "processor", "model", or "fallback formula"
+    detail: str
+
+
+class GenericFamily(Family):
+    name = "generic"
+    # Tried before the plain-decoder fallback: a config with a vision or audio sub-config is not a text-only LLM.
+    fallback_rank: ClassVar[int | None] = 0
+    method_label = "generic"
+
+    def claims(self, config: dict[str, Any]) -> bool:
+        return bool(config.get("architectures")) and any(isinstance(config.get(key), dict) for key, _ in MODALITY_SUBCONFIGS)
+
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
+        architecture = str((config.get("architectures") or ["?"])[0])
+        if config.get("is_encoder_decoder"):
+            raise BadInput(
+                f"{architecture}: is_encoder_decoder is true; the generic family plans decoder-only multimodal models "
+                "(an encoder-decoder's cross-attention layout needs a dedicated family)"
+            )
+        full = materialized(config)
+        text = full.get("text_config") if isinstance(full.get("text_config"), dict) else full
+        layers = kv_layers(text, "generic")  # the KV layout: the one reader (fails closed naming the field)
+        items = [item_tokens(modality, config, full, preprocessor, processor) for key, modality in MODALITY_SUBCONFIGS if isinstance(full.get(key), dict)]
+        items = [item for item in items if item.tokens > 0]
+        if not items:
+            raise BadInput(f"{architecture}: no vision_config / audio_config the generic family can count tokens for")
+        widest = max(items, key=lambda item: item.tokens)
+        max_len, key = derive_max_model_len(text)
+        supported = architecture in MULTIMODAL_ARCHITECTURES
+        notes = [f"generic family: {item.tokens} tokens per {item.modality} ({item.method}: {item.detail})" for item in items]
+        notes.append("generic family: text config read through transformers' config class (its defaults filled, as vLLM's AutoConfig does)")
+        if "video" not in {i.modality for i in items} and any(k.startswith("video") for k in (preprocessor or {})):
+            notes.append("generic family: videos are not modelled; vLLM may profile a video item with more tokens than an image")
+        return ModelSpec(
+            name=name,
+            family=self,
+            architecture=architecture,
+            is_encoder_decoder=False,
+            config_dtype=config_dtype(config, text),
+            layers=layers,
+            modalities=tuple(Modality(item.modality, item.tokens, None) for item in items),
+            derived_max_model_len=max_len,
+            max_len_key=f"text_config.{key}" if text is not full else key,
+            max_source_positions=None,
+            encoder_tokens_per_request=0,
+            num_attention_heads=int(text["num_attention_heads"]),
+            decoder=decoder_shape(text, "generic"),
+            encoder=encoder_shape(widest, full, text),
+            vllm_support=VllmSupport("native", f"{architecture} is in vLLM {VLLM_VERSION}'s multimodal registry")
+            if supported
+            else VllmSupport("unsupported", f"{architecture} is not in vLLM {VLLM_VERSION}'s multimodal registry"),
+            notes=tuple(notes),
+        )
+
+    def hf_class_name(self, config: dict[str, Any]) -> str:
+        """`architectures[0]` when transformers has that class, else the model_type's image/audio-text-to-text class."""
+        import transformers
+        from transformers.models.auto import modeling_auto
+
+        named = str((config.get("architectures") or [""])[0])
+        if hasattr(transformers, named):
+            return named
+        for mapping in ("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES", "MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES"):
+            found = getattr(modeling_auto, mapping, {}).get(str(config.get("model_type")))
+            if isinstance(found, str) and hasattr(transformers, found):
+                return found
+        return named
+
+    # --- profiler and fake-tensor trace hooks -------------------------------------------------------------
+
+    def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
+        """The processor's tensors for one max-size item of the spec's widest modality."""
+        modality = max(spec.modalities, key=lambda m: m.max_tokens_per_item).name
+        if modality == "audio":
+            features, note = audio_features(source.config, source.preprocessor)
+            return EncoderInput({"input_features": features.to(device=device, dtype=dtype)}, note)
+        tensors, note = image_tensors(source.config, source.preprocessor)
+        return EncoderInput(
+            {k: v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device=device) for k, v in tensors.items()},
+            note,
+        )
+
+    def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
+        """The model's own get_image_features / get_audio_features on `count` copies of the item."""
+        import torch
+
+        batch = {k: torch.cat([v] * count) if count > 1 else v for k, v in item.tensors.items()}
+        method = features_method(model, "audio" if "input_features" in batch else "image")
+        accepted = inspect.signature(method).parameters
+        inputs = {k: v for k, v in batch.items() if k in accepted or "kwargs" in accepted}
+        if "input_features" in batch:
+            inputs.update(full_clip_masks(method, tuple(batch["input_features"].shape), batch["input_features"].device))
+        out = method(**inputs)
+        return list(feature_rows(out).chunk(count))
+
+    def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
+        return language_model(model)(input_ids=input_ids, use_cache=False).last_hidden_state
+
+    def lm_head(self, model: Any, hidden: torch.Tensor) -> torch.Tensor:
+        return model.get_output_embeddings()(hidden)
+
+
+# --- the config ----------------------------------------------------------------------------------------
+
+
+def materialized(config: dict[str, Any]) -> dict[str, Any]:
+    """The config with transformers' defaults filled in, sub-configs as dicts (what vLLM's AutoConfig sees)."""
+    return json.loads(_materialized_json(json.dumps(config, sort_keys=True)))
+
+
+@lru_cache(maxsize=64)
+def _materialized_json(config_json: str) -> str:
+    config = json.loads(config_json)
+    model_type = config.get("model_type")
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError as exc:
+        raise BadInput("the generic family reads configs through transformers: pip install the project") from exc
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+        raise BadInput(
+            f"model_type {model_type!r} has no config class in this transformers (remote code?): the generic family plans "
+            "architectures transformers builds"
+        )
+    raw = copy.deepcopy(config)
+    raw.pop("model_type", None)
+    try:
+        return json.dumps(CONFIG_MAPPING[model_type](**raw).to_dict(), default=str)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise BadInput(f"transformers cannot read this {model_type} config: {' '.join(str(exc).split())[:200]}") from exc
+
+
+# --- tokens per item ------------------------------------------------------------------------------------
+
+
+def item_tokens(
+    modality: str, config: dict[str, Any], full: dict[str, Any], preprocessor: dict[str, Any] | None, processor: dict[str, Any] | None
+) -> ItemTokens:
+    if modality == "audio":
+        return audio_item_tokens(config, full, preprocessor)
+    return image_item_tokens(config, full, preprocessor, processor)
+
+
+def _mapped_class(mapping: Any, model_type: str, wanted: str | None) -> Any:
+    """A transformers class by the name a preprocessor config gives, else the model_type's PIL/slow variant."""
+    import transformers
+
+    names: list[str] = []
+    if wanted:
+        names += [wanted.removesuffix("Fast") + "Pil", wanted.removesuffix("Fast"), wanted]
+    entry = mapping.get(model_type)
+    if isinstance(entry, dict):
+        names += [entry.get("pil"), entry.get("torchvision")]
+    elif isinstance(entry, (tuple, list)):
+        names += list(entry)
+    elif isinstance(entry, str):
+        names.append(entry)
+    for name in names:
+        if name and hasattr(transformers, name):
+            try:
+                return getattr(transformers, name)
+            except ImportError:  # a backend (torchvision, torchaudio) this install lacks
+                continue
+    return None
+
+
+def image_processor(config: dict[str, Any], preprocessor: dict[str, Any] | None) -> Any:
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+
+    pre = dict(preprocessor or {})
+    cls = _mapped_class(IMAGE_PROCESSOR_MAPPING_NAMES, str(config.get("model_type")), pre.get("image_processor_type"))
+    if cls is None:
+        raise LookupError(f"no image processor class for model_type {config.get('model_type')!r}")
+    accepted = inspect.signature(cls.__init__).parameters
+    kwargs = {k: v for k, v in pre.items() if k in accepted or "kwargs" in accepted}
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("image_processor_type", "processor_class", "auto_map")}
+    return cls(**kwargs)
+
+
+def headless_processor(config: dict[str, Any], full: dict[str, Any], image_proc: Any, processor: dict[str, Any] | None) -> Any:
+    """The model's processor class without a tokenizer (none offline): its __init__ defaults, overridden by the
+    model config's and processor_config.json's values of the same names, and the image processor."""
+    import transformers
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    name = (processor or {}).get("processor_class") or PROCESSOR_MAPPING_NAMES.get(str(config.get("model_type")))
+    cls = getattr(transformers, name, None) if isinstance(name, str) else None
+    if cls is None or not hasattr(cls, "_get_num_multimodal_tokens"):
+        raise LookupError(f"no processor with a placeholder count for model_type {config.get('model_type')!r}")
+    proc = object.__new__(cls)
+    params = inspect.signature(cls.__init__).parameters
+    vision = full.get("vision_config") or {}
+    for pname, param in params.items():
+        if pname in ("self", "tokenizer", "kwargs", "args", "chat_template"):
+            continue
+        value = param.default if param.default is not inspect.Parameter.empty else None
+        for source in (vision, full, processor or {}):
+            if pname in source:
+                value = source[pname]
+        setattr(proc, pname, value)
+    proc.image_processor = image_proc
+    return proc
+
+
+def candidate_sizes(image_proc: Any, vision: dict[str, Any]) -> list[tuple[int, int]]:
+    """(height, width) shapes among which the most-tokens image lies: the image processor's fixed sizes, its
+    grid pinpoints, tile grids up to its tile cap, and a huge square (processors capping by pixels shrink it)."""
+    sides: set[int] = set()
+    for attr in ("size", "crop_size", "max_image_size"):
+        value = getattr(image_proc, attr, None)
+        value = value if isinstance(value, dict) else (value.__dict__ if hasattr(value, "__dict__") else {})
+        sides.update(int(v) for k, v in value.items() if isinstance(v, (int, float)) and k in ("height", "width", "shortest_edge", "longest_edge") and 0 < v <= HUGE_SIDE)
+    if isinstance(vision.get("image_size"), int):
+        sides.add(int(vision["image_size"]))
+    shapes = {(HUGE_SIDE, HUGE_SIDE), (HUGE_SIDE, HUGE_SIDE // 2), (HUGE_SIDE // 2, HUGE_SIDE)}
+    for side in sides:
+        shapes.update({(side, side), (side, 2 * side), (2 * side, side)})
+    for pin in getattr(image_proc, "image_grid_pinpoints", None) or []:
+        shapes.add((int(pin[0]), int(pin[1])))
+    tiles = getattr(image_proc, "max_patches", None) or getattr(image_proc, "max_image_tiles", None) or getattr(image_proc, "max_num_tiles", None)
+    tile = min(sides) if sides else None
+    if isinstance(tiles, int) and tile:
+        for rows in range(1, tiles + 1):
+            for cols in range(1, tiles // rows + 1):
+                shapes.add((rows * tile, cols * tile))
+    return sorted(shapes)
+
+
+def image_item_tokens(config: dict[str, Any], full: dict[str, Any], preprocessor: dict[str, Any] | None, processor: dict[str, Any] | None) -> ItemTokens:
+    vision = full.get("vision_config") or {}
+    if not preprocessor:  # the processor's class defaults are not the model's (LLaVA's crop 224 vs its 336 tower)
+        return image_fallback(config, vision, reason="no preprocessor_config.json: the model's image processor settings are unknown")
+    try:
+        image_proc = image_processor(config, preprocessor)
+        proc = headless_processor(config, full, image_proc, processor)
+        best, best_shape = 0, (0, 0)
+        for shape in candidate_sizes(image_proc, vision):
+            counted = proc._get_num_multimodal_tokens(image_sizes=[list(shape)])
+            tokens = int((getattr(counted, "num_image_tokens", None) or [0])[0])
+            if tokens > best:
+                best, best_shape = tokens, shape
+        if best <= 0:
+            raise LookupError("the processor counted no image tokens")
+        built_from = " + ".join(n for n, d in (("preprocessor_config.json", preprocessor), ("processor_config.json", processor)) if d)
+        return ItemTokens(
+            "image",
+            best,
+            "processor",
+            f"{type(proc).__name__}._get_num_multimodal_tokens with {type(image_proc).__name__} ({built_from}), most tokens at {best_shape[0]}x{best_shape[1]}",
+        )
+    except Exception as exc:  # no class, a backend missing, a processor that needs its tokenizer: the formula
+        return image_fallback(config, vision, reason=f"{type(exc).__name__}: {' '.join(str(exc).split())[:120]}")
+
+
+def image_fallback(config: dict[str, Any], vision: dict[str, Any], *, reason: str) -> ItemTokens:
+    """(image_size // patch_size)^2 patches, merged by the config's spatial merge / downsample factor."""
+    if isinstance(config.get("mm_tokens_per_image"), int):
+        return ItemTokens("image", int(config["mm_tokens_per_image"]), "fallback formula", f"mm_tokens_per_image ({reason})")
+    dynamic = dynamic_resizing(config)
+    if dynamic:
+        raise BadInput(
+            f"{config.get('architectures', ['?'])[0]}: {dynamic}, so the image tokens depend on its settings: "
+            f"give the model's preprocessor_config.json ({reason})"
+        )
+    size, patch = vision.get("image_size"), vision.get("patch_size")
+    size = max(size) if isinstance(size, (list, tuple)) and size else size  # [448, 448]
+    patch = max(patch) if isinstance(patch, (list, tuple)) and patch else patch
+    if not (isinstance(size, int) and isinstance(patch, int) and patch > 0):
+        raise BadInput(f"vision_config lacks image_size / patch_size, which the generic family's image fallback needs ({reason})")
+    patches = (size // patch) ** 2
+    merge = vision.get("spatial_merge_size") or config.get("spatial_merge_size")
+    ratio = config.get("downsample_ratio")
+    scale = config.get("scale_factor")
+    if isinstance(merge, int) and merge > 1:
+        tokens, how = patches // (merge * merge), f"/ spatial_merge_size {merge}^2"
+    elif isinstance(ratio, (int, float)) and 0 < ratio < 1:
+        tokens, how = int(patches * ratio * ratio), f"x downsample_ratio {ratio}^2"
+    elif isinstance(scale, int) and scale > 1:
+        tokens, how = patches // (scale * scale), f"/ scale_factor {scale}^2"
+    else:
+        tokens, how = patches, "(no merge)"
+    return ItemTokens("image", tokens, "fallback formula", f"(image_size {size} // patch_size {patch})^2 {how}, one tile ({reason})")
+
+
+# Image-processor attributes that make the tokens of an image depend on its settings: tiles, pinpoints, pixel caps.
+DYNAMIC_IMAGE_SETTINGS = ("image_grid_pinpoints", "do_image_splitting", "crop_to_patches", "max_patches", "max_image_size", "max_pixels", "max_image_tiles")
+
+
+def dynamic_resizing(config: dict[str, Any]) -> str | None:
+    """Why the one-tile formula cannot stand in for the model's image processor, or None when it resizes to one
+    fixed size (read from the processor class's defaults, which say how it works, not the model's numbers)."""
+    try:
+        proc = image_processor(config, None)
+    except Exception as exc:
+        return f"no image processor class can be built for it ({type(exc).__name__})"
+    name = type(proc).__name__
+    for attr in DYNAMIC_IMAGE_SETTINGS:
+        if getattr(proc, attr, None):
+            return f"its {name} tiles or caps images by {attr}"
+    size = getattr(proc, "size", None)
+    if size is not None and (getattr(size, "longest_edge", None) if not isinstance(size, dict) else size.get("longest_edge")):
+        return f"its {name} resizes images by size.longest_edge"
+    return None
+
+
+def feature_extractor(config: dict[str, Any], preprocessor: dict[str, Any] | None) -> Any:
+    from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
+
+    pre = dict(preprocessor or {})
+    cls = _mapped_class(FEATURE_EXTRACTOR_MAPPING_NAMES, str(config.get("model_type")), pre.get("feature_extractor_type"))
+    if cls is None:
+        raise LookupError(f"no feature extractor class for model_type {config.get('model_type')!r}")
+    accepted = inspect.signature(cls.__init__).parameters
+    kwargs = {k: v for k, v in pre.items() if (k in accepted or "kwargs" in accepted) and k not in ("feature_extractor_type", "processor_class")}
+    mel_bins = (materialized(config).get("audio_config") or {}).get("num_mel_bins")
+    if "feature_size" not in kwargs and isinstance(mel_bins, int) and "feature_size" in accepted:
+        kwargs["feature_size"] = mel_bins  # without a preprocessor config: as many mel bins as the encoder reads
+    return cls(**kwargs)
+
+
+def audio_features(config: dict[str, Any], preprocessor: dict[str, Any] | None) -> tuple[Any, str]:
+    """The feature extractor on its longest clip (chunk_length seconds of noise): the model's input features."""
+    import numpy as np
+
+    extractor = feature_extractor(config, preprocessor)
+    defaults = "" if preprocessor else " (class defaults, feature_size = num_mel_bins: no preprocessor_config.json)"
+    rate = int(extractor.sampling_rate)
+    seconds = int(getattr(extractor, "chunk_length", 30) or 30)
+    audio = np.random.default_rng(0).standard_normal(seconds * rate).astype(np.float32) * 0.1
+    feats = extractor(audio, sampling_rate=rate, return_tensors="pt")
+    tensor = feats["input_features"]
+    return tensor, f"{type(extractor).__name__}{defaults} on {seconds} s of {rate} Hz audio -> {tuple(tensor.shape[1:])} features"
+
+
+def audio_item_tokens(config: dict[str, Any], full: dict[str, Any], preprocessor: dict[str, Any] | None) -> ItemTokens:
+    try:
+        features, note = audio_features(config, preprocessor)
+        rows = meta_audio_rows(json.dumps(config, sort_keys=True), tuple(features.shape))
+        return ItemTokens("audio", rows, "model", f"{note}; the model's audio path (get_audio_features, else its audio tower) on the meta device emits {rows} embeddings")
+    except Exception as exc:  # no extractor, a backend missing, a tower that reads values: the formula
+        audio = full.get("audio_config") or {}
+        positions = audio.get("max_source_positions")
+        if not isinstance(positions, int):
+            raise BadInput(f"audio_config lacks max_source_positions, which the generic family's audio fallback needs ({type(exc).__name__}: {exc})") from exc
+        return ItemTokens(
+            "audio",
+            positions,
+            "fallback formula",
+            f"audio_config.max_source_positions (encoder positions of one clip, before any pooling or projector downsampling: an upper bound) "
+            f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})",
+        )
+
+
+@lru_cache(maxsize=16)
+def meta_audio_rows(config_json: str, shape: tuple[int, ...]) -> int:
+    """Embeddings the model's own audio path emits for one clip: get_audio_features on the meta device."""
+    import torch
+
+    from capacity.families import family_named
+
+    model = family_named("generic").build_module(json.loads(config_json), device="meta", dtype="float32")
+    method = features_method(model, "audio")
+    with torch.inference_mode():
+        out = method(input_features=torch.zeros(shape, device="meta"), **full_clip_masks(method, shape))
+    return int(feature_rows(out).shape[0])
+
+
+def full_clip_masks(method: Any, shape: tuple[int, ...], device: Any = "meta") -> dict[str, Any]:
+    """Masks a get_audio_features requires (AudioFlamingo3's input_features_mask): every frame of the clip is real."""
+    import torch
+
+    required = [
+        name
+        for name, param in inspect.signature(method).parameters.items()
+        if "mask" in name and param.default is inspect.Parameter.empty and param.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
+    return {name: torch.ones(shape[0], shape[-1], dtype=torch.bool, device=device) for name in required}
+
+
+def features_method(model: Any, modality: str) -> Any:
+    """The model's own get_<modality>_features; a model without one (Qwen2-Audio) runs its tower (pooling included)."""
+    name = "get_audio_features" if modality == "audio" else "get_image_features"
+    if hasattr(model, name):
+        return getattr(model, name)
+    inner = getattr(model, "model", model)
+    for owner in (model, inner):
+        tower = getattr(owner, "audio_tower" if modality == "audio" else "vision_tower", None)
+        if tower is not None:
+            return tower
+    raise NotImplementedError(f"{type(model).__name__} has neither {name} nor a {modality} tower")
+
+
+def image_tensors(config: dict[str, Any], preprocessor: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
+    """The image processor's tensors for the most-tokens image (a mid-grey picture of that shape)."""
+    import numpy as np
+
+    if not preprocessor:
+        raise NotImplementedError("no preprocessor_config.json: the generic trace cannot run the model's image processor")
+    full = materialized(config)
+    counted = image_item_tokens(config, full, preprocessor, None)
+    image_proc = image_processor(config, preprocessor)
+    shapes = candidate_sizes(image_proc, full.get("vision_config") or {})
+    height, width = shapes[-1]
+    if "most tokens at " in counted.detail:
+        height, width = (int(v) for v in counted.detail.rsplit("most tokens at ", 1)[1].split("x"))
+    picture = np.full((height, width, 3), 128, dtype=np.uint8)
+    out = image_proc(images=[picture], return_tensors="pt")
+    tensors = {k: v for k, v in out.items() if hasattr(v, "is_floating_point")}
+    return tensors, f"{type(image_proc).__name__} on a {height}x{width} image -> " + ", ".join(f"{k} {tuple(v.shape)}" for k, v in tensors.items())
+
+
+# --- the model -----------------------------------------------------------------------------------------
+
+
+def feature_rows(out: Any) -> torch.Tensor:
+    """get_*_features' embeddings as one (tokens, hidden) tensor, whatever container this transformers returns."""
+    import torch
+
+    if not isinstance(out, (torch.Tensor, list, tuple)):
+        pooled = getattr(out, "pooler_output", None)
+        out = pooled if pooled is not None else out.last_hidden_state
+    if isinstance(out, (list, tuple)):
+        out = torch.cat([o.reshape(-1, o.shape[-1]) for o in out])
+    return out.reshape(-1, out.shape[-1])
+
+
+def language_model(model: Any) -> Any:
+    inner = getattr(model, "model", model)
+    for attr in ("language_model", "text_model"):
+        if hasattr(inner, attr):
+            return getattr(inner, attr)
+    raise NotImplementedError(f"{type(model).__name__} has no language_model the generic trace can run")
+
+
+def encoder_shape(item: ItemTokens, full: dict[str, Any], text: dict[str, Any]) -> EncoderShape:
+    """The widest modality's encoder, for the activation formula: its sub-config's width, MLP and depth."""
+    key = "audio_config" if item.modality == "audio" else "vision_config"
+    sub = full.get(key) or {}
+    hidden = _first(sub, key, ("embed_dim", "hidden_size", "d_model", "width"))  # Qwen2-VL: embed_dim is the tower, hidden_size its output
+    ratio = sub.get("mlp_ratio")
+    ffn = int(hidden * ratio) if isinstance(ratio, (int, float)) and ratio > 0 else _first(sub, key, ("intermediate_size", "encoder_ffn_dim", "mlp_dim"))
+    depth = _first(sub, key, ("num_hidden_layers", "encoder_layers", "depth", "num_layers"))
+    merge = sub.get("spatial_merge_size")
+    ratio = full.get("downsample_ratio")
+    positions = sub.get("max_source_positions")
+    if item.modality == "audio" and isinstance(positions, int):  # the audio tower runs on its positions, then downsamples
+        seq_len = positions
+    elif isinstance(merge, int) and merge > 1:  # the tower runs on the patches before its merge
+        seq_len = item.tokens * merge * merge
+    elif isinstance(ratio, (int, float)) and 0 < ratio < 1:
+        seq_len = round(item.tokens / (ratio * ratio))
+    else:
+        seq_len = item.tokens
+    return EncoderShape(
+        seq_len=seq_len,
+        hidden_size=hidden,
+        ffn_size=ffn,
+        num_layers=depth,
+        output_hidden_size=int(text["hidden_size"]),
+    )
+
+
+def _first(sub: dict[str, Any], where: str, keys: tuple[str, ...]) -> int:
+    for key in keys:
+        value = sub.get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise BadInput(f"{where} has none of {', '.join(keys)}, which the generic family's encoder formula needs")
+
+
+FAMILY = GenericFamily()

@@ -1,0 +1,144 @@
+"""`Family`: everything capacity knows about one model family, in one object (one file per family).
+
+A family owns the `model_type`s it claims, the `ModelSpec` it reads from a config, the real module tree
+(built through the builders of `capacity.arch`), the hooks the profiler and the fake-tensor trace run the
+model through (dummy encoder input, encoder, decoder, LM head), the decoder `capacity verify` drives, and
+its calibration constants. Families register themselves: `capacity.families` imports every module of its
+package and keeps each module's `FAMILY`, so adding a family is adding one file.
+
+Layering: this module and every family module import no torch at module level; the hooks that need
+torch or transformers import them inside their bodies, as `capacity.arch` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from capacity.errors import BadInput
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import torch
+    from torch import nn
+
+    from capacity.models import ModelSource
+    from capacity.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class EncoderInput:
+    """One max-size item as the processor would hand it to the encoder, and how it was made."""
+
+    tensors: dict[str, Any]
+    note: str
+    host: dict[str, Any] = field(default_factory=dict)  # plain values the device tensors were made from
+
+
+class Family:
+    """Base class of the model families; a subclass per family, one instance (`FAMILY`) per family module.
+
+    The profiler hooks default to a decoder-only model whose transformer is `model.model` and whose head is
+    `model.lm_head`, with no encoder; families with an encoder override `encoder_input` and `encode`.
+    """
+
+    name: ClassVar[str]
+    model_types: ClassVar[tuple[str, ...]] = ()  # config.json `model_type`s this family claims outright
+    # Families that claim a config by its shape rather than its model_type (plain *ForCausalLM decoders, the
+    # generic multimodal family) are tried after every model_type claim, lowest rank first; None = never.
+    fallback_rank: ClassVar[int | None] = None
+    profilable: ClassVar[bool] = True  # the profiler and the fake-tensor trace can run this family
+    # Attribute path from the built model to a BART-style decoder (self_attn, encoder_attn, fc1/fc2 per layer)
+    # that `capacity verify` drives step by step; () = verify does not support this family.
+    verify_decoder_path: ClassVar[tuple[str, ...]] = ()
+    # Calibration: the H200-measured activation peak exceeded the fake-tensor trace by this many percent
+    # (bench/results/trace-2026-11-30); None = within 3 %, or never compared.
+    trace_undercount_percent: ClassVar[int | None] = None
+    # Calibration: vLLM's encoder activation / the fake trace of transformers' encoder, applied when the encoder
+    # phase sets a fake trace's peak (bench/results/predict-logs-2026-11-30); None = not calibrated.
+    trace_encoder_to_vllm: ClassVar[float | None] = None
+    # Modules vLLM 0.33 builds unsharded although a name rule would shard them, and biases it allocates that the
+    # checkpoint lacks (regexes over parameter names; read from vllm/model_executor/models, see capacity/weights.py).
+    vllm_unsharded_modules: ClassVar[tuple[str, ...]] = ()
+    vllm_added_biases: ClassVar[tuple[str, ...]] = ()
+    # A word every memory term's method starts with, so a figure says which family's reading it rests on
+    # ("generic"); "" = none.
+    method_label: ClassVar[str] = ""
+
+    # --- the config -----------------------------------------------------------------------------------
+
+    def claims(self, config: dict[str, Any]) -> bool:
+        """A fallback family's test of a config no model_type claimed (only called when fallback_rank is set)."""
+        return False
+
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
+        raise NotImplementedError
+
+    # --- the real module tree (torch inside) ------------------------------------------------------------
+
+    hf_class: ClassVar[str] = ""  # the transformers model class the default build_module instantiates
+
+    def build_module(
+        self,
+        config: dict[str, Any],
+        *,
+        device: str = "meta",
+        dtype: str = "bfloat16",
+        init_weights: bool | None = None,
+        attn_implementation: str | None = None,
+    ) -> nn.Module:
+        """The real architecture from a raw config.json dict (not modified), by default on the meta device.
+
+        The default builds transformers' `hf_class_name(config)` from `hf_config(config)`.
+        """
+        from capacity.arch import build_hf_class
+
+        return build_hf_class(
+            self.hf_class_name(config), self.hf_config(config), device=device, dtype=dtype, init_weights=init_weights, attn_implementation=attn_implementation
+        )
+
+    def hf_class_name(self, config: dict[str, Any]) -> str:
+        if not self.hf_class:
+            raise NotImplementedError(f"{self.name} names no transformers class to build")
+        return self.hf_class
+
+    def hf_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        """The config dict in the form transformers' class reads (default: as published)."""
+        return config
+
+    # --- profiler and fake-tensor trace hooks (torch inside) ---------------------------------------------
+
+    def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
+        """One max-size item of `tokens` encoder-output tokens, as the model's processor would hand it over."""
+        raise BadInput(f"{self.name} takes no multimodal items to profile")
+
+    def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
+        """The encoder on `count` copies of `item`: one output tensor per item (held as encoder-cache entries)."""
+        return []
+
+    def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
+        """The decoder's last hidden states for `input_ids` (cross-attending `encoder_states` when given)."""
+        return model.model(input_ids=input_ids, use_cache=False).last_hidden_state
+
+    def lm_head(self, model: Any, hidden: torch.Tensor) -> torch.Tensor:
+        return model.lm_head(hidden)
+
+    def verify_decoder(self, model: Any) -> Any:
+        """The BART-style decoder `capacity verify` runs (see `verify_decoder_path`)."""
+        if not self.verify_decoder_path:
+            raise BadInput(f"verify runs encoder-decoder models with BART-style decoders; {self.name} is not one yet")
+        for attr in self.verify_decoder_path:
+            model = getattr(model, attr)
+        return model
+
+    # --- identity ---------------------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return f"<family {self.name}>"
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        # Copies and pickles of a spec keep pointing at the one registered family object.
+        from capacity.families import family_named
+
+        return family_named, (self.name,)

@@ -1,0 +1,155 @@
+"""The generic family: multimodal decoders transformers builds, with no dedicated family."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from capacity.errors import BadInput
+from capacity.families import family_for, model_spec
+from capacity.gpus import gpu_by_name
+from capacity.kv_model import kv_groups_for
+from capacity.serving import ServingArgs, resolve_serving
+
+ROOT = Path(__file__).resolve().parents[1]
+CATALOG = ROOT / "capacity" / "catalog" / "models"
+
+
+def published(name: str) -> dict[str, Any]:
+    """A published config.json of the catalog (source and sha256: capacity/catalog/README.md)."""
+    data: dict[str, Any] = json.loads((CATALOG / name / "config.json").read_text())
+    return data
+
+
+def default_config(model_type: str, architecture: str) -> dict[str, Any]:
+    """transformers' default config of the class (not a checkpoint), as a plain dict."""
+    from transformers import CONFIG_MAPPING
+
+    config: dict[str, Any] = json.loads(json.dumps(CONFIG_MAPPING[model_type]().to_dict(), default=str))
+    config["architectures"] = [architecture]
+    config["model_type"] = model_type
+    return config
+
+
+def pages(spec: Any) -> list[tuple[str, int, int]]:
+    serving = resolve_serving(ServingArgs(), spec, gpu_by_name("H200"))
+    return [(g.kind, g.num_layers, g.page_size_bytes) for g in kv_groups_for(spec, serving, gpu_by_name("H200"))]
+
+
+def test_llava_default_config_plans_by_the_image_formula():
+    spec = model_spec(default_config("llava", "LlavaForConditionalGeneration"), "llava")
+    assert spec.family.name == "generic"
+    # CLIP-L/14 at 336 px: (336 // 14)^2 = 576 patch features (vLLM llava.py get_max_image_tokens: 576)
+    assert [(m.name, m.max_tokens_per_item) for m in spec.modalities] == [("image", 576)]
+    assert "fallback formula" in spec.notes[0] and "no preprocessor_config.json" in spec.notes[0]
+    # Llama-2-7B text: 32 layers, 32 KV heads x 128, bf16, block 16: 2 x 16 x 32 x 128 x 2 = 262,144 B per layer
+    assert pages(spec) == [("full", 32, 262_144)]
+    assert spec.vllm_support.status == "native"
+
+
+def test_published_llava_counts_image_tokens_with_its_processor():
+    """llava-hf/llava-1.5-7b-hf with its published preprocessor and processor configs (the catalog's)."""
+    from capacity.models import resolve_model
+
+    source = resolve_model("llava-hf/llava-1.5-7b-hf")
+    spec = model_spec(source.config, source.name, source.preprocessor, source.processor)
+    # CLIP crop 336 / patch 14: 576 patches + 1 CLS (num_additional_image_tokens), the 'default' strategy drops
+    # the CLS: 576 (vLLM llava.py get_max_image_tokens: 576)
+    assert [(m.name, m.max_tokens_per_item) for m in spec.modalities] == [("image", 576)]
+    assert "processor: LlavaProcessor._get_num_multimodal_tokens" in spec.notes[0]
+    assert "preprocessor_config.json + processor_config.json" in spec.notes[0]
+
+
+def test_qwen2_vl_image_tokens_from_its_processor():
+    """The published Qwen2-VL preprocessor settings (max_pixels 12,845,056, 14 px patches merged 2 x 2)."""
+    preprocessor = {
+        "image_processor_type": "Qwen2VLImageProcessor",
+        "min_pixels": 3136,
+        "max_pixels": 12845056,
+        "patch_size": 14,
+        "temporal_patch_size": 2,
+        "merge_size": 2,
+    }
+    spec = model_spec(default_config("qwen2_vl", "Qwen2VLForConditionalGeneration"), "qwen2-vl", preprocessor)
+    # sqrt(12,845,056) = 3584 px = 128 x 28 px: 128 x 128 = 16,384 merged tokens (vLLM qwen2_vl get_max_image_tokens)
+    assert [(m.name, m.max_tokens_per_item) for m in spec.modalities] == [("image", 16_384)]
+    assert "processor: Qwen2VLProcessor._get_num_multimodal_tokens" in spec.notes[0]
+
+
+def test_voxtral_published_config_counts_audio_through_the_model():
+    """The voxtral family is the generic one plus vLLM's own item size (one file: capacity/families/voxtral.py)."""
+    spec = model_spec(published("mistralai--Voxtral-Mini-3B-2507"), "mistralai/Voxtral-Mini-3B-2507")
+    assert spec.family.name == "voxtral"
+    # one 30 s chunk: 30 s x 16 kHz / hop 160 = 3000 mel frames -> conv stride 2: 1500 positions -> the projector
+    # joins 4 frames (audio intermediate_size 5120 / hidden 1280): 375 embeddings
+    assert [(m.name, m.max_tokens_per_item, m.supported_limit) for m in spec.modalities] == [("audio", 375, 5)]
+    assert "model:" in spec.notes[0]
+    # vLLM voxtral.py: get_max_audio_tokens = max_model_len; get_supported_mm_limits = 5 audios
+    from capacity.budget import build_budget
+
+    serving = resolve_serving(ServingArgs(max_model_len=8192), spec, gpu_by_name("H200"))
+    budget = build_budget(spec, serving, enable_cache=False)
+    assert (budget.max_tokens_per_item, budget.allowed_limits) == ({"audio": 8192}, {"audio": 5})
+    # the encoder runs 1500 positions per 375-token chunk: 8192 tokens -> 1500 x 8192 // 375 = 32,768 positions
+    assert spec.encoder is not None and spec.encoder.seq_len_for(8192) == 32_768
+    # text: 30 layers, 8 KV heads x 128: 2 x 16 x 8 x 128 x 2 = 65,536 B per layer
+    assert pages(spec) == [("full", 30, 65_536)]
+    assert spec.encoder is not None and (spec.encoder.seq_len, spec.encoder.output_hidden_size) == (1500, 3072)
+    assert spec.derived_max_model_len == 131_072
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        (lambda: published("Qwen--Qwen3.5-27B"), "resizes images by size.longest_edge"),
+        (lambda: published("LiquidAI--LFM2.5-VL-1.6B"), "layer_types has 'conv'"),
+        (lambda: default_config("gemma3n", "Gemma3nForConditionalGeneration"), "vision_config lacks image_size / patch_size"),
+        (lambda: published("Qwen--Qwen3-VL-32B-Instruct"), "resizes images by size.longest_edge"),
+        (lambda: default_config("llava_next", "LlavaNextForConditionalGeneration"), "tiles or caps images by image_grid_pinpoints"),
+    ],
+    ids=["qwen3.5-no-preprocessor", "lfm2.5-conv-layers", "gemma3n-no-image-size", "qwen3-vl-no-preprocessor", "llava-next-no-preprocessor"],
+)
+def test_what_it_cannot_read_is_refused_in_one_line(config, field):
+    with pytest.raises(BadInput, match=field.replace("(", r"\(").replace("[", r"\[")) as exc:
+        model_spec(config(), "x")
+    assert "\n" not in str(exc.value)
+
+
+def test_claims_multimodal_configs_before_the_plain_decoder_fallback():
+    config = default_config("llava", "LlavaForConditionalGeneration")
+    assert family_for(config).name == "generic"
+    text_only = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}
+    assert family_for(text_only).name == "decoder_only"
+    with pytest.raises(BadInput, match="is_encoder_decoder is true"):
+        model_spec({**config, "is_encoder_decoder": True}, "x")
+
+
+def tiny_qwen2_audio() -> dict[str, Any]:
+    config = default_config("qwen2_audio", "Qwen2AudioForConditionalGeneration")
+    text = {k: v for k, v in config["text_config"].items() if k != "layer_types"}
+    text.update(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=1000)
+    config["text_config"] = text
+    config["audio_config"].update(d_model=64, encoder_ffn_dim=128, encoder_layers=2, encoder_attention_heads=4)
+    return config
+
+
+def test_fake_trace_runs_the_models_own_audio_path(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(tiny_qwen2_audio()))
+    out = subprocess.run(
+        [sys.executable, "-m", "capacity.cli", "plan", "--model", str(tmp_path), "--gpu", "H200", "--offline", "--dtype", "bfloat16",
+         "--max-num-batched-tokens", "8192", "--json"],
+        capture_output=True, text=True, cwd=ROOT, env={"CAPACITY_ESTIMATE": "trace", "PATH": "/usr/bin:/bin"}, check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    plan = json.loads(out.stdout)
+    assert plan["budget"]["max_tokens_per_item"] == {"audio": 750}  # 3000 frames -> 1500 -> avg-pool 2 -> 750 (vLLM qwen2_audio: 750)
+    cache = plan["memory"]["encoder_cache"]
+    # 8192 // 750 = 10 items held through the decoder pass, 750 x 64 wide in bf16: 10 x 750 x 64 x 2
+    assert cache["bytes"] == 960_000
+    assert cache["kind"] == "estimated" and cache["method"].startswith("generic: fake-tensor trace of the real model")
+    assert all(term["method"].startswith("generic: ") for key, term in plan["memory"].items() if isinstance(term, dict) and "method" in term)

@@ -9,7 +9,8 @@ default, batch defaults per GPU and usage context, CUDA-graph estimate in the KV
 Compare with what vLLM printed: weights, non-KV memory, available KV memory, KV tokens and the reported concurrency.
 
 A log is "not plannable" (listed with the reason, never failed) when its GPU is not stated, its weights are
-quantized, it is a V0-engine log, or capacity refuses the model (an architecture other helpers are adding:
+quantized and the config at hand is the unquantized checkpoint's (capacity plans GPTQ/AWQ/FP8/... from the
+checkpoint's own quantization_config), it is a V0-engine log, or capacity refuses the model (an architecture other helpers are adding:
 re-running after their merge fills those rows in).
 
 Split (decided before any error was looked at, recorded in the results README): a log is in the held-out half
@@ -35,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from capacity.errors import CapacityError  # noqa: E402
 from capacity.gpus import Gpu, gpu_by_name  # noqa: E402
 from capacity.log_plan import gpu_from_evidence, knobs_from_log, quantization  # noqa: E402
+from capacity.models import catalog, catalog_config  # noqa: E402
 from capacity.plan import Plan  # noqa: E402
 from capacity.planner import plan_for  # noqa: E402
 from capacity.reconcile import tokens_are_per_request  # noqa: E402
@@ -128,6 +130,20 @@ def _concurrency(plan: Plan, sem: VllmSemantics | None) -> float:
     return plan.concurrency.vllm_reported
 
 
+def _config_is_quantized(model: str) -> bool:
+    """Whether the config the log is planned with carries a quantization_config (capacity.weights.quant_scheme reads it)."""
+    local = ROOT / model / "config.json"
+    if local.exists():
+        config = json.loads(local.read_text())
+    else:
+        entry = catalog(include_unplannable=True).get(model)
+        if entry is None:
+            return False
+        config = catalog_config(entry)
+    text = config.get("text_config")
+    return "quantization_config" in config or (isinstance(text, dict) and "quantization_config" in text)
+
+
 def _err(cap: float | None, vllm: float | None) -> float | None:
     if cap is None or vllm is None or vllm == 0:
         return None
@@ -157,11 +173,14 @@ def predict(log: Path, *, formula: bool) -> Row:
     if gpu is None:
         reasons.append(why)
     q = meta.get("knobs", {}).get("quantization") or quantization(facts)
-    if q:
-        reasons.append(f"quantized weights ({q}): capacity counts weights in the checkpoint dtype")
+    model = meta.get("capacity_model")
+    if q and model and not _config_is_quantized(model):
+        reasons.append(
+            f"quantized weights ({q}): capacity plans a quantized checkpoint from its own config's quantization_config, "
+            f"and the config here ({model}) is the unquantized checkpoint's"
+        )
     if sem is not None and not sem.plannable:
         reasons.append(sem.why_not_plannable)
-    model = meta.get("capacity_model")
     if not model:
         reasons.append(meta.get("not_plannable") or "no config.json for this model")
     if reasons:
@@ -323,7 +342,7 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path) -> None:
         misses = [t for t in TERMS if r.error_percent.get(t) is not None and abs(r.error_percent[t]) > MISS_PERCENT]
         if misses:
             lines.append(f"- **{r.log}** ({', '.join(misses)}): {CAUSES.get(r.log, 'not analysed')}")
-    lines += ["", "## Not plannable (listed, not failed; re-run after the generic family / KV kinds / catalog work is merged)", ""]
+    lines += ["", "## Not plannable (listed, not failed; what still blocks each)", ""]
     for r in rows:
         if not r.plannable:
             lines.append(f"- {r.log}: {r.reason}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from capacity.errors import BadInput
+from capacity.shard_rules import ShardRules
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
@@ -60,6 +61,9 @@ class Family:
     # checkpoint lacks (regexes over parameter names; read from vllm/model_executor/models, see capacity/weights.py).
     vllm_unsharded_modules: ClassVar[tuple[str, ...]] = ()
     vllm_added_biases: ClassVar[tuple[str, ...]] = ()
+    # Which modules are which of vLLM's parallel layers, for the tensor-parallel profiler (profilers/sharding.py);
+    # None = tensor-parallel profiling of this family is refused (planning at TP > 1 stays arithmetic).
+    tensor_parallel_rules: ClassVar[ShardRules | None] = None
     # A word every memory term's method starts with, so a figure says which family's reading it rests on
     # ("generic"); "" = none.
     method_label: ClassVar[str] = ""

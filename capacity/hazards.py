@@ -105,6 +105,15 @@ def parallelism(plan: Plan) -> Iterator[Hazard]:
             f"{spec.num_attention_heads} attention heads are not divisible by --tensor-parallel-size {tp}; vLLM raises ValueError",
             "pick a tensor-parallel size that divides the head count",
         )
+    state = list(dict.fromkeys(part for layer in spec.layers for part in layer.tp_indivisible(tp)))
+    if state:
+        yield Hazard(
+            "tp_does_not_divide_state_heads",
+            ERROR,
+            f"{', '.join(state)} not divisible by --tensor-parallel-size {tp}; vLLM asserts it at model construction "
+            "(Mamba / linear-attention layers; the state figures are the largest rank's share)",
+            "pick a tensor-parallel size that divides them",
+        )
     heads = [h for h in (layer.kv_heads() for layer in spec.layers) if h]
     if dcp > 1 and heads:
         kv_heads = max(heads)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from capacity.errors import BadInput
 from capacity.kv_spec import (
     ChunkedLocalAttentionSpec,
     CrossAttentionSpec,
@@ -25,11 +24,16 @@ from capacity.kv_spec import (
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1}
 
 
-def tp_divide(total: int, tp: int, what: str) -> int:
-    """vLLM: vllm.distributed.divide (asserts the division is exact)."""
-    if total % tp:
-        raise BadInput(f"{what} ({total}) is not divisible by --tensor-parallel-size {tp}; vLLM asserts it is")
-    return total // tp
+def tp_share(total: int, tp: int) -> int:
+    """vLLM: vllm.distributed.divide (total / tp, asserted exact). A TP that does not divide `total` stops vLLM at
+    model construction; the layer reports it (`KVLayer.tp_indivisible`, an error hazard) and the figure is the
+    largest rank's share (rounded up)."""
+    return -(-total // tp)
+
+
+def indivisible(tp: int, *parts: tuple[str, int]) -> tuple[str, ...]:
+    """The named totals that `tp` does not divide, as 'name (total)'."""
+    return tuple(f"{name} ({total})" for name, total in parts if total % tp)
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,10 @@ class KVLayer:
     def kv_heads(self) -> int | None:
         """KV heads split across TP ranks (None: the layer has none to split)."""
         return None
+
+    def tp_indivisible(self, tp: int) -> tuple[str, ...]:
+        """What of this layer vLLM splits exactly over the TP ranks but `tp` does not divide ('name (total)')."""
+        return ()
 
     def backend_block_size(self, compute_capability_major: int, kv_cache_dtype: str) -> int | None:
         """The block size this layer's attention backend prefers over the default 16 (None: no preference)."""
@@ -167,11 +175,19 @@ class GatedDeltaNetLayer(KVLayer):
     conv_kernel: int
     ssm_dtype: str | None = None  # the config's mamba_ssm_dtype (Qwen3.5), else the model dtype
 
+    @property
+    def conv_dim(self) -> int:
+        return self.head_k_dim * self.num_k_heads * 2 + self.head_v_dim * self.num_v_heads
+
+    def tp_indivisible(self, tp: int) -> tuple[str, ...]:
+        # vLLM gated_delta_net_state_shape: divide(conv_dim, tp), divide(num_v_heads, tp)
+        return indivisible(tp, ("linear_num_value_heads", self.num_v_heads), ("linear attention conv dim", self.conv_dim))
+
     def state_bytes(self, knobs: KVKnobs) -> tuple[int, ...]:
         tp = knobs.tensor_parallel_size
-        conv_dim = tp_divide(self.head_k_dim * self.num_k_heads * 2 + self.head_v_dim * self.num_v_heads, tp, "linear attention conv dim")
+        conv_dim = tp_share(self.conv_dim, tp)
         conv = conv_dim * (self.conv_kernel - 1 + knobs.num_speculative_tokens) * knobs.model_dtype_bytes
-        v_heads = tp_divide(self.num_v_heads, tp, "linear_num_value_heads")
+        v_heads = tp_share(self.num_v_heads, tp)
         recurrent = v_heads * self.head_v_dim * self.head_k_dim * (DTYPE_BYTES[self.ssm_dtype] if self.ssm_dtype else knobs.model_dtype_bytes)
         return conv, recurrent
 
@@ -199,12 +215,21 @@ class Mamba2Layer(KVLayer):
     intermediate_size: int  # mamba_num_heads x mamba_head_dim (Nemotron-H), mamba_expand x hidden (Granite/Falcon)
     ssm_dtype: str | None = None  # mamba_ssm_cache_dtype (Nemotron-H: the config's, else float32)
 
+    def conv_dim(self, tp: int) -> int:
+        """vLLM mamba2_state_shape: intermediate_size + 2 x (n_groups + extra_groups_for_head_shards) x state_size."""
+        groups = self.n_groups + (0 if self.n_groups % tp == 0 else tp - self.n_groups)  # extra_groups_for_head_shards
+        return self.intermediate_size + 2 * groups * self.state_size
+
+    def tp_indivisible(self, tp: int) -> tuple[str, ...]:
+        # vLLM MambaMixer2 asserts num_heads % tp == 0 and (n_groups % tp == 0 or n_groups == 1);
+        # mamba2_state_shape: divide(conv_dim, tp)
+        groups = () if self.n_groups == 1 else (("mamba n_groups", self.n_groups),)
+        return indivisible(tp, ("mamba heads", self.num_heads), *groups, ("mamba conv dim", self.conv_dim(tp)))
+
     def state_bytes(self, knobs: KVKnobs) -> tuple[int, ...]:
         tp = knobs.tensor_parallel_size
-        groups = self.n_groups + (0 if self.n_groups % tp == 0 else tp - self.n_groups)  # extra_groups_for_head_shards
-        conv_dim = tp_divide(self.intermediate_size + 2 * groups * self.state_size, tp, "mamba conv dim")
-        conv = conv_dim * (self.conv_kernel - 1 + knobs.num_speculative_tokens) * knobs.model_dtype_bytes
-        ssm = tp_divide(self.num_heads, tp, "mamba heads") * self.head_dim * self.state_size
+        conv = tp_share(self.conv_dim(tp), tp) * (self.conv_kernel - 1 + knobs.num_speculative_tokens) * knobs.model_dtype_bytes
+        ssm = tp_share(self.num_heads, tp) * self.head_dim * self.state_size
         return conv, ssm * (DTYPE_BYTES[self.ssm_dtype] if self.ssm_dtype else knobs.model_dtype_bytes)
 
     def checkpoint_alignment(self, knobs: KVKnobs) -> int | None:

@@ -227,6 +227,18 @@ def rank_budgets(profile: MemoryProfile, estimates: dict[str, MemoryTerm], reque
     return tuple(out)
 
 
+def cuda_total_of_profiled_gpu(local: Gpu, profile: MemoryProfile) -> Gpu:
+    """The local GPU with the CUDA total its profile recorded, when the profile was taken on a GPU of that name.
+
+    vLLM requests gpu_memory_utilization x cudaMemGetInfo's total, which is 600+ MiB below NVML's (H200: 615 MiB);
+    NVML's total would plan a pool that the device cannot hold (`verify --profile` at TP 2 ran 713,031 B over).
+    """
+    fp = profile.fingerprint
+    if local.source != "nvml" or fp.device != "cuda" or fp.gpu_name != local.name:
+        return local
+    return replace(local, total_memory_bytes=fp.gpu_total_memory_bytes, source="cuda", provenance="cudaMemGetInfo total recorded in the profile (vLLM reads this total, not NVML's)")
+
+
 def plan_for(
     model: str,
     args: ServingArgs,
@@ -248,6 +260,8 @@ def plan_for(
     gpu_note = None
     if gpu is None:
         gpu, gpu_note = resolve_gpu(gpu_name)
+        if profile is not None and gpu_name is None:
+            gpu = cuda_total_of_profiled_gpu(gpu, profile)
     base_batch = None
     if semantics is not None:
         args = semantics.serving_args(args)

@@ -30,10 +30,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from capacity.errors import BadInput
+from capacity.shard_rules import ShardRules
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
+
+    from capacity.family import Family
 
 DEFAULT_VOCAB_PADDING_SIZE = 64  # vllm/model_executor/layers/vocab_parallel_embedding.py
 ENCODER_TP_MODES = ("weights", "data")
@@ -86,83 +89,15 @@ class TorchCollectives:
         return out.movedim(0, -2).reshape(*tensor.shape[:-1], self.world_size * tensor.shape[-1])
 
 
-@dataclass(frozen=True)
-class ShardRules:
-    """Which modules of a family's transformers model are which of vLLM's parallel layers (regexes on names)."""
-
-    column: str
-    row: str
-    vocab_embedding: str  # "" : the family's embedding is whole on every rank in vLLM
-    lm_head: str
-    encoder: str  # the multimodal encoder's modules (mm_encoder_tp_mode)
-    kv_projection: str = r"\.(k_proj|v_proj)$"
-    gathered_column: str = ""  # column-parallel layers whose output the next layer needs whole
-    encoder_data_parallel: bool = False  # vLLM SupportsMultiModal.supports_encoder_tp_data
-
-    def role(self, name: str, encoder_whole: bool) -> str | None:
-        if encoder_whole and self.encoder and re.search(self.encoder, name):
-            return None
-        for role, pattern in (
-            ("gathered_column", self.gathered_column),
-            ("column", self.column),
-            ("row", self.row),
-            ("vocab_embedding", self.vocab_embedding),
-            ("lm_head", self.lm_head),
-        ):
-            if pattern and re.search(pattern, name):
-                return role
-        return None
-
-
-# Read from vLLM 0.33's model files (vllm/model_executor/models/<family>.py).
-FAMILY_RULES: dict[str, ShardRules] = {
-    # whisper.py: QKVParallelLinear / RowParallelLinear out_proj, fc1/fc2 Column/Row; decoder.embed_tokens is a
-    # plain nn.Embedding; proj_out is a ParallelLMHead tied to it.
-    "whisper": ShardRules(
-        column=r"\.(q_proj|k_proj|v_proj|fc1)$",
-        row=r"\.(out_proj|fc2)$",
-        vocab_embedding="",
-        lm_head=r"^proj_out$",
-        encoder=r"^model\.encoder\.",
-    ),
-    # nemotron_parse.py + radio.py / intern_vit.py: RADIO attention qkv/proj and MLP fc1/fc2 parallel, the neck's
-    # sum_proj a ColumnParallelLinear, mBART decoder layers parallel, BartScaledWordEmbedding vocab-parallel.
-    # transformers' RadioModel names its attention q/k/v_proj + o_proj (5.24) or, ViT-style, attention.query/key/value
-    # + output.dense (5.17).
-    "nemotron_parse": ShardRules(
-        column=r"(\.(q_proj|k_proj|v_proj|fc1)|\.attention\.(query|key|value))$",
-        row=r"(\.(o_proj|out_proj|fc2)|\.attention\.output\.dense)$",
-        vocab_embedding=r"^decoder\.embed_tokens$",
-        lm_head=r"^lm_head$",
-        encoder=r"^(encoder|neck)\.",
-        gathered_column=r"^neck\.sum_proj$",
-    ),
-    # qwen2_5_vl.py: vision qkv QKVParallelLinear, proj Row, gate/up Merged, down Row, merger mlp Column + Row;
-    # supports_encoder_tp_data = True.
-    "qwen2_5_vl": ShardRules(
-        column=r"\.(q_proj|k_proj|v_proj|gate_proj|up_proj|attn\.qkv|merger\.mlp\.0)$",
-        row=r"\.(o_proj|down_proj|attn\.proj|merger\.mlp\.2)$",
-        vocab_embedding=r"embed_tokens$",
-        lm_head=r"^lm_head$",
-        encoder=r"^model\.visual\.",
-        encoder_data_parallel=True,
-    ),
-    # llama.py and its kin.
-    "decoder_only": ShardRules(
-        column=r"\.(q_proj|k_proj|v_proj|gate_proj|up_proj)$",
-        row=r"\.(o_proj|down_proj)$",
-        vocab_embedding=r"embed_tokens$",
-        lm_head=r"^lm_head$",
-        encoder="",
-    ),
-}
-
-
-def shard_rules(family: str) -> ShardRules:
-    rules = FAMILY_RULES.get(family)
+def shard_rules(family: Family) -> ShardRules:
+    """The family's `tensor_parallel_rules`; a family without them is refused in one line."""
+    rules = family.tensor_parallel_rules
     if rules is None:
+        from capacity.families import all_families
+
+        sharded = ", ".join(f.name for f in all_families() if f.tensor_parallel_rules is not None)
         raise BadInput(
-            f"tensor-parallel profiling of {family} is not implemented (sharded families: {', '.join(sorted(FAMILY_RULES))}); "
+            f"tensor-parallel profiling of {family.name} is not implemented (sharded families: {sharded}); "
             "plan it with --tensor-parallel-size (arithmetic), or profile it at TP 1"
         )
     return rules

@@ -91,7 +91,7 @@ class RankShard:
         from profilers.run import _randomize
         from profilers.sharding import build_on_meta_with_host_buffers
 
-        rules = shard_rules(spec.family.name)
+        rules = shard_rules(spec.family)
         whole = encoder_whole(rules, self.job.encoder_tp_mode)
         with probe.host():
             model = build_on_meta_with_host_buffers(
@@ -279,7 +279,7 @@ def _run_ranks(job: RankJob, timeout_s: float) -> tuple[dict[int, Any], tuple[st
 
     if job.encoder_tp_mode not in ENCODER_TP_MODES:
         raise BadInput(f"--mm-encoder-tp-mode {job.encoder_tp_mode!r}: use weights or data")
-    shard_rules(job.spec.family.name)  # an unsupported family is bad input before any process starts
+    shard_rules(job.spec.family)  # an unsupported family is bad input before any process starts
     require_ranks(job.world_size, job.backend)
     if job.spec.num_attention_heads % job.world_size:
         raise BadInput(f"{job.spec.num_attention_heads} attention heads are not divisible by --tensor-parallel-size {job.world_size}; vLLM refuses it too")

@@ -66,3 +66,23 @@ def test_probes_without_a_gpu_resolve_like_the_planner(probe):
     assert gpu.defaulted and gpu.label == "H200 (default; pass --gpu)" and note == NOTE
     chosen, note = profiling_gpu(probe(), "L4")
     assert chosen.name == "L4" and not chosen.defaulted and note is None
+
+
+def test_a_profile_taken_here_plans_the_cuda_total_it_recorded_not_nvmls(monkeypatch):
+    """vLLM requests utilization x cudaMemGetInfo's total. On the H200 x2 host NVML reports 150,754,820,096 B and
+    CUDA 150,109,880,320 B (the profile's fingerprint); planning NVML's total made `verify --profile` 713,031 B over."""
+    from pathlib import Path
+
+    from capacity import planner
+    from capacity.gpus import Gpu
+    from capacity.profile import load_profile
+    from capacity.serving import ServingArgs
+
+    nvml = Gpu(name="NVIDIA H200", total_memory_bytes=150_754_820_096, source="nvml", provenance="NVML on this machine (GPU 0)")
+    monkeypatch.setattr(planner, "resolve_gpu", lambda name: (nvml, None))
+    profile = load_profile(Path(__file__).parent.parent / "bench" / "results" / "h200x2-tp-2026-11-30" / "whisper-large-v3-tp2.json")
+    plan = planner.plan_for("openai/whisper-large-v3", ServingArgs(tensor_parallel_size=2), None, profile)
+    assert plan.gpu.total_memory_bytes == 150_109_880_320
+    assert plan.gpu.source == "cuda"
+    # requested memory = ceil(150,109,880,320 x 0.92) = 138,101,089,894.4 -> 138,101,089,895 B (as in the H200 verify runs)
+    assert plan.requested_memory_bytes == 138_101_089_895

@@ -103,3 +103,22 @@ def test_the_readme_family_is_one_new_file(tmp_path, monkeypatch):
         families.all_families.cache_clear()
         families._by_model_type.cache_clear()
         sys.modules.pop("capacity.families.toy_asr", None)
+
+
+def test_tensor_parallel_rules_live_on_the_family_and_name_vllm_layers():
+    # Roles read from vLLM 0.33's model files: qwen2_5_vl.py vision attn.qkv is a QKVParallelLinear (column) unless the
+    # encoder is whole on every rank (--mm-encoder-tp-mode data); whisper.py proj_out is the ParallelLMHead and its
+    # out_proj a RowParallelLinear; a family with no rules (gemma3) has None, which the TP profiler refuses.
+    from capacity.families import family_named
+
+    qwen = family_named("qwen2_5_vl").tensor_parallel_rules
+    assert qwen is not None and qwen.encoder_data_parallel
+    assert qwen.role("model.visual.blocks.0.attn.qkv", encoder_whole=False) == "column"
+    assert qwen.role("model.visual.blocks.0.attn.qkv", encoder_whole=True) is None
+    assert qwen.role("model.language_model.layers.0.mlp.down_proj", encoder_whole=True) == "row"
+    whisper = family_named("whisper").tensor_parallel_rules
+    assert whisper is not None and not whisper.encoder_data_parallel
+    assert whisper.role("proj_out", encoder_whole=False) == "lm_head"
+    assert whisper.role("model.decoder.layers.0.self_attn.out_proj", encoder_whole=False) == "row"
+    assert whisper.role("model.decoder.embed_tokens", encoder_whole=False) is None  # a whole nn.Embedding in vLLM
+    assert family_named("gemma3").tensor_parallel_rules is None

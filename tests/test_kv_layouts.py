@@ -78,6 +78,38 @@ def test_mamba2_state_bytes_replicate_groups_over_tp():
     assert ssm == 128 // 4 * 64 * 128 * 4 == 1_048_576
 
 
+def test_state_layers_name_what_tp_does_not_divide():
+    # Qwen3-Next with 24 value heads at TP 16: conv dim 128 x 16 x 2 + 128 x 24 = 7,168 = 16 x 448 divides, 24 does not
+    gdn = kv_layers({**fixture("Qwen--Qwen3-Next-80B-A3B-Instruct"), "linear_num_value_heads": 24}, "test")[0]
+    assert gdn.tp_indivisible(16) == ("linear_num_value_heads (24)",)
+    assert gdn.tp_indivisible(8) == ()  # 24 = 8 x 3, 7,168 = 8 x 896
+    # Nemotron-H style, 8 groups of state 128, heads of 64: 100 heads at TP 8 (conv dim 100 x 64 + 2 x 8 x 128 = 8,448 = 8 x 1,056)
+    mamba = kv_layers({**fixture("synthetic--nemotron-h-style"), "mamba_num_heads": 100}, "test")[0]
+    assert mamba.tp_indivisible(8) == ("mamba heads (100)",)
+    assert mamba.tp_indivisible(4) == ()
+    # 8 groups over TP 16: MambaMixer2 asserts n_groups % tp == 0 or n_groups == 1
+    assert "mamba n_groups (8)" in mamba.tp_indivisible(16)
+    # the figures of a TP vLLM refuses are the largest rank's share: ceil(100 / 8) = 13 heads x 64 x 128 x fp32
+    conv, ssm = mamba.state_bytes(KVKnobs(block_size=16, tensor_parallel_size=8, kv_dtype_bytes=2, model_dtype_bytes=2))
+    assert (conv, ssm) == (1_056 * 3 * 2, 13 * 64 * 128 * 4) == (6_336, 425_984)
+
+
+def test_a_tp_that_does_not_divide_mamba_heads_is_a_wont_start_verdict(tmp_path, capsys):
+    # As for attention heads (tp_does_not_divide_heads): vLLM refuses to start, so the plan says so (exit 1), not bad input.
+    from capacity.cli import main
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({**fixture("synthetic--nemotron-h-style"), "mamba_num_heads": 100}))
+    code = main(["plan", "--model", str(folder), "--gpu", "H200", "--tensor-parallel-size", "8", "--json"])
+    out, _ = capsys.readouterr()
+    assert code == 1
+    hazards = {h["id"]: h for h in json.loads(out)["hazards"]}
+    assert hazards["tp_does_not_divide_state_heads"]["severity"] == "error"
+    assert "mamba heads (100)" in hazards["tp_does_not_divide_state_heads"]["message"]
+    assert "tp_does_not_divide_heads" not in hazards  # 32 attention heads = 8 x 4
+
+
 def test_kv_shared_layers_point_at_the_last_layer_of_their_kind():
     layers = kv_layers(fixture("google--gemma-3n-E4B-text"), "test")
     shared = [layer for layer in layers if isinstance(layer, SharedKVLayer)]

@@ -18,7 +18,7 @@ from capacity.errors import BadInput
 from capacity.planner import build_plan
 from capacity.profile import MemoryProfile, combine_ranks, deciding_rank, load_profile, save_profile
 from capacity.units import MiB
-from profilers.sharding import FAMILY_RULES, build_on_meta_with_host_buffers, shard_module
+from profilers.sharding import build_on_meta_with_host_buffers, shard_module
 from profilers.tensor_parallel import RankFailed, run_tensor_parallel, tensor_parallel_job
 from tests.test_profiler import TINY_WHISPER, folder_model
 
@@ -51,8 +51,9 @@ class FakeCollectives:
 def meta_shard(arch: str, config: dict, rank: int = 0, tp: int = 2):
     from capacity.families import family_named
 
-    model = build_on_meta_with_host_buffers(lambda: family_named(arch).build_module(config, device="cpu", dtype="float32", init_weights=False))
-    report = shard_module(model, FAMILY_RULES[arch], FakeCollectives(rank, tp))
+    family = family_named(arch)
+    model = build_on_meta_with_host_buffers(lambda: family.build_module(config, device="cpu", dtype="float32", init_weights=False))
+    report = shard_module(model, family.tensor_parallel_rules, FakeCollectives(rank, tp))
     return model, report
 
 
@@ -116,8 +117,9 @@ def test_unknown_family_is_refused_in_one_line(tmp_path):
     from profilers.sharding import shard_rules
 
     source = resolve_model("google/gemma-3-4b-it")
-    with pytest.raises(BadInput, match="not implemented"):
-        shard_rules(model_spec(source.config, source.name, source.preprocessor).family.name)
+    with pytest.raises(BadInput, match=r"gemma3 is not implemented \(sharded families: decoder_only, nemotron_parse, qwen2_5_vl, whisper\)") as refused:
+        shard_rules(model_spec(source.config, source.name, source.preprocessor).family)
+    assert "\n" not in str(refused.value)
 
 
 # --- profiles of several ranks -----------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from capacity.families.common import config_dtype, need
 from capacity.family import Family
 from capacity.kv_layout import kv_layers
+from capacity.shard_rules import ShardRules
 from capacity.spec import DecoderShape, ModelSpec, VllmSupport, derive_max_model_len
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -41,6 +42,14 @@ class DecoderOnlyFamily(Family):
 
     name = "decoder_only"
     fallback_rank: ClassVar[int | None] = 1
+    # vLLM llama.py and its kin.
+    tensor_parallel_rules = ShardRules(
+        column=r"\.(q_proj|k_proj|v_proj|gate_proj|up_proj)$",
+        row=r"\.(o_proj|down_proj)$",
+        vocab_embedding=r"embed_tokens$",
+        lm_head=r"^lm_head$",
+        encoder="",
+    )
 
     def claims(self, config: dict[str, Any]) -> bool:
         return looks_decoder_only(config)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from capacity.errors import BadInput
 from capacity.families.common import config_dtype, need, self_and_cross_layers, sub
 from capacity.family import EncoderInput, Family
+from capacity.shard_rules import ShardRules
 from capacity.spec import (
     DecoderShape,
     EncoderShape,
@@ -36,6 +37,18 @@ class NemotronParseFamily(Family):
     model_types = ("nemotron_parse",)
     verify_decoder_path = ("decoder",)
     trace_undercount_percent: ClassVar[int | None] = 15  # H200 activation peak vs the fake trace (bench/results/trace-2026-11-30)
+    # vLLM nemotron_parse.py + radio.py / intern_vit.py: RADIO attention qkv/proj and MLP fc1/fc2 parallel, the neck's
+    # sum_proj a ColumnParallelLinear, mBART decoder layers parallel, BartScaledWordEmbedding vocab-parallel.
+    # transformers' RadioModel names its attention q/k/v_proj + o_proj (5.24) or, ViT-style, attention.query/key/value
+    # + output.dense (5.17).
+    tensor_parallel_rules = ShardRules(
+        column=r"(\.(q_proj|k_proj|v_proj|fc1)|\.attention\.(query|key|value))$",
+        row=r"(\.(o_proj|out_proj|fc2)|\.attention\.output\.dense)$",
+        vocab_embedding=r"^decoder\.embed_tokens$",
+        lm_head=r"^lm_head$",
+        encoder=r"^(encoder|neck)\.",
+        gathered_column=r"^neck\.sum_proj$",
+    )
 
     def spec(
         self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None

@@ -8,6 +8,7 @@ from capacity.families.common import config_dtype, need
 from capacity.families.decoder_only import decoder_shape
 from capacity.family import EncoderInput, Family
 from capacity.kv_layout import kv_layers
+from capacity.shard_rules import ShardRules
 from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -36,6 +37,16 @@ class Qwen25VLFamily(Family):
     # non-weights memory 2.39 GiB (19.83 requested - 1.81 available - 15.63 weights) - 0.27 non-torch - 0.11 encoder
     # cache = 2.01 GiB of activations where the trace of transformers' tower gives 2.73 GiB: 0.736.
     trace_encoder_to_vllm: ClassVar[float | None] = 0.736
+    # vLLM qwen2_5_vl.py: vision qkv QKVParallelLinear, proj Row, gate/up Merged, down Row, merger mlp Column + Row;
+    # supports_encoder_tp_data = True.
+    tensor_parallel_rules = ShardRules(
+        column=r"\.(q_proj|k_proj|v_proj|gate_proj|up_proj|attn\.qkv|merger\.mlp\.0)$",
+        row=r"\.(o_proj|down_proj|attn\.proj|merger\.mlp\.2)$",
+        vocab_embedding=r"embed_tokens$",
+        lm_head=r"^lm_head$",
+        encoder=r"^model\.visual\.",
+        encoder_data_parallel=True,
+    )
 
     def spec(
         self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None

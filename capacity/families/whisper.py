@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from capacity.families.common import config_dtype, need, self_and_cross_layers
 from capacity.family import EncoderInput, Family
+from capacity.shard_rules import ShardRules
 from capacity.spec import (
     DecoderShape,
     EncoderShape,
@@ -31,6 +32,15 @@ class WhisperFamily(Family):
     # vLLM whisper.py builds qkv_proj and the cross-attention kv_proj with bias=True: the K projections get a zero bias
     # the checkpoint lacks (checked against vLLM's own model on the meta device: bench/vllm_weights_reference.py).
     vllm_added_biases = (r"\.k_proj$",)
+    # vLLM whisper.py: QKVParallelLinear / RowParallelLinear out_proj, fc1/fc2 Column/Row; decoder.embed_tokens is a
+    # plain nn.Embedding; proj_out is a ParallelLMHead tied to it.
+    tensor_parallel_rules = ShardRules(
+        column=r"\.(q_proj|k_proj|v_proj|fc1)$",
+        row=r"\.(out_proj|fc2)$",
+        vocab_embedding="",
+        lm_head=r"^proj_out$",
+        encoder=r"^model\.encoder\.",
+    )
 
     def spec(
         self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None

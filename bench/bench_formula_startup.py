@@ -23,13 +23,17 @@ import os
 import platform
 import resource
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+
+from machine import cpu_model, package_versions
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from safetensors_files import safetensors_bytes  # noqa: E402
 
 REPEATS = 7
 GOAL_S = 1.0
@@ -43,39 +47,8 @@ sys.exit(rc)
 """
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": platform.python_version()}
-    for name in ("huggingface_hub", "typer", "rich", "torch", "transformers"):
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = "absent"
-    return out
-
-
-def safetensors_bytes(tensors: dict[str, tuple[str, list[int]]]) -> bytes:
-    sizes = {"F32": 4, "F16": 2}
-    header, offset = {}, 0
-    for name, (dtype, shape) in tensors.items():
-        n = sizes[dtype]
-        for d in shape:
-            n *= d
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
-        offset += n
-    blob = json.dumps(header).encode()
-    return struct.pack("<Q", len(blob)) + blob + bytes(offset)
+    return package_versions(("huggingface_hub", "typer", "rich", "torch", "transformers"), missing="absent")
 
 
 def run(model: str, env: dict[str, str]) -> dict[str, object]:

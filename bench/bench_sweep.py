@@ -23,6 +23,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from machine import cpu_model, package_versions
+
 GPUS = ("L4", "L40S", "H100-80GB", "H200")
 TPS = (1, 2, 4, 8)
 SEQS = tuple(range(16, 16 + 25 * 16, 16))  # 16 .. 400
@@ -46,26 +48,8 @@ print(time.perf_counter() - t, len(result.points), first)
 """
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def versions() -> dict[str, str]:
-    from importlib.metadata import version
-
-    out = {"python": platform.python_version()}
-    for package in ("capacity", "pandas", "torch", "transformers"):
-        try:
-            out[package] = version(package)
-        except Exception:  # not installed
-            out[package] = "not installed"
-    return out
+    return package_versions(("capacity", "pandas", "torch", "transformers"), missing="not installed")
 
 
 def git_commit() -> str:

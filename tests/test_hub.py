@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from hub_server import add_repo, serve
+from safetensors_files import safetensors_bytes as write_by_hand
 
 from capacity.errors import BadInput
 from capacity.models import resolve_model
@@ -21,21 +22,11 @@ from capacity.serving import ServingArgs
 
 hf_constants = pytest.importorskip("huggingface_hub.constants")
 
-SIZES = {"BF16": 2, "F16": 2, "F32": 4, "I32": 4, "U8": 1, "F8_E4M3": 1}
 TOKEN = "hf_testtoken"
 
 
 def safetensors_bytes(tensors: dict[str, tuple[str, list[int]]]) -> bytes:
-    """A safetensors file by hand: 8-byte little-endian header length, JSON header, zero data."""
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
-    for name, (dtype, shape) in tensors.items():
-        n = SIZES[dtype]
-        for d in shape:
-            n *= d
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
-        offset += n
-    blob = json.dumps(header).encode()
-    return struct.pack("<Q", len(blob)) + blob + bytes(offset)
+    return write_by_hand(tensors, metadata={"format": "pt"})
 
 
 @pytest.fixture

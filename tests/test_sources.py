@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import struct
 import subprocess
 import sys
 import types
 from pathlib import Path
 
 import pytest
+from safetensors_files import safetensors_bytes
 
 from capacity.gpus import detect_local_gpu, resolve_gpu
 from capacity.models import resolve_model
@@ -18,17 +18,7 @@ from capacity.serving import ServingArgs
 
 
 def write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> None:
-    """A safetensors file by hand: 8-byte little-endian header length, JSON header, zero data."""
-    sizes = {"BF16": 2, "F16": 2, "F32": 4}
-    header, offset = {}, 0
-    for name, (dtype, shape) in tensors.items():
-        n = sizes[dtype]
-        for d in shape:
-            n *= d
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
-        offset += n
-    blob = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(blob)) + blob + bytes(offset))
+    path.write_bytes(safetensors_bytes(tensors))
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ trace path, the formula path and the sweep give the same per-rank terms."""
 from __future__ import annotations
 
 import json
-import struct
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from safetensors_files import safetensors_bytes
 
 from capacity.cli import main
 from capacity.errors import BadInput
@@ -326,13 +326,8 @@ def _breakdown(folder: Path, **knobs: object):
 def test_safetensors_headers_of_a_folder_at_tp2(hermetic: Path):
     """A folder with a Llama-like config and a header-only safetensors file: the same hand value as above."""
     folder = _llama_folder(hermetic)
-    header, offset = {}, 0
-    for tensor in LLAMA_TENSORS:
-        size = tensor.numel * 4
-        header[tensor.name] = {"dtype": "F32", "shape": list(tensor.shape), "data_offsets": [offset, offset + size]}
-        offset += size
-    blob = json.dumps(header).encode()
-    (folder / "model.safetensors").write_bytes(struct.pack("<Q", len(blob)) + blob)
+    header_only = safetensors_bytes({tensor.name: ("F32", list(tensor.shape)) for tensor in LLAMA_TENSORS}, with_data=False)
+    (folder / "model.safetensors").write_bytes(header_only)
     wb, term = _breakdown(folder, tensor_parallel_size=2)
     assert wb.total_bytes == term.bytes == 53_632  # float32 stored, loaded in bfloat16: the TP 2 hand value above
     assert wb.source == "safetensors headers of the model folder"

@@ -216,6 +216,12 @@ def _mapped_class(mapping: Any, model_type: str, wanted: str | None) -> Any:
     return None
 
 
+def _init_kwargs(cls: Any, preprocessor: dict[str, Any], drop: tuple[str, ...]) -> dict[str, Any]:
+    """The preprocessor config's values the class's __init__ takes (all of them when it takes **kwargs), less `drop`."""
+    accepted = inspect.signature(cls.__init__).parameters
+    return {k: v for k, v in preprocessor.items() if (k in accepted or "kwargs" in accepted) and k not in drop}
+
+
 def image_processor(config: dict[str, Any], preprocessor: dict[str, Any] | None) -> Any:
     from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
 
@@ -223,10 +229,7 @@ def image_processor(config: dict[str, Any], preprocessor: dict[str, Any] | None)
     cls = _mapped_class(IMAGE_PROCESSOR_MAPPING_NAMES, str(config.get("model_type")), pre.get("image_processor_type"))
     if cls is None:
         raise LookupError(f"no image processor class for model_type {config.get('model_type')!r}")
-    accepted = inspect.signature(cls.__init__).parameters
-    kwargs = {k: v for k, v in pre.items() if k in accepted or "kwargs" in accepted}
-    kwargs = {k: v for k, v in kwargs.items() if k not in ("image_processor_type", "processor_class", "auto_map")}
-    return cls(**kwargs)
+    return cls(**_init_kwargs(cls, pre, ("image_processor_type", "processor_class", "auto_map")))
 
 
 def headless_processor(config: dict[str, Any], full: dict[str, Any], image_proc: Any, processor: dict[str, Any] | None) -> Any:
@@ -363,7 +366,7 @@ def feature_extractor(config: dict[str, Any], preprocessor: dict[str, Any] | Non
     if cls is None:
         raise LookupError(f"no feature extractor class for model_type {config.get('model_type')!r}")
     accepted = inspect.signature(cls.__init__).parameters
-    kwargs = {k: v for k, v in pre.items() if (k in accepted or "kwargs" in accepted) and k not in ("feature_extractor_type", "processor_class")}
+    kwargs = _init_kwargs(cls, pre, ("feature_extractor_type", "processor_class"))
     mel_bins = (materialized(config).get("audio_config") or {}).get("num_mel_bins")
     if "feature_size" not in kwargs and isinstance(mel_bins, int) and "feature_size" in accepted:
         kwargs["feature_size"] = mel_bins  # without a preprocessor config: as many mel bins as the encoder reads

@@ -226,16 +226,23 @@ def _knobs(scope: dict[str, Any]) -> dict[str, Any]:
     return {name: scope[name] for name in KNOBS if name in scope}
 
 
+def _serve_yaml(config: Path | None, model: str | None) -> tuple[dict[str, Any], str | None]:
+    """The knobs of a `vllm serve --config` YAML (none without one) and the model: --model, else the YAML's."""
+    if config is None:
+        return {}, model
+    from capacity.serving import load_serve_yaml
+
+    values, yaml_model, ignored = load_serve_yaml(config)
+    if ignored:
+        print(f"capacity: note: {config} options not modelled, ignored: {', '.join(ignored)}", file=sys.stderr)
+    return values, model or yaml_model
+
+
 def _serving_args(model: str | None, config: Path | None, **knobs: Any) -> tuple[str, Any]:
     """The model and ServingArgs from --config (if any) and the flags, flags winning."""
-    from capacity.serving import ServingArgs, load_serve_yaml
+    from capacity.serving import ServingArgs
 
-    values: dict[str, Any] = {}
-    if config is not None:
-        values, yaml_model, ignored = load_serve_yaml(config)
-        model = model or yaml_model
-        if ignored:
-            print(f"capacity: note: {config} options not modelled, ignored: {', '.join(ignored)}", file=sys.stderr)
+    values, model = _serve_yaml(config, model)
     if not model:
         raise BadInput("no model: pass --model (a folder, a catalog id or a Hugging Face id org/name), or 'model:' in --config")
     values.update(serving_values(**knobs))
@@ -712,14 +719,7 @@ def reconcile(
         measured = load_profile(profile)
         model = model or measured.fingerprint.model_name
         tensor_parallel_size = tensor_parallel_of(measured, tensor_parallel_size)
-    flags: dict[str, Any] = {}
-    if config is not None:
-        from capacity.serving import load_serve_yaml
-
-        flags, yaml_model, ignored = load_serve_yaml(config)
-        model = model or yaml_model
-        if ignored:
-            print(f"capacity: note: {config} options not modelled, ignored: {', '.join(ignored)}", file=sys.stderr)
+    flags, model = _serve_yaml(config, model)
     flags.update(serving_values(**_knobs(locals())))
     if engine is not None:
         if not 1 <= engine <= len(startups):

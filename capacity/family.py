@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     from capacity.models import ModelSource
     from capacity.spec import ModelSpec
+    from capacity.weights import StoredTensor
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,11 @@ class Family:
         self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
     ) -> ModelSpec:
         raise NotImplementedError
+
+    def vllm_tensors(self, tensors: tuple[StoredTensor, ...], config: dict[str, Any]) -> tuple[StoredTensor, ...]:
+        """The tensors vLLM's model class allocates, from those the checkpoint (or transformers' build) stores:
+        by default the same (a family adds what vLLM's fused layers hold beyond the checkpoint)."""
+        return tensors
 
     # --- the real module tree (torch inside) ------------------------------------------------------------
 

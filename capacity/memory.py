@@ -169,6 +169,8 @@ def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
     decoder = next((layer for layer in spec.layers if layer.kv_heads() is not None and not layer.reads_encoder_output), None)
     tie = text.get("tie_word_embeddings", config.get("tie_word_embeddings", True))  # transformers' default: tied
     kv_heads = decoder.kv_heads() if decoder is not None else None
+    # every (KV heads, head size) of the decoder's attention kinds (Gemma-4: sliding 8 x 256, full 2 x 512)
+    shapes = {(layer.kv_heads(), int(getattr(layer, "head_size", 0) or 0)) for layer in spec.layers if layer.kv_heads() is not None and not layer.reads_encoder_output}
     return WeightLayout(
         num_attention_heads=spec.num_attention_heads,
         num_kv_heads=kv_heads if kv_heads is not None else spec.num_attention_heads,
@@ -177,6 +179,7 @@ def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
         tie_word_embeddings=bool(tie),
         replicated_modules=spec.family.vllm_unsharded_modules,
         added_biases=spec.family.vllm_added_biases,
+        kv_shapes=tuple(sorted((int(h), s) for h, s in shapes if h and s)),
     )
 
 
@@ -192,6 +195,7 @@ def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConf
         quantization = f"16-bit tensors x {serving.dtype_bytes} B ({serving.dtype}), {kept} as stored, from the header summary" if summary.quantized_dtypes else "none"
         return WeightsBreakdown(1, serving.enable_expert_parallel, (KindBytes("whole checkpoint", summary.tensor_count, total, total),), summary.source, quantization)
     tensors, how = model_tensors(spec, source)
+    tensors = spec.family.vllm_tensors(tensors, source.config)
     layout = weight_layout(spec, source.config)
     scheme = quant_scheme(source.config)
     quantization = "none"
@@ -291,11 +295,12 @@ def decoder_activation_bytes(decoder: DecoderShape, num_tokens: int, dtype_bytes
     return num_tokens * per_token_activation_bytes(decoder.hidden_size, decoder.ffn_size, decoder.gated_ffn, dtype_bytes, tp)
 
 
-def encoder_activation_bytes(encoder: EncoderShape, items: int, tokens_per_item: int, dtype_bytes: int, tp: int) -> int:
-    """The encoder on `items` max-size items. vLLM 0.33 shards multimodal encoders over the TP ranks
-    (MultiModalConfig.mm_encoder_tp_mode = "weights" by default; Whisper's encoder has parallel layers too)."""
-    seq = encoder.seq_len_for(tokens_per_item)
-    return items * seq * per_token_activation_bytes(encoder.hidden_size, encoder.ffn_size, encoder.gated_ffn, dtype_bytes, tp)
+def encoder_activation_bytes(encoder: EncoderShape, items: int, positions_per_item: int, dtype_bytes: int, tp: int) -> int:
+    """The encoder on `items` max-size items of `positions_per_item` encoder positions each. vLLM 0.33 shards
+    multimodal encoders over the TP ranks (MultiModalConfig.mm_encoder_tp_mode = "weights" by default; Whisper's
+    encoder has parallel layers too), except towers it runs whole (`EncoderShape.tensor_parallel` False)."""
+    ranks = tp if encoder.tensor_parallel else 1
+    return items * positions_per_item * per_token_activation_bytes(encoder.hidden_size, encoder.ffn_size, encoder.gated_ffn, dtype_bytes, ranks)
 
 
 def sampler_bytes(decoder: DecoderShape, num_reqs: int, dtype_bytes: int, tp: int = 1) -> int:
@@ -336,7 +341,8 @@ def activation_estimate(spec: ModelSpec, budget: MultiModalBudget, serving: Serv
     tp = serving.tensor_parallel_size
     encoder = 0
     if spec.encoder is not None and budget.profile_items:
-        encoder = encoder_activation_bytes(spec.encoder, budget.profile_items, budget.profile_tokens_per_item, dtype, tp)
+        positions = spec.encoder_positions(budget.modality_with_max_tokens, budget.profile_tokens_per_item)
+        encoder = encoder_activation_bytes(spec.encoder, budget.profile_items, positions, dtype, tp)
     decoder = decoder_activation_bytes(spec.decoder, serving.max_num_batched_tokens, dtype, tp)
     reqs = min(serving.max_num_batched_tokens, serving.max_num_seqs)
     return ActivationEstimate(encoder, decoder, sampler_bytes(spec.decoder, reqs, dtype, tp))
@@ -473,7 +479,7 @@ def rank_scaling(spec: ModelSpec, serving: ServingConfig, measured_tp: int) -> R
     return RankScaling(
         measured_tp,
         tp,
-        ratio(e.hidden_size, e.ffn_size, e.gated_ffn) if e is not None else 1.0,
+        ratio(e.hidden_size, e.ffn_size, e.gated_ffn) if e is not None and e.tensor_parallel else 1.0,
         ratio(d.hidden_size, d.ffn_size, d.gated_ffn),
         sampler_bytes(d, rows, dtype, tp) - sampler_bytes(d, rows, dtype, measured_tp),
     )

@@ -26,6 +26,9 @@ class Modality:
     max_frames: int | None = None
     # vLLM sizes the largest item by max_model_len itself (Voxtral: get_max_audio_tokens = max_model_len).
     sized_by_max_model_len: bool = False
+    # Positions the encoder runs for the largest item when the encoder shape's ratio does not give them (Gemma-4:
+    # an image runs 280 x 9 patches, a video 32 frames x 70 x 9); None = EncoderShape.seq_len_for(tokens).
+    encoder_positions: int | None = None
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,9 @@ class EncoderShape:
     output_hidden_size: int  # width of the embeddings it hands the decoder (encoder-cache entries)
     seq_len_tokens: int = 0  # the output tokens seq_len corresponds to, when items vary (videos); 0 = fixed
     gated_ffn: bool = False  # SwiGLU-style MLP (gate + up)
+    # vLLM shards the encoder over the TP ranks (mm_encoder_tp_mode "weights"); False: it runs the tower whole on
+    # every rank (Gemma-4: transformers' own vision tower with replicated linears).
+    tensor_parallel: bool = True
 
     def seq_len_for(self, tokens: int) -> int:
         """Encoder sequence length for an item of `tokens` output tokens."""
@@ -85,6 +91,14 @@ class ModelSpec:
     encoder: EncoderShape | None
     vllm_support: VllmSupport
     notes: tuple[str, ...] = field(default=())
+
+    def encoder_positions(self, modality: str | None, tokens: int) -> int:
+        """Positions the encoder runs for one item of `tokens` tokens of `modality`: the modality's own count for its
+        largest item when it gives one, else the encoder shape's ratio."""
+        own = next((m.encoder_positions for m in self.modalities if m.name == modality and m.max_tokens_per_item == tokens), None)
+        if own is not None:
+            return own
+        return self.encoder.seq_len_for(tokens) if self.encoder is not None else 0
 
     @property
     def has_cross_attention(self) -> bool:

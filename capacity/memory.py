@@ -268,10 +268,12 @@ def encoder_cache_term(spec: ModelSpec, budget: MultiModalBudget, serving: Servi
     if items == 0 or spec.encoder is None:
         return MemoryTerm(0, EXACT, "no encoder profiling (no multimodal budget)")
     hidden = spec.encoder.output_hidden_size
+    rows = spec.encoder_output_tokens(budget.modality_with_max_tokens, tokens)
+    of = "" if rows == tokens else f" (of its {tokens} placeholder tokens, the embeddings vLLM's dummy item yields)"
     return MemoryTerm(
-        items * tokens * hidden * serving.dtype_bytes,
+        items * rows * hidden * serving.dtype_bytes,
         EXACT,
-        f"{items} {budget.modality_with_max_tokens} items x {tokens} tokens x {hidden} hidden x {serving.dtype_bytes} B",
+        f"{items} {budget.modality_with_max_tokens} items x {rows} tokens{of} x {hidden} hidden x {serving.dtype_bytes} B",
     )
 
 

@@ -29,6 +29,9 @@ class Modality:
     # Positions the encoder runs for the largest item when the encoder shape's ratio does not give them (Gemma-4:
     # an image runs 280 x 9 patches, a video 32 frames x 70 x 9); None = EncoderShape.seq_len_for(tokens).
     encoder_positions: int | None = None
+    # Embeddings the encoder emits for vLLM's dummy item of this modality, when fewer than max_tokens_per_item
+    # (Gemma-4: a 224 x 224 dummy image yields 256 of its 280 soft tokens); None = max_tokens_per_item.
+    dummy_output_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,11 @@ class ModelSpec:
         if own is not None:
             return own
         return self.encoder.seq_len_for(tokens) if self.encoder is not None else 0
+
+    def encoder_output_tokens(self, modality: str | None, tokens: int) -> int:
+        """Embeddings the encoder emits (encoder-cache rows) for vLLM's dummy item of `tokens` tokens of `modality`."""
+        own = next((m.dummy_output_tokens for m in self.modalities if m.name == modality and m.max_tokens_per_item == tokens), None)
+        return own if own is not None else tokens
 
     @property
     def has_cross_attention(self) -> bool:

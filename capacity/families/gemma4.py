@@ -73,6 +73,8 @@ SUPPORTED_SOFT_TOKENS = (70, 140, 280, 560, 1120)  # _SUPPORTED_SOFT_TOKENS (max
 VIDEO_SOFT_TOKENS_PER_FRAME = 70  # _VIDEO_MAX_SOFT_TOKENS
 VIDEO_MAX_FRAMES = 32  # _VIDEO_MAX_FRAMES
 VIDEO_EXTRA_TOKENS_PER_FRAME = 2 + 6  # boi + eoi + about 6 timestamp tokens (get_mm_max_tokens_per_item)
+# Gemma4DummyInputsBuilder: images and video frames of the image processor's size, which is None: 224 x 224.
+DUMMY_SIDE = 224
 
 
 def sliding_layer_types(num_layers: int) -> list[str]:
@@ -134,6 +136,21 @@ def image_soft_tokens(vision: dict[str, Any]) -> int:
     return tokens
 
 
+def resized_patches(height: int, width: int, max_soft_tokens: int, patch: int, k: int) -> tuple[int, int]:
+    """(patch rows, patch columns) of an image after Gemma4's aspect-ratio-preserving resize to at most
+    max_soft_tokens x k^2 patches, each side a multiple of k x patch (transformers get_aspect_ratio_preserving_size,
+    vLLM Gemma4ProcessingInfo._compute_num_soft_tokens)."""
+    unit = patch * k
+    scale = (max_soft_tokens * k * k / ((height / patch) * (width / patch))) ** 0.5
+    return max(unit, int(height * scale // unit) * unit) // patch, max(unit, int(width * scale // unit) * unit) // patch
+
+
+def dummy_soft_tokens(max_soft_tokens: int, patch: int, k: int) -> int:
+    """Soft tokens of vLLM's 224 x 224 dummy image (or video frame) at max_soft_tokens."""
+    rows, cols = resized_patches(DUMMY_SIDE, DUMMY_SIDE, max_soft_tokens, patch, k)
+    return min(rows * cols // (k * k), max_soft_tokens)
+
+
 def video_tokens(frames: int = VIDEO_MAX_FRAMES) -> int:
     """Gemma4ProcessingInfo.get_mm_max_tokens_per_item: num_frames x (70 + 2 + 6)."""
     return frames * (VIDEO_SOFT_TOKENS_PER_FRAME + VIDEO_EXTRA_TOKENS_PER_FRAME)
@@ -168,7 +185,11 @@ class Gemma4Family(Family):
         vision = {**VISION_DEFAULTS, **sub(config, "vision_config", WHERE)}
         image = image_soft_tokens(vision)
         video = video_tokens()
-        k2 = need(vision, "pooling_kernel_size", WHERE) ** 2
+        k = need(vision, "pooling_kernel_size", WHERE)
+        k2 = k * k
+        patch = need(vision, "patch_size", WHERE)
+        image_dummy = dummy_soft_tokens(image, patch, k)
+        frame_dummy = dummy_soft_tokens(VIDEO_SOFT_TOKENS_PER_FRAME, patch, k)
         max_len, key = derive_max_model_len(text)
         shared = text.get("num_kv_shared_layers") or 0
         return ModelSpec(
@@ -179,8 +200,14 @@ class Gemma4Family(Family):
             config_dtype=config_dtype(config, text),
             layers=kv_layers(kv_text(text), WHERE),
             modalities=(
-                Modality("image", image, None, encoder_positions=image * k2),
-                Modality("video", video, None, encoder_positions=VIDEO_MAX_FRAMES * VIDEO_SOFT_TOKENS_PER_FRAME * k2),
+                Modality("image", image, None, encoder_positions=image * k2, dummy_output_tokens=image_dummy),
+                Modality(
+                    "video",
+                    video,
+                    None,
+                    encoder_positions=VIDEO_MAX_FRAMES * VIDEO_SOFT_TOKENS_PER_FRAME * k2,
+                    dummy_output_tokens=VIDEO_MAX_FRAMES * frame_dummy,
+                ),
             ),
             derived_max_model_len=max_len,
             max_len_key=f"text_config.{key}",
@@ -202,7 +229,8 @@ class Gemma4Family(Family):
             notes=(
                 f"gemma4: {image} soft tokens per image (vision_config.default_output_length; vLLM's get_mm_max_tokens_per_item, "
                 f"--mm-processor-kwargs max_soft_tokens not modelled), {video} per video ({VIDEO_MAX_FRAMES} frames x "
-                f"({VIDEO_SOFT_TOKENS_PER_FRAME} + 2 + 6)); the encoder runs {image * k2} patches per image, {VIDEO_SOFT_TOKENS_PER_FRAME * k2} per frame",
+                f"({VIDEO_SOFT_TOKENS_PER_FRAME} + 2 + 6)); the encoder runs {image * k2} patches per image, {VIDEO_SOFT_TOKENS_PER_FRAME * k2} per frame "
+                f"(padded); vLLM's {DUMMY_SIDE} x {DUMMY_SIDE} dummy image yields {image_dummy} embeddings, a dummy frame {frame_dummy}",
                 "gemma4: --limit-mm-per-prompt video=0 leaves images as the profiled modality; a video's num_frames limit is not modelled (32 frames)",
                 *((f"gemma4: the last {shared} layers read the KV of an earlier layer (no allocation)",) if shared else ()),
             ),
@@ -224,33 +252,50 @@ class Gemma4Family(Family):
     # --- the fake-tensor trace and the profiler ------------------------------------------------------------
 
     def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
-        """One max-size item as Gemma4's image processor hands it over: `patches` patch rows of 3 x patch^2 pixels
-        (padded to max_soft_tokens x k^2, the padding marked by position -1), with their (x, y) positions."""
+        """vLLM's dummy item as Gemma4's processor hands it over: a 224 x 224 image (or 32 such frames) resized to
+        its patch budget, `rows x cols` valid patches of 3 x patch^2 pixels, padded to max_soft_tokens x k^2 patches
+        whose positions are (-1, -1)."""
         import torch
 
         vision = {**VISION_DEFAULTS, **(source.config.get("vision_config") or {})}
-        k2 = vision["pooling_kernel_size"] ** 2
-        modality = next((m for m in spec.modalities if m.max_tokens_per_item == tokens), spec.modalities[0])
-        frames = VIDEO_MAX_FRAMES if modality.name == "video" else 1
-        per_frame = (modality.encoder_positions or tokens * k2) // frames
-        side = int(per_frame**0.5)
-        xs = torch.arange(per_frame, device=device) % max(side, 1)
-        ys = torch.arange(per_frame, device=device) // max(side, 1)
-        positions = torch.stack([xs, ys], dim=-1).unsqueeze(0).expand(frames, -1, -1).contiguous()
-        pixels = torch.zeros(frames, per_frame, 3 * vision["patch_size"] ** 2, device=device, dtype=dtype)
+        k, patch = vision["pooling_kernel_size"], vision["patch_size"]
+        video = next((m for m in spec.modalities if m.name == "video"), None)
+        is_video = video is not None and video.max_tokens_per_item == tokens
+        frames = VIDEO_MAX_FRAMES if is_video else 1
+        soft = VIDEO_SOFT_TOKENS_PER_FRAME if is_video else image_soft_tokens(vision)
+        rows, cols = resized_patches(DUMMY_SIDE, DUMMY_SIDE, soft, patch, k)
+        padded = soft * k * k
+        valid = rows * cols
+        grid = torch.stack(torch.meshgrid(torch.arange(cols), torch.arange(rows), indexing="xy"), dim=-1).reshape(-1, 2)
+        positions = torch.full((frames, padded, 2), -1, dtype=torch.long)
+        positions[:, :valid] = grid
+        pixels = torch.zeros(frames, padded, 3 * patch * patch, device=device, dtype=dtype)
         return EncoderInput(
-            {"pixel_values": pixels, "image_position_ids": positions},
-            f"{frames} x {per_frame} patches of {vision['patch_size']}px ({modality.name}: {tokens} tokens)",
+            {"pixel_values": pixels, "image_position_ids": positions.to(device)},
+            f"{frames} x {padded} patches of {patch} px ({valid} valid: a {DUMMY_SIDE} x {DUMMY_SIDE} dummy resized to {rows * patch} x {cols * patch}), "
+            f"{'video' if is_video else 'image'} of {tokens} tokens",
+            host={"valid_rows_per_frame": min(valid // (k * k), soft)},
         )
 
     def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
+        """vLLM's _process_image_input / _process_video_input on `count` items: transformers' patch embedder,
+        encoder and pooler on every item's patches in one batch, then embed_vision on the pooled soft tokens.
+        The pooler's valid rows are taken by count, not by its boolean mask (no fake-tensor shape). vLLM splits the batch into chunks by free memory
+        (_encoder_chunk); one batch is the upper bound."""
         import torch
 
+        tower = model.model.vision_tower
         pixels = torch.cat([item.tensors["pixel_values"]] * count)
         positions = torch.cat([item.tensors["image_position_ids"]] * count)
-        out = model.model.get_image_features(pixel_values=pixels, image_position_ids=positions)
-        rows = getattr(out, "pooler_output", out)
-        rows = rows.reshape(-1, rows.shape[-1])
+        padding = (positions == -1).all(dim=-1)
+        embeds = tower.patch_embedder(pixels, positions, padding)
+        hidden = tower.encoder(inputs_embeds=embeds, attention_mask=~padding, pixel_position_ids=positions).last_hidden_state
+        k2 = tower.config.pooling_kernel_size**2
+        pooled, _ = tower.pooler(hidden_states=hidden, pixel_position_ids=positions, padding_positions=padding, output_length=pixels.shape[1] // k2)
+        if getattr(tower.config, "standardize", False):
+            pooled = (pooled - tower.std_bias.float()) * tower.std_scale.float()
+        valid = pooled[:, : item.host["valid_rows_per_frame"]]  # the valid soft tokens come first (positions in order)
+        rows = model.model.embed_vision(inputs_embeds=valid.to(embeds.dtype).reshape(1, -1, pooled.shape[-1])).squeeze(0)
         return list(rows.chunk(count))
 
     def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:

@@ -188,7 +188,7 @@ def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConf
     path plans with (rank 0), and what a measured TP profile compares each rank's model load against."""
     named = bool(_local_shards(source))
     summary = source.weights
-    if not named and summary is not None and serving.tensor_parallel_size == 1:
+    if not named and summary is not None and serving.tensor_parallel_size == 1 and not spec.family.adds_vllm_tensors:
         # One rank holds the whole checkpoint: its header summary's bytes (no tensor names needed, no torch import).
         total = summary.serving_bytes(serving.dtype_bytes)
         kept = "/".join(d for d in sorted(summary.bytes_by_dtype) if d not in ("F16", "BF16"))

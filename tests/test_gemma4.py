@@ -75,6 +75,17 @@ def test_kv_layers_of_the_published_config():
     assert spec.derived_max_model_len == 262_144 and spec.max_len_key == "text_config.max_position_embeddings"
 
 
+def test_per_layer_config_as_transformers_writes_it():
+    """transformers 5.x saves a Gemma-4 text config with the per-layer overrides it derived (keys "05", ...) instead of
+    global_head_dim / num_global_key_value_heads: read back, the same layers."""
+    text = {k: v for k, v in CONFIG["text_config"].items() if k not in ("global_head_dim", "num_global_key_value_heads")}
+    text["per_layer_config"] = {f"{i:02d}": {"head_dim": 512, "num_key_value_heads": 2} for i in (5, 11, 17, 23, 29)}
+    assert model_spec({**CONFIG, "text_config": text}, "resaved").layers == model_spec(CONFIG, "published").layers
+    text["per_layer_config"]["05"] = {"head_dim": 512, "sliding_window": 4096}
+    with pytest.raises(BadInput, match="per_layer_config"):
+        model_spec({**CONFIG, "text_config": text}, "resaved")
+
+
 def test_tokens_per_item_as_vllm_get_mm_max_tokens_per_item():
     spec = model_spec(CONFIG, "gemma-4-26b-a4b")
     image, video = spec.modalities
@@ -191,3 +202,36 @@ def test_v_projections_vllm_allocates_for_k_eq_v_layers():
     tp2 = weights_breakdown(spec, source, resolve_serving(ServingArgs(dtype="bfloat16", tensor_parallel_size=2), spec, gpu_by_name("H200")))
     assert tp2.bytes_of("moe-experts") == 45_675_970_560 // 2
     assert tp2.bytes_of("replicated") == wb.bytes_of("replicated")  # vision tower, embed_vision, routers, norms: whole
+
+
+def test_kv_shared_layers_allocate_nothing():
+    """With num_kv_shared_layers (Gemma-3n style) the last layers read the last earlier layer of their kind (vLLM's
+    kv_sharing_target_layer_name): 30 - 6 = 24 layers allocate, 20 sliding and 4 full."""
+    from capacity.gpus import gpu_by_name
+    from capacity.kv_layers import SharedKVLayer
+    from capacity.kv_model import kv_groups_for
+    from capacity.serving import ServingArgs, resolve_serving
+
+    spec = model_spec(with_text(num_kv_shared_layers=6), "gemma4-shared")
+    shared = [layer for layer in spec.layers if isinstance(layer, SharedKVLayer)]
+    # layers 24..28 are sliding: they read layer 22 (the last sliding one before 24); layer 29 (full) reads 23
+    assert [layer.target_layer for layer in shared] == [22, 22, 22, 22, 22, 23]
+    groups = kv_groups_for(spec, resolve_serving(ServingArgs(), spec, gpu_by_name("H200")), gpu_by_name("H200"))
+    # 20 sliding and 4 full layers with KV: group size 4 (20 >= 1.5 x 4), 5 sliding groups + 1 full
+    assert [(g.kind, g.num_layers) for g in groups] == [("sliding_window", 4)] * 5 + [("full", 4)]
+
+
+def test_transformers_default_gemma4_config_is_refused_in_one_line():
+    """transformers' default Gemma4Config is E-series style (audio tower, per-layer input embeddings): refused, naming
+    the first field capacity cannot model."""
+    transformers = pytest.importorskip("transformers")
+    if not hasattr(transformers, "Gemma4Config"):
+        pytest.skip("this transformers has no Gemma-4")
+    config = json.loads(json.dumps(transformers.Gemma4Config().to_dict(), default=str))
+    config["architectures"] = ["Gemma4ForConditionalGeneration"]
+    # its text config's per_layer_config (written by to_dict) is read; the per-layer input embeddings are not
+    with pytest.raises(BadInput, match="hidden_size_per_layer_input"):
+        model_spec(config, "gemma4-default")
+    config["audio_config"] = json.loads(json.dumps(transformers.Gemma4AudioConfig().to_dict(), default=str))
+    with pytest.raises(BadInput, match="audio_config"):
+        model_spec(config, "gemma4-default-with-audio")

@@ -17,6 +17,7 @@ What this file cannot model is refused in one line naming the field.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from capacity.errors import BadInput
@@ -87,14 +88,14 @@ def sliding_layer_types(num_layers: int) -> list[str]:
 def text_config(config: dict[str, Any]) -> dict[str, Any]:
     """The text config as vLLM reads it (transformers' Gemma4TextConfig), with what capacity cannot model refused."""
     raw = sub(config, "text_config", WHERE)
-    if raw.get("per_layer_config") is not None:
-        raise BadInput("config.json text_config has an explicit 'per_layer_config', whose per-layer KV shapes capacity does not read")
     text = {**TEXT_DEFAULTS, **raw, "model_type": "gemma4_text"}
     n = need(text, "num_hidden_layers", WHERE)
     if text.get("layer_types") is None:
         text["layer_types"] = sliding_layer_types(n)
     elif isinstance(text["layer_types"], list) and text["layer_types"] and text["layer_types"][-1] != "full_attention":
         text["layer_types"] = [*text["layer_types"][:-1], "full_attention"]  # transformers forces the last layer full
+    if text.get("per_layer_config") is not None:
+        text = from_per_layer_config(text)
     if text.get("use_bidirectional_attention") == "all":
         raise BadInput(
             "config.json text_config.use_bidirectional_attention is 'all' (transformers then halves sliding_window), which capacity has not "
@@ -115,6 +116,40 @@ def text_config(config: dict[str, Any]) -> dict[str, Any]:
             "E-series): vLLM's per-layer embedding table, projection and (max_num_batched_tokens x layers x width) buffer are not modelled yet"
         )
     return text
+
+
+PER_LAYER_KEYS = ("head_dim", "num_key_value_heads")  # what Gemma4TextConfig's per_layer_config overrides
+
+
+def from_per_layer_config(text: dict[str, Any]) -> dict[str, Any]:
+    """An explicit per_layer_config (what transformers >= 5.x writes when it saves a Gemma-4 config: {"05": {"head_dim":
+    512, "num_key_value_heads": 2}, ...}) read back as the global_* fields it was derived from, when it is that
+    derivation: the same head_dim (and KV heads) override on exactly the full-attention layers. Anything else is
+    refused naming the field."""
+    overrides = text["per_layer_config"]
+    full = {i for i, kind in enumerate(text["layer_types"]) if kind == "full_attention"}
+    refuse = (
+        "config.json text_config.per_layer_config {why}: capacity reads it only as the same head_dim / num_key_value_heads "
+        "override on every full_attention layer (how transformers derives it from global_head_dim)"
+    )
+    if not isinstance(overrides, dict):
+        raise BadInput(refuse.format(why=f"is {type(overrides).__name__}, not an object"))
+    try:
+        layers = {int(key): value for key, value in overrides.items()}
+    except (TypeError, ValueError) as exc:
+        raise BadInput(refuse.format(why="has a key that is not a layer index")) from exc
+    shapes = {json.dumps(value, sort_keys=True) for value in layers.values()}
+    if set(layers) != full or len(shapes) != 1:
+        raise BadInput(refuse.format(why=f"overrides layers {sorted(layers)}, not exactly the full_attention layers {sorted(full)} alike"))
+    shape = next(iter(layers.values()))
+    if not isinstance(shape, dict) or not shape or set(shape) - set(PER_LAYER_KEYS) or "head_dim" not in shape:
+        raise BadInput(refuse.format(why=f"sets {sorted(shape) if isinstance(shape, dict) else shape!r}"))
+    out = {k: v for k, v in text.items() if k != "per_layer_config"}
+    out["global_head_dim"] = shape["head_dim"]
+    out.pop("num_global_key_value_heads", None)
+    if "num_key_value_heads" in shape:
+        out.update(num_global_key_value_heads=shape["num_key_value_heads"], attention_k_eq_v=True)
+    return out
 
 
 def kv_text(text: dict[str, Any]) -> dict[str, Any]:
@@ -159,7 +194,8 @@ def video_tokens(frames: int = VIDEO_MAX_FRAMES) -> int:
 def decoder(text: dict[str, Any]) -> DecoderShape:
     """The decoder for the activation formula: the wider of the dense MLP and the routed experts' per-token width
     (top_k_experts x moe_intermediate_size; both run in every MoE layer, one after the other)."""
-    ffn = need(text, "intermediate_size", WHERE) * (2 if text.get("use_double_wide_mlp") else 1)
+    double = text.get("use_double_wide_mlp") and (text.get("num_kv_shared_layers") or 0) > 0  # the KV-shared layers' MLPs
+    ffn = need(text, "intermediate_size", WHERE) * (2 if double else 1)
     if text.get("num_experts") is not None:
         ffn = max(ffn, text["top_k_experts"] * text["moe_intermediate_size"])
     return DecoderShape(need(text, "hidden_size", WHERE), ffn, True, need(text, "vocab_size", WHERE), need(text, "num_hidden_layers", WHERE))
@@ -172,6 +208,7 @@ class Gemma4Family(Family):
     # vLLM: the vision tower is transformers' module with ReplicatedLinear layers, embed_vision a ReplicatedLinear,
     # the MoE router's proj a GateLinear: all whole on every TP rank.
     vllm_unsharded_modules = (r"(^|\.)vision_tower(\.|$)", r"(^|\.)embed_vision(\.|$)", r"\.router\.proj$")
+    adds_vllm_tensors = True  # the V part of k_eq_v layers' QKVParallelLinear (vllm_tensors)
 
     def spec(
         self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None

@@ -108,9 +108,10 @@ def test_tokens_per_item_as_vllm_get_mm_max_tokens_per_item():
         (with_text(hidden_size_per_layer_input=256), "hidden_size_per_layer_input"),
         (with_text(use_bidirectional_attention="all"), "use_bidirectional_attention"),
         ({**CONFIG, "audio_config": {"hidden_size": 1024}}, "audio_config"),
+        ({**CONFIG, "architectures": ["Gemma4UnifiedForConditionalGeneration"]}, "architectures"),
         ({**CONFIG, "vision_config": {k: v for k, v in CONFIG["vision_config"].items() if k != "default_output_length"}}, "default_output_length"),
     ],
-    ids=["per_layer_config", "moe-mismatch", "per-layer-inputs", "bidirectional-all", "audio", "no-default_output_length"],
+    ids=["per_layer_config", "moe-mismatch", "per-layer-inputs", "bidirectional-all", "audio", "architecture", "no-default_output_length"],
 )
 def test_what_it_cannot_model_is_refused_naming_the_field(config: dict[str, Any], field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     with pytest.raises(BadInput, match=field):

@@ -213,6 +213,9 @@ class Gemma4Family(Family):
     def spec(
         self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
     ) -> ModelSpec:
+        architecture = str((config.get("architectures") or [self.hf_class])[0])
+        if architecture != self.hf_class:
+            raise BadInput(f"config.json architectures names {architecture!r}: the gemma4 family plans {self.hf_class} only")
         if config.get("audio_config") is not None:
             raise BadInput(
                 "config.json has an audio_config: Gemma-4's audio tower (tokens = the processor's audio_seq_length, a conformer encoder) is not "
@@ -232,7 +235,7 @@ class Gemma4Family(Family):
         return ModelSpec(
             name=name,
             family=self,
-            architecture=str((config.get("architectures") or [self.hf_class])[0]),
+            architecture=architecture,
             is_encoder_decoder=False,
             config_dtype=config_dtype(config, text),
             layers=kv_layers(kv_text(text), WHERE),

@@ -284,6 +284,18 @@ CAUSES: dict[str, str] = {
     "qwen3-0.6b-dgx-spark-v0.27.1-excerpt.log": "non-KV -53.6 %: GB10's unified memory. vLLM's 'consumed' is 3.35 GiB for 1.11 GiB "
     "of weights, because mem_get_info on unified memory also counts host-side allocations of the process (2.24 GiB of "
     "'non-torch'); capacity's 0.27 GiB does not model that. The KV memory (69.4 GiB in use) is within 2.8 %.",
+    "llama-3.1-8b-24gb-oci-aqua-v0-engine-excerpt.log": "available KV -4.2 %, concurrency -5.1 %: the V0 worker line prints "
+    "non_torch_memory 0.05 GiB where capacity adds its calibrated 0.27 GiB (a CUDA-graph-era median; this V0 profile runs "
+    "before graphs are captured); the activation peak agrees (log 0.22, capacity 0.23 GiB for V0's 2048-token chunk: V0 turns "
+    "chunked prefill on above 32K tokens). 0.22 GiB on a 4.60 GiB KV budget.",
+    "qwen2.5-vl-7b-rtx4090-wsl-len8192-v0.27.1-excerpt.log": "KV tokens / concurrency +5.9 %: vLLM loads 15.67 GiB where capacity "
+    "counts 15.45 GiB of parameters (weights -1.4 %, the same 0.22 GiB as the other Qwen2.5-VL-7B logs); the rest of the non-KV "
+    "memory agrees (vLLM 2.57 GiB = 0.9 x 23.99 - 62,736 tokens x 56 KiB - 15.67; capacity 2.59 GiB). 0.22 GiB on a 3.35 GiB "
+    "KV budget. The excerpt prints no 'Available KV cache memory' line.",
+    "qwen3-8b-rtx4090-wsl-util0.85-v0.27.1-excerpt.log": "available KV -3.5 %, KV tokens / concurrency -3.6 %: vLLM's non-weights "
+    "memory is 0.45 GiB (0.85 x 23.99 - 4.67 - 15.27), capacity's 0.63 GiB (activation 0.27, non-torch 0.27, CUDA-graph "
+    "estimate 0.09); the excerpt has no breakdown line, so which term is high is not in the log. 0.18 GiB on a 4.67 GiB KV "
+    "budget; the same start at 0.90 (qwen3-8b-rtx4090-wsl-util0.90) is -2.8 %.",
     "qwen3-14b-l40s-v0.28.0-excerpt.log": "available KV / tokens / concurrency +9.8 %, non-KV -3.9 %: vLLM's non-weights memory is "
     "1.78 GiB, capacity's 0.66 GiB. The excerpt has no breakdown line; the likely cause is the CUDA-graph estimate of a "
     "FULL_AND_PIECEWISE capture (51 + 35 graphs) that vLLM 0.2x subtracts: capacity's MRV2-form estimate is 0.11 GiB where "

@@ -288,6 +288,13 @@ CAUSES: dict[str, str] = {
     "non_torch_memory 0.05 GiB where capacity adds its calibrated 0.27 GiB (a CUDA-graph-era median; this V0 profile runs "
     "before graphs are captured); the activation peak agrees (log 0.22, capacity 0.23 GiB for V0's 2048-token chunk: V0 turns "
     "chunked prefill on above 32K tokens). 0.22 GiB on a 4.60 GiB KV budget.",
+    "qwen2.5-7b-rtx4090-wsl-len8192-util0.92-v0.27.1-excerpt.log": "KV tokens +32.5 %: not identified. The excerpt prints only "
+    "'GPU KV cache size: 102,544 tokens' (5.48 GiB at 56 KiB per token), so vLLM kept 0.92 x 23.99 - 5.48 = 16.59 GiB for "
+    "non-KV memory: 2.41 GiB besides 14.19 GiB of parameters, where capacity has 0.63 GiB and the same author's Qwen3-8B "
+    "starts on this machine and vLLM version imply 0.45 GiB. The run came from a benchmark script ('the same configuration "
+    "as bench_worker.py', with VLLM_USE_FLASHINFER_SAMPLER=0) whose other flags the notes do not list; 'VRAM used: 22951 "
+    "MiB' is below the 0.92 budget plus the desktop's memory, consistent with memory reserved but not used. Not fitted: "
+    "a held-out log.",
     "qwen2.5-vl-7b-rtx4090-wsl-len8192-v0.27.1-excerpt.log": "KV tokens / concurrency +5.9 %: vLLM loads 15.67 GiB where capacity "
     "counts 15.45 GiB of parameters (weights -1.4 %, the same 0.22 GiB as the other Qwen2.5-VL-7B logs); the rest of the non-KV "
     "memory agrees (vLLM 2.57 GiB = 0.9 x 23.99 - 62,736 tokens x 56 KiB - 15.67; capacity 2.59 GiB). 0.22 GiB on a 3.35 GiB "

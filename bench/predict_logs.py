@@ -299,6 +299,12 @@ CAUSES: dict[str, str] = {
     "counts 15.45 GiB of parameters (weights -1.4 %, the same 0.22 GiB as the other Qwen2.5-VL-7B logs); the rest of the non-KV "
     "memory agrees (vLLM 2.57 GiB = 0.9 x 23.99 - 62,736 tokens x 56 KiB - 15.67; capacity 2.59 GiB). 0.22 GiB on a 3.35 GiB "
     "KV budget. The excerpt prints no 'Available KV cache memory' line.",
+    "qwen3-8b-rtx5090-len32768-util0.92-v0.24.0-quoted.log": "KV tokens +9.7 %: vLLM kept 0.92 x 31.84 - 89,040 tokens x "
+    "144 KiB = 17.07 GiB for non-KV memory, 1.80 GiB besides the 15.27 GiB loaded, where capacity has 0.63 GiB. The same "
+    "notes report a later start of the same command at 95,936 tokens (prose, not a log line: 0.86 GiB besides the weights; "
+    "capacity is within 1.8 % of it), a 0.94 GiB swing the author puts down to the CUDA-graph cache. Likely the V1 runner's "
+    "CUDA-graph estimate (FULL_AND_PIECEWISE), which 0.20-0.26 subtract from the KV budget, against capacity's MRV2-form "
+    "0.09 GiB (the 0.19.1 Qwen3-8B log printed 2.35 GiB for that capture). Not verified: the quote prints no estimate.",
     "qwen3-8b-rtx4090-wsl-util0.85-v0.27.1-excerpt.log": "available KV -3.5 %, KV tokens / concurrency -3.6 %: vLLM's non-weights "
     "memory is 0.45 GiB (0.85 x 23.99 - 4.67 - 15.27), capacity's 0.63 GiB (activation 0.27, non-torch 0.27, CUDA-graph "
     "estimate 0.09); the excerpt has no breakdown line, so which term is high is not in the log. 0.18 GiB on a 4.67 GiB KV "

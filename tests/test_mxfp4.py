@@ -141,3 +141,80 @@ def test_gpt_oss_on_a_gpu_vllm_refuses_exits_2_in_one_line(hermetic: Path, capsy
     assert main(["plan", "--model", "openai/gpt-oss-20b", "--gpu", "T4"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.strip().splitlines()) == 1 and "Mxfp4Config.get_min_capability 80" in captured.err
+
+
+def test_checkpoint_headers_give_the_dense_tensors_and_vllm_the_experts(hermetic: Path):
+    """A folder with gpt-oss's safetensors layout (experts stored as *_blocks / *_scales / *_bias): the dense tensors
+    come from the headers (bf16), the experts are what vLLM allocates, not what is stored. A one-layer model: hidden
+    64, intermediate 64, 2 experts, 4 query and 2 KV heads of 16, vocab 128. On an H200 (TRITON, no padding at 64):
+    experts w13 2*128*32 = 8,192 + scales 2*128*2 = 512, w2 2*64*32 = 4,096 + scales 2*64*2 = 256, biases
+    (2*128 + 2*64)*2 = 768: 13,824; conversion: scales swizzled to rows 256 and 4 groups, 2*256*4 - 512 = 1,536 and
+    2*256*4 - 256 = 1,792, biases +384*2 = 768: 4,096. Dense: embedding and head 2*128*64*2 = 32,768; q, k, v, o
+    (64 + 32 + 32 + 64)*64*2 = 24,576 + biases (64 + 32 + 32 + 64)*2 = 384; sinks 4*2 = 8; norms 3*64*2 = 384;
+    router 2*64*2 + 2*2 = 260: 58,380. Total 76,300 B. On a B200 (FLASHINFER_TRTLLM_MXFP4_BF16) the experts are padded
+    to hidden 256 and intermediate 128, far from the stored 13,824 B: w13 2*256*128 = 65,536 + scales 2*256*8 = 4,096,
+    w2 2*256*64 = 32,768 + scales 2*256*4 = 2,048, biases (2*256 + 2*256)*2 = 2,048: 106,496; conversion biases
+    +1,024*2 = 2,048 and 3 float32 vectors of 2 experts = 24: 2,072. Total 166,948 B."""
+    pytest.importorskip("torch")
+    from safetensors_files import safetensors_bytes
+
+    from capacity.families import model_spec
+    from capacity.memory import weights_breakdown
+    from capacity.models import resolve_model
+    from capacity.serving import ServingArgs, resolve_serving
+
+    config = {
+        "architectures": ["GptOssForCausalLM"],
+        "model_type": "gpt_oss",
+        "hidden_size": 64,
+        "intermediate_size": 64,
+        "num_local_experts": 2,
+        "num_experts_per_tok": 1,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "vocab_size": 128,
+        "sliding_window": 8,
+        "layer_types": ["sliding_attention"],
+        "max_position_embeddings": 256,
+        "tie_word_embeddings": False,
+        "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]},
+    }
+    layer = "model.layers.0"
+    tensors = {
+        "model.embed_tokens.weight": ("BF16", [128, 64]),
+        "lm_head.weight": ("BF16", [128, 64]),
+        "model.norm.weight": ("BF16", [64]),
+        f"{layer}.input_layernorm.weight": ("BF16", [64]),
+        f"{layer}.post_attention_layernorm.weight": ("BF16", [64]),
+        f"{layer}.self_attn.sinks": ("BF16", [4]),
+        **{f"{layer}.self_attn.{p}.weight": ("BF16", [n, 64]) for p, n in (("q_proj", 64), ("k_proj", 32), ("v_proj", 32))},
+        **{f"{layer}.self_attn.{p}.bias": ("BF16", [n]) for p, n in (("q_proj", 64), ("k_proj", 32), ("v_proj", 32), ("o_proj", 64))},
+        f"{layer}.self_attn.o_proj.weight": ("BF16", [64, 64]),
+        f"{layer}.mlp.router.weight": ("BF16", [2, 64]),
+        f"{layer}.mlp.router.bias": ("BF16", [2]),
+        f"{layer}.mlp.experts.gate_up_proj_blocks": ("U8", [2, 128, 2, 16]),
+        f"{layer}.mlp.experts.gate_up_proj_scales": ("U8", [2, 128, 2]),
+        f"{layer}.mlp.experts.gate_up_proj_bias": ("BF16", [2, 128]),
+        f"{layer}.mlp.experts.down_proj_blocks": ("U8", [2, 64, 2, 16]),
+        f"{layer}.mlp.experts.down_proj_scales": ("U8", [2, 64, 2]),
+        f"{layer}.mlp.experts.down_proj_bias": ("BF16", [2, 64]),
+    }
+    folder = hermetic / "tiny-gpt-oss"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "model.safetensors").write_bytes(safetensors_bytes(tensors, with_data=False))
+    source = resolve_model(str(folder))
+    spec = model_spec(source.config, source.name, source.preprocessor)
+    gpu = gpu_by_name("H200")
+    serving = resolve_serving(ServingArgs(), spec, gpu)
+    wb = weights_breakdown(spec, source, serving, gpu=gpu)
+    assert wb.source == "safetensors headers of the model folder" and wb.unclassified == ()
+    assert wb.bytes_of("moe-experts (mxfp4, as vLLM creates them)") == 13_824
+    assert wb.bytes_of("mxfp4 kernel format (load-time conversion)") == 4_096
+    assert wb.total_bytes == 76_300
+    b200 = gpu_by_name("B200")
+    wb = weights_breakdown(spec, source, resolve_serving(ServingArgs(), spec, b200), gpu=b200)
+    assert wb.bytes_of("moe-experts (mxfp4, as vLLM creates them)") == 106_496
+    assert wb.total_bytes == 58_380 + 106_496 + 2_072

@@ -101,7 +101,7 @@ class TritonHopper(Mxfp4Backend):
     """TRITON on SM90: intermediate rounded up to 64 (the CUDA `else` branch), hidden kept. _swizzle_mxfp4 pads the
     scale groups to 0 mod 4, then triton_kernels' HopperMXValueLayout (rows to 16, packed bytes to 32) and
     HopperMXScaleLayout (8 warps: rows to 256, groups to 2) swizzle weights and scales; the checkpoint-layout ones are
-    deleted; the biases become float32."""
+    deleted; the biases become float32. (Below torch 2.8.1 vLLM skips the swizzle; vLLM 0.33 runs on a newer torch.)"""
 
     name = "TRITON"
     intermediate_align = 64

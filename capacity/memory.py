@@ -413,23 +413,39 @@ def non_torch_term() -> MemoryTerm:
 # --- CUDA graphs (estimated) -------------------------------------------------------------------------------
 
 
-def capture_sizes(serving: ServingConfig, sm100: bool) -> list[int]:
-    """vLLM: VllmConfig._set_cudagraph_sizes (no user capture sizes, default performance mode)."""
+# vLLM: MODELS_CONFIG_MAP hooks that preset compilation_config.max_cudagraph_capture_size (when the user set
+# neither it nor cudagraph_capture_sizes): GptOssForCausalLMConfig.verify_and_update_config raises it to 1024.
+PRESET_MAX_CAPTURE_SIZE = {"GptOssForCausalLM": 1024}
+
+
+def preset_max_capture_size(spec: ModelSpec) -> int | None:
+    return PRESET_MAX_CAPTURE_SIZE.get(spec.architecture)
+
+
+def capture_sizes(serving: ServingConfig, sm100: bool, preset_max: int | None = None) -> list[int]:
+    """vLLM: VllmConfig._set_cudagraph_sizes (no user capture sizes, default performance mode).
+
+    `preset_max`: a model's preset max_cudagraph_capture_size; vLLM then skips the max_num_seqs-based ceiling and
+    adds no uniform-decode sizes."""
     q = 1 + serving.num_speculative_tokens
     default_max = 1024 if sm100 else 512
-    cap = min(serving.max_num_seqs * q * 2, default_max, serving.max_num_batched_tokens)
+    if preset_max is not None:
+        cap = min(preset_max, serving.max_num_batched_tokens)
+    else:
+        cap = min(serving.max_num_seqs * q * 2, default_max, serving.max_num_batched_tokens)
     sizes = {s for s in (1, 2, 4) if s <= cap}
     sizes.update(range(8, min(cap + 1, 256), 8))
     sizes.update(range(256, cap + 1, 16))
     if serving.max_num_batched_tokens <= cap:
         sizes.add(serving.max_num_batched_tokens)
-    if q == 1:
-        if serving.max_num_seqs <= cap:
-            sizes.add(serving.max_num_seqs)
-    else:
-        m = min(serving.max_num_seqs, default_max)
-        counts = {c for c in (1, 2, 4) if c <= m} | set(range(8, min(m + 1, 256), 8)) | set(range(256, m + 1, 16)) | {m}
-        sizes.update(n * q for n in counts if n * q <= cap)
+    if preset_max is None:  # uniform-decode sizes are added only under vLLM's own ceiling
+        if q == 1:
+            if serving.max_num_seqs <= cap:
+                sizes.add(serving.max_num_seqs)
+        else:
+            m = min(serving.max_num_seqs, default_max)
+            counts = {c for c in (1, 2, 4) if c <= m} | set(range(8, min(m + 1, 256), 8)) | set(range(256, m + 1, 16)) | {m}
+            sizes.update(n * q for n in counts if n * q <= cap)
     return sorted(s for s in sizes if s <= serving.max_num_batched_tokens)
 
 
@@ -453,7 +469,7 @@ def cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tup
     """
     if serving.enforce_eager:
         return MemoryTerm(0, EXACT, "--enforce-eager: no CUDA graphs"), 0
-    sizes = full_decode_graph_sizes(serving, capture_sizes(serving, sm100))
+    sizes = full_decode_graph_sizes(serving, capture_sizes(serving, sm100, preset_max_capture_size(spec)))
     if not sizes:
         return MemoryTerm(0, EXACT, "no CUDA-graph sizes"), 0
     largest = sizes[-1]

@@ -74,11 +74,11 @@ class MemoryTerm:
 
 @lru_cache(maxsize=32)
 def _meta_parameters(family: Family, config_json: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """(name, shape) of every unique parameter of the real architecture built on the meta device."""
+    """(name, shape) of every unique parameter of the real architecture (`Family.parameter_shapes`: built on the meta
+    device, or listed from the config by a remote-code family)."""
     import json
 
-    module = family.build_module(json.loads(config_json), device="meta", dtype="bfloat16")
-    return tuple((name, tuple(p.shape)) for name, p in module.named_parameters(remove_duplicate=True))
+    return family.parameter_shapes(json.loads(config_json))
 
 
 # _config_json memo, keyed by the identity of the config dict (the entry keeps the dict alive, so the id
@@ -131,11 +131,13 @@ def model_tensors(spec: ModelSpec, source: ModelSource) -> tuple[tuple[StoredTen
             raise BadInput(f"{source.path}: a safetensors header cannot be read ({exc})") from exc
     try:
         params = _meta_parameters(spec.family, _config_json(source.config))
+    except BadInput:  # a field the family's parameter list needs, named in one line
+        raise
     except ImportError as exc:
         raise RuntimeFailure(f"exact weights need torch and transformers ({exc.name} missing): pip install the project") from exc
     except Exception as exc:  # a config transformers cannot build
         raise RuntimeFailure(f"building {spec.architecture} on the meta device failed: {exc}") from exc
-    return tuple(StoredTensor(n, s, MODEL_DTYPE) for n, s in params), f"parameters of {spec.architecture} built on the meta device"
+    return tuple(StoredTensor(n, s, MODEL_DTYPE) for n, s in params), f"parameters of {spec.architecture} {spec.family.parameters_source}"
 
 
 def parameter_count(spec: ModelSpec, source: ModelSource) -> tuple[int, str]:
@@ -147,7 +149,7 @@ def parameter_count(spec: ModelSpec, source: ModelSource) -> tuple[int, str]:
 
 
 def _text_config(config: dict[str, Any]) -> dict[str, Any]:
-    for key in ("text_config", "decoder", "language_config"):
+    for key in ("text_config", "decoder", "language_config", "llm_config"):
         inner = config.get(key)
         if isinstance(inner, dict):
             return inner

@@ -62,7 +62,9 @@ class Tiling:
         forced = config.get("force_image_size")
         if forced is not None and forced != image_size:
             # internvl.py sizes num_image_token from force_image_size, the processor tiles at vision_config.image_size
-            raise BadInput(f"config.json (internvl_chat) force_image_size {forced} differs from vision_config.image_size {image_size}: vLLM's token count and its tiles disagree; not modelled")
+            raise BadInput(
+                f"config.json (internvl_chat) force_image_size {forced} differs from vision_config.image_size {image_size}: vLLM's token count and its tiles disagree; not modelled"
+            )
         ratio = need(config, "downsample_ratio", WHERE)
         if not (0 < ratio <= 1) or abs(1 / ratio - round(1 / ratio)) > 1e-9:
             raise BadInput(f"config.json (internvl_chat) downsample_ratio {ratio}: the pixel shuffle needs 1 / downsample_ratio to be an integer")
@@ -188,11 +190,11 @@ class InternVLChatFamily(Family):
     # internvl.py _init_mlp1: nn.LayerNorm / nn.Linear, not vLLM's parallel layers: whole on every rank.
     vllm_unsharded_modules: ClassVar[tuple[str, ...]] = (r"^mlp1\.",)
 
-    def spec(
-        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
-    ) -> ModelSpec:
+    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
         if config.get("quantization_config") or (config.get("llm_config") or {}).get("quantization_config"):
-            raise BadInput("config.json (internvl_chat) has a quantization_config: quantized InternVL checkpoints are not modelled (vLLM leaves the vision tower unquantized)")
+            raise BadInput(
+                "config.json (internvl_chat) has a quantization_config: quantized InternVL checkpoints are not modelled (vLLM leaves the vision tower unquantized)"
+            )
         vision = sub(config, "vision_config", WHERE)
         llm = llm_config(config)
         tiling = Tiling.from_config(config, vision)
@@ -218,8 +220,10 @@ class InternVLChatFamily(Family):
         max_len = int(base * factor)
         if factor != 1.0:
             key = f"{key} x RoPE factor {factor:g}"
-            notes.append(f"internvl_chat: max_model_len {base} x RoPE factor {factor:g} = {max_len}, as vLLM scales it; vLLM also caps it by "
-                         "tokenizer_config.json's model_max_length (before the factor), which capacity does not read")
+            notes.append(
+                f"internvl_chat: max_model_len {base} x RoPE factor {factor:g} = {max_len}, as vLLM scales it; vLLM also caps it by "
+                "tokenizer_config.json's model_max_length (before the factor), which capacity does not read"
+            )
         return ModelSpec(
             name=name,
             family=self,

@@ -79,6 +79,15 @@ class Family:
     ) -> ModelSpec:
         raise NotImplementedError
 
+    def text_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        """The decoder's config inside config.json (what the weights' parallel rules read: heads, experts, tied
+        embeddings): the first of `text_config`, `decoder`, `language_config`, `llm_config`, else the config itself."""
+        for key in ("text_config", "decoder", "language_config", "llm_config"):
+            inner = config.get(key)
+            if isinstance(inner, dict):
+                return inner
+        return config
+
     # --- the real module tree (torch inside) ------------------------------------------------------------
 
     hf_class: ClassVar[str] = ""  # the transformers model class the default build_module instantiates

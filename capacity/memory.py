@@ -148,14 +148,6 @@ def parameter_count(spec: ModelSpec, source: ModelSource) -> tuple[int, str]:
     return sum(t.numel for t in tensors), how
 
 
-def _text_config(config: dict[str, Any]) -> dict[str, Any]:
-    for key in ("text_config", "decoder", "language_config", "llm_config"):
-        inner = config.get(key)
-        if isinstance(inner, dict):
-            return inner
-    return config
-
-
 def _first_int(config: dict[str, Any], keys: tuple[str, ...]) -> int:
     for key in keys:
         value = config.get(key)
@@ -166,7 +158,7 @@ def _first_int(config: dict[str, Any], keys: tuple[str, ...]) -> int:
 
 def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
     """The config facts the parallel rules need: the decoder's heads, MoE experts, tied embeddings."""
-    text = _text_config(config)
+    text = spec.family.text_config(config)
     # the decoder's own attention (not cross-attention, not Mamba/MLA state): its KV heads decide K/V replication
     decoder = next((layer for layer in spec.layers if layer.kv_heads() is not None and not layer.reads_encoder_output), None)
     tie = text.get("tie_word_embeddings", config.get("tie_word_embeddings", True))  # transformers' default: tied

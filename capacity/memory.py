@@ -288,8 +288,10 @@ def decoder_activation_bytes(decoder: DecoderShape, num_tokens: int, dtype_bytes
 def encoder_activation_bytes(encoder: EncoderShape, items: int, tokens_per_item: int, dtype_bytes: int, tp: int) -> int:
     """The encoder on `items` max-size items. vLLM 0.33 shards multimodal encoders over the TP ranks
     (MultiModalConfig.mm_encoder_tp_mode = "weights" by default; Whisper's encoder has parallel layers too)."""
-    seq = encoder.seq_len_for(tokens_per_item)
-    return items * seq * per_token_activation_bytes(encoder.hidden_size, encoder.ffn_size, encoder.gated_ffn, dtype_bytes, tp)
+    positions = items * encoder.seq_len_for(tokens_per_item)
+    if encoder.max_positions_per_pass:
+        positions = min(positions, encoder.max_positions_per_pass)
+    return positions * per_token_activation_bytes(encoder.hidden_size, encoder.ffn_size, encoder.gated_ffn, dtype_bytes, tp)
 
 
 def sampler_bytes(decoder: DecoderShape, num_reqs: int, dtype_bytes: int, tp: int = 1) -> int:

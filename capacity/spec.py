@@ -42,6 +42,9 @@ class EncoderShape:
     output_hidden_size: int  # width of the embeddings it hands the decoder (encoder-cache entries)
     seq_len_tokens: int = 0  # the output tokens seq_len corresponds to, when items vary (videos); 0 = fixed
     gated_ffn: bool = False  # SwiGLU-style MLP (gate + up)
+    # The most encoder positions the model runs in one pass, whatever the items (Ultravox: 16 chunks of 1500, its
+    # _MAX_ENCODER_BATCH_SIZE); 0 = all the profiled items at once.
+    max_positions_per_pass: int = 0
 
     def seq_len_for(self, tokens: int) -> int:
         """Encoder sequence length for an item of `tokens` output tokens."""

@@ -76,11 +76,11 @@ class MemoryTerm:
 
 @lru_cache(maxsize=32)
 def _meta_parameters(family: Family, config_json: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """(name, shape) of every unique parameter of the real architecture built on the meta device."""
+    """(name, shape) of every unique parameter of the real architecture (`Family.parameter_shapes`: built on the meta
+    device, or listed from the config by a remote-code family)."""
     import json
 
-    module = family.build_module(json.loads(config_json), device="meta", dtype="bfloat16")
-    return tuple((name, tuple(p.shape)) for name, p in module.named_parameters(remove_duplicate=True))
+    return family.parameter_shapes(json.loads(config_json))
 
 
 # _config_json memo, keyed by the identity of the config dict (the entry keeps the dict alive, so the id
@@ -133,11 +133,13 @@ def model_tensors(spec: ModelSpec, source: ModelSource) -> tuple[tuple[StoredTen
             raise BadInput(f"{source.path}: a safetensors header cannot be read ({exc})") from exc
     try:
         params = _meta_parameters(spec.family, _config_json(source.config))
+    except BadInput:  # a field the family's parameter list needs, named in one line
+        raise
     except ImportError as exc:
         raise RuntimeFailure(f"exact weights need torch and transformers ({exc.name} missing): pip install the project") from exc
     except Exception as exc:  # a config transformers cannot build
         raise RuntimeFailure(f"building {spec.architecture} on the meta device failed: {exc}") from exc
-    return tuple(StoredTensor(n, s, MODEL_DTYPE) for n, s in params), f"parameters of {spec.architecture} built on the meta device"
+    return tuple(StoredTensor(n, s, MODEL_DTYPE) for n, s in params), f"parameters of {spec.architecture} {spec.family.parameters_source}"
 
 
 def parameter_count(spec: ModelSpec, source: ModelSource) -> tuple[int, str]:
@@ -146,14 +148,6 @@ def parameter_count(spec: ModelSpec, source: ModelSource) -> tuple[int, str]:
         return source.weights.element_count, source.weights.source
     tensors, how = model_tensors(spec, source)
     return sum(t.numel for t in tensors), how
-
-
-def _text_config(config: dict[str, Any]) -> dict[str, Any]:
-    for key in ("text_config", "decoder", "language_config"):
-        inner = config.get(key)
-        if isinstance(inner, dict):
-            return inner
-    return config
 
 
 def _first_int(config: dict[str, Any], keys: tuple[str, ...]) -> int:
@@ -166,7 +160,7 @@ def _first_int(config: dict[str, Any], keys: tuple[str, ...]) -> int:
 
 def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
     """The config facts the parallel rules need: the decoder's heads, MoE experts, tied embeddings."""
-    text = _text_config(config)
+    text = spec.family.text_config(config)
     # the decoder's own attention (not cross-attention, not Mamba/MLA state): its KV heads decide K/V replication
     decoder = next((layer for layer in spec.layers if layer.kv_heads() is not None and not layer.reads_encoder_output), None)
     tie = text.get("tie_word_embeddings", config.get("tie_word_embeddings", True))  # transformers' default: tied
@@ -321,8 +315,10 @@ def decoder_activation_bytes(decoder: DecoderShape, num_tokens: int, dtype_bytes
 def encoder_activation_bytes(encoder: EncoderShape, items: int, tokens_per_item: int, dtype_bytes: int, tp: int) -> int:
     """The encoder on `items` max-size items. vLLM 0.33 shards multimodal encoders over the TP ranks
     (MultiModalConfig.mm_encoder_tp_mode = "weights" by default; Whisper's encoder has parallel layers too)."""
-    seq = encoder.seq_len_for(tokens_per_item)
-    return items * seq * per_token_activation_bytes(encoder.hidden_size, encoder.ffn_size, encoder.gated_ffn, dtype_bytes, tp)
+    positions = items * encoder.seq_len_for(tokens_per_item)
+    if encoder.max_positions_per_pass:
+        positions = min(positions, encoder.max_positions_per_pass)
+    return positions * per_token_activation_bytes(encoder.hidden_size, encoder.ffn_size, encoder.gated_ffn, dtype_bytes, tp)
 
 
 def sampler_bytes(decoder: DecoderShape, num_reqs: int, dtype_bytes: int, tp: int = 1) -> int:

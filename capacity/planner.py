@@ -86,7 +86,7 @@ def build_plan(
 ) -> Plan:
     """The plan under vLLM 0.33's rules, or under `semantics` (another version's, capacity.vllm_versions)."""
     budget: MultiModalBudget = build_budget(spec, serving, enable_cache=False)
-    weights, n_params, per_rank = weights_term(spec, source, serving)
+    weights, n_params, per_rank = weights_term(spec, source, serving, gpu)
     activations = activation_estimate(spec, budget, serving)
     graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
     if semantics is not None and not semantics.subtracts_cudagraph_estimate and graphs.bytes:

@@ -16,6 +16,7 @@ from capacity.collectives import NCCL_COMMUNICATOR_BYTES, vllm_all_reduce_buffer
 from capacity.errors import BadInput, RuntimeFailure
 from capacity.gpus import Gpu
 from capacity.models import ModelSource
+from capacity.mxfp4 import GptOssMxfp4, gpt_oss_mxfp4
 from capacity.profile import MemoryProfile
 from capacity.serving import ServingConfig
 from capacity.spec import DTYPE_BYTES, DecoderShape, EncoderShape, ModelSpec
@@ -27,6 +28,7 @@ from capacity.weights import (
     StoredTensor,
     WeightLayout,
     WeightsBreakdown,
+    gpt_oss_expert_tensors,
     is_quantized_header,
     quant_scheme,
     quantized_tensors,
@@ -180,11 +182,15 @@ def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
     )
 
 
-def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConfig, rank: int = 0) -> WeightsBreakdown:
+def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConfig, rank: int = 0, gpu: Gpu | None = None) -> WeightsBreakdown:
     """Weights of one rank by parallel kind (capacity/weights.py), from headers or the meta build: the figure every
-    path plans with (rank 0), and what a measured TP profile compares each rank's model load against."""
+    path plans with (rank 0), and what a measured TP profile compares each rank's model load against. `gpu` matters
+    only where vLLM's layout depends on it (gpt-oss MXFP4 experts: the MoE backend)."""
     named = bool(_local_shards(source))
     summary = source.weights
+    moe = gpt_oss_mxfp4(source.config, gpu)
+    if moe is not None:
+        return _gpt_oss_mxfp4_breakdown(spec, source, serving, rank, moe)
     if not named and summary is not None and serving.tensor_parallel_size == 1:
         # One rank holds the whole checkpoint: its header summary's bytes (no tensor names needed, no torch import).
         total = summary.serving_bytes(serving.dtype_bytes)
@@ -213,25 +219,38 @@ def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConf
     return wb
 
 
+def _gpt_oss_mxfp4_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConfig, rank: int, moe: GptOssMxfp4) -> WeightsBreakdown:
+    """gpt-oss MXFP4: the non-expert tensors (headers or meta build) in the serving dtype, the experts as vLLM's MoE
+    method allocates them for the GPU's backend (capacity/mxfp4.py); a header summary's total is not used (it holds
+    the checkpoint's unpadded experts, not vLLM's)."""
+    tensors, how = model_tensors(spec, source)
+    layout = replace(weight_layout(spec, source.config), mxfp4=moe)
+    par = Parallelism(serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype_bytes, rank)
+    return weights_per_rank(gpt_oss_expert_tensors(tensors, moe), layout, par, source=how, quantization=moe.describe())
+
+
 # weights_term memo: a sweep re-plans one model at many points that share its TP, EP and dtype.
 _WEIGHTS: dict[tuple[Any, ...], tuple[MemoryTerm, int, WeightsBreakdown]] = {}
 
 
-def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig) -> tuple[MemoryTerm, int, WeightsBreakdown]:
+def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, gpu: Gpu | None = None) -> tuple[MemoryTerm, int, WeightsBreakdown]:
     """Bytes of one rank's weights in the serving dtype (quantized tensors as stored), with the parameter count."""
     summary = None if source.weights is None else (source.weights.source, source.weights.data_bytes, source.weights.files)
-    key = (spec, _config_json(source.config), source.safetensors, summary, serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype, serving.dtype_bytes)
+    moe = gpt_oss_mxfp4(source.config, gpu)
+    key = (spec, _config_json(source.config), source.safetensors, summary, serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype, serving.dtype_bytes, moe)
     hit = _WEIGHTS.get(key)
     if hit is None:
         if len(_WEIGHTS) >= 64:
             _WEIGHTS.clear()
-        hit = _WEIGHTS[key] = _weights_term(spec, source, serving)
+        hit = _WEIGHTS[key] = _weights_term(spec, source, serving, gpu)
     return hit
 
 
-def _weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig) -> tuple[MemoryTerm, int, WeightsBreakdown]:
+def _weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, gpu: Gpu | None) -> tuple[MemoryTerm, int, WeightsBreakdown]:
     count, _ = parameter_count(spec, source)
-    wb = weights_breakdown(spec, source, serving)
+    wb = weights_breakdown(spec, source, serving, gpu=gpu)
+    if wb.kinds and any(k.kind.startswith("moe-experts (mxfp4") for k in wb.kinds):
+        return _gpt_oss_mxfp4_term(spec, serving, wb), count, wb
     tp = serving.tensor_parallel_size
     quantized = wb.quantization != "none"
     quant = f"; quantized ({wb.quantization})" if quantized else ""
@@ -253,6 +272,14 @@ def _weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig) 
         count,
         wb,
     )
+
+
+def _gpt_oss_mxfp4_term(spec: ModelSpec, serving: ServingConfig, wb: WeightsBreakdown) -> MemoryTerm:
+    """gpt-oss MXFP4: exact from the config where every tensor is named by a rule and vLLM serves it natively."""
+    exact = not wb.unclassified and spec.vllm_support.status == "native"
+    caveat = f" ({len(wb.unclassified)} tensors no rule names counted whole, e.g. {wb.unclassified[0]})" if wb.unclassified else ""
+    label = "exact (from config, vLLM 0.33 MXFP4 layout)" if exact else "estimated"
+    return MemoryTerm(wb.total_bytes, EXACT if exact else ESTIMATED, f"{label}: {wb.describe()}; {wb.quantization}; {wb.source}{caveat}")
 
 
 # --- encoder cache -----------------------------------------------------------------------------------

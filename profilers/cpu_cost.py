@@ -156,6 +156,7 @@ def profile_phase_flops(plan: Plan, warmup: bool = True) -> list[tuple[str, int]
         ("encoder", encoder_flops(spec, plan.budget.profile_items, plan.budget.profile_tokens_per_item, plan.budget.modality_with_max_tokens)),
         ("decoder", dec.num_layers * layer_flops(reqs * per_req, per_req, dec.hidden_size, dec.ffn_size, dec.gated_ffn, cross)),
         ("sampler", 2 * reqs * dec.hidden_size * dec.vocab_size),
+        ("sampler_warmup", 10 * reqs * dec.vocab_size),  # elementwise passes over rows x vocab (copy, kernels, mask, softmax)
     ]
     if warmup:
         w = plan.warmup
@@ -194,7 +195,7 @@ def estimate_profile_cost(plan: Plan, rates: HostRates, *, warmup: bool = True, 
     profile_run = m["activation_peak"].bytes + m["encoder_cache"].bytes
     warmup_bytes = 0
     if warmup:
-        warmup_bytes = 3 * w.num_reqs * w.max_encoder_len * dec.hidden_size * _dtype_bytes(plan) + w.num_reqs * dec.vocab_size * 4
+        warmup_bytes = 3 * w.num_reqs * w.max_encoder_len * dec.hidden_size * _dtype_bytes(plan) + 3 * w.num_reqs * dec.vocab_size * 4
     baseline = resident_bytes() if baseline_bytes is None else baseline_bytes
     host = baseline + _probe_weights_bytes(plan) + max(profile_run, warmup_bytes)
     phases = [PhaseCost("weights", 0, plan.parameter_count / rates.normal_elements_per_s)]

@@ -286,7 +286,13 @@ def parse_limit_mm(value: Any, where: str) -> dict[str, int]:
         raise BadInput(f"{where}: limit_mm_per_prompt must be MODALITY=N pairs or a mapping")
     out: dict[str, int] = {}
     for k, v in items:
-        if isinstance(v, dict):  # vLLM also accepts {"count": N, ...} per modality
+        if isinstance(v, dict):  # vLLM also accepts {"count": N, ...} per modality (BaseDummyOptions and subclasses)
+            sizing = sorted(set(v) - {"count"})
+            if sizing:
+                raise BadInput(
+                    f"{where}: limit_mm_per_prompt {k}: {', '.join(sizing)} (vLLM's dummy-item size options) not modelled: "
+                    "capacity plans vLLM's default dummy items; give only the count, e.g. {\"" + str(k) + "\": {\"count\": 1}}"
+                )
             v = v.get("count")
         try:
             out[str(k)] = int(v)

@@ -333,7 +333,8 @@ def readme(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         + ".",
         "- Refusals are one line naming the field or file: KV layouts the KV reader does not model (conv layers), remote "
         "code (no transformers config class), image processors that tile or cap by pixels when no preprocessor config "
-        "is given, a text config without intermediate_size (BLIP-2's OPT).",
+        "is given, a text config without intermediate_size (BLIP-2's OPT); catalog entries index.json marks not plannable "
+        "are refused with its reason, as `capacity plan --model <id>` refuses them.",
     ]
     lines += [
         "",

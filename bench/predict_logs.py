@@ -284,6 +284,31 @@ CAUSES: dict[str, str] = {
     "qwen3-0.6b-dgx-spark-v0.27.1-excerpt.log": "non-KV -53.6 %: GB10's unified memory. vLLM's 'consumed' is 3.35 GiB for 1.11 GiB "
     "of weights, because mem_get_info on unified memory also counts host-side allocations of the process (2.24 GiB of "
     "'non-torch'); capacity's 0.27 GiB does not model that. The KV memory (69.4 GiB in use) is within 2.8 %.",
+    "llama-3.1-8b-24gb-oci-aqua-v0-engine-excerpt.log": "available KV -4.2 %, concurrency -5.1 %: the V0 worker line prints "
+    "non_torch_memory 0.05 GiB where capacity adds its calibrated 0.27 GiB (a CUDA-graph-era median; this V0 profile runs "
+    "before graphs are captured); the activation peak agrees (log 0.22, capacity 0.23 GiB for V0's 2048-token chunk: V0 turns "
+    "chunked prefill on above 32K tokens). 0.22 GiB on a 4.60 GiB KV budget.",
+    "qwen2.5-7b-rtx4090-wsl-len8192-util0.92-v0.27.1-excerpt.log": "KV tokens +32.5 %: not identified. The excerpt prints only "
+    "'GPU KV cache size: 102,544 tokens' (5.48 GiB at 56 KiB per token), so vLLM kept 0.92 x 23.99 - 5.48 = 16.59 GiB for "
+    "non-KV memory: 2.41 GiB besides 14.19 GiB of parameters, where capacity has 0.63 GiB and the same author's Qwen3-8B "
+    "starts on this machine and vLLM version imply 0.45 GiB. The run came from a benchmark script ('the same configuration "
+    "as bench_worker.py', with VLLM_USE_FLASHINFER_SAMPLER=0) whose other flags the notes do not list; 'VRAM used: 22951 "
+    "MiB' is below the 0.92 budget plus the desktop's memory, consistent with memory reserved but not used. Not fitted: "
+    "a held-out log.",
+    "qwen2.5-vl-7b-rtx4090-wsl-len8192-v0.27.1-excerpt.log": "KV tokens / concurrency +5.9 %: vLLM loads 15.67 GiB where capacity "
+    "counts 15.45 GiB of parameters (weights -1.4 %, the same 0.22 GiB as the other Qwen2.5-VL-7B logs); the rest of the non-KV "
+    "memory agrees (vLLM 2.57 GiB = 0.9 x 23.99 - 62,736 tokens x 56 KiB - 15.67; capacity 2.59 GiB). 0.22 GiB on a 3.35 GiB "
+    "KV budget. The excerpt prints no 'Available KV cache memory' line.",
+    "qwen3-8b-rtx5090-len32768-util0.92-v0.24.0-quoted.log": "KV tokens +9.7 %: vLLM kept 0.92 x 31.84 - 89,040 tokens x "
+    "144 KiB = 17.07 GiB for non-KV memory, 1.80 GiB besides the 15.27 GiB loaded, where capacity has 0.63 GiB. The same "
+    "notes report a later start of the same command at 95,936 tokens (prose, not a log line: 0.86 GiB besides the weights; "
+    "capacity is within 1.8 % of it), a 0.94 GiB swing the author puts down to the CUDA-graph cache. Likely the V1 runner's "
+    "CUDA-graph estimate (FULL_AND_PIECEWISE), which 0.20-0.26 subtract from the KV budget, against capacity's MRV2-form "
+    "0.09 GiB (the 0.19.1 Qwen3-8B log printed 2.35 GiB for that capture). Not verified: the quote prints no estimate.",
+    "qwen3-8b-rtx4090-wsl-util0.85-v0.27.1-excerpt.log": "available KV -3.5 %, KV tokens / concurrency -3.6 %: vLLM's non-weights "
+    "memory is 0.45 GiB (0.85 x 23.99 - 4.67 - 15.27), capacity's 0.63 GiB (activation 0.27, non-torch 0.27, CUDA-graph "
+    "estimate 0.09); the excerpt has no breakdown line, so which term is high is not in the log. 0.18 GiB on a 4.67 GiB KV "
+    "budget; the same start at 0.90 (qwen3-8b-rtx4090-wsl-util0.90) is -2.8 %.",
     "qwen3-14b-l40s-v0.28.0-excerpt.log": "available KV / tokens / concurrency +9.8 %, non-KV -3.9 %: vLLM's non-weights memory is "
     "1.78 GiB, capacity's 0.66 GiB. The excerpt has no breakdown line; the likely cause is the CUDA-graph estimate of a "
     "FULL_AND_PIECEWISE capture (51 + 35 graphs) that vLLM 0.2x subtracts: capacity's MRV2-form estimate is 0.11 GiB where "

@@ -83,6 +83,11 @@ CASES: list[dict] = [
     {"name": "llama-4-scout tp1", "config": "meta-llama--Llama-4-Scout-17B-16E-text.json", "gpu": "H200", "tp": 1, "max_model_len": 131072, "mnbt": 8192},
     {"name": "llama-4-scout tp4 fp8", "config": "meta-llama--Llama-4-Scout-17B-16E-text.json", "gpu": "H200", "tp": 4, "max_model_len": 65536, "mnbt": 16384, "kv": "fp8"},
     {"name": "llama-4-scout tp2 short", "config": "meta-llama--Llama-4-Scout-17B-16E-text.json", "gpu": "H200", "tp": 2, "max_model_len": 4096, "mnbt": 2048},
+    # attention sinks (gpt-oss): sliding (128) and full layers alternate by layer index; the sinks change no KV spec, and
+    # every CUDA backend that serves sinks (FLASH_ATTN with FA3, FLASHINFER's TRTLLM path, TRITON_ATTN) runs block 16
+    {"name": "gpt-oss-20b H200 tp1", "config": "catalog:openai--gpt-oss-20b", "gpu": "H200", "tp": 1, "max_model_len": 131072, "mnbt": 8192},
+    {"name": "gpt-oss-20b B200 tp2", "config": "catalog:openai--gpt-oss-20b", "gpu": "B200", "tp": 2, "max_model_len": 32768, "mnbt": 16384},
+    {"name": "gpt-oss-20b A100 tp2 fp8", "config": "catalog:openai--gpt-oss-20b", "gpu": "A100-80GB", "tp": 2, "max_model_len": 65536, "mnbt": 8192, "kv": "fp8"},
 ]
 AVAILABLE = [40 * GiB + 12_345_678, 7 * GiB + 1_234_567, 123 * GiB + 999]
 COMPUTE_CAPABILITY = {"H200": 9, "B200": 10, "A100-80GB": 8}
@@ -412,6 +417,8 @@ def layer_plan(text: dict) -> list[str]:
     if mt == "gemma4_text":
         first_shared = n - (text.get("num_kv_shared_layers") or 0)
         return ["shared" if i >= first_shared else ("sliding" if t == "sliding_attention" else "full") for i, t in enumerate(text["layer_types"][:n])]
+    if mt == "gpt_oss":  # OAIAttention: sliding_window = config.sliding_window if layer_idx % 2 == 0 else None
+        return ["sliding" if i % 2 == 0 else "full" for i in range(n)]
     if mt in ("gemma3", "gemma3_text"):
         pattern = text.get("sliding_window_pattern", 6)
         types = text.get("layer_types") or ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n)]

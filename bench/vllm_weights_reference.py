@@ -14,6 +14,18 @@ device (no memory) in the case's dtype, and the bytes of its unique parameters a
 holds before load-time repacking. tests/test_weights.py compares capacity's `weights_breakdown` with these
 numbers. Nemotron-Parse is not among the cases: its config needs the model's remote code
 (hf_nemotron_parse_config.py), which is not in the catalog.
+
+gpt-oss-20b's MXFP4 experts (GptOssMxfp4MoEMethod.create_weights) take their padded sizes from the MoE backend,
+which vLLM selects from the GPU (select_mxfp4_moe_backend); on the CPU platform it would pick its CPU backend, so
+each gpt-oss case names the backend vLLM 0.33 picks on a GPU kind and the script has the method take it (the
+method's own maybe_roundup_sizes and create_weights then run unchanged). What the backend's load-time conversion
+(process_weights_after_loading) leaves resident is recorded as "rank0_after_load_bytes":
+- TRITON (Hopper): the conversion runs triton_kernels' own layout code (the copy vLLM ships in
+  vllm/third_party/triton_kernels) on meta tensors, as _swizzle_mxfp4 does on SM90: the block scales padded to a
+  multiple of 4 groups, HopperMXValueLayout / HopperMXScaleLayout (mx_axis 1, 8 warps) swizzle values and scales,
+  the checkpoint-layout weights and scales are deleted, the biases become float32;
+- FLASHINFER_TRTLLM_MXFP4_BF16 and MARLIN cannot run on a CPU (flashinfer and gptq_marlin_repack are CUDA code):
+  their conversion is written out from reading vLLM's code, in after_load_bytes() below.
 """
 
 from __future__ import annotations
@@ -49,6 +61,16 @@ CASES: list[dict] = [
     {"model": "Qwen/Qwen2.5-VL-7B-Instruct", "tp": 1},
     {"model": "Qwen/Qwen2.5-VL-7B-Instruct", "tp": 2},
     {"model": "Qwen/Qwen2.5-VL-7B-Instruct", "tp": 4},
+    # gpt-oss-20b (MXFP4 experts): the MoE method's backend decides the padded sizes, and vLLM picks it from the GPU
+    # (select_mxfp4_moe_backend), which the CPU platform cannot: each case names the backend vLLM 0.33 picks on a GPU
+    # kind (Hopper: TRITON; Ampere / Ada / consumer Blackwell: MARLIN; data-centre Blackwell: FLASHINFER_TRTLLM_MXFP4_BF16)
+    # and the script has the MoE method take it. "after_load" adds what the backend's load-time conversion leaves.
+    {"model": "openai/gpt-oss-20b", "tp": 1, "mxfp4_backend": "TRITON"},
+    {"model": "openai/gpt-oss-20b", "tp": 2, "mxfp4_backend": "TRITON"},
+    {"model": "openai/gpt-oss-20b", "tp": 2, "ep": True, "mxfp4_backend": "TRITON"},
+    {"model": "openai/gpt-oss-20b", "tp": 1, "mxfp4_backend": "MARLIN"},
+    {"model": "openai/gpt-oss-20b", "tp": 2, "mxfp4_backend": "MARLIN"},
+    {"model": "openai/gpt-oss-20b", "tp": 2, "mxfp4_backend": "FLASHINFER_TRTLLM_MXFP4_BF16"},
 ]
 
 TP = {"size": 1, "rank": 0}
@@ -77,6 +99,61 @@ def patch_tp() -> None:
             if hasattr(module, name):
                 with contextlib.suppress(AttributeError, TypeError):
                     setattr(module, name, fn)
+
+
+def force_mxfp4_backend(name: str | None) -> None:
+    """Have GptOssMxfp4MoEMethod take the named backend instead of selecting one for the (CPU) platform."""
+    from vllm.model_executor.layers.fused_moe.oracle.mxfp4 import Mxfp4MoeBackend
+    from vllm.model_executor.layers.quantization import mxfp4
+
+    original = getattr(force_mxfp4_backend, "original", None) or mxfp4.select_mxfp4_moe_backend
+    force_mxfp4_backend.original = original  # type: ignore[attr-defined]
+    mxfp4.select_mxfp4_moe_backend = original if name is None else (lambda moe, activation_key=None: (Mxfp4MoeBackend[name], None))
+
+
+def hopper_swizzled_bytes(weight, scale) -> int:
+    """Bytes of triton_kernels' Hopper layouts of one MXFP4 weight [E, N, K / 2] and its scales [E, N, K / 32], as
+    vLLM's _swizzle_mxfp4 builds them on SM90 (scales padded to 0 mod 4 groups first), on meta tensors."""
+    import torch
+    from vllm.utils.import_utils import import_triton_kernels
+
+    import_triton_kernels()
+    from triton_kernels.tensor import FP4, convert_layout, wrap_torch_tensor
+    from triton_kernels.tensor_details.layout import HopperMXScaleLayout, HopperMXValueLayout
+
+    scale = torch.nn.functional.pad(scale, (0, -scale.shape[-1] % 4))
+    value = convert_layout(wrap_torch_tensor(weight.transpose(-2, -1), dtype=FP4), HopperMXValueLayout, mx_axis=1)
+    swizzled = convert_layout(wrap_torch_tensor(scale.transpose(-2, -1)), HopperMXScaleLayout, mx_axis=1, num_warps=8)
+    return sum(t.storage.data.numel() * t.storage.data.element_size() for t in (value, swizzled))
+
+
+def after_load_bytes(model, backend: str) -> int:
+    """Rank 0's parameter bytes once each MXFP4 MoE layer's process_weights_after_loading has run for `backend`."""
+    import torch
+
+    total = sum(p.numel() * p.element_size() for _, p in model.named_parameters(remove_duplicate=True))
+    for module in model.modules():
+        w13 = getattr(module, "w13_weight", None)
+        if w13 is None or getattr(getattr(module, "quant_method", None), "weight_dtype", "") != "gpt_oss_mxfp4":
+            continue
+        bias = sum(b.numel() for b in (module.w13_bias, module.w2_bias))
+        created = sum(t.numel() * t.element_size() for t in (module.w13_weight, module.w2_weight, module.w13_weight_scale, module.w2_weight_scale))
+        if backend == "TRITON":
+            # convert_gpt_oss_weight_to_mxfp4_moe_kernel_format: biases .to(float32); _swizzle_mxfp4 on both weights
+            swizzled = hopper_swizzled_bytes(module.w13_weight, module.w13_weight_scale) + hopper_swizzled_bytes(module.w2_weight, module.w2_weight_scale)
+            total += swizzled - created + bias * (4 - 2)
+        elif backend == "FLASHINFER_TRTLLM_MXFP4_BF16":
+            # TRTLLM branch: weights and scales permuted and interleaved into tensors of their own shapes (the scales
+            # reshaped back to [E, N, K / 32]), biases .to(float32); TrtLlmMxfp4ExpertsBase.__init__ adds gemm1_alpha,
+            # gemm1_beta and gemm1_clamp_limit, float32 [local experts] each (gpt-oss sets all three).
+            total += bias * (4 - 2) + 3 * module.w13_weight.shape[0] * torch.tensor([], dtype=torch.float32).element_size()
+        elif backend == "MARLIN":
+            # prepare_moe_mxfp4_layer_for_marlin: gptq_marlin_repack keeps size_k x size_n / 8 int32 per expert (the
+            # packed bytes), the scales stay one e8m0 byte per 32 values (permuted), the biases stay in params_dtype.
+            pass
+        else:
+            raise ValueError(f"no load-time conversion written out for {backend}")
+    return total
 
 
 def main() -> None:
@@ -113,6 +190,7 @@ def main() -> None:
                 cls, arch = get_model_architecture(cfg.model_config)
                 TP["size"], TP["rank"] = case["tp"], 0
                 patch_tp()
+                force_mxfp4_backend(case.get("mxfp4_backend"))
                 torch.set_default_dtype(torch.bfloat16)
                 t0 = time.perf_counter()
                 try:
@@ -123,7 +201,10 @@ def main() -> None:
                     print(case, "error", exc, file=sys.stderr)
                     continue
                 total = sum(p.numel() * p.element_size() for _, p in model.named_parameters(remove_duplicate=True))
-                results.append({**case, "architecture": arch, "dtype": "bfloat16", "rank": 0, "rank0_parameter_bytes": int(total), "build_s": round(time.perf_counter() - t0, 2)})
+                result = {**case, "architecture": arch, "dtype": "bfloat16", "rank": 0, "rank0_parameter_bytes": int(total)}
+                if case.get("mxfp4_backend"):
+                    result["rank0_after_load_bytes"] = int(after_load_bytes(model, case["mxfp4_backend"]))
+                results.append({**result, "build_s": round(time.perf_counter() - t0, 2)})
                 print(results[-1], file=sys.stderr)
                 del model
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -133,7 +214,9 @@ def main() -> None:
                 "vllm": vllm.__version__,
                 "torch": torch.__version__,
                 "platform": "vLLM CPU platform (VLLM_TARGET_DEVICE=cpu), models built on the meta device",
-                "method": "bench/vllm_weights_reference.py: vLLM's model class with get_tensor_model_parallel_world_size/rank replaced by the case's TP size and rank 0",
+                "method": "bench/vllm_weights_reference.py: vLLM's model class with get_tensor_model_parallel_world_size/rank replaced by the case's TP size and rank 0; "
+                "gpt-oss cases: the MXFP4 MoE backend named by the case (select_mxfp4_moe_backend replaced), rank0_after_load_bytes after its load-time conversion "
+                "(TRITON: triton_kernels' Hopper layouts run on meta tensors; TRTLLM, MARLIN: written out in after_load_bytes)",
                 "cases": results,
             },
             indent=1,

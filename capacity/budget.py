@@ -25,10 +25,16 @@ def video_frames(modality: Modality, max_model_len: int) -> int:
     return max(frames, 1)
 
 
-def max_tokens_per_item(modality: Modality, max_model_len: int) -> int:
-    """Embeddings of one max-size item (vLLM: get_mm_max_toks_per_item with one item per modality)."""
+def max_tokens_per_item(modality: Modality, max_model_len: int, image_tokens: int = 0) -> int:
+    """Embeddings of one max-size item (vLLM: get_mm_max_toks_per_item with one item per modality).
+
+    `image_tokens`: the largest image's tokens when the dummy inputs hold one image beside this item (InternVL's
+    videos take what the sequence leaves after it)."""
     if modality.sized_by_max_model_len:
         return max_model_len
+    if modality.frame_tokens is not None:
+        # InternVL get_num_frames_with_most_features: (seq_len - max image tokens x images) // tokens per frame, >= 1
+        return max((max_model_len - image_tokens) // modality.frame_tokens, 1) * modality.frame_tokens
     if modality.frame_pair_tokens is None:
         return modality.max_tokens_per_item
     # Frames are padded to pairs (temporal patch 2): tokens = ceil(frames / 2) * tokens per pair.
@@ -46,6 +52,9 @@ class MultiModalBudget:
     max_items_per_batch: dict[str, int]
     modality_with_max_tokens: str | None
     chunked_mm_input_error: str | None  # the ValueError vLLM raises, if any
+    # Tokens of the item profile_run encodes: get_dummy_encoder_profile_inputs builds it alone (mm_counts = {modality: 1}),
+    # which gives an InternVL video the whole sequence, more than its budget figure. 0 = max_tokens_per_item's.
+    profile_item_tokens: int = 0
 
     @property
     def encoder_budget(self) -> int:
@@ -61,9 +70,10 @@ class MultiModalBudget:
 
     @property
     def profile_tokens_per_item(self) -> int:
+        """Tokens of the one item profile_run encodes max_items_per_batch times."""
         if self.modality_with_max_tokens is None:
             return 0
-        return self.max_tokens_per_item[self.modality_with_max_tokens]
+        return self.profile_item_tokens or self.max_tokens_per_item[self.modality_with_max_tokens]
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -82,7 +92,10 @@ def build_budget(spec: ModelSpec, serving: ServingConfig, *, enable_cache: bool 
     """MultiModalBudget(vllm_config, mm_registry, enable_cache=...) for this model and these knobs."""
     allowed = {m.name: allowed_limit(m, serving) for m in spec.modalities}
     tower = [m for m in spec.modalities if allowed[m.name] > 0]
-    tokens = {m.name: max_tokens_per_item(m, serving.max_model_len) for m in tower}
+    # get_mm_max_toks_per_item builds the dummy inputs with one item of every active modality (mm_counts 1 each).
+    image = next((m for m in tower if m.name == "image"), None)
+    image_tokens = max_tokens_per_item(image, serving.max_model_len) if image is not None else 0
+    tokens = {m.name: max_tokens_per_item(m, serving.max_model_len, image_tokens if m is not image else 0) for m in tower}
     mnbt = serving.max_num_batched_tokens
     # compute_mm_encoder_budget: both scheduler fields equal max_num_batched_tokens in 0.33.
     largest = max(tokens.values(), default=0)
@@ -115,6 +128,7 @@ def build_budget(spec: ModelSpec, serving: ServingConfig, *, enable_cache: bool 
         per_batch[m.name] = max(1, min(enc_items, reqs * prompt_items))
     # get_modality_with_max_tokens: largest T, ties broken by the larger modality name.
     top = max(tokens.items(), key=lambda kv: (kv[1], kv[0]))[0] if tokens else None
+    profiled = next(m for m in tower if m.name == top) if top is not None else None
     return MultiModalBudget(
         enable_cache=enable_cache,
         allowed_limits=allowed,
@@ -125,4 +139,5 @@ def build_budget(spec: ModelSpec, serving: ServingConfig, *, enable_cache: bool 
         max_items_per_batch=per_batch,
         modality_with_max_tokens=top,
         chunked_mm_input_error=error,
+        profile_item_tokens=max_tokens_per_item(profiled, serving.max_model_len) if profiled is not None else 0,
     )

@@ -79,6 +79,15 @@ class Family:
     ) -> ModelSpec:
         raise NotImplementedError
 
+    def text_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        """The decoder's config inside config.json (what the weights' parallel rules read: heads, experts, tied
+        embeddings): the first of `text_config`, `decoder`, `language_config`, `llm_config`, else the config itself."""
+        for key in ("text_config", "decoder", "language_config", "llm_config"):
+            inner = config.get(key)
+            if isinstance(inner, dict):
+                return inner
+        return config
+
     # --- the real module tree (torch inside) ------------------------------------------------------------
 
     hf_class: ClassVar[str] = ""  # the transformers model class the default build_module instantiates
@@ -101,6 +110,16 @@ class Family:
         return build_hf_class(
             self.hf_class_name(config), self.hf_config(config), device=device, dtype=dtype, init_weights=init_weights, attn_implementation=attn_implementation
         )
+
+    # How `parameter_shapes` obtains the parameters, for the weights term's method.
+    parameters_source: ClassVar[str] = "built on the meta device"
+
+    def parameter_shapes(self, config: dict[str, Any]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """(name, shape) of every parameter vLLM allocates, named as the checkpoint stores it; by default those of
+        the architecture built on the meta device (`build_module`). A family whose architecture transformers cannot
+        build (remote code) lists them from its config instead."""
+        module = self.build_module(config, device="meta", dtype="bfloat16")
+        return tuple((name, tuple(p.shape)) for name, p in module.named_parameters(remove_duplicate=True))
 
     def hf_class_name(self, config: dict[str, Any]) -> str:
         if not self.hf_class:

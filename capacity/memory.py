@@ -16,6 +16,7 @@ from capacity.collectives import NCCL_COMMUNICATOR_BYTES, vllm_all_reduce_buffer
 from capacity.errors import BadInput, RuntimeFailure
 from capacity.gpus import Gpu
 from capacity.models import ModelSource
+from capacity.mxfp4 import GptOssMxfp4, gpt_oss_mxfp4
 from capacity.profile import MemoryProfile
 from capacity.serving import ServingConfig
 from capacity.spec import DTYPE_BYTES, DecoderShape, EncoderShape, ModelSpec
@@ -27,6 +28,7 @@ from capacity.weights import (
     StoredTensor,
     WeightLayout,
     WeightsBreakdown,
+    gpt_oss_expert_tensors,
     is_quantized_header,
     quant_scheme,
     quantized_tensors,
@@ -74,11 +76,11 @@ class MemoryTerm:
 
 @lru_cache(maxsize=32)
 def _meta_parameters(family: Family, config_json: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """(name, shape) of every unique parameter of the real architecture built on the meta device."""
+    """(name, shape) of every unique parameter of the real architecture (`Family.parameter_shapes`: built on the meta
+    device, or listed from the config by a remote-code family)."""
     import json
 
-    module = family.build_module(json.loads(config_json), device="meta", dtype="bfloat16")
-    return tuple((name, tuple(p.shape)) for name, p in module.named_parameters(remove_duplicate=True))
+    return family.parameter_shapes(json.loads(config_json))
 
 
 # _config_json memo, keyed by the identity of the config dict (the entry keeps the dict alive, so the id
@@ -131,11 +133,13 @@ def model_tensors(spec: ModelSpec, source: ModelSource) -> tuple[tuple[StoredTen
             raise BadInput(f"{source.path}: a safetensors header cannot be read ({exc})") from exc
     try:
         params = _meta_parameters(spec.family, _config_json(source.config))
+    except BadInput:  # a field the family's parameter list needs, named in one line
+        raise
     except ImportError as exc:
         raise RuntimeFailure(f"exact weights need torch and transformers ({exc.name} missing): pip install the project") from exc
     except Exception as exc:  # a config transformers cannot build
         raise RuntimeFailure(f"building {spec.architecture} on the meta device failed: {exc}") from exc
-    return tuple(StoredTensor(n, s, MODEL_DTYPE) for n, s in params), f"parameters of {spec.architecture} built on the meta device"
+    return tuple(StoredTensor(n, s, MODEL_DTYPE) for n, s in params), f"parameters of {spec.architecture} {spec.family.parameters_source}"
 
 
 def parameter_count(spec: ModelSpec, source: ModelSource) -> tuple[int, str]:
@@ -144,14 +148,6 @@ def parameter_count(spec: ModelSpec, source: ModelSource) -> tuple[int, str]:
         return source.weights.element_count, source.weights.source
     tensors, how = model_tensors(spec, source)
     return sum(t.numel for t in tensors), how
-
-
-def _text_config(config: dict[str, Any]) -> dict[str, Any]:
-    for key in ("text_config", "decoder", "language_config"):
-        inner = config.get(key)
-        if isinstance(inner, dict):
-            return inner
-    return config
 
 
 def _first_int(config: dict[str, Any], keys: tuple[str, ...]) -> int:
@@ -178,7 +174,7 @@ def tied_by_default(model_type: str) -> bool:
 
 def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
     """The config facts the parallel rules need: the decoder's heads, MoE experts, tied embeddings."""
-    text = _text_config(config)
+    text = spec.family.text_config(config)
     # the decoder's own attention (not cross-attention, not Mamba/MLA state): its KV heads decide K/V replication
     decoder = next((layer for layer in spec.layers if layer.kv_heads() is not None and not layer.reads_encoder_output), None)
     tie = text.get("tie_word_embeddings", config.get("tie_word_embeddings"))
@@ -196,11 +192,15 @@ def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
     )
 
 
-def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConfig, rank: int = 0) -> WeightsBreakdown:
+def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConfig, rank: int = 0, gpu: Gpu | None = None) -> WeightsBreakdown:
     """Weights of one rank by parallel kind (capacity/weights.py), from headers or the meta build: the figure every
-    path plans with (rank 0), and what a measured TP profile compares each rank's model load against."""
+    path plans with (rank 0), and what a measured TP profile compares each rank's model load against. `gpu` matters
+    only where vLLM's layout depends on it (gpt-oss MXFP4 experts: the MoE backend)."""
     named = bool(_local_shards(source))
     summary = source.weights
+    moe = gpt_oss_mxfp4(source.config, gpu)
+    if moe is not None:
+        return _gpt_oss_mxfp4_breakdown(spec, source, serving, rank, moe)
     if not named and summary is not None and serving.tensor_parallel_size == 1:
         # One rank holds the whole checkpoint: its header summary's bytes (no tensor names needed, no torch import).
         total = summary.serving_bytes(serving.dtype_bytes)
@@ -229,25 +229,38 @@ def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConf
     return wb
 
 
+def _gpt_oss_mxfp4_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConfig, rank: int, moe: GptOssMxfp4) -> WeightsBreakdown:
+    """gpt-oss MXFP4: the non-expert tensors (headers or meta build) in the serving dtype, the experts as vLLM's MoE
+    method allocates them for the GPU's backend (capacity/mxfp4.py); a header summary's total is not used (it holds
+    the checkpoint's unpadded experts, not vLLM's)."""
+    tensors, how = model_tensors(spec, source)
+    layout = replace(weight_layout(spec, source.config), mxfp4=moe)
+    par = Parallelism(serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype_bytes, rank)
+    return weights_per_rank(gpt_oss_expert_tensors(tensors, moe), layout, par, source=how, quantization=moe.describe())
+
+
 # weights_term memo: a sweep re-plans one model at many points that share its TP, EP and dtype.
 _WEIGHTS: dict[tuple[Any, ...], tuple[MemoryTerm, int, WeightsBreakdown]] = {}
 
 
-def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig) -> tuple[MemoryTerm, int, WeightsBreakdown]:
+def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, gpu: Gpu | None = None) -> tuple[MemoryTerm, int, WeightsBreakdown]:
     """Bytes of one rank's weights in the serving dtype (quantized tensors as stored), with the parameter count."""
     summary = None if source.weights is None else (source.weights.source, source.weights.data_bytes, source.weights.files)
-    key = (spec, _config_json(source.config), source.safetensors, summary, serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype, serving.dtype_bytes)
+    moe = gpt_oss_mxfp4(source.config, gpu)
+    key = (spec, _config_json(source.config), source.safetensors, summary, serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype, serving.dtype_bytes, moe)
     hit = _WEIGHTS.get(key)
     if hit is None:
         if len(_WEIGHTS) >= 64:
             _WEIGHTS.clear()
-        hit = _WEIGHTS[key] = _weights_term(spec, source, serving)
+        hit = _WEIGHTS[key] = _weights_term(spec, source, serving, gpu)
     return hit
 
 
-def _weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig) -> tuple[MemoryTerm, int, WeightsBreakdown]:
+def _weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, gpu: Gpu | None) -> tuple[MemoryTerm, int, WeightsBreakdown]:
     count, _ = parameter_count(spec, source)
-    wb = weights_breakdown(spec, source, serving)
+    wb = weights_breakdown(spec, source, serving, gpu=gpu)
+    if wb.kinds and any(k.kind.startswith("moe-experts (mxfp4") for k in wb.kinds):
+        return _gpt_oss_mxfp4_term(spec, serving, wb), count, wb
     tp = serving.tensor_parallel_size
     quantized = wb.quantization != "none"
     quant = f"; quantized ({wb.quantization})" if quantized else ""
@@ -269,6 +282,14 @@ def _weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig) 
         count,
         wb,
     )
+
+
+def _gpt_oss_mxfp4_term(spec: ModelSpec, serving: ServingConfig, wb: WeightsBreakdown) -> MemoryTerm:
+    """gpt-oss MXFP4: exact from the config where every tensor is named by a rule and vLLM serves it natively."""
+    exact = not wb.unclassified and spec.vllm_support.status == "native"
+    caveat = f" ({len(wb.unclassified)} tensors no rule names counted whole, e.g. {wb.unclassified[0]})" if wb.unclassified else ""
+    label = "exact (from config, vLLM 0.33 MXFP4 layout)" if exact else "estimated"
+    return MemoryTerm(wb.total_bytes, EXACT if exact else ESTIMATED, f"{label}: {wb.describe()}; {wb.quantization}; {wb.source}{caveat}")
 
 
 # --- encoder cache -----------------------------------------------------------------------------------
@@ -310,8 +331,10 @@ def decoder_activation_bytes(decoder: DecoderShape, num_tokens: int, dtype_bytes
 def encoder_activation_bytes(encoder: EncoderShape, items: int, tokens_per_item: int, dtype_bytes: int, tp: int) -> int:
     """The encoder on `items` max-size items. vLLM 0.33 shards multimodal encoders over the TP ranks
     (MultiModalConfig.mm_encoder_tp_mode = "weights" by default; Whisper's encoder has parallel layers too)."""
-    seq = encoder.seq_len_for(tokens_per_item)
-    return items * seq * per_token_activation_bytes(encoder.hidden_size, encoder.ffn_size, encoder.gated_ffn, dtype_bytes, tp)
+    positions = items * encoder.seq_len_for(tokens_per_item)
+    if encoder.max_positions_per_pass:
+        positions = min(positions, encoder.max_positions_per_pass)
+    return positions * per_token_activation_bytes(encoder.hidden_size, encoder.ffn_size, encoder.gated_ffn, dtype_bytes, tp)
 
 
 def sampler_bytes(decoder: DecoderShape, num_reqs: int, dtype_bytes: int, tp: int = 1) -> int:
@@ -402,23 +425,39 @@ def non_torch_term() -> MemoryTerm:
 # --- CUDA graphs (estimated) -------------------------------------------------------------------------------
 
 
-def capture_sizes(serving: ServingConfig, sm100: bool) -> list[int]:
-    """vLLM: VllmConfig._set_cudagraph_sizes (no user capture sizes, default performance mode)."""
+# vLLM: MODELS_CONFIG_MAP hooks that preset compilation_config.max_cudagraph_capture_size (when the user set
+# neither it nor cudagraph_capture_sizes): GptOssForCausalLMConfig.verify_and_update_config raises it to 1024.
+PRESET_MAX_CAPTURE_SIZE = {"GptOssForCausalLM": 1024}
+
+
+def preset_max_capture_size(spec: ModelSpec) -> int | None:
+    return PRESET_MAX_CAPTURE_SIZE.get(spec.architecture)
+
+
+def capture_sizes(serving: ServingConfig, sm100: bool, preset_max: int | None = None) -> list[int]:
+    """vLLM: VllmConfig._set_cudagraph_sizes (no user capture sizes, default performance mode).
+
+    `preset_max`: a model's preset max_cudagraph_capture_size; vLLM then skips the max_num_seqs-based ceiling and
+    adds no uniform-decode sizes."""
     q = 1 + serving.num_speculative_tokens
     default_max = 1024 if sm100 else 512
-    cap = min(serving.max_num_seqs * q * 2, default_max, serving.max_num_batched_tokens)
+    if preset_max is not None:
+        cap = min(preset_max, serving.max_num_batched_tokens)
+    else:
+        cap = min(serving.max_num_seqs * q * 2, default_max, serving.max_num_batched_tokens)
     sizes = {s for s in (1, 2, 4) if s <= cap}
     sizes.update(range(8, min(cap + 1, 256), 8))
     sizes.update(range(256, cap + 1, 16))
     if serving.max_num_batched_tokens <= cap:
         sizes.add(serving.max_num_batched_tokens)
-    if q == 1:
-        if serving.max_num_seqs <= cap:
-            sizes.add(serving.max_num_seqs)
-    else:
-        m = min(serving.max_num_seqs, default_max)
-        counts = {c for c in (1, 2, 4) if c <= m} | set(range(8, min(m + 1, 256), 8)) | set(range(256, m + 1, 16)) | {m}
-        sizes.update(n * q for n in counts if n * q <= cap)
+    if preset_max is None:  # uniform-decode sizes are added only under vLLM's own ceiling
+        if q == 1:
+            if serving.max_num_seqs <= cap:
+                sizes.add(serving.max_num_seqs)
+        else:
+            m = min(serving.max_num_seqs, default_max)
+            counts = {c for c in (1, 2, 4) if c <= m} | set(range(8, min(m + 1, 256), 8)) | set(range(256, m + 1, 16)) | {m}
+            sizes.update(n * q for n in counts if n * q <= cap)
     return sorted(s for s in sizes if s <= serving.max_num_batched_tokens)
 
 
@@ -442,7 +481,7 @@ def cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tup
     """
     if serving.enforce_eager:
         return MemoryTerm(0, EXACT, "--enforce-eager: no CUDA graphs"), 0
-    sizes = full_decode_graph_sizes(serving, capture_sizes(serving, sm100))
+    sizes = full_decode_graph_sizes(serving, capture_sizes(serving, sm100, preset_max_capture_size(spec)))
     if not sizes:
         return MemoryTerm(0, EXACT, "no CUDA-graph sizes"), 0
     largest = sizes[-1]

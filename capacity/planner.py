@@ -86,7 +86,7 @@ def build_plan(
 ) -> Plan:
     """The plan under vLLM 0.33's rules, or under `semantics` (another version's, capacity.vllm_versions)."""
     budget: MultiModalBudget = build_budget(spec, serving, enable_cache=False)
-    weights, n_params, per_rank = weights_term(spec, source, serving)
+    weights, n_params, per_rank = weights_term(spec, source, serving, gpu)
     activations = activation_estimate(spec, budget, serving)
     graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
     if semantics is not None and not semantics.subtracts_cudagraph_estimate and graphs.bytes:
@@ -268,8 +268,14 @@ def plan_for(
         base_batch = semantics.batch_defaults(gpu, args.usage_context)
     serving = resolve_serving(args, spec, gpu, base_batch)
     if semantics is not None and semantics.whole_prompt_batches and args.max_num_batched_tokens is None:
-        # V0 profiles a whole max_model_len prompt when chunked prefill is off
-        serving = resolve_serving(replace(args, max_num_batched_tokens=max(serving.max_model_len, 2048)), spec, gpu, base_batch)
+        # V0 profiles a whole max_model_len prompt when chunked prefill is off (on by default above 32K tokens)
+        tokens = semantics.v0_batched_tokens(
+            serving.max_model_len,
+            multimodal=bool(spec.modalities),
+            sliding_window=any(layer.kind == "sliding_window" for layer in spec.layers),
+            prefix_caching=bool(args.enable_prefix_caching),
+        )
+        serving = resolve_serving(replace(args, max_num_batched_tokens=tokens), spec, gpu, base_batch)
     notes = tuple(n for n in (source.alias_note, gpu_note) if n)
     if semantics is not None and semantics is not LATEST:
         notes += (

@@ -26,6 +26,9 @@ class Modality:
     max_frames: int | None = None
     # vLLM sizes the largest item by max_model_len itself (Voxtral: get_max_audio_tokens = max_model_len).
     sized_by_max_model_len: bool = False
+    # Videos whose frames fill the sequence (InternVL: get_num_frames_with_most_features): the tokens of one frame;
+    # the item holds max((max_model_len - one largest image, when images are in the dummy) // frame_tokens, 1) frames.
+    frame_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,9 @@ class EncoderShape:
     output_hidden_size: int  # width of the embeddings it hands the decoder (encoder-cache entries)
     seq_len_tokens: int = 0  # the output tokens seq_len corresponds to, when items vary (videos); 0 = fixed
     gated_ffn: bool = False  # SwiGLU-style MLP (gate + up)
+    # The most encoder positions the model runs in one pass, whatever the items (Ultravox: 16 chunks of 1500, its
+    # _MAX_ENCODER_BATCH_SIZE); 0 = all the profiled items at once.
+    max_positions_per_pass: int = 0
 
     def seq_len_for(self, tokens: int) -> int:
         """Encoder sequence length for an item of `tokens` output tokens."""
@@ -125,3 +131,26 @@ def derive_max_model_len(text_config: dict[str, Any]) -> tuple[int, str]:
     if isinstance(text_config.get("model_max_length"), int):
         return int(text_config["model_max_length"]), "model_max_length"
     return (best if best is not None else 2048), best_key
+
+
+# vLLM _get_and_verify_max_len: RoPE types whose max_position_embeddings is already the scaled length.
+ROPE_TYPES_ALREADY_SCALED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+
+
+def rope_scaling_factor(text_config: dict[str, Any]) -> float:
+    """The factor vLLM multiplies the derived max_model_len by (vLLM: _get_and_verify_max_len, over
+    iter_rope_parameters): the `factor` of the last RoPE entry whose type is not already scaled, else 1.0.
+
+    Reads `rope_parameters` (transformers 5: flat, or one entry per layer type), else the legacy `rope_scaling`.
+    vLLM skips the factor for Gemma-3 (its length is already scaled); callers of other families decide that."""
+    params = text_config.get("rope_parameters") or text_config.get("rope_scaling")
+    if not isinstance(params, dict) or not params:
+        return 1.0
+    entries = [p for p in params.values() if isinstance(p, dict)] if all(isinstance(p, dict) for p in params.values()) else [params]
+    factor: float | None = 1.0
+    for entry in entries:
+        rope_type = entry.get("rope_type", entry.get("type", "default"))
+        if rope_type not in ROPE_TYPES_ALREADY_SCALED:
+            factor = entry.get("factor", factor)
+    return float(factor) if isinstance(factor, (int, float)) and not isinstance(factor, bool) else 1.0  # null: vLLM falls back to 1.0
+

@@ -21,7 +21,8 @@ timestamp, a markdown quote or nothing at all; ANSI colours and CRLF endings are
 | | V0 | `the current vLLM instance can use total_gpu_memory (T GiB) x gpu_memory_utilization (U) = R GiB`, `model weights take W GiB; non_torch_memory takes T GiB; PyTorch activation peak memory takes P GiB; the rest of the memory reserved for KV Cache is K GiB.`, `Memory profiling results: total_gpu_memory=... kv_cache_size=... gpu_memory_utilization=...`, `# GPU blocks: N` |
 | num_gpu_blocks | 0.9-0.11 | `vllm cache_config_info with initialization after num_gpu_blocks is: N` |
 
-Knobs are read from `non-default args: {...}` (0.6-0.8: `args: Namespace(...)`, values other than the defaults), the engine's config line, `Using max model len N` and `Chunked
+Knobs are read from `non-default args: {...}` (0.6-0.8: `args: Namespace(...)`, values other than the defaults), a pasted
+`vllm serve MODEL --flag value ...` command (the flags capacity plans with; `non-default args` wins), the engine's config line, `Using max model len N` and `Chunked
 prefill is enabled with max_num_batched_tokens=N`. The GPU's total from `Free memory on device (F/T GiB)`, V0's
 `total_gpu_memory`, a CUDA out-of-memory error (`total capacity of T GiB`) or an nvidia-smi table / query.
 
@@ -35,7 +36,9 @@ the KV figures of the startup before: `parse_vllm_startups` returns each.
 from __future__ import annotations
 
 import ast
+import json
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -537,6 +540,47 @@ def _non_default_args(text: str) -> dict[str, Any]:
     return out
 
 
+# a `vllm serve MODEL --flag value ...` command pasted above its log (study notes keep only a few log lines under it)
+_SERVE_COMMAND = re.compile(r"(?:^|[\s$>#])vllm serve\s+(\S.*)$")
+_SERVE_FLAGS = {"--" + key.replace("_", "-"): key for key in _KNOB_KEYS}
+_SERVE_SWITCHES = {"--enforce-eager": ("enforce_eager", True), "--enable-prefix-caching": ("enable_prefix_caching", True),
+                   "--no-enable-prefix-caching": ("enable_prefix_caching", False)}
+
+
+def _serve_value(key: str, text: str) -> Any:
+    """A flag's value as vLLM's argparse would read it (numbers, JSON for --limit-mm-per-prompt, else the string)."""
+    if key == "limit_mm_per_prompt":
+        return json.loads(text)
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _serve_command_args(text: str) -> dict[str, Any]:
+    """The model and knobs of a pasted `vllm serve` command (flags capacity plans with; others and unreadable ones skipped)."""
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return {}
+    out: dict[str, Any] = {}
+    if words and not words[0].startswith("-"):
+        out["model"] = words[0]
+    for i, word in enumerate(words):
+        flag, _, inline = word.partition("=")
+        if flag in _SERVE_SWITCHES:
+            key, value = _SERVE_SWITCHES[flag]
+            out[key] = value
+        elif flag in _SERVE_FLAGS and (inline or i + 1 < len(words)):
+            try:
+                out[_SERVE_FLAGS[flag]] = _serve_value(_SERVE_FLAGS[flag], inline or words[i + 1])
+            except ValueError:
+                continue
+    return out
+
+
 # --- the GPU -------------------------------------------------------------------------------------------------
 
 _OOM_TOTAL = re.compile(rf"(?:total capacity of {_N} GiB|{_N} GiB total capacity)")
@@ -661,8 +705,8 @@ def _read_banner(cur: _Startup, line: str) -> bool:
     if (m := _LOGO_VERSION.search(line)) is not None:
         cur.version = cur.version or m[1]
         return True
-    if (m := _NON_DEFAULT.search(line)) is not None or (m := _NAMESPACE.search(line)) is not None:
-        args = _non_default_args(m[1]) if m.re is _NON_DEFAULT else _namespace_args(m[1])
+    if (m := _NON_DEFAULT.search(line)) is not None or (m := _NAMESPACE.search(line)) is not None or (m := _SERVE_COMMAND.search(line)) is not None:
+        args = _non_default_args(m[1]) if m.re is _NON_DEFAULT else _namespace_args(m[1]) if m.re is _NAMESPACE else _serve_command_args(m[1])
         model = args.pop("model", None)
         cur.model = cur.model or (str(model) if model else None)
         for key, value in args.items():
@@ -747,7 +791,9 @@ def parse_vllm_startups(text: str, source: str = "log") -> tuple[VllmLogFacts, .
         # a model load or an engine banner after the KV figures of the current startup begins the next one
         reader_hits = [r for r in _READERS if r.claims(line)]
         reloads = any(r.stage == "load" for r in reader_hits) and cur.has_load
-        banner = bool(_ENGINE.search(line) or _NON_DEFAULT.search(line) or _LOGO_VERSION.search(line) or _SERVER_VERSION.search(line))
+        banner = bool(
+            _ENGINE.search(line) or _NON_DEFAULT.search(line) or _LOGO_VERSION.search(line) or _SERVER_VERSION.search(line) or _SERVE_COMMAND.search(line)
+        )
         if cur.has_kv and (reloads or banner):
             done.append(cur)
             cur = _Startup(first_line=lineno)

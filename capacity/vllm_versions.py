@@ -9,7 +9,7 @@ Sources (read from the wheels, /work/shared/reference/vllm-memory-model.md, and 
 
 | range | utilization default | CUDA-graph estimate in the KV budget | batch tier >= 160 GiB | cross-attention per request |
 |---|---|---|---|---|
-| V0 engine (any version) | 0.9 | no (graphs captured after the KV cache) | no; without chunked prefill a batch holds a whole prompt: max_num_batched_tokens = max(max_model_len, 2048), 256 sequences | encoder length |
+| V0 engine (any version) | 0.9 | no (graphs captured after the KV cache) | no; without chunked prefill a batch holds a whole prompt: max_num_batched_tokens = max(max_model_len, 2048), 256 sequences; above 32,768 tokens V0 turns chunked prefill on by itself (EngineArgs, index id 356895891: CUDA, no sliding window, no prefix caching, no LoRA or speculative model) and batches 2048 tokens (0.6.6.post1 SchedulerConfig, index id 59727640247; 5120 for multimodal models; 0.6.4 logs print 512, index ids 49009726947, 19400629813) | encoder length |
 | 0.8 - 0.11 (V1) | 0.9 (0.11.0 `CacheConfig`) | no (0.11.0) | no | encoder length (0.11.0 sets `max_num_encoder_input_tokens` to it) |
 | 0.12 - 0.19 | 0.9 (0.15.0; a 0.19.1 log: "increase --gpu-memory-utilization from 0.9000") | no (a 0.19.1 log: "In v0.19, CUDA graph memory profiling will be enabled by default") | no | `max_num_batched_tokens` (0.15.0) |
 | 0.20 - 0.26 | 0.92 (0.20.0) | yes (0.20.0 `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` default "1"; a 0.23.0 log: "enabled (default since v0.21.0)") | no | `max_num_batched_tokens` |
@@ -49,6 +49,7 @@ class VllmSemantics:
     plannable: bool = True
     why_not_plannable: str = ""
     whole_prompt_batches: bool = False  # V0 without chunked prefill: max_num_batched_tokens = max(max_model_len, 2048), 256 seqs
+    long_context_chunking: int | None = None  # V0: above this max_model_len chunked prefill is on by default
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,6 +66,16 @@ class VllmSemantics:
         if memory >= 70 * GiB and "a100" not in name and "gb10" not in name:
             return (8192 if api else 16384), 1024
         return (2048 if api else 8192), 256
+
+    def v0_batched_tokens(self, max_model_len: int, *, multimodal: bool, sliding_window: bool, prefix_caching: bool) -> int:
+        """V0's max_num_batched_tokens when the user sets none (SchedulerConfig.__post_init__, 0.6.6.post1): a whole
+        prompt without chunked prefill; 2048 (5120 for multimodal models) when EngineArgs turned chunked prefill on
+        for a context above 32K (no sliding window, no prefix caching)."""
+        chunked = (
+            self.long_context_chunking is not None and max_model_len > self.long_context_chunking and not sliding_window and not prefix_caching
+        )
+        tokens = 2048 if chunked else max(max_model_len, 2048)
+        return max(tokens, 5120) if multimodal else tokens
 
     def serving_args(self, args: ServingArgs) -> ServingArgs:
         """The knobs as this version would have defaulted them where they differ from 0.33 (the utilization);
@@ -87,6 +98,7 @@ V0 = VllmSemantics(
     cross_attention_per_request=ENCODER_LENGTH,
     non_kv_formula="V0 worker: weights + PyTorch activation peak + non-torch memory",
     whole_prompt_batches=True,
+    long_context_chunking=32768,
 )
 
 _RANGES: tuple[VllmSemantics, ...] = (

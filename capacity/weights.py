@@ -22,6 +22,8 @@ it into, and that layer's rule gives the bytes one tensor-parallel rank holds:
 Quantized checkpoints: tensors stored in a quantized format keep their stored bytes (headers: exact);
 a config with a `quantization_config` but no headers has its linear layers' stored tensors worked out
 per scheme (fp8, AWQ, GPTQ, compressed-tensors, NVFP4, MXFP4), and an unknown scheme is refused.
+gpt-oss's MXFP4 experts are not the checkpoint's tensors but what vLLM's MoE method allocates for the GPU's
+backend (capacity/mxfp4.py): `gpt_oss_expert_tensors` puts them in place of the stored ones.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from capacity.errors import BadInput
+from capacity.mxfp4 import GptOssMxfp4
 
 DEFAULT_VOCAB_PADDING_SIZE = 64  # vllm/model_executor/layers/vocab_parallel_embedding.py
 
@@ -107,6 +110,7 @@ class WeightLayout:
     # Layers (regexes) whose bias vLLM allocates although the checkpoint has none: a fused qkv_proj built with
     # bias=True allocates the K part too (Whisper's k_proj has no bias; vLLM's QKVParallelLinear does).
     added_biases: tuple[str, ...] = ()
+    mxfp4: GptOssMxfp4 | None = None  # gpt-oss MXFP4 experts: sizes and the GPU's MoE backend (capacity/mxfp4.py)
 
 
 @dataclass(frozen=True)
@@ -271,6 +275,27 @@ class Experts(ParallelKind):
         return full // tp  # intermediate_size_per_partition = intermediate_size // tp_size
 
 
+class Mxfp4Experts(ParallelKind):
+    """gpt-oss's MXFP4 expert tensors as GptOssMxfp4MoEMethod.create_weights allocates them on the rank: the
+    tensor's leaf names which (w13_weight, w13_weight_scale, w2_weight, w2_weight_scale, w13_bias, w2_bias)."""
+
+    name = "moe-experts (mxfp4, as vLLM creates them)"
+
+    def rank_bytes(self, tensor: StoredTensor, full: int, layout: WeightLayout, par: Parallelism) -> int:
+        assert layout.mxfp4 is not None
+        return layout.mxfp4.shapes(par.tensor_parallel_size, par.enable_expert_parallel, par.rank).created()[tensor.leaf]
+
+
+class Mxfp4Conversion(ParallelKind):
+    """What one MoE layer's load-time conversion to the backend's kernel format adds (capacity/mxfp4.py)."""
+
+    name = "mxfp4 kernel format (load-time conversion)"
+
+    def rank_bytes(self, tensor: StoredTensor, full: int, layout: WeightLayout, par: Parallelism) -> int:
+        assert layout.mxfp4 is not None
+        return layout.mxfp4.backend.conversion_bytes(layout.mxfp4.shapes(par.tensor_parallel_size, par.enable_expert_parallel, par.rank))
+
+
 # --- the classifier --------------------------------------------------------------------------------------
 
 REPLICATED = Replicated()
@@ -283,6 +308,10 @@ ROW = RowParallel()
 VOCAB = VocabParallel()
 TIED = TiedHead()
 EXPERTS = Experts()
+MXFP4_EXPERTS = Mxfp4Experts()
+MXFP4_CONVERSION = Mxfp4Conversion()
+MXFP4_EXPERT_LEAVES = ("w13_weight", "w13_weight_scale", "w2_weight", "w2_weight_scale", "w13_bias", "w2_bias")
+MXFP4_CONVERSION_LEAF = "kernel_format"
 
 # Layers (module names) and the vLLM layer they load into.
 _COLUMN_LAYERS = {
@@ -312,8 +341,15 @@ def classify(tensor: StoredTensor, layout: WeightLayout) -> ParallelKind:
     module, layer = tensor.module, tensor.layer
     if any(re.search(p, module) for p in layout.replicated_modules):
         return REPLICATED
+    if layout.mxfp4 is not None and module.endswith(".experts"):
+        if tensor.leaf == MXFP4_CONVERSION_LEAF:
+            return MXFP4_CONVERSION
+        if tensor.leaf in MXFP4_EXPERT_LEAVES:
+            return MXFP4_EXPERTS
     if _EXPERT_PATH.search(tensor.name + ".") and "shared_expert" not in module:
         return EXPERTS
+    if tensor.leaf == "sinks":
+        return COLUMN  # make_attention_sink(num_attention_heads // tp): one value per local head
     if layer in _HEAD_LAYERS:
         return TIED if layout.tie_word_embeddings else VOCAB
     if layer in _VOCAB_LAYERS:
@@ -405,7 +441,7 @@ class WeightsBreakdown:
         return sum(k.rank_bytes for k in self.kinds if k.kind == kind)
 
     def describe(self) -> str:
-        parts = ", ".join(f"{k.kind} {k.rank_bytes:,} B" for k in self.kinds if k.full_bytes)
+        parts = ", ".join(f"{k.kind} {k.rank_bytes:,} B" for k in self.kinds if k.full_bytes or k.rank_bytes)
         ep = " + expert parallel" if self.enable_expert_parallel else ""
         return f"per rank at TP {self.tensor_parallel_size}{ep} as vLLM's parallel layers lay them out: {parts}"
 
@@ -780,3 +816,36 @@ def is_quantized_header(tensors: Sequence[StoredTensor]) -> bool:
 
 def with_dtype(tensors: Iterable[StoredTensor], dtype: str) -> list[StoredTensor]:
     return [replace(t, dtype=dtype) for t in tensors]
+
+
+def gpt_oss_expert_tensors(tensors: Iterable[StoredTensor], moe: GptOssMxfp4) -> list[StoredTensor]:
+    """The tensors with each MoE layer's stored experts (a checkpoint's *_blocks / *_scales / *_bias, or a meta
+    build's gate_up_proj / down_proj) replaced by the ones vLLM's GptOssMxfp4MoEMethod allocates, named by its
+    parameters (shapes here unpadded, whole: the Mxfp4Experts kind sizes them per rank and backend), plus one
+    zero-size marker for the layer's load-time conversion."""
+    e, h, i = moe.num_experts, moe.hidden_size, moe.intermediate_size
+    logical = {
+        "w13_weight": ((e, 2 * i, h // 2), "U8"),
+        "w13_weight_scale": ((e, 2 * i, h // 32), "U8"),
+        "w2_weight": ((e, h, i // 2), "U8"),
+        "w2_weight_scale": ((e, h, i // 32), "U8"),
+        "w13_bias": ((e, 2 * i), "BF16"),
+        "w2_bias": ((e, h), "BF16"),
+    }
+    out: list[StoredTensor] = []
+    seen: set[str] = set()
+    for t in tensors:
+        experts = _EXPERTS_MODULE.search(t.name)
+        if experts is None:
+            out.append(t)
+            continue
+        module = experts.group(1)
+        if module in seen:
+            continue
+        seen.add(module)
+        out.extend(StoredTensor(f"{module}.{leaf}", shape, dtype) for leaf, (shape, dtype) in logical.items())
+        out.append(StoredTensor(f"{module}.{MXFP4_CONVERSION_LEAF}", (0,), "U8"))
+    return out
+
+
+_EXPERTS_MODULE = re.compile(r"^(.*\.mlp\.experts)\.")

@@ -29,7 +29,7 @@ from capacity.budget import MultiModalBudget
 from capacity.errors import BadInput
 from capacity.family import Family
 from capacity.gpus import Gpu
-from capacity.memory import MIN_GRAPH_BYTES, capture_sizes, full_decode_graph_sizes
+from capacity.memory import MIN_GRAPH_BYTES, capture_sizes, full_decode_graph_sizes, preset_max_capture_size
 from capacity.models import ModelSource
 from capacity.profile import CudaGraphMeasurement, Fingerprint, MemoryProfile, OomResult, PhaseMeasurement
 from capacity.serving import ServingConfig
@@ -377,7 +377,7 @@ def _capture_graphs(
     import torch
 
     q = 1 + serving.num_speculative_tokens
-    sizes = full_decode_graph_sizes(serving, capture_sizes(serving, gpu.sm100))
+    sizes = full_decode_graph_sizes(serving, capture_sizes(serving, gpu.sm100, preset_max_capture_size(spec)))
     if not sizes:
         return None
     sampled = sizes[::-1][:2]

@@ -609,3 +609,30 @@ def test_reconcile_raises_bad_input_too(tmp_path: Path, plans: dict[str, Plan]) 
 def test_core_reconcile_does_not_import_torch_or_reports() -> None:
     code = "import sys, capacity.vllm_log, capacity.reconcile\nbad = [m for m in ('torch', 'transformers', 'reports', 'rich') if m in sys.modules]\nassert not bad, bad"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+# Two startups pasted with only their `vllm serve` command above a few log lines (bench/vllm_logs/
+# qwen3-8b-rtx4090-wsl-util0.85-v0.27.1-excerpt.log and qwen2.5-vl-7b-rtx4090-wsl-len8192-v0.27.1-excerpt.log,
+# study notes on an RTX 4090, verbatim).
+_SERVE_COMMAND_PASTE = """$ vllm serve Qwen/Qwen3-8B --max-model-len 4096 --gpu-memory-utilization 0.85 --port 8000
+Model loading took 15.27 GiB and 5.165522 seconds
+Available KV cache memory: 4.67 GiB
+GPU KV cache size: 34,032 tokens
+Maximum concurrency for 4,096 tokens per request: 8.31x
+$ vllm serve Qwen/Qwen2.5-VL-7B-Instruct --max-model-len 8192 --gpu-memory-utilization 0.90 --port 8000 --limit-mm-per-prompt "{\\"image\\":1}"
+Model loading took 15.67 GiB and 10.349460 seconds
+GPU KV cache size: 62,736 tokens
+Maximum concurrency for 8,192 tokens per request: 7.66x
+"""
+
+
+def test_a_pasted_vllm_serve_command_gives_the_model_and_knobs() -> None:
+    from capacity.vllm_log import parse_vllm_startups
+
+    qwen3, vl = parse_vllm_startups(_SERVE_COMMAND_PASTE)
+    assert qwen3.model == "Qwen/Qwen3-8B"
+    assert qwen3.log_knobs == {"max_model_len": 4096, "gpu_memory_utilization": 0.85}  # --port is no planning knob
+    assert (qwen3.kv_cache_gib, qwen3.kv_cache_tokens) == (4.67, 34032)
+    assert vl.model == "Qwen/Qwen2.5-VL-7B-Instruct"
+    assert vl.log_knobs == {"max_model_len": 8192, "gpu_memory_utilization": 0.9, "limit_mm_per_prompt": {"image": 1}}
+    assert (vl.kv_cache_gib, vl.kv_cache_tokens, vl.max_concurrency) == (None, 62736, 7.66)

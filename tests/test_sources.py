@@ -68,9 +68,9 @@ class FakeNvml(types.ModuleType):
     class NVMLError(Exception):
         pass
 
-    def __init__(self, total: int, others: list[int]) -> None:
+    def __init__(self, total: int, others: list[int], name: str = "NVIDIA H200") -> None:
         super().__init__("pynvml")
-        self.total, self.others, self.shut = total, others, False
+        self.total, self.others, self.name, self.shut = total, others, name, False
 
     def nvmlInit(self) -> None: ...
     def nvmlShutdown(self) -> None:
@@ -83,7 +83,7 @@ class FakeNvml(types.ModuleType):
         return i
 
     def nvmlDeviceGetName(self, h: int) -> str:
-        return "NVIDIA H200"
+        return self.name
 
     def nvmlDeviceGetMemoryInfo(self, h: int):
         return types.SimpleNamespace(total=self.total, used=sum(self.others), free=self.total - sum(self.others))
@@ -103,6 +103,23 @@ def test_local_gpu_through_nvml(monkeypatch):
     assert (gpu.name, gpu.total_memory_bytes, gpu.used_by_others_bytes, gpu.sm100) == ("NVIDIA H200", 150_754_820_096, 2 * 2**30, False)
     assert fake.shut
     assert resolve_gpu(None)[0].source == "nvml"
+
+
+def test_local_gpu_is_planned_on_cudas_total_not_nvmls(monkeypatch):
+    # vLLM multiplies cudaMemGetInfo's total. On the project's H200 NVML reports 150,754,820,096 B and CUDA
+    # 150,109,880,320 B (both read on the device): the plan takes CUDA's.
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(150_754_820_096, []))
+    gpu = resolve_gpu(None)[0]
+    assert (gpu.name, gpu.total_memory_bytes, gpu.source) == ("NVIDIA H200", 150_109_880_320, "nvml")
+    assert "150,754,820,096" in gpu.provenance
+    # a GPU the catalog has no CUDA-side total for: NVML's total less the H200's measured gap, said to be estimated
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(25_757_220_864, [], name="NVIDIA RTX 9999"))
+    gpu = resolve_gpu(None)[0]
+    assert gpu.total_memory_bytes == 25_757_220_864 - (150_754_820_096 - 150_109_880_320)
+    assert gpu.provenance.startswith("estimated")
+    # same name, another memory size (a catalog total above NVML's cannot be this GPU's): not taken from the catalog
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml(100 * 2**30, []))
+    assert resolve_gpu(None)[0].total_memory_bytes == 100 * 2**30 - 644_939_776
 
 
 def test_other_processes_memory_can_block_startup(monkeypatch):

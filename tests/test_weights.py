@@ -365,10 +365,20 @@ def _reference_cases() -> list[dict]:
     return [c for c in json.loads(REFERENCE.read_text())["cases"] if "rank0_parameter_bytes" in c]
 
 
-@pytest.mark.parametrize("case", _reference_cases(), ids=lambda c: f"{c['model']}-tp{c['tp']}{'-ep' if c.get('ep') else ''}")
+# The GPU on which vLLM 0.33 picks each MXFP4 MoE backend a gpt-oss case names (capacity/mxfp4.py backend_for).
+_BACKEND_GPU = {"TRITON": "H200", "MARLIN": "L40S", "FLASHINFER_TRTLLM_MXFP4_BF16": "B200"}
+
+
+def _case_id(c: dict) -> str:
+    return f"{c['model']}-tp{c['tp']}{'-ep' if c.get('ep') else ''}{'-' + c['mxfp4_backend'] if c.get('mxfp4_backend') else ''}"
+
+
+@pytest.mark.parametrize("case", _reference_cases(), ids=_case_id)
 def test_weights_per_rank_equal_vllm_own_model_classes(case: dict, hermetic: Path):
     """bench/vllm_weights_reference.py built vLLM 0.33's own model class on the meta device with its parallel
-    layers seeing a TP group of the case's size, and summed rank 0's parameter bytes (committed numbers)."""
+    layers seeing a TP group of the case's size, and summed rank 0's parameter bytes (committed numbers). gpt-oss:
+    the MXFP4 experts as created for the backend vLLM picks on the case's GPU, and what stays after the backend's
+    load-time conversion (the weights figure capacity plans with)."""
     pytest.importorskip("torch")
     from capacity.families import model_spec
     from capacity.gpus import gpu_by_name
@@ -378,9 +388,16 @@ def test_weights_per_rank_equal_vllm_own_model_classes(case: dict, hermetic: Pat
 
     source = resolve_model(case["model"])
     spec = model_spec(source.config, source.name, source.preprocessor)
+    gpu = gpu_by_name(_BACKEND_GPU.get(case.get("mxfp4_backend", ""), "H200"))
     args = ServingArgs(tensor_parallel_size=case["tp"], enable_expert_parallel=bool(case.get("ep")), dtype=case["dtype"])
-    serving = resolve_serving(args, spec, gpu_by_name("H200"))
-    assert weights_breakdown(spec, source, serving).total_bytes == case["rank0_parameter_bytes"]
+    serving = resolve_serving(args, spec, gpu)
+    wb = weights_breakdown(spec, source, serving, gpu=gpu)
+    if "rank0_after_load_bytes" in case:
+        assert wb.total_bytes == case["rank0_after_load_bytes"]
+        assert wb.total_bytes - wb.bytes_of("mxfp4 kernel format (load-time conversion)") == case["rank0_parameter_bytes"]
+        assert case["mxfp4_backend"] in wb.quantization
+    else:
+        assert wb.total_bytes == case["rank0_parameter_bytes"]
 
 
 def test_quantized_checkpoint_known_by_its_header_summary_only(hermetic: Path):

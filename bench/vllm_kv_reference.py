@@ -79,6 +79,12 @@ CASES: list[dict] = [
     # per-kind head sizes (Gemma-4: full-attention layers 512 wide, sliding 256): pages unified by block size
     {"name": "gemma-4-e2b tp1", "config": "google--gemma-4-e2b-text.json", "gpu": "H200", "tp": 1, "max_model_len": 32768, "mnbt": 8192},
     {"name": "gemma-4-e2b tp2 fp8", "config": "google--gemma-4-e2b-text.json", "gpu": "H200", "tp": 2, "max_model_len": 131072, "mnbt": 8192, "kv": "fp8"},
+    # Gemma-4 26B-A4B (published config, Gemma4ForConditionalGeneration): 25 sliding layers of 8 x 256, 5 full of 2 x 512
+    {"name": "gemma-4-26b-a4b (published config) tp1", "config": "catalog:google--gemma-4-26B-A4B", "gpu": "H200", "tp": 1, "max_model_len": 262144, "mnbt": 16384},
+    {"name": "gemma-4-26b-a4b (published config) tp1 fp8", "config": "catalog:google--gemma-4-26B-A4B", "gpu": "H200", "tp": 1, "max_model_len": 32768, "mnbt": 8192, "kv": "fp8"},
+    {"name": "gemma-4-26b-a4b (published config) tp2", "config": "catalog:google--gemma-4-26B-A4B", "gpu": "H200", "tp": 2, "max_model_len": 262144, "mnbt": 8192},
+    {"name": "gemma-4-26b-a4b (published config) tp2 fp8", "config": "catalog:google--gemma-4-26B-A4B", "gpu": "H200", "tp": 2, "max_model_len": 65536, "mnbt": 2048, "kv": "fp8"},
+    {"name": "gemma-4-26b-a4b (published config) tp4", "config": "catalog:google--gemma-4-26B-A4B", "gpu": "H200", "tp": 4, "max_model_len": 131072, "mnbt": 8192},
     # chunked local attention (Llama-4)
     {"name": "llama-4-scout tp1", "config": "meta-llama--Llama-4-Scout-17B-16E-text.json", "gpu": "H200", "tp": 1, "max_model_len": 131072, "mnbt": 8192},
     {"name": "llama-4-scout tp4 fp8", "config": "meta-llama--Llama-4-Scout-17B-16E-text.json", "gpu": "H200", "tp": 4, "max_model_len": 65536, "mnbt": 16384, "kv": "fp8"},

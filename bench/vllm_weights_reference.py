@@ -61,6 +61,10 @@ CASES: list[dict] = [
     {"model": "Qwen/Qwen2.5-VL-7B-Instruct", "tp": 1},
     {"model": "Qwen/Qwen2.5-VL-7B-Instruct", "tp": 2},
     {"model": "Qwen/Qwen2.5-VL-7B-Instruct", "tp": 4},
+    {"model": "google/gemma-4-26B-A4B", "tp": 1},
+    {"model": "google/gemma-4-26B-A4B", "tp": 2},
+    {"model": "google/gemma-4-26B-A4B", "tp": 4},  # 2 global KV heads < 4: one per rank
+    {"model": "google/gemma-4-26B-A4B", "tp": 4, "ep": True},
     # gpt-oss-20b (MXFP4 experts): the MoE method's backend decides the padded sizes, and vLLM picks it from the GPU
     # (select_mxfp4_moe_backend), which the CPU platform cannot: each case names the backend vLLM 0.33 picks on a GPU
     # kind (Hopper: TRITON; Ampere / Ada / consumer Blackwell: MARLIN; data-centre Blackwell: FLASHINFER_TRTLLM_MXFP4_BF16)
@@ -169,7 +173,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         started = False
+        only = os.environ.get("MODELS")  # a comma-separated subset of the cases' models
         for case in CASES:
+            if only and case["model"] not in only.split(","):
+                continue
             folder = model_folder(case["model"], root)
             args = EngineArgs(
                 model=str(folder),

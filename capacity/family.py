@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     from capacity.models import ModelSource
     from capacity.spec import ModelSpec
+    from capacity.weights import StoredTensor
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,8 @@ class Family:
     # checkpoint lacks (regexes over parameter names; read from vllm/model_executor/models, see capacity/weights.py).
     vllm_unsharded_modules: ClassVar[tuple[str, ...]] = ()
     vllm_added_biases: ClassVar[tuple[str, ...]] = ()
+    # vllm_tensors adds tensors the checkpoint lacks: a header summary's total (no names) is then not vLLM's.
+    adds_vllm_tensors: ClassVar[bool] = False
     # Which modules are which of vLLM's parallel layers, for the tensor-parallel profiler (profilers/sharding.py);
     # None = tensor-parallel profiling of this family is refused (planning at TP > 1 stays arithmetic).
     tensor_parallel_rules: ClassVar[ShardRules | None] = None
@@ -78,6 +81,11 @@ class Family:
         self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
     ) -> ModelSpec:
         raise NotImplementedError
+
+    def vllm_tensors(self, tensors: tuple[StoredTensor, ...], config: dict[str, Any]) -> tuple[StoredTensor, ...]:
+        """The tensors vLLM's model class allocates, from those the checkpoint (or transformers' build) stores:
+        by default the same (a family adds what vLLM's fused layers hold beyond the checkpoint)."""
+        return tensors
 
     def text_config(self, config: dict[str, Any]) -> dict[str, Any]:
         """The decoder's config inside config.json (what the weights' parallel rules read: heads, experts, tied

@@ -181,6 +181,8 @@ def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
     if tie is None:  # the file leaves it to the config class vLLM builds (vllm llama.py: config.tie_word_embeddings)
         tie = tied_by_default(str(text.get("model_type", config.get("model_type", ""))))
     kv_heads = decoder.kv_heads() if decoder is not None else None
+    # every (KV heads, head size) of the decoder's attention kinds (Gemma-4: sliding 8 x 256, full 2 x 512)
+    shapes = {(layer.kv_heads(), int(getattr(layer, "head_size", 0) or 0)) for layer in spec.layers if layer.kv_heads() is not None and not layer.reads_encoder_output}
     return WeightLayout(
         num_attention_heads=spec.num_attention_heads,
         num_kv_heads=kv_heads if kv_heads is not None else spec.num_attention_heads,
@@ -189,6 +191,7 @@ def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
         tie_word_embeddings=bool(tie),
         replicated_modules=spec.family.vllm_unsharded_modules,
         added_biases=spec.family.vllm_added_biases,
+        kv_shapes=tuple(sorted((int(h), s) for h, s in shapes if h and s)),
     )
 
 
@@ -201,13 +204,14 @@ def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConf
     moe = gpt_oss_mxfp4(source.config, gpu)
     if moe is not None:
         return _gpt_oss_mxfp4_breakdown(spec, source, serving, rank, moe)
-    if not named and summary is not None and serving.tensor_parallel_size == 1:
+    if not named and summary is not None and serving.tensor_parallel_size == 1 and not spec.family.adds_vllm_tensors:
         # One rank holds the whole checkpoint: its header summary's bytes (no tensor names needed, no torch import).
         total = summary.serving_bytes(serving.dtype_bytes)
         kept = "/".join(d for d in sorted(summary.bytes_by_dtype) if d not in ("F16", "BF16"))
         quantization = f"16-bit tensors x {serving.dtype_bytes} B ({serving.dtype}), {kept} as stored, from the header summary" if summary.quantized_dtypes else "none"
         return WeightsBreakdown(1, serving.enable_expert_parallel, (KindBytes("whole checkpoint", summary.tensor_count, total, total),), summary.source, quantization)
     tensors, how = model_tensors(spec, source)
+    tensors = spec.family.vllm_tensors(tensors, source.config)
     layout = weight_layout(spec, source.config)
     scheme = quant_scheme(source.config)
     quantization = "none"
@@ -301,10 +305,12 @@ def encoder_cache_term(spec: ModelSpec, budget: MultiModalBudget, serving: Servi
     if items == 0 or spec.encoder is None:
         return MemoryTerm(0, EXACT, "no encoder profiling (no multimodal budget)")
     hidden = spec.encoder.output_hidden_size
+    rows = spec.encoder_output_tokens(budget.modality_with_max_tokens, tokens)
+    of = "" if rows == tokens else f" (of its {tokens} placeholder tokens, the embeddings vLLM's dummy item yields)"
     return MemoryTerm(
-        items * tokens * hidden * serving.dtype_bytes,
+        items * rows * hidden * serving.dtype_bytes,
         EXACT,
-        f"{items} {budget.modality_with_max_tokens} items x {tokens} tokens x {hidden} hidden x {serving.dtype_bytes} B",
+        f"{items} {budget.modality_with_max_tokens} items x {rows} tokens{of} x {hidden} hidden x {serving.dtype_bytes} B",
     )
 
 
@@ -328,29 +334,107 @@ def decoder_activation_bytes(decoder: DecoderShape, num_tokens: int, dtype_bytes
     return num_tokens * per_token_activation_bytes(decoder.hidden_size, decoder.ffn_size, decoder.gated_ffn, dtype_bytes, tp)
 
 
-def encoder_activation_bytes(encoder: EncoderShape, items: int, tokens_per_item: int, dtype_bytes: int, tp: int) -> int:
-    """The encoder on `items` max-size items. vLLM 0.33 shards multimodal encoders over the TP ranks
-    (MultiModalConfig.mm_encoder_tp_mode = "weights" by default; Whisper's encoder has parallel layers too)."""
-    positions = items * encoder.seq_len_for(tokens_per_item)
+def encoder_activation_bytes(encoder: EncoderShape, items: int, positions_per_item: int, dtype_bytes: int, tp: int) -> int:
+    """The encoder on `items` max-size items of `positions_per_item` encoder positions each. vLLM 0.33 shards
+    multimodal encoders over the TP ranks (MultiModalConfig.mm_encoder_tp_mode = "weights" by default; Whisper's
+    encoder has parallel layers too), except towers it runs whole (`EncoderShape.tensor_parallel` False)."""
+    positions = items * positions_per_item
     if encoder.max_positions_per_pass:
         positions = min(positions, encoder.max_positions_per_pass)
-    return positions * per_token_activation_bytes(encoder.hidden_size, encoder.ffn_size, encoder.gated_ffn, dtype_bytes, tp)
+    ranks = tp if encoder.tensor_parallel else 1
+    return positions * per_token_activation_bytes(encoder.hidden_size, encoder.ffn_size, encoder.gated_ffn, dtype_bytes, ranks)
 
 
-def sampler_bytes(decoder: DecoderShape, num_reqs: int, dtype_bytes: int, tp: int = 1) -> int:
-    """One logits row per request in the model dtype, plus the one fp32 copy MRV2's sampler
-    (penalties, temperature, top-k/top-p as in-place triton kernels) works on.
+FP32_BYTES = DTYPE_BYTES["float32"]
+GUMBEL_BLOCK = 1024  # vllm/v1/worker/gpu/sample/gumbel.py gumbel_sample: BLOCK_SIZE of the per-block argmax
 
-    With TP > 1 the logits are all-gathered first (LogitsProcessor._gather_logits -> GroupCoordinator.all_gather):
-    the rank's logits, a (TP, rows, local vocab) buffer and its reshaped copy are alive together, local vocab being
-    pad_vocab_size(vocab) / TP, or the whole vocabulary when the head is tied to a whole embedding (Whisper: the
-    gather then returns TP copies). Measured on an H200 x2 (bench/results/h200x2-tp-2026-11-30): whisper-large-v3's
-    sampler phase peaked at 535,295,488 B for 1024 rows, this gives 531,107,840 B."""
-    whole = num_reqs * decoder.vocab_size * (dtype_bytes + DTYPE_BYTES["float32"])
-    if tp == 1:
-        return whole
-    local = decoder.vocab_size if not decoder.lm_head_sharded else -(-decoder.vocab_size // 64) * 64 // tp  # pad_vocab_size, 64
-    return max(whole, num_reqs * local * dtype_bytes * (1 + 2 * tp))
+
+@dataclass(frozen=True)
+class SamplerForm:
+    """How one vLLM version's profile_run runs the sampler (`GPUModelRunner._dummy_sampler_run`).
+
+    `warmup_pass`: 0.33 runs it twice on the same logits, a default pass (no request registered:
+    `Sampler.apply_sampling_params` returns the model-dtype logits) and a pass with
+    `SamplingParams.for_sampler_warmup()` on every row (0.32 and earlier: the default pass only). capacity's
+    form for versions before 0.33 is kept: the logits plus one fp32 copy.
+    `flashinfer`: the warmup pass samples through FlashInfer (`flashinfer_sampler_supported`: CUDA, SM 8.0 to
+    12.1), whose `top_k_top_p_sampling_from_logits` allocates a top-k-masked copy and its softmax; elsewhere
+    vLLM's Triton top-k/top-p masks the fp32 copy in place.
+    """
+
+    warmup_pass: bool
+    flashinfer: bool = True
+
+    @property
+    def fp32_copies(self) -> int:
+        """rows x vocab fp32 tensors alive together at the peak of the pass that holds most."""
+        if self.warmup_pass and self.flashinfer:
+            return 3  # Sampler.apply_sampling_params' fp32 copy + flashinfer top_k_mask_logits + torch.softmax
+        return 1  # the fp32 copy (apply_sampling_params; Triton top-k/top-p and the kernels work in place)
+
+    def describe(self) -> str:
+        if not self.warmup_pass:
+            return "logits + one fp32 copy (capacity's form before vLLM 0.33)"
+        path = "FlashInfer top-k/top-p: fp32 copy, masked copy, softmax" if self.flashinfer else "Triton top-k/top-p: one fp32 copy"
+        return f"default pass + SamplingParams.for_sampler_warmup() pass ({path})"
+
+
+SAMPLER_BEFORE_0_33 = SamplerForm(warmup_pass=False, flashinfer=False)
+SAMPLER_0_33 = SamplerForm(warmup_pass=True, flashinfer=True)
+
+
+def sampler_form(gpu: Gpu, warmup_pass: bool) -> SamplerForm:
+    """The form on `gpu`: vLLM 0.33's flashinfer_sampler_supported() needs CUDA and FlashInferBackend's SM 8.0-12.1
+    (and more than 16 SMs, which every catalog GPU has); ROCm, Volta and Turing take the Triton path."""
+    flashinfer = gpu.platform == "cuda" and 8 <= gpu.compute_capability_major <= 12
+    return SamplerForm(warmup_pass, flashinfer)
+
+
+def _local_vocab(decoder: DecoderShape, tp: int) -> int:
+    """Columns of one rank's logits: pad_vocab_size(vocab, 64) / TP, or the whole vocabulary when the head is tied
+    to a whole embedding (Whisper: the gather then returns TP copies)."""
+    return decoder.vocab_size if not decoder.lm_head_sharded else -(-decoder.vocab_size // 64) * 64 // tp
+
+
+def logits_gather_bytes(decoder: DecoderShape, num_reqs: int, dtype_bytes: int, tp: int) -> int:
+    """TP > 1: LogitsProcessor._gather_logits -> GroupCoordinator.all_gather holds the rank's logits, a
+    (TP, rows, local vocab) buffer and its reshaped copy together."""
+    return 0 if tp == 1 else num_reqs * _local_vocab(decoder, tp) * dtype_bytes * (1 + 2 * tp)
+
+
+def sampler_pass_bytes(decoder: DecoderShape, num_reqs: int, dtype_bytes: int, tp: int, fp32_copies: int, num_tokens: int) -> int:
+    """Peak of one vLLM 0.33 sampler pass above profile_run's start (`_dummy_sampler_run`), on one rank.
+
+    Alive throughout: profile_run's `hidden_states` (num_tokens x hidden) and `sample_hidden_states` (rows x hidden,
+    hidden_states[logits_indices], a copy) and the model-dtype logits of `compute_logits` (the gathered storage at
+    TP > 1: `logits[..., :org_vocab_size]` is a view). On top, the pass's own tensors: `fp32_copies` rows x vocab fp32
+    tensors (the warmup pass), or gumbel_sample's per-block argmax (int64) and max (fp32) (the default pass, whose
+    logits processors are skipped: no request is registered).
+    """
+    held = (num_tokens + num_reqs) * decoder.hidden_size * dtype_bytes  # profile_run: hidden_states, sample_hidden_states
+    local = _local_vocab(decoder, tp)
+    logits = num_reqs * local * tp * dtype_bytes if tp > 1 else num_reqs * decoder.vocab_size * dtype_bytes  # compute_logits
+    if fp32_copies:
+        own = fp32_copies * num_reqs * decoder.vocab_size * FP32_BYTES  # torch.empty_like(logits, dtype=torch.float32) ...
+    else:
+        own = num_reqs * -(-decoder.vocab_size // GUMBEL_BLOCK) * (8 + FP32_BYTES)  # gumbel_sample: local_argmax, local_max
+    return held + max(logits_gather_bytes(decoder, num_reqs, dtype_bytes, tp), logits + own)
+
+
+def sampler_bytes(decoder: DecoderShape, num_reqs: int, dtype_bytes: int, tp: int = 1, form: SamplerForm = SAMPLER_0_33, num_tokens: int = 0) -> int:
+    """The sampler phase of profile_run on one rank: the larger of its passes (`SamplerForm`).
+
+    vLLM 0.33 (`sampler_pass_bytes`): held decoder outputs + logits + 3 fp32 rows x vocab copies on FlashInfer GPUs,
+    14 B per logits element in bf16 (1 copy, 6 B, on the Triton path). Before 0.33, capacity's form: one logits row
+    per request in the model dtype plus one fp32 copy; with TP > 1 the all-gather (`logits_gather_bytes`).
+    Measured on an H200 x2 with that form's emulation (bench/results/h200x2-tp-2026-11-30): whisper-large-v3's
+    sampler phase peaked at 535,295,488 B for 1024 rows, the form gives 531,107,840 B."""
+    if not form.warmup_pass:
+        whole = num_reqs * decoder.vocab_size * (dtype_bytes + FP32_BYTES)
+        return max(whole, logits_gather_bytes(decoder, num_reqs, dtype_bytes, tp))
+    default = sampler_pass_bytes(decoder, num_reqs, dtype_bytes, tp, 0, num_tokens)
+    warmup = sampler_pass_bytes(decoder, num_reqs, dtype_bytes, tp, form.fp32_copies, num_tokens)
+    return max(default, warmup)
 
 
 @dataclass(frozen=True)
@@ -369,16 +453,17 @@ class ActivationEstimate:
         return max(phases, key=lambda k: phases[k])
 
 
-def activation_estimate(spec: ModelSpec, budget: MultiModalBudget, serving: ServingConfig) -> ActivationEstimate:
-    """The profile_run phases: encoder on N max-size items, decoder on max_num_batched_tokens, sampler."""
+def activation_estimate(spec: ModelSpec, budget: MultiModalBudget, serving: ServingConfig, sampler: SamplerForm = SAMPLER_0_33) -> ActivationEstimate:
+    """The profile_run phases: encoder on N max-size items, decoder on max_num_batched_tokens, sampler (`sampler`'s form)."""
     dtype = serving.dtype_bytes
     tp = serving.tensor_parallel_size
     encoder = 0
     if spec.encoder is not None and budget.profile_items:
-        encoder = encoder_activation_bytes(spec.encoder, budget.profile_items, budget.profile_tokens_per_item, dtype, tp)
+        positions = spec.encoder_positions(budget.modality_with_max_tokens, budget.profile_tokens_per_item)
+        encoder = encoder_activation_bytes(spec.encoder, budget.profile_items, positions, dtype, tp)
     decoder = decoder_activation_bytes(spec.decoder, serving.max_num_batched_tokens, dtype, tp)
     reqs = min(serving.max_num_batched_tokens, serving.max_num_seqs)
-    return ActivationEstimate(encoder, decoder, sampler_bytes(spec.decoder, reqs, dtype, tp))
+    return ActivationEstimate(encoder, decoder, sampler_bytes(spec.decoder, reqs, dtype, tp, sampler, serving.max_num_batched_tokens))
 
 
 def activation_term(estimate: ActivationEstimate) -> MemoryTerm:
@@ -501,36 +586,60 @@ def cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tup
 
 @dataclass(frozen=True)
 class RankScaling:
-    """How terms measured on a model split over `measured_tp` ranks become one rank's at `tp`: the formula's
-    per-rank widths (heads and FFN divided by TP) give each phase's ratio; the sampler's logits are whole, plus
-    what the logits' all-gather adds at TP > 1 (`sampler_bytes`: whisper-large-v3's sampler phase grew 1.44x from
-    TP 1 to TP 2 on an H200 x2, bench/results/h200x2-tp-2026-11-30)."""
+    """How terms measured on a model split over `measured_tp` ranks become one rank's at `tp`, under the plan's
+    sampler form: the formula's per-rank widths (heads and FFN divided by TP) give each phase's ratio; the sampler's
+    logits are whole, plus what the logits' all-gather adds at TP > 1 (`sampler_bytes`: whisper-large-v3's sampler
+    phase grew 1.44x from TP 1 to TP 2 on an H200 x2, bench/results/h200x2-tp-2026-11-30).
+
+    A profile's "sampler" phase is vLLM 0.33's default pass and its "sampler_warmup" phase the
+    SamplingParams.for_sampler_warmup() pass (profilers/run.py); a plan of a version without that pass drops the
+    phase and adds to the default pass what capacity's earlier emulation held on top of it (`legacy_copy_bytes`: its
+    fp32 copy, and the bool mask of its top-k masked_fill_, 1 B per logit), so those plans stay as they were. Profiles
+    made before the split have one "sampler" phase, that earlier form's emulation."""
 
     measured_tp: int
     tp: int
     encoder_ratio: float
     decoder_ratio: float
-    sampler_extra_bytes: int = 0  # sampler_bytes at tp - at measured_tp (the gathered logits), same rows
+    sampler_extra_bytes: int = 0  # sampler phase at tp - at measured_tp (the gathered logits), same rows
+    sampler_warmup_extra_bytes: int = 0  # the same for the warmup-param pass
+    warmup_pass: bool = True  # the plan's version runs the warmup-param pass (SamplerForm.warmup_pass)
+    legacy_copy_bytes: int = 0  # rows x vocab x (4 + 1): what capacity's pre-0.33 emulation held above a default pass
 
     @property
     def needed(self) -> bool:
         return self.measured_tp != self.tp
 
+    def reshapes(self, profile: MemoryProfile) -> bool:
+        """Whether the profile's headroom must be rebuilt from its phases for this plan."""
+        return self.needed or (not self.warmup_pass and profile.phase("sampler_warmup") is not None)
 
-def rank_scaling(spec: ModelSpec, serving: ServingConfig, measured_tp: int) -> RankScaling:
+
+def rank_scaling(spec: ModelSpec, serving: ServingConfig, measured_tp: int, sampler: SamplerForm = SAMPLER_0_33) -> RankScaling:
     tp, dtype = serving.tensor_parallel_size, serving.dtype_bytes
 
     def ratio(hidden: int, ffn: int, gated: bool) -> float:
         return per_token_activation_bytes(hidden, ffn, gated, dtype, tp) / per_token_activation_bytes(hidden, ffn, gated, dtype, measured_tp)
 
     d, e = spec.decoder, spec.encoder
-    rows = min(serving.max_num_batched_tokens, serving.max_num_seqs)
+    rows, tokens = min(serving.max_num_batched_tokens, serving.max_num_seqs), serving.max_num_batched_tokens
+
+    def grows(copies: int) -> int:
+        return sampler_pass_bytes(d, rows, dtype, tp, copies, tokens) - sampler_pass_bytes(d, rows, dtype, measured_tp, copies, tokens)
+
+    if sampler.warmup_pass:
+        extra, warmup_extra = grows(0), grows(sampler.fp32_copies)
+    else:
+        extra, warmup_extra = sampler_bytes(d, rows, dtype, tp, sampler) - sampler_bytes(d, rows, dtype, measured_tp, sampler), 0
     return RankScaling(
         measured_tp,
         tp,
-        ratio(e.hidden_size, e.ffn_size, e.gated_ffn) if e is not None else 1.0,
+        ratio(e.hidden_size, e.ffn_size, e.gated_ffn) if e is not None and e.tensor_parallel else 1.0,
         ratio(d.hidden_size, d.ffn_size, d.gated_ffn),
-        sampler_bytes(d, rows, dtype, tp) - sampler_bytes(d, rows, dtype, measured_tp),
+        extra,
+        warmup_extra,
+        sampler.warmup_pass,
+        rows * d.vocab_size * (FP32_BYTES + 1),  # the earlier emulation's fp32 copy and its `x < kth` bool mask
     )
 
 
@@ -539,8 +648,9 @@ def per_rank_headroom(profile: MemoryProfile, scaling: RankScaling) -> int:
 
     Each phase's peak above the level before profile_run: the encoder's scales by the encoder ratio, the
     decoder's (less the encoder outputs it holds) by the decoder ratio; the sampler's logits stay whole, plus the
-    all-gather's growth (RankScaling.sampler_extra_bytes)."""
-    phases = {name: profile.phase(name) for name in ("encoder", "decoder", "sampler")}
+    all-gather's growth (RankScaling.sampler_extra_bytes). A plan without the warmup-param pass drops the
+    "sampler_warmup" phase and puts capacity's earlier fp32 copy on the default pass."""
+    phases = {name: profile.phase(name) for name in ("encoder", "decoder", "sampler", "sampler_warmup")}
     present = [p for p in phases.values() if p is not None]
     if not present:
         return round(profile.transient_peak_headroom_bytes * scaling.decoder_ratio)
@@ -552,13 +662,21 @@ def per_rank_headroom(profile: MemoryProfile, scaling: RankScaling) -> int:
         scaled["encoder"] = round(raw["encoder"] * scaling.encoder_ratio)
     if "decoder" in raw:
         scaled["decoder"] = held + round(max(raw["decoder"] - held, 0) * scaling.decoder_ratio)
+    split = "sampler_warmup" in raw  # a profile with the 0.33 passes apart
     if "sampler" in raw:
-        scaled["sampler"] = raw["sampler"] + scaling.sampler_extra_bytes
+        scaled["sampler"] = raw["sampler"] + scaling.sampler_extra_bytes + (scaling.legacy_copy_bytes if split and not scaling.warmup_pass else 0)
+    if split:
+        if scaling.warmup_pass:
+            scaled["sampler_warmup"] = raw["sampler_warmup"] + scaling.sampler_warmup_extra_bytes
+        else:
+            del scaled["sampler_warmup"]
     offset = profile.transient_peak_headroom_bytes - max(raw.values())  # allocated after vs before profile_run
     return max(max(scaled.values()) + offset, 0)
 
 
-def measured_terms(profile: MemoryProfile, estimates: dict[str, MemoryTerm], spec: ModelSpec, serving: ServingConfig) -> dict[str, MemoryTerm]:
+def measured_terms(
+    profile: MemoryProfile, estimates: dict[str, MemoryTerm], spec: ModelSpec, serving: ServingConfig, sampler: SamplerForm = SAMPLER_0_33
+) -> dict[str, MemoryTerm]:
     """The terms a GPU profile measured; they replace the estimates.
 
     weights + non_torch = vLLM's total_consumed (cudaMemGetInfo delta since the baseline), and
@@ -608,10 +726,10 @@ def measured_terms(profile: MemoryProfile, estimates: dict[str, MemoryTerm], spe
             MEASURED,
             f"captures of {list(g.sampled_sizes)} tokens took {list(g.samples_bytes)} B; s1 + ({len(g.sizes)} - 1) x max(s2, 1 MiB) as MRV2 extrapolates; {where}",
         )
-    scaling = rank_scaling(spec, serving, profile.measured_tensor_parallel_size)
+    scaling = rank_scaling(spec, serving, profile.measured_tensor_parallel_size, sampler)
     if fake or scaling.needed:
         terms["weights"] = estimates["weights"]  # one figure for every path: capacity/weights.py
-    if scaling.needed:
+    if scaling.reshapes(profile):
         terms.update(per_rank_terms(profile, terms, scaling))
     return terms
 
@@ -620,6 +738,15 @@ def per_rank_terms(profile: MemoryProfile, terms: dict[str, MemoryTerm], scaling
     """Activation peak and CUDA graphs of one rank at scaling.tp from a model measured at scaling.measured_tp."""
     at = f"{'traced' if profile.fingerprint.device == 'fake' else 'measured'} at TP {scaling.measured_tp}, per rank at TP {scaling.tp}"
     headroom = per_rank_headroom(profile, scaling)
+    if not scaling.needed:  # same TP, a version without the warmup-param pass
+        return {
+            "activation_peak": MemoryTerm(
+                max(headroom - profile.encoder_cache_bytes, 0),
+                ESTIMATED,
+                f"sampler_warmup phase left out (no SamplingParams.for_sampler_warmup() pass before vLLM 0.33), default pass + capacity's "
+                f"earlier fp32 copy and mask, {scaling.legacy_copy_bytes:,} B; was {terms['activation_peak'].bytes:,} B ({terms['activation_peak'].method})",
+            )
+        }
     out = {
         "activation_peak": MemoryTerm(
             max(headroom - profile.encoder_cache_bytes, 0),

@@ -17,7 +17,9 @@ from capacity.memory import (
     ESTIMATED,
     EXACT,
     MEASURED,
+    SAMPLER_0_33,
     MemoryTerm,
+    SamplerForm,
     activation_estimate,
     activation_term,
     collectives_term,
@@ -26,6 +28,7 @@ from capacity.memory import (
     encoder_cache_term,
     measured_terms,
     non_torch_term,
+    sampler_form,
     vllm_encoder_activation,
     weights_term,
 )
@@ -87,7 +90,8 @@ def build_plan(
     """The plan under vLLM 0.33's rules, or under `semantics` (another version's, capacity.vllm_versions)."""
     budget: MultiModalBudget = build_budget(spec, serving, enable_cache=False)
     weights, n_params, per_rank = weights_term(spec, source, serving, gpu)
-    activations = activation_estimate(spec, budget, serving)
+    sampler = sampler_form(gpu, (semantics or LATEST).sampler_warmup_pass)
+    activations = activation_estimate(spec, budget, serving, sampler)
     graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
     if semantics is not None and not semantics.subtracts_cudagraph_estimate and graphs.bytes:
         graphs = MemoryTerm(
@@ -105,7 +109,7 @@ def build_plan(
         "collectives": collectives_term(serving, gpu, profile),
     }
     if profile is not None:
-        memory.update(measured_terms(profile, memory, spec, serving))
+        memory.update(measured_terms(profile, memory, spec, serving, sampler))
         if profile.fingerprint.device == "fake":
             enc = profile.phase("encoder")
             dominates = enc is not None and enc.peak_above_start_bytes >= max(
@@ -199,16 +203,18 @@ def build_plan(
         notes=notes,
         profile=profile,
         weights_per_rank=per_rank,
-        ranks=rank_budgets(profile, memory, requested, spec, serving) if profile is not None and profile.ranks else (),
+        ranks=rank_budgets(profile, memory, requested, spec, serving, sampler) if profile is not None and profile.ranks else (),
     )
     return replace(plan, hazards=tuple(find_hazards(plan)))
 
 
-def rank_budgets(profile: MemoryProfile, estimates: dict[str, MemoryTerm], requested: int, spec: ModelSpec, serving: ServingConfig) -> tuple[RankBudget, ...]:
+def rank_budgets(
+    profile: MemoryProfile, estimates: dict[str, MemoryTerm], requested: int, spec: ModelSpec, serving: ServingConfig, sampler: SamplerForm = SAMPLER_0_33
+) -> tuple[RankBudget, ...]:
     """Every profiled rank's non-KV terms and the KV memory it leaves; vLLM 0.33 sizes the cache by the least."""
     out = []
     for rank in profile.ranks:
-        terms = {**estimates, **measured_terms(rank, estimates, spec, serving)}
+        terms = {**estimates, **measured_terms(rank, estimates, spec, serving, sampler)}
         non_kv = sum(terms[k].bytes for k in NON_KV_TERMS)
         out.append(
             RankBudget(

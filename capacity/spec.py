@@ -26,6 +26,12 @@ class Modality:
     max_frames: int | None = None
     # vLLM sizes the largest item by max_model_len itself (Voxtral: get_max_audio_tokens = max_model_len).
     sized_by_max_model_len: bool = False
+    # Positions the encoder runs for the largest item when the encoder shape's ratio does not give them (Gemma-4:
+    # an image runs 280 x 9 patches, a video 32 frames x 70 x 9); None = EncoderShape.seq_len_for(tokens).
+    encoder_positions: int | None = None
+    # Embeddings the encoder emits for vLLM's dummy item of this modality, when fewer than max_tokens_per_item
+    # (Gemma-4: a 224 x 224 dummy image yields 256 of its 280 soft tokens); None = max_tokens_per_item.
+    dummy_output_tokens: int | None = None
     # Videos whose frames fill the sequence (InternVL: get_num_frames_with_most_features): the tokens of one frame;
     # the item holds max((max_model_len - one largest image, when images are in the dummy) // frame_tokens, 1) frames.
     frame_tokens: int | None = None
@@ -42,6 +48,9 @@ class EncoderShape:
     output_hidden_size: int  # width of the embeddings it hands the decoder (encoder-cache entries)
     seq_len_tokens: int = 0  # the output tokens seq_len corresponds to, when items vary (videos); 0 = fixed
     gated_ffn: bool = False  # SwiGLU-style MLP (gate + up)
+    # vLLM shards the encoder over the TP ranks (mm_encoder_tp_mode "weights"); False: it runs the tower whole on
+    # every rank (Gemma-4: transformers' own vision tower with replicated linears).
+    tensor_parallel: bool = True
     # The most encoder positions the model runs in one pass, whatever the items (Ultravox: 16 chunks of 1500, its
     # _MAX_ENCODER_BATCH_SIZE); 0 = all the profiled items at once.
     max_positions_per_pass: int = 0
@@ -91,6 +100,19 @@ class ModelSpec:
     encoder: EncoderShape | None
     vllm_support: VllmSupport
     notes: tuple[str, ...] = field(default=())
+
+    def encoder_positions(self, modality: str | None, tokens: int) -> int:
+        """Positions the encoder runs for one item of `tokens` tokens of `modality`: the modality's own count for its
+        largest item when it gives one, else the encoder shape's ratio."""
+        own = next((m.encoder_positions for m in self.modalities if m.name == modality and m.max_tokens_per_item == tokens), None)
+        if own is not None:
+            return own
+        return self.encoder.seq_len_for(tokens) if self.encoder is not None else 0
+
+    def encoder_output_tokens(self, modality: str | None, tokens: int) -> int:
+        """Embeddings the encoder emits (encoder-cache rows) for vLLM's dummy item of `tokens` tokens of `modality`."""
+        own = next((m.dummy_output_tokens for m in self.modalities if m.name == modality and m.max_tokens_per_item == tokens), None)
+        return own if own is not None else tokens
 
     @property
     def has_cross_attention(self) -> bool:

@@ -16,6 +16,10 @@ Sources (read from the wheels, /work/shared/reference/vllm-memory-model.md, and 
 | 0.27 - 0.32 | 0.92 | yes | yes (PR #51726, reported against 2026-08 releases in vllm#53961; the first release is not pinned down) | `max_num_batched_tokens` |
 | 0.33 | 0.92 | yes (MRV2 extrapolation) | yes | `max_num_batched_tokens` |
 
+The sampler's warmup-param pass in profile_run (`sampler_warmup_pass`) is new in 0.33.0: the 0.29.0, 0.30.0, 0.31.0
+and 0.32.0 wheels' MRV2 `_dummy_sampler_run` samples once with no request registered (model-dtype logits, no
+processing); public PR vllm#57926 (2026-09-21) proposed profiling with `for_sampler_warmup()`.
+
 Versions before 0.20 ran the V1 model runner, 0.33 Model Runner V2; capacity's CUDA-graph estimate is MRV2's form,
 so for 0.20 - 0.32 it stands in for the V1 runner's (PIECEWISE + FULL samples), estimated.
 """
@@ -50,6 +54,10 @@ class VllmSemantics:
     why_not_plannable: str = ""
     whole_prompt_batches: bool = False  # V0 without chunked prefill: max_num_batched_tokens = max(max_model_len, 2048), 256 seqs
     long_context_chunking: int | None = None  # V0: above this max_model_len chunked prefill is on by default
+    # profile_run's _dummy_sampler_run runs a second sampler pass with SamplingParams.for_sampler_warmup() (0.33.0;
+    # 0.29.0-0.32.0 MRV2 wheels run the default pass only, under "NOTE(woosuk): ... the sampler may skip top_k,
+    # top_p, and logprobs"); False keeps capacity's earlier sampler form (capacity.memory.SamplerForm)
+    sampler_warmup_pass: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -151,6 +159,7 @@ _RANGES: tuple[VllmSemantics, ...] = (
         batch_tier_160gib=True,
         cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
         non_kv_formula="consumed (mem_get_info) + transient peak + CUDA-graph estimate",
+        sampler_warmup_pass=True,
     ),
 )
 LATEST = _RANGES[-1]

@@ -111,6 +111,17 @@ class WeightLayout:
     # bias=True allocates the K part too (Whisper's k_proj has no bias; vLLM's QKVParallelLinear does).
     added_biases: tuple[str, ...] = ()
     mxfp4: GptOssMxfp4 | None = None  # gpt-oss MXFP4 experts: sizes and the GPU's MoE backend (capacity/mxfp4.py)
+    # (KV heads, head size) of every decoder attention kind, when they differ (Gemma-4's sliding and full layers);
+    # a K/V projection's width picks its kind's KV heads. () = num_kv_heads x head_size only.
+    kv_shapes: tuple[tuple[int, int], ...] = ()
+
+    def kv_heads_of_width(self, width: int | None) -> int:
+        """KV heads of the attention kind whose K (or fused K+V) projection is `width` wide (num_kv_heads if none)."""
+        for fused in (1, 2):  # a K (or V) projection's own width first, then a fused K+V one
+            for heads, size in self.kv_shapes:
+                if width == fused * heads * size:
+                    return heads
+        return self.num_kv_heads
 
 
 @dataclass(frozen=True)
@@ -197,7 +208,7 @@ class KVProjection(ColumnParallel):
     name = "kv-projection"
 
     def rank_bytes(self, tensor: StoredTensor, full: int, layout: WeightLayout, par: Parallelism) -> int:
-        tp, kv = par.tensor_parallel_size, layout.num_kv_heads
+        tp, kv = par.tensor_parallel_size, layout.kv_heads_of_width(_logical_out(tensor))
         if tp <= kv or tensor.numel <= 1:
             return super().rank_bytes(tensor, full, layout, par)
         return full // kv  # num_kv_heads = 1 per rank, replicated tp / total_num_kv_heads times
@@ -389,7 +400,8 @@ def _logical_out(t: StoredTensor) -> int | None:
 def _decoder_kv_width(t: StoredTensor, layout: WeightLayout) -> bool:
     """A K or V projection of the GQA decoder (its width is kv_heads x head_size), not of an MHA encoder."""
     out = _logical_out(t)
-    return out is None or out in (layout.num_kv_heads * layout.head_size, 2 * layout.num_kv_heads * layout.head_size)
+    widths = {w for heads, size in ((layout.num_kv_heads, layout.head_size), *layout.kv_shapes) for w in (heads * size, 2 * heads * size)}
+    return out is None or out in widths
 
 
 def _decoder_qkv_width(t: StoredTensor, layout: WeightLayout) -> bool:

@@ -138,11 +138,11 @@ def cross_kv_flops(requests: int, positions: int, hidden: int) -> int:
     return 2 * 2 * requests * positions * hidden * hidden
 
 
-def encoder_flops(spec: ModelSpec, items: int, tokens_per_item: int) -> int:
+def encoder_flops(spec: ModelSpec, items: int, tokens_per_item: int, modality: str | None = None) -> int:
     enc = spec.encoder
     if enc is None or items == 0:
         return 0
-    seq = enc.seq_len_for(tokens_per_item)
+    seq = spec.encoder_positions(modality, tokens_per_item)
     return items * enc.num_layers * layer_flops(seq, seq, enc.hidden_size, enc.ffn_size, enc.gated_ffn)
 
 
@@ -153,9 +153,10 @@ def profile_phase_flops(plan: Plan, warmup: bool = True) -> list[tuple[str, int]
     reqs = min(s.max_num_batched_tokens, s.max_num_seqs)
     per_req = -(-s.max_num_batched_tokens // reqs)
     phases = [
-        ("encoder", encoder_flops(spec, plan.budget.profile_items, plan.budget.profile_tokens_per_item)),
+        ("encoder", encoder_flops(spec, plan.budget.profile_items, plan.budget.profile_tokens_per_item, plan.budget.modality_with_max_tokens)),
         ("decoder", dec.num_layers * layer_flops(reqs * per_req, per_req, dec.hidden_size, dec.ffn_size, dec.gated_ffn, cross)),
         ("sampler", 2 * reqs * dec.hidden_size * dec.vocab_size),
+        ("sampler_warmup", 10 * reqs * dec.vocab_size),  # elementwise passes over rows x vocab (copy, kernels, mask, softmax)
     ]
     if warmup:
         w = plan.warmup
@@ -171,7 +172,7 @@ def verify_phase_flops(plan: Plan, steps: int) -> list[tuple[str, int]]:
     spec, s, dec = plan.spec, plan.serving, plan.spec.decoder
     requests = min(plan.concurrency.actual_requests, s.max_num_seqs)
     enc_len = spec.encoder_tokens_per_request
-    encoder = encoder_flops(spec, max(plan.budget.profile_items, 1), plan.budget.profile_tokens_per_item)
+    encoder = encoder_flops(spec, max(plan.budget.profile_items, 1), plan.budget.profile_tokens_per_item, plan.budget.modality_with_max_tokens)
     encoder += dec.num_layers * cross_kv_flops(1, enc_len, dec.hidden_size)
     step = dec.num_layers * layer_flops(requests, s.max_model_len + enc_len, dec.hidden_size, dec.ffn_size, dec.gated_ffn, True)
     step += 2 * requests * dec.hidden_size * dec.vocab_size
@@ -194,7 +195,7 @@ def estimate_profile_cost(plan: Plan, rates: HostRates, *, warmup: bool = True, 
     profile_run = m["activation_peak"].bytes + m["encoder_cache"].bytes
     warmup_bytes = 0
     if warmup:
-        warmup_bytes = 3 * w.num_reqs * w.max_encoder_len * dec.hidden_size * _dtype_bytes(plan) + w.num_reqs * dec.vocab_size * 4
+        warmup_bytes = 3 * w.num_reqs * w.max_encoder_len * dec.hidden_size * _dtype_bytes(plan) + 3 * w.num_reqs * dec.vocab_size * 4
     baseline = resident_bytes() if baseline_bytes is None else baseline_bytes
     host = baseline + _probe_weights_bytes(plan) + max(profile_run, warmup_bytes)
     phases = [PhaseCost("weights", 0, plan.parameter_count / rates.normal_elements_per_s)]

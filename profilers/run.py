@@ -6,7 +6,9 @@ Phases (../shared/reference/vllm-memory-model.md §2-§5):
   encoder   max_items_per_batch copies of the max-size item through the real encoder; outputs kept
   decoder   max_num_batched_tokens tokens over min(tokens, max_num_seqs) requests; as in vLLM's
             dummy run, cross-attention gets no encoder K/V (a single zero key)
-  sampler   one fp32 logits row per request, a default pass and a warmup-parameters pass
+  sampler   one logits row per request in the model dtype: vLLM 0.33's default pass
+  sampler_warmup  the same logits, the SamplingParams.for_sampler_warmup() pass (fp32 copy; on FlashInfer GPUs
+            also the top-k-masked copy and its softmax)
   (end)     encoder outputs released: total_consumed and transient_peak_headroom as vLLM computes them
   graphs    the two largest FULL decode CUDA graphs captured in one pool, extrapolated like MRV2
   warmup    prefill of 2+k and decode of 1+k tokens per request, encoder-decoder requests carrying
@@ -29,7 +31,7 @@ from capacity.budget import MultiModalBudget
 from capacity.errors import BadInput
 from capacity.family import Family
 from capacity.gpus import Gpu
-from capacity.memory import MIN_GRAPH_BYTES, capture_sizes, full_decode_graph_sizes, preset_max_capture_size
+from capacity.memory import MIN_GRAPH_BYTES, capture_sizes, full_decode_graph_sizes, preset_max_capture_size, sampler_form
 from capacity.models import ModelSource
 from capacity.profile import CudaGraphMeasurement, Fingerprint, MemoryProfile, OomResult, PhaseMeasurement
 from capacity.serving import ServingConfig
@@ -47,18 +49,33 @@ class PhaseOOM(Exception):
         self.phase, self.detail, self.message = phase, detail, message
 
 
-def sampler_pass(logits: Any) -> None:
-    """One MRV2 sampler call on the model-dtype logits, as its warmup-parameters pass allocates:
-    greedy argmax, one fp32 copy that penalties, temperature, min-p and top-k/top-p modify in place
-    (triton kernels in vLLM), Gumbel-max sampling and the top-5 logprobs."""
+def sampler_default_pass(logits: Any) -> None:
+    """vLLM 0.33's default sampler pass in profile_run: no request is registered, so Sampler.apply_sampling_params
+    returns the model-dtype logits untouched and gumbel_sample takes a per-block argmax of them (small buffers)."""
+    logits.argmax(dim=-1)
+
+
+def sampler_pass(logits: Any, flashinfer: bool = True) -> None:
+    """One MRV2 sampler call with SamplingParams.for_sampler_warmup() on every row (profile_run's second pass and
+    warmup_kernels), allocating what vLLM 0.33's does: one fp32 copy of the logits (apply_sampling_params) that
+    logit bias, penalties, bad words, temperature and min-p modify in place (triton kernels); then, on a FlashInfer
+    GPU (capacity.memory.sampler_form), top_k_top_p_sampling_from_logits' top-k-masked copy and its softmax, all
+    alive together; elsewhere vLLM's Triton top-k/top-p masks the copy in place; then the top-5 logprobs of the
+    raw logits (compute_topk_scores: topk and a per-row log-softmax kernel, small)."""
     import torch
 
-    logits.argmax(dim=-1)
     x = torch.empty_like(logits, dtype=torch.float32).copy_(logits)
-    x.sub_(0.1).div_(0.5)
+    x.sub_(0.1).div_(0.9)
     kth = torch.topk(x, k=min(50, x.shape[-1]), dim=-1).values[:, -1:]
-    x.masked_fill_(x < kth, float("-inf"))
-    x.argmax(dim=-1)
+    if flashinfer:
+        masked = x.clone()  # flashinfer top_k_mask_logits: torch.empty_like(logits)
+        masked.masked_fill_(masked < kth, float("-inf"))
+        probs = torch.softmax(masked, dim=-1)  # top_k_top_p_sampling_from_logits: torch.softmax(masked_logits)
+        probs.argmax(dim=-1)
+        del masked, probs
+    else:
+        x.masked_fill_(x < kth, float("-inf"))
+        x.argmax(dim=-1)
     torch.topk(logits, k=min(5, logits.shape[-1]), dim=-1)
 
 
@@ -326,11 +343,14 @@ def run_profile(
             state["hidden"] = family.decode(model, ids, one_key)
             del ids, one_key
         profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
-        with phases.phase("sampler", f"{reqs} logits rows x {spec.decoder.vocab_size} vocab, two passes"):
-            logits = family.lm_head(model, state["hidden"][:, -1, :])
-            sampler_pass(logits)  # default pass
-            sampler_pass(logits)  # SamplingParams.for_sampler_warmup() pass
-            del logits
+        flashinfer = sampler_form(gpu, warmup_pass=True).flashinfer
+        with phases.phase("sampler", f"{reqs} logits rows x {spec.decoder.vocab_size} vocab, default pass"):
+            state["logits"] = family.lm_head(model, state["hidden"][:, -1, :])
+            sampler_default_pass(state["logits"])
+        profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
+        path = "FlashInfer top-k/top-p" if flashinfer else "Triton top-k/top-p"
+        with phases.phase("sampler_warmup", f"the same logits, SamplingParams.for_sampler_warmup() pass ({path}, as on {gpu.name})"):
+            sampler_pass(state.pop("logits"), flashinfer)
         profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
         state.pop("hidden", None)
         state.pop("encoder_outputs", None)  # reset_encoder_cache()
@@ -445,7 +465,7 @@ def _warmup(
         with phases.phase(name, f"{w.num_reqs} requests x {length} tokens" + (f", {w.max_encoder_len} encoder positions each" if enc is not None else "")):
             ids = torch.zeros(w.num_reqs, length, dtype=torch.long, device=device)
             logits = family.lm_head(model, family.decode(model, ids, enc)[:, -1, :])
-            sampler_pass(logits)
+            sampler_pass(logits, sampler_form(gpu, warmup_pass=True).flashinfer)  # warmup_kernels: for_sampler_warmup()
             del ids, logits
         peak = max(peak, phases.done[-1].peak_above_start_bytes)
     del enc

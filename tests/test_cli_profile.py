@@ -34,7 +34,7 @@ def test_profile_writes_the_profile_and_plans_from_it(tiny_folder: Path, tmp_pat
     code, out, err = run(["profile", "--model", str(tiny_folder), "-o", str(path), "--cpu-probe", "--json", *KNOBS], capsys)
     assert code == 0, err
     saved = json.loads(path.read_text())
-    assert [p["name"] for p in saved["phases"]] == ["weights", "encoder", "decoder", "sampler", "warmup_prefill", "warmup_decode"]
+    assert [p["name"] for p in saved["phases"]] == ["weights", "encoder", "decoder", "sampler", "sampler_warmup", "warmup_prefill", "warmup_decode"]
     plan = json.loads(out)
     assert plan["memory"]["weights"]["kind"] == "measured"
     assert plan["memory"]["encoder_cache"]["bytes"] == 1500 * 64 * 2  # one audio item, 64 wide, bfloat16 (dtype auto)

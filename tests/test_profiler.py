@@ -77,7 +77,7 @@ def test_cpu_profile_phases_and_terms(tiny_whisper):
     assert (p.encoder_items, p.encoder_tokens_per_item) == (1, 1500)
     # the encoder output held through the decoder pass: 1 x 1500 positions x 64 x 4 B (float32)
     assert p.encoder_cache_bytes == 1500 * 64 * 4 == 384_000
-    assert seen == ["weights", "encoder", "decoder", "sampler", "warmup_prefill", "warmup_decode"]
+    assert seen == ["weights", "encoder", "decoder", "sampler", "sampler_warmup", "warmup_prefill", "warmup_decode"]
     decoder = p.phase("decoder")
     assert decoder is not None and "2048 tokens as 16 requests x 128" in decoder.detail
     sampler = p.phase("sampler")
@@ -200,7 +200,7 @@ def test_decoder_only_profile_has_no_encoder_phase(tmp_path: Path):
     model = folder_model(tmp_path / "tiny-llama", TINY_LLAMA, max_num_batched_tokens=512, max_num_seqs=8, dtype="float32")
     seen: list[str] = []
     p = profile_model_of(model, on_phase=lambda n, d: seen.append(n))
-    assert seen == ["weights", "decoder", "sampler", "warmup_prefill", "warmup_decode"]
+    assert seen == ["weights", "decoder", "sampler", "sampler_warmup", "warmup_prefill", "warmup_decode"]
     assert (p.encoder_items, p.encoder_cache_bytes) == (0, 0)
     # 512 tokens as 8 requests x 64; the sampler's fp32 copy of 8 x 500 logits is at least 16,000 B
     assert "512 tokens as 8 requests x 64" in p.phase("decoder").detail
@@ -239,7 +239,7 @@ def test_text_encoder_decoder_profile_has_no_encoder_items(tmp_path: Path):
     model = folder_model(tmp_path / "tiny-bart", TINY_BART, max_num_batched_tokens=256, max_num_seqs=4, dtype="float32")
     seen: list[str] = []
     p = profile_model_of(model, on_phase=lambda n, d: seen.append(n))
-    assert seen == ["weights", "decoder", "sampler", "warmup_prefill", "warmup_decode"]
+    assert seen == ["weights", "decoder", "sampler", "sampler_warmup", "warmup_prefill", "warmup_decode"]
     # warmup requests carry max_encoder_len = max_model_len = 128 encoder positions (no max_source_positions)
     assert "128 encoder positions each" in p.phase("warmup_prefill").detail
     assert p.oom is None and p.encoder_items == 0

@@ -234,14 +234,19 @@ def test_a_rank_that_hangs_times_out(tp2_whisper):
 
 
 def test_sampler_formula_counts_the_logits_all_gather(spec_of):
-    from capacity.memory import sampler_bytes
+    from capacity.memory import SAMPLER_BEFORE_0_33, sampler_bytes
 
+    # capacity's form before vLLM 0.33 (logits + one fp32 copy), which the H200 x2 profile's sampler emulation ran
     whisper = spec_of("openai/whisper-large-v3").decoder  # head tied to the whole embedding: all 51,866 logits per rank
     # local logits + (2, rows, 51866) gather buffer + its reshaped copy, fp16: 1024 x 51866 x 2 B x (1 + 2 x 2)
-    assert sampler_bytes(whisper, 1024, 2, tp=2) == 1024 * 51866 * 2 * 5 == 531_107_840
-    assert sampler_bytes(whisper, 1024, 2, tp=1) == 1024 * 51866 * (2 + 4)
+    assert sampler_bytes(whisper, 1024, 2, tp=2, form=SAMPLER_BEFORE_0_33) == 1024 * 51866 * 2 * 5 == 531_107_840
+    assert sampler_bytes(whisper, 1024, 2, tp=1, form=SAMPLER_BEFORE_0_33) == 1024 * 51866 * (2 + 4)
     qwen = spec_of("Qwen/Qwen2.5-VL-7B-Instruct").decoder  # 152,064 / 2 rows per rank: the fp32 copy stays the larger
-    assert sampler_bytes(qwen, 1024, 2, tp=2) == 1024 * 152064 * (2 + 4)
+    assert sampler_bytes(qwen, 1024, 2, tp=2, form=SAMPLER_BEFORE_0_33) == 1024 * 152064 * (2 + 4)
+    # vLLM 0.33 (FlashInfer): the gathered storage (2 x 51,866 columns; logits[..., :vocab] is a view) stays alive
+    # under the warmup pass's three fp32 copies; no decoder tokens held here (num_tokens 0), 1024 x 1280 x 2 B of
+    # sample_hidden_states: 1024 x 51866 x (2 x 2 + 12) + 2,621,440
+    assert sampler_bytes(whisper, 1024, 2, tp=2) == 1024 * 51866 * 16 + 1024 * 1280 * 2 == 852_393_984
 
 
 # --- re-planning a measured TP profile anywhere ---------------------------------------------------------------
@@ -318,12 +323,17 @@ def test_heads_not_divisible_by_tp_is_one_line_before_any_process(tmp_path, caps
 
 
 def test_rank_scaling_adds_the_logits_all_gather(spec_of):
-    """A whole-model profile re-planned at TP 2: Whisper's sampler grows by the gathered logits, by hand:
-    1024 rows x 51,866 x 2 B x (1 + 2 x 2) at TP 2 minus 1024 x 51,866 x (2 + 4) at TP 1 = 1024 x 51,866 x 4."""
+    """A whole-model profile re-planned at TP 2: Whisper's sampler grows by the gathered logits, by hand.
+    Before vLLM 0.33: 1024 rows x 51,866 x 2 B x (1 + 2 x 2) at TP 2 minus 1024 x 51,866 x (2 + 4) at TP 1.
+    0.33, default pass: the gather's 10 B per logit at TP 2 against the 2 B logits + gumbel_sample's 51 blocks x 12 B
+    per row at TP 1; warmup pass: the 2 x 51,866-column gathered storage against 51,866 columns, 2 B each."""
     from capacity.gpus import gpu_by_name
-    from capacity.memory import rank_scaling
+    from capacity.memory import SAMPLER_BEFORE_0_33, rank_scaling
     from capacity.serving import ServingArgs, resolve_serving
 
     spec = spec_of("openai/whisper-large-v3")
     serving = resolve_serving(ServingArgs(tensor_parallel_size=2, max_num_seqs=1024, max_num_batched_tokens=8192, dtype="float16"), spec, gpu_by_name("H200"))
-    assert rank_scaling(spec, serving, 1).sampler_extra_bytes == 1024 * 51866 * 4 == 212_443_136
+    assert rank_scaling(spec, serving, 1, SAMPLER_BEFORE_0_33).sampler_extra_bytes == 1024 * 51866 * 4 == 212_443_136
+    scaling = rank_scaling(spec, serving, 1)
+    assert scaling.sampler_extra_bytes == 1024 * 51866 * (10 - 2) - 1024 * 51 * 12 == 424_259_584
+    assert scaling.sampler_warmup_extra_bytes == 1024 * 51866 * 2 == 106_221_568

@@ -249,13 +249,13 @@ def test_tp2_weights_same_on_trace_formula_and_sweep_paths(hermetic: Path, capsy
     assert point["num_blocks"] == traced["kv_cache"]["num_blocks"]
     assert point["actual_requests"] == traced["concurrency"]["actual_requests"]
     assert point["warnings"] == " ".join(h["id"] for h in traced["hazards"] if h["severity"] == "warning")
-    # the trace's activations are one rank's. whisper-tiny's peak is the sampler: its head is tied to a whole
-    # embedding in vLLM, so at TP 2 the logits' all-gather holds the rank's 51,865 logits, a (2, rows, 51,865)
-    # buffer and its reshaped copy (2 B each) where TP 1 held logits + an fp32 copy: 256 rows (L4's max_num_seqs)
-    # x 51,865 x (2 x 5 - 6) B more, as whisper-large-v3's sampler grew on an H200 x2 (bench/results/h200x2-tp-2026-11-30)
+    # the trace's activations are one rank's. whisper-tiny's peak is the sampler's warmup-param pass: its head is
+    # tied to a whole embedding in vLLM, so at TP 2 the logits' all-gather leaves 2 x 51,865 columns of 2 B logits
+    # alive (logits[..., :vocab] is a view) under the pass's three fp32 copies, where TP 1 held 51,865 columns:
+    # 256 rows (L4's max_num_seqs) x 51,865 x 2 B more
     tp1 = _json(capsys, ["plan", *base[:-3], "-tp", "1", "--json"])
     assert (tp1_point["actual_requests"], tp1_point["non_kv_bytes"]) == (tp1["concurrency"]["actual_requests"], tp1["memory"]["non_kv_bytes"])
-    assert traced["memory"]["activation_peak"]["bytes"] == tp1["memory"]["activation_peak"]["bytes"] + 256 * 51865 * 4
+    assert traced["memory"]["activation_peak"]["bytes"] == tp1["memory"]["activation_peak"]["bytes"] + 256 * 51865 * 2
     assert "per rank at TP 2" in traced["memory"]["activation_peak"]["method"]
 
 

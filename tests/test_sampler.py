@@ -1,0 +1,102 @@
+"""profile_run's sampler phase (capacity.memory.sampler_bytes), worked out by hand from vLLM 0.33's code:
+vllm/v1/worker/gpu/model_runner.py `_dummy_sampler_run` (a default pass, then a SamplingParams.for_sampler_warmup()
+pass), sample/sampler.py `apply_sampling_params` (the fp32 copy), flashinfer 0.7.2 `top_k_top_p_sampling_from_logits`
+(top_k_mask_logits' copy + softmax) and gumbel.py `gumbel_sample` (per-1024-block argmax and max per row)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from capacity.gpus import gpu_by_name
+from capacity.memory import (
+    SAMPLER_0_33,
+    SAMPLER_BEFORE_0_33,
+    RankScaling,
+    SamplerForm,
+    per_rank_headroom,
+    sampler_bytes,
+    sampler_form,
+    sampler_pass_bytes,
+)
+from capacity.profile import MemoryProfile
+from capacity.spec import DecoderShape
+from capacity.vllm_versions import LATEST, semantics_for
+
+SMALL = DecoderShape(hidden_size=64, ffn_size=128, gated_ffn=True, vocab_size=1000, num_layers=2)
+LLAMA_31_8B = DecoderShape(hidden_size=4096, ffn_size=14336, gated_ffn=True, vocab_size=128256, num_layers=32)
+TRITON = SamplerForm(warmup_pass=True, flashinfer=False)
+
+
+def test_small_example_each_pass_by_hand():
+    # 4 rows x 1000 vocab, bf16, 16 decoder tokens of hidden 64 held by profile_run:
+    # held (16 + 4) x 64 x 2 = 2,560; logits 4 x 1000 x 2 = 8,000
+    held, logits = (16 + 4) * 64 * 2, 4 * 1000 * 2
+    # default pass: gumbel_sample's local_argmax (int64) + local_max (fp32), 1 block of 1024 per row: 4 x 1 x 12
+    assert sampler_pass_bytes(SMALL, 4, 2, 1, 0, 16) == held + logits + 4 * 12 == 10_608
+    # warmup pass, FlashInfer: fp32 copy + top-k-masked copy + softmax probs, 4 x 1000 x 4 each
+    assert sampler_pass_bytes(SMALL, 4, 2, 1, 3, 16) == held + logits + 3 * 4 * 1000 * 4 == 58_560
+    assert sampler_bytes(SMALL, 4, 2, 1, SAMPLER_0_33, 16) == 58_560
+    # Triton top-k/top-p masks the one fp32 copy in place
+    assert sampler_bytes(SMALL, 4, 2, 1, TRITON, 16) == held + logits + 4 * 1000 * 4 == 26_560
+    # capacity's form before 0.33: logits + one fp32 copy, nothing held
+    assert sampler_bytes(SMALL, 4, 2, 1, SAMPLER_BEFORE_0_33, 16) == 4 * 1000 * (2 + 4) == 24_000
+
+
+def test_small_example_at_tp2():
+    # vocab 1000 pads to 1024 (pad_vocab_size, 64): 512 columns per rank. The all-gather holds the rank's logits, a
+    # (2, 4, 512) buffer and its reshaped copy: 4 x 512 x 2 x (1 + 2 x 2) = 20,480. After it, 4 x 1024 x 2 = 8,192 B of
+    # gathered logits stay alive (the [:1000] slice is a view) under the warmup pass's 3 x 4 x 1000 x 4 = 48,000 B.
+    held = (16 + 4) * 64 * 2
+    assert sampler_bytes(SMALL, 4, 2, 2, SAMPLER_0_33, 16) == held + max(4 * 512 * 2 * 5, 4 * 1024 * 2 + 48_000) == 58_752
+
+
+def test_llama_31_8b_h100_knobs():
+    # 1024 rows (max_num_seqs) x 128,256 vocab in bf16, 8192 batched tokens of hidden 4096
+    held = (8192 + 1024) * 4096 * 2
+    logits = 1024 * 128256 * 2
+    assert held == 75_497_472 and logits == 262_668_288
+    flashinfer = held + logits + 3 * 1024 * 128256 * 4
+    assert sampler_bytes(LLAMA_31_8B, 1024, 2, 1, SAMPLER_0_33, 8192) == flashinfer == 1_914_175_488  # 1.78 GiB
+    assert sampler_bytes(LLAMA_31_8B, 1024, 2, 1, TRITON, 8192) == held + logits + 1024 * 128256 * 4 == 863_502_336
+    assert sampler_bytes(LLAMA_31_8B, 1024, 2, 1, SAMPLER_BEFORE_0_33, 8192) == 1024 * 128256 * 6 == 788_004_864  # 0.734 GiB
+
+
+def test_flashinfer_path_follows_the_gpu():
+    # flashinfer_sampler_supported: CUDA and FlashInferBackend.supports_compute_capability (SM 8.0 to 12.1)
+    assert sampler_form(gpu_by_name("H100-SXM"), True) == SAMPLER_0_33
+    assert sampler_form(gpu_by_name("L4"), True).flashinfer
+    assert not sampler_form(gpu_by_name("T4"), True).flashinfer  # Turing: SM 7.5
+    assert not sampler_form(gpu_by_name("MI300X"), True).flashinfer  # ROCm
+    assert SAMPLER_0_33.fp32_copies == 3 and TRITON.fp32_copies == 1 and SAMPLER_BEFORE_0_33.fp32_copies == 1
+
+
+def test_warmup_pass_is_a_version_field():
+    # 0.29.0 - 0.32.0 wheels: one default pass ("NOTE(woosuk): ... the sampler may skip top_k, top_p, and logprobs")
+    assert LATEST.sampler_warmup_pass
+    assert semantics_for("0.33.0").sampler_warmup_pass
+    for version in ("0.32.0", "0.31.1", "0.28.1rc1.dev50", "0.15.1"):
+        semantics = semantics_for(version)
+        assert semantics is not None and not semantics.sampler_warmup_pass
+
+
+def test_a_version_without_the_warmup_pass_drops_its_phase():
+    from capacity.profile import Fingerprint, PhaseMeasurement
+
+    def phase(name: str, before: int, peak: int) -> PhaseMeasurement:
+        return PhaseMeasurement(name, "", 0.0, before, before, peak, 0, None, None, None)
+
+    fingerprint = Fingerprint(*(["x"] * 4), 0, *(["x"] * 11), {})  # type: ignore[arg-type]
+    base = 1_000_000
+    profile = MemoryProfile(
+        fingerprint=fingerprint, baseline_device_used_bytes=0, weights_bytes=base, encoder_items=0, encoder_tokens_per_item=0,
+        encoder_cache_bytes=0, total_consumed_bytes=base, transient_peak_headroom_bytes=680_000, warmup_peak_bytes=None, cuda_graphs=None,
+        phases=(phase("decoder", base, base + 300_000), phase("sampler", base + 50_000, base + 150_000), phase("sampler_warmup", base + 50_000, base + 700_000)),
+    )  # fmt: skip
+    same = RankScaling(1, 1, 1.0, 1.0)
+    assert per_rank_headroom(profile, same) == 680_000  # the warmup pass sets the peak; 20,000 B stay allocated after
+    # a 0.32 plan: the warmup phase goes, the default pass gains capacity's earlier fp32 copy (40,000 B here):
+    # max(300,000, 150,000 + 40,000) - 20,000
+    legacy = replace(same, warmup_pass=False, legacy_copy_bytes=40_000)
+    assert legacy.reshapes(profile) and not same.reshapes(profile)
+    assert per_rank_headroom(profile, legacy) == 280_000
+    assert per_rank_headroom(profile, replace(legacy, legacy_copy_bytes=400_000)) == 530_000

@@ -76,7 +76,17 @@ VLLM_DOCUMENTED: dict[str, tuple[dict[str, int | str], str]] = {
     "openai--whisper-large-v3": ({"audio": 1500}, "whisper.py get_num_audio_tokens = max_source_positions (1500)"),
     "llava-hf--llava-1.5-7b-hf": ({"image": 576}, "llava.py get_max_image_tokens: CLIP (336 // 14)^2 = 576 patch features, 'default' strategy drops the CLS"),
     "allenai--olmOCR-7B-0225-preview": ({"image": 16384}, "qwen2_vl.py get_max_image_tokens: its max_pixels 12,845,056 // 28^2 = 16,384"),
+    "Qwen--Qwen3-VL-4B-Instruct": ({"image": 16384}, "qwen2_vl.py get_max_image_tokens (qwen3_vl.py inherits it): size.longest_edge 16,777,216 // (16 x 2)^2 = 16,384 (a 4096x4096 image); qwen3_vl.py get_max_video_tokens, 2 frames at the video size.longest_edge 25,165,824 // 2: 12,288, fewer"),
+    "Qwen--Qwen3.5-0.8B": ({"image": 16384}, "qwen3_5.py Qwen3_5ProcessingInfo is qwen3_vl.py's: size.longest_edge 16,777,216 // (16 x 2)^2 = 16,384 per image; video 12,288"),
+    "Qwen--Qwen2-Audio-7B-Instruct": ({"audio": 750}, "qwen2_audio.py get_mm_max_tokens_per_item: 30 s x 16 kHz // hop 160 = 3000 mel -> (3000-1)//2+1 = 1500 -> (1500-2)//2+1 = 750"),
 }
+
+
+def catalog_unplannable() -> dict[str, str]:
+    """Folder name -> reason, for the built-in catalog's entries marked `"plannable": false` (capacity refuses them)."""
+    from capacity.catalog import read_index, stem
+
+    return {stem(name): meta.get("not_plannable", "") for name, meta in read_index()["models"].items() if meta.get("plannable") is False}
 
 
 def catalog_entries(folders: list[Path]) -> list[tuple[str, dict[str, Any], dict[str, Any] | None, dict[str, Any] | None, int | None]]:
@@ -198,6 +208,10 @@ def reach_one(name: str, config: dict[str, Any], pre: Any, proc: Any, total_size
     from capacity.models import resolve_model
 
     row: dict[str, Any] = {"name": name, "model_type": config.get("model_type"), "architecture": (config.get("architectures") or ["?"])[0]}
+    unplannable = catalog_unplannable().get(name)
+    if unplannable is not None:  # `capacity plan --model <id>` refuses it: so does this table
+        row["refused"] = f"catalog entry marked not plannable: {unplannable}"
+        return row
     try:
         spec = model_spec(config, name, pre, proc)
     except CapacityError as exc:
@@ -319,7 +333,8 @@ def readme(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         + ".",
         "- Refusals are one line naming the field or file: KV layouts the KV reader does not model (conv layers), remote "
         "code (no transformers config class), image processors that tile or cap by pixels when no preprocessor config "
-        "is given, a text config without intermediate_size (BLIP-2's OPT).",
+        "is given, a text config without intermediate_size (BLIP-2's OPT); catalog entries index.json marks not plannable "
+        "are refused with its reason, as `capacity plan --model <id>` refuses them.",
     ]
     lines += [
         "",

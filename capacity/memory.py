@@ -158,12 +158,28 @@ def _first_int(config: dict[str, Any], keys: tuple[str, ...]) -> int:
     return 0
 
 
+@lru_cache(maxsize=64)
+def tied_by_default(model_type: str) -> bool:
+    """`tie_word_embeddings` of the transformers config class of `model_type` when a config.json omits it: what vLLM
+    reads from the config object it builds. Each 5.x class sets its own (Qwen2Config, LlamaConfig: untied; the text
+    config of Qwen2-Audio and Voxtral is one of those); True, transformers 4's PretrainedConfig default, for a
+    model_type transformers does not know (remote code)."""
+    from transformers import CONFIG_MAPPING  # only for a file that omits the key: the meta build imports it anyway
+
+    try:
+        return bool(CONFIG_MAPPING[model_type]().tie_word_embeddings)
+    except (KeyError, AttributeError, TypeError, ValueError):
+        return True
+
+
 def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
     """The config facts the parallel rules need: the decoder's heads, MoE experts, tied embeddings."""
     text = spec.family.text_config(config)
     # the decoder's own attention (not cross-attention, not Mamba/MLA state): its KV heads decide K/V replication
     decoder = next((layer for layer in spec.layers if layer.kv_heads() is not None and not layer.reads_encoder_output), None)
-    tie = text.get("tie_word_embeddings", config.get("tie_word_embeddings", True))  # transformers' default: tied
+    tie = text.get("tie_word_embeddings", config.get("tie_word_embeddings"))
+    if tie is None:  # the file leaves it to the config class vLLM builds (vllm llama.py: config.tie_word_embeddings)
+        tie = tied_by_default(str(text.get("model_type", config.get("model_type", ""))))
     kv_heads = decoder.kv_heads() if decoder is not None else None
     # every (KV heads, head size) of the decoder's attention kinds (Gemma-4: sliding 8 x 256, full 2 x 512)
     shapes = {(layer.kv_heads(), int(getattr(layer, "head_size", 0) or 0)) for layer in spec.layers if layer.kv_heads() is not None and not layer.reads_encoder_output}

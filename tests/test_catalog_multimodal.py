@@ -1,0 +1,72 @@
+"""Multimodal catalog entries added from published files (capacity/catalog/README.md): tokens per item, KV groups and
+weights worked out by hand from their configs with vLLM 0.33's rules (the vLLM function in each comment)."""
+
+from __future__ import annotations
+
+import pytest
+
+from capacity.planner import plan_for
+from capacity.serving import ServingArgs
+
+KIB = 1024
+
+
+def planned(model: str) -> dict:
+    return plan_for(model, ServingArgs(), "H200").to_dict()
+
+
+def groups(plan: dict) -> list[tuple[str, int, int]]:
+    return [(g["kind"], g["num_layers"], g["page_size_bytes"]) for g in plan["kv_cache"]["groups"]]
+
+
+@pytest.mark.parametrize("model", ["Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen3.5-0.8B"])
+def test_qwen3_vl_processor_image_tokens(model: str) -> None:
+    # qwen2_vl.py get_image_size_with_most_features (Qwen3-VL and Qwen3.5 inherit it): max_pixels = the published
+    # preprocessor's size.longest_edge 16,777,216; unit patch 16 x merge 2 = 32; 16,777,216 // 32^2 = 16,384 merged
+    # patches = 128 x 128 (a 4096 x 4096 image). The video (qwen3_vl.py get_max_video_tokens: 2 frames at
+    # 25,165,824 // 2 pixels) gives 12,288, fewer: the image sets the encoder budget.
+    plan = planned(model)
+    assert plan["budget"]["max_tokens_per_item"] == {"image": 16_384}
+    assert plan["budget"]["encoder_cache_size"] == 16_384
+
+
+def test_qwen3_vl_4b_kv_page() -> None:
+    # text_config: 36 layers, 8 KV heads x head_dim 128: 2 x 16 x 8 x 128 x 2 B = 64 KiB, one full group
+    assert groups(planned("Qwen/Qwen3-VL-4B-Instruct")) == [("full", 36, 64 * KIB)]
+
+
+def test_qwen3_5_0_8b_hybrid_kv_groups() -> None:
+    # 24 layers, full_attention_interval 4: 18 Gated DeltaNet + 6 full attention -> group size 6: three state groups
+    # and one attention group. GDN state per layer: conv (2 x 16 key heads x 128 + 16 value heads x 128) x (4 - 1) x 2 B
+    # = 36,864, recurrent 16 x 128 x 128 x 4 B (float32: the config's mamba_ssm_dtype, vllm/model_executor/models/
+    # config.py sets mamba_ssm_cache_dtype from it) = 1,048,576 -> 1,085,440 B. Attention per token: 2 KV heads x
+    # (256 + 256) x 2 B = 2,048; on the H200 the block is 64 x cdiv(1,085,440, 64 x 2,048) = 576 tokens -> 1,179,648 B.
+    assert groups(planned("Qwen/Qwen3.5-0.8B")) == [("mamba", 6, 576 * 2048)] * 3 + [("full", 6, 576 * 2048)]
+
+
+def test_qwen2_audio_tokens_page_and_weights_against_the_published_index() -> None:
+    plan = planned("Qwen/Qwen2-Audio-7B-Instruct")
+    # qwen2_audio.py get_mm_max_tokens_per_item: 30 s x 16 kHz // hop 160 = 3000 mel frames -> (3000 - 1) // 2 + 1 = 1500
+    # encoder positions -> pooled (1500 - 2) // 2 + 1 = 750
+    assert plan["budget"]["max_tokens_per_item"] == {"audio": 750}
+    # text_config leaves the shape to Qwen2Config's defaults: 32 layers, 32 KV heads x 4096 / 32 = 128: 256 KiB pages
+    assert groups(plan) == [("full", 32, 256 * KIB)]
+    # Qwen2Config's default tie_word_embeddings is False: vLLM (llama.py / qwen2.py) builds lm_head apart from
+    # embed_tokens. The published index's metadata.total_size is 16,794,189,824 B; 156,032 = 2,438 x 64 rows: no padding.
+    assert plan["memory"]["weights"]["bytes"] == 16_794_189_824
+
+
+def test_voxtral_keeps_its_untied_lm_head() -> None:
+    # Voxtral's text_config (llama) omits tie_word_embeddings; LlamaConfig's default is False, so vLLM holds a 131,072 x
+    # 3,072 lm_head beside embed_tokens (voxtral.py builds its language model from text_config). 131,072 = 2,048 x 64:
+    # no vocabulary padding, so the bf16 weights are exactly 2 B per parameter of the meta build.
+    plan = plan_for("mistralai/Voxtral-Mini-3B-2507", ServingArgs(), "H200")
+    assert plan.to_dict()["memory"]["weights"]["bytes"] == 2 * plan.parameter_count
+
+
+def test_tie_default_is_the_config_class_default() -> None:
+    from capacity.memory import tied_by_default
+
+    assert tied_by_default("qwen2") is False  # Qwen2Config(tie_word_embeddings=False)
+    assert tied_by_default("gemma3_text") is True  # Gemma3TextConfig ties
+    assert tied_by_default("no-such-model-type") is True  # remote code: transformers 4's PretrainedConfig default

@@ -75,9 +75,13 @@ VLLM_DOCUMENTED: dict[str, tuple[dict[str, int | str], str]] = {
     "allenai--olmOCR-2-7B-1025": ({"image": 16384}, "qwen2_vl.py get_max_image_tokens at the default max_pixels (no preprocessor config in the catalog)"),
     "openai--whisper-large-v3": ({"audio": 1500}, "whisper.py get_num_audio_tokens = max_source_positions (1500)"),
     "llava-hf--llava-1.5-7b-hf": ({"image": 576}, "llava.py get_max_image_tokens: CLIP (336 // 14)^2 = 576 patch features, 'default' strategy drops the CLS"),
-    "allenai--olmOCR-7B-0225-preview": ({"image": 16384}, "qwen2_vl.py get_max_image_tokens: its max_pixels 12,845,056 // 28^2 = 16,384"),
-    "Qwen--Qwen3-VL-4B-Instruct": ({"image": 16384}, "qwen2_vl.py get_max_image_tokens (qwen3_vl.py inherits it): size.longest_edge 16,777,216 // (16 x 2)^2 = 16,384 (a 4096x4096 image); qwen3_vl.py get_max_video_tokens, 2 frames at the video size.longest_edge 25,165,824 // 2: 12,288, fewer"),
-    "Qwen--Qwen3.5-0.8B": ({"image": 16384}, "qwen3_5.py Qwen3_5ProcessingInfo is qwen3_vl.py's: size.longest_edge 16,777,216 // (16 x 2)^2 = 16,384 per image; video 12,288"),
+    "allenai--olmOCR-7B-0225-preview": (
+        {"image": 16384, "video": 32768},
+        "qwen2_vl.py get_max_image_tokens: its max_pixels 12,845,056 // 28^2 = 16,384; get_max_video_tokens at max_model_len 32,768: "
+        "4 frames fit (ceil(4 / 2) x 16,384 = 32,768), 2 frame pairs x 16,384",
+    ),
+    "Qwen--Qwen3-VL-4B-Instruct": ({"image": 16384, "video": 12288}, "qwen2_vl.py get_max_image_tokens (qwen3_vl.py inherits it): size.longest_edge 16,777,216 // (16 x 2)^2 = 16,384 (a 4096x4096 image); qwen3_vl.py get_max_video_tokens, 2 frames at the video size.longest_edge 25,165,824 // 2: 12,288, fewer"),
+    "Qwen--Qwen3.5-0.8B": ({"image": 16384, "video": 12288}, "qwen3_5.py Qwen3_5ProcessingInfo is qwen3_vl.py's: size.longest_edge 16,777,216 // (16 x 2)^2 = 16,384 per image; video 12,288"),
     "Qwen--Qwen2-Audio-7B-Instruct": ({"audio": 750}, "qwen2_audio.py get_mm_max_tokens_per_item: 30 s x 16 kHz // hop 160 = 3000 mel -> (3000-1)//2+1 = 1500 -> (1500-2)//2+1 = 750"),
 }
 
@@ -89,8 +93,10 @@ def catalog_unplannable() -> dict[str, str]:
     return {stem(name): meta.get("not_plannable", "") for name, meta in read_index()["models"].items() if meta.get("plannable") is False}
 
 
-def catalog_entries(folders: list[Path]) -> list[tuple[str, dict[str, Any], dict[str, Any] | None, dict[str, Any] | None, int | None]]:
-    """(name, config, preprocessor, processor, safetensors total_size) of each published catalog entry."""
+def catalog_entries(
+    folders: list[Path],
+) -> list[tuple[str, dict[str, Any], dict[str, Any] | None, dict[str, Any] | None, int | None, dict[str, Any] | None]]:
+    """(name, config, preprocessor, processor, safetensors total_size, video preprocessor) of each published catalog entry."""
     out = []
     for folder in folders:
         for path in sorted(folder.iterdir()):
@@ -98,13 +104,14 @@ def catalog_entries(folders: list[Path]) -> list[tuple[str, dict[str, Any], dict
                 read = lambda n, p=path: json.loads((p / n).read_text()) if (p / n).is_file() else None  # noqa: E731
                 index = read("model.safetensors.index.json")
                 total = (index or {}).get("metadata", {}).get("total_size")
-                out.append((path.name, read("config.json"), read("preprocessor_config.json"), read("processor_config.json"), total))
+                pre, proc, video = (read(f) for f in ("preprocessor_config.json", "processor_config.json", "video_preprocessor_config.json"))
+                out.append((path.name, read("config.json"), pre, proc, total, video))
             elif path.suffix == ".json":
-                out.append((path.stem, json.loads(path.read_text()), None, None, None))
+                out.append((path.stem, json.loads(path.read_text()), None, None, None, None))
     return out
 
 
-def default_entries() -> list[tuple[str, dict[str, Any], None, None, None]]:
+def default_entries() -> list[tuple[str, dict[str, Any], None, None, None, None]]:
     from transformers import CONFIG_MAPPING
 
     out = []
@@ -114,11 +121,11 @@ def default_entries() -> list[tuple[str, dict[str, Any], None, None, None]]:
         config = json.loads(json.dumps(CONFIG_MAPPING[model_type]().to_dict(), default=str))
         config["architectures"] = [architecture]
         config["model_type"] = model_type
-        out.append((f"default:{model_type}", config, None, None, None))
+        out.append((f"default:{model_type}", config, None, None, None, None))
     return out
 
 
-def default_processor_entries() -> list[tuple[str, dict[str, Any], dict[str, Any], None, None]]:
+def default_processor_entries() -> list[tuple[str, dict[str, Any], dict[str, Any], None, None, None]]:
     """The default configs again, with the default settings of the model_type's image processor class as their
     preprocessor config: a check that the processor path and the generic trace run on each architecture. Not a
     checkpoint: a class's defaults need not match its model's defaults (LLaVA's processor crops 224 px for a 336 px
@@ -126,11 +133,11 @@ def default_processor_entries() -> list[tuple[str, dict[str, Any], dict[str, Any
     from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
 
     out = []
-    for name, config, _, _, _ in default_entries():
+    for name, config, _, _, _, _ in default_entries():
         entry = IMAGE_PROCESSOR_MAPPING_NAMES.get(config["model_type"])
         cls = entry.get("pil") if isinstance(entry, dict) else entry
         if isinstance(cls, str) and isinstance(config.get("vision_config"), dict):
-            out.append((name.replace("default:", "default+processor:"), config, {"image_processor_type": cls}, None, None))
+            out.append((name.replace("default:", "default+processor:"), config, {"image_processor_type": cls}, None, None, None))
     return out
 
 
@@ -201,7 +208,7 @@ def planned(folder: Path, estimate: str, timeout: int) -> dict[str, Any]:
     }
 
 
-def reach_one(name: str, config: dict[str, Any], pre: Any, proc: Any, total_size: int | None, trace_timeout: int) -> dict[str, Any]:
+def reach_one(name: str, config: dict[str, Any], pre: Any, proc: Any, total_size: int | None, trace_timeout: int, video: Any = None) -> dict[str, Any]:
     from capacity.errors import CapacityError
     from capacity.families import model_spec
     from capacity.memory import parameter_count
@@ -213,7 +220,8 @@ def reach_one(name: str, config: dict[str, Any], pre: Any, proc: Any, total_size
         row["refused"] = f"catalog entry marked not plannable: {unplannable}"
         return row
     try:
-        spec = model_spec(config, name, pre, proc)
+        spec = model_spec(config, name, pre, proc, video)
+        tokens = tokens_at_defaults(spec) if spec.modalities else {}  # refuses a modality it cannot count (videos)
     except CapacityError as exc:
         row["refused"] = str(exc)
         return row
@@ -221,7 +229,7 @@ def reach_one(name: str, config: dict[str, Any], pre: Any, proc: Any, total_size
     if not spec.modalities and not spec.is_encoder_decoder:  # a text-only LLM: outside this benchmark's reach
         row["text_only"] = True
         return row
-    row["tokens_per_item"] = tokens_at_defaults(spec)
+    row["tokens_per_item"] = tokens
     row["token_notes"] = [n for n in spec.notes if "tokens per" in n] or list(spec.notes[:1])
     row["kv_groups"] = kv_pages(spec)
     row["vllm_support"] = spec.vllm_support.status
@@ -234,7 +242,7 @@ def reach_one(name: str, config: dict[str, Any], pre: Any, proc: Any, total_size
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "config.json").write_text(json.dumps(config))
-        for file, data in (("preprocessor_config.json", pre), ("processor_config.json", proc)):
+        for file, data in (("preprocessor_config.json", pre), ("processor_config.json", proc), ("video_preprocessor_config.json", video)):
             if data:
                 (folder / file).write_text(json.dumps(data))
         try:  # the planner's own meta build (cached: the formula plan below reuses it)
@@ -375,9 +383,9 @@ def main() -> None:
     if args.only:
         entries = [e for e in entries if args.only in e[0]]
     rows = []
-    for name, config, pre, proc, total in entries:
+    for name, config, pre, proc, total, video in entries:
         start = time.perf_counter()
-        rows.append(reach_one(name, config, pre, proc, total, args.trace_timeout))
+        rows.append(reach_one(name, config, pre, proc, total, args.trace_timeout, video))
         print(f"{name}: {rows[-1].get('family') or 'refused'} ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
     meta = {
         "argv": " ".join(sys.argv[1:]),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from capacity.errors import BadInput
 from capacity.serving import ServingConfig
 from capacity.spec import Modality, ModelSpec
 from capacity.units import cdiv
@@ -92,6 +93,9 @@ def build_budget(spec: ModelSpec, serving: ServingConfig, *, enable_cache: bool 
     """MultiModalBudget(vllm_config, mm_registry, enable_cache=...) for this model and these knobs."""
     allowed = {m.name: allowed_limit(m, serving) for m in spec.modalities}
     tower = [m for m in spec.modalities if allowed[m.name] > 0]
+    unmodelled = [m for m in tower if m.unmodelled]
+    if unmodelled:  # resolve_serving refuses these first; a budget is never built from a modality not counted
+        raise BadInput(f"{spec.name}: {unmodelled[0].unmodelled}; plan with --limit-mm-per-prompt {unmodelled[0].name}=0")
     # get_mm_max_toks_per_item builds the dummy inputs with one item of every active modality (mm_counts 1 each).
     image = next((m for m in tower if m.name == "image"), None)
     image_tokens = max_tokens_per_item(image, serving.max_model_len) if image is not None else 0

@@ -82,6 +82,18 @@ class Family:
     ) -> ModelSpec:
         raise NotImplementedError
 
+    def spec_from_files(
+        self,
+        config: dict[str, Any],
+        name: str,
+        preprocessor: dict[str, Any] | None,
+        processor: dict[str, Any] | None,
+        video_preprocessor: dict[str, Any] | None,
+    ) -> ModelSpec:
+        """The spec from the model's planning files; by default the video preprocessor config is not read (a family
+        that models videos reads its own config fields)."""
+        return self.spec(config, name, preprocessor, processor)
+
     def vllm_tensors(self, tensors: tuple[StoredTensor, ...], config: dict[str, Any]) -> tuple[StoredTensor, ...]:
         """The tensors vLLM's model class allocates, from those the checkpoint (or transformers' build) stores:
         by default the same (a family adds what vLLM's fused layers hold beyond the checkpoint)."""

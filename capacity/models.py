@@ -49,6 +49,11 @@ class ModelSource:
         return self.files.get("processor_config.json")
 
     @property
+    def video_preprocessor(self) -> dict[str, Any] | None:
+        """The published video_preprocessor_config.json, when the source holds one."""
+        return self.files.get("video_preprocessor_config.json")
+
+    @property
     def config_sha256(self) -> str:
         blob = json.dumps(self.config, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()

@@ -262,7 +262,7 @@ def plan_for(
     source = resolve_model(model, args.revision)
     if profile is not None:
         require_profile_of(profile, source)
-    spec = model_spec(source.config, source.name, source.preprocessor, source.processor)
+    spec = model_spec(source.config, source.name, source.preprocessor, source.processor, source.video_preprocessor)
     gpu_note = None
     if gpu is None:
         gpu, gpu_note = resolve_gpu(gpu_name)

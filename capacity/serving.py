@@ -162,6 +162,16 @@ def _check_args(args: ServingArgs) -> None:
             raise BadInput(f"--limit-mm-per-prompt {modality}={limit!r}: limits are integers >= 0")
 
 
+def refuse_unmodelled(spec: ModelSpec, limits: dict[str, int]) -> None:
+    """A modality whose item tokens capacity cannot count is refused while vLLM would budget it (limit > 0)."""
+    for modality in spec.modalities:
+        if modality.unmodelled and limits.get(modality.name, DEFAULT_LIMIT_PER_PROMPT) > 0:
+            raise BadInput(
+                f"{spec.name}: {modality.unmodelled}; vLLM budgets a {modality.name} item, which may outweigh the images: "
+                f"plan with --limit-mm-per-prompt {modality.name}=0 (vLLM then budgets no {modality.name})"
+            )
+
+
 def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu, base_batch: tuple[int, int] | None = None) -> ServingConfig:
     """Apply vLLM 0.33's defaults (EngineArgs._set_default_max_num_seqs_and_batched_tokens_args etc.).
 
@@ -203,6 +213,7 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu, base_batch: tu
     kv_dtype = dtype if args.kv_cache_dtype == "auto" else args.kv_cache_dtype
     limits = {m.name: DEFAULT_LIMIT_PER_PROMPT for m in spec.modalities}
     limits.update(args.limit_mm_per_prompt or {})
+    refuse_unmodelled(spec, limits)
     if args.gpu_memory_utilization is None:
         defaulted.append("gpu_memory_utilization")
     if args.block_size is None:

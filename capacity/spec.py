@@ -35,6 +35,9 @@ class Modality:
     # Videos whose frames fill the sequence (InternVL: get_num_frames_with_most_features): the tokens of one frame;
     # the item holds max((max_model_len - one largest image, when images are in the dummy) // frame_tokens, 1) frames.
     frame_tokens: int | None = None
+    # Why vLLM's tokens for this modality's largest item are not modelled ("" = they are): planning is refused
+    # (serving.resolve_serving) unless --limit-mm-per-prompt sets the modality to 0, when vLLM budgets none of it.
+    unmodelled: str = ""
 
 
 @dataclass(frozen=True)

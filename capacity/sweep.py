@@ -243,6 +243,6 @@ def run_sweep(
     """Resolve the model once and plan every grid point (offline: traced by `profiler` or formulas; or from one GPU profile)."""
     axes.require_within_limit()
     source = resolve_model(model, base.revision)
-    spec = model_spec(source.config, source.name, source.preprocessor, source.processor)
+    spec = model_spec(source.config, source.name, source.preprocessor, source.processor, source.video_preprocessor)
     notes = (source.alias_note,) if source.alias_note else ()
     return sweep_source(source, spec, base, axes, notes, profile, on_progress, profiler)

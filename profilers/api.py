@@ -51,7 +51,7 @@ def profile_model(
     warmup: bool = True,
 ) -> tuple[Plan, MemoryProfile]:
     source = resolve_model(model, args.revision)
-    spec = model_spec(source.config, source.name, source.preprocessor, source.processor)
+    spec = model_spec(source.config, source.name, source.preprocessor, source.processor, source.video_preprocessor)
     if probe is None:
         probe = CudaProbe() if cuda_available() else CpuProbe()
     probe.init()
@@ -90,7 +90,7 @@ def profile_model_tensor_parallel(
     from profilers.tensor_parallel import require_ranks, run_tensor_parallel, tensor_parallel_job
 
     source = resolve_model(model)
-    spec = model_spec(source.config, source.name, source.preprocessor)
+    spec = model_spec(source.config, source.name, source.preprocessor, video_preprocessor=source.video_preprocessor)
     backend = "gloo" if cpu else "nccl"
     require_ranks(args.tensor_parallel_size, backend)
     gpu = gpu_by_name(gpu_name) if gpu_name else (detect_local_gpu(0) if not cpu else None) or gpu_by_name("H200")

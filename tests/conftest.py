@@ -32,7 +32,7 @@ def catalog_config() -> Callable[[str], dict[str, Any]]:
 def spec_of() -> Callable[[str], ModelSpec]:
     def load(name: str) -> ModelSpec:
         source = resolve_model(name)
-        return model_spec(source.config, source.name, source.preprocessor)
+        return model_spec(source.config, source.name, source.preprocessor, video_preprocessor=source.video_preprocessor)
 
     return load
 
@@ -43,7 +43,7 @@ def make_plan() -> Callable[..., Plan]:
 
     def plan(model: str, gpu: str = "H200", **knobs: Any) -> Plan:
         source: ModelSource = resolve_model(model)
-        spec = model_spec(source.config, source.name, source.preprocessor)
+        spec = model_spec(source.config, source.name, source.preprocessor, video_preprocessor=source.video_preprocessor)
         target = gpu_by_name(gpu)
         serving = resolve_serving(ServingArgs(**knobs), spec, target)
         return build_plan(source, spec, target, serving)

@@ -23,10 +23,16 @@ def groups(plan: dict) -> list[tuple[str, int, int]]:
 def test_qwen3_vl_processor_image_tokens(model: str) -> None:
     # qwen2_vl.py get_image_size_with_most_features (Qwen3-VL and Qwen3.5 inherit it): max_pixels = the published
     # preprocessor's size.longest_edge 16,777,216; unit patch 16 x merge 2 = 32; 16,777,216 // 32^2 = 16,384 merged
-    # patches = 128 x 128 (a 4096 x 4096 image). The video (qwen3_vl.py get_max_video_tokens: 2 frames at
-    # 25,165,824 // 2 pixels) gives 12,288, fewer: the image sets the encoder budget.
+    # patches = 128 x 128 (a 4096 x 4096 image). The video (qwen3_vl.py get_max_video_tokens), from the published
+    # video_preprocessor_config.json (size.longest_edge 25,165,824, shortest_edge 4,096, temporal_patch_size 2):
+    # max_pixels 25,165,824 // 2 = 12,582,912 -> 12,582,912 // 32^2 = 12,288 cells; isqrt(12,288) = 110, and the
+    # largest divisor of 12,288 = 2^12 x 3 at most 110 is 96: 96 x 128 cells = a 3072 x 4096 frame (ratio 1.33 <= 200).
+    # Video smart_resize of 2 frames at 3072 x 4096, factor 32: 2 x 3072 x 4096 = 25,165,824, not above longest_edge,
+    # so the size stays; grid 2 frames // temporal 2 = 1 x (3072 // 16 = 192) x (4096 // 16 = 256) = 49,152 patches
+    # // 2^2 = 12,288 tokens, fewer than the image's: the image sets the encoder budget and is the profiled item.
     plan = planned(model)
-    assert plan["budget"]["max_tokens_per_item"] == {"image": 16_384}
+    assert plan["budget"]["max_tokens_per_item"] == {"image": 16_384, "video": 12_288}
+    assert plan["budget"]["modality_with_max_tokens"] == "image"
     assert plan["budget"]["encoder_cache_size"] == 16_384
 
 

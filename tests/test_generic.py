@@ -77,7 +77,9 @@ def test_qwen2_vl_image_tokens_from_its_processor():
     }
     spec = model_spec(default_config("qwen2_vl", "Qwen2VLForConditionalGeneration"), "qwen2-vl", preprocessor)
     # sqrt(12,845,056) = 3584 px = 128 x 28 px: 128 x 128 = 16,384 merged tokens (vLLM qwen2_vl get_max_image_tokens)
-    assert [(m.name, m.max_tokens_per_item) for m in spec.modalities] == [("image", 16_384)]
+    assert [(m.name, m.max_tokens_per_item) for m in spec.modalities] == [("image", 16_384), ("video", 16_384)]
+    # its config's video_token_id: vLLM's Qwen2-VL video is frames at that largest image size, 2 frames per 16,384 tokens
+    assert (spec.modalities[1].frame_pair_tokens, spec.modalities[1].max_frames) == (16_384, 14)
     assert "processor: Qwen2VLProcessor._get_num_multimodal_tokens" in spec.notes[0]
 
 
@@ -153,3 +155,61 @@ def test_fake_trace_runs_the_models_own_audio_path(tmp_path):
     assert cache["bytes"] == 960_000
     assert cache["kind"] == "estimated" and cache["method"].startswith("generic: fake-tensor trace of the real model")
     assert all(term["method"].startswith("generic: ") for key, term in plan["memory"].items() if isinstance(term, dict) and "method" in term)
+
+
+# --- videos: counted for the Qwen2-VL / Qwen3-VL rules, else refused unless --limit-mm-per-prompt video=0 --------
+
+
+def folder_copy(tmp_path: Path, entry: str, drop: tuple[str, ...] = ()) -> Path:
+    """A catalog entry's published files in a plain folder (no catalog flag), less the files named in `drop`."""
+    folder = tmp_path / entry
+    folder.mkdir()
+    for path in (CATALOG / entry).iterdir():
+        if path.name not in drop:
+            (folder / path.name).write_bytes(path.read_bytes())
+    return folder
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "capacity.cli", *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+
+def test_glm4v_video_is_refused_in_one_line_and_plans_images_only_with_video_0(tmp_path):
+    """GLM-4.1V takes videos (video_preprocessor_config.json, video_token_id) whose tokens the generic family does not
+    count (vLLM's video item, 31,974 tokens, outweighs its 6,084-token image): refused, exit 2, naming the way out."""
+    folder = folder_copy(tmp_path, "zai-org--GLM-4.1V-9B-Thinking")
+    out = run_cli("plan", "--model", str(folder), "--gpu", "H200", "--json")
+    assert out.returncode == 2 and out.stdout == ""
+    error = [line for line in out.stderr.splitlines() if line.startswith("capacity: error:")]
+    assert len(error) == 1 and "Traceback" not in out.stderr
+    assert "cannot count video tokens for model_type 'glm4v'" in error[0] and "--limit-mm-per-prompt video=0" in error[0]
+    ok = run_cli("plan", "--model", str(folder), "--gpu", "H200", "--limit-mm-per-prompt", "video=0", "--json")
+    assert ok.returncode == 0, ok.stderr[-500:]
+    budget = json.loads(ok.stdout)["budget"]
+    assert budget["max_tokens_per_item"] == {"image": 6_084} and budget["allowed_limits"]["video"] == 0
+
+
+def test_qwen3_vl_without_its_video_preprocessor_config_is_refused(tmp_path):
+    """Qwen3-VL's video size lives in video_preprocessor_config.json: without it the video is not counted."""
+    from capacity.planner import plan_for
+
+    folder = folder_copy(tmp_path, "Qwen--Qwen3-VL-4B-Instruct", drop=("video_preprocessor_config.json",))
+    with pytest.raises(BadInput, match=r"no video_preprocessor_config.json.*--limit-mm-per-prompt video=0"):
+        plan_for(str(folder), ServingArgs(), "H200")
+    plan = plan_for(str(folder), ServingArgs(limit_mm_per_prompt={"video": 0}), "H200").to_dict()
+    assert plan["budget"]["max_tokens_per_item"] == {"image": 16_384}
+
+
+def test_qwen2_vl_video_is_the_profiled_item_at_its_max_model_len():
+    """allenai/olmOCR-7B-0225-preview (Qwen2-VL, video_token_id in its config) at its max_model_len 32,768.
+
+    qwen2_vl.py get_max_video_tokens: frames at the largest image (16,384 tokens per 2 frames, temporal patch 2);
+    _get_max_video_frames(32,768) grows from 1 frame while the tokens fit: 4 frames = ceil(4 / 2) x 16,384 = 32,768
+    fit, 5 frames = 3 x 16,384 = 49,152 do not; min(4, 14 per video) = 4 frames: 32,768 tokens, above the image's."""
+    from capacity.planner import plan_for
+
+    budget = plan_for("allenai/olmOCR-7B-0225-preview", ServingArgs(), "H200").to_dict()["budget"]
+    assert budget["max_tokens_per_item"] == {"image": 16_384, "video": 32_768}
+    assert budget["modality_with_max_tokens"] == "video"
+    images_only = plan_for("allenai/olmOCR-7B-0225-preview", ServingArgs(limit_mm_per_prompt={"video": 0}), "H200").to_dict()["budget"]
+    assert images_only["max_tokens_per_item"] == {"image": 16_384}

@@ -74,7 +74,14 @@ def family_for(config: dict[str, Any]) -> Family:
     )
 
 
-def model_spec(config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
-    """The spec of a config; `preprocessor` / `processor` are the model's preprocessor_config.json / processor_config.json."""
+def model_spec(
+    config: dict[str, Any],
+    name: str,
+    preprocessor: dict[str, Any] | None = None,
+    processor: dict[str, Any] | None = None,
+    video_preprocessor: dict[str, Any] | None = None,
+) -> ModelSpec:
+    """The spec of a config; `preprocessor` / `processor` / `video_preprocessor` are the model's
+    preprocessor_config.json / processor_config.json / video_preprocessor_config.json."""
     check_config_sizes(config)  # absurd sizes are refused before a family builds per-layer lists from them
-    return family_for(config).spec(config, name, preprocessor, processor)
+    return family_for(config).spec_from_files(config, name, preprocessor, processor, video_preprocessor)

@@ -18,7 +18,8 @@ from __future__ import annotations
 import copy
 import inspect
 import json
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -61,9 +62,36 @@ class GenericFamily(Family):
     def claims(self, config: dict[str, Any]) -> bool:
         return bool(config.get("architectures")) and any(isinstance(config.get(key), dict) for key, _ in MODALITY_SUBCONFIGS)
 
+    def spec_from_files(
+        self,
+        config: dict[str, Any],
+        name: str,
+        preprocessor: dict[str, Any] | None,
+        processor: dict[str, Any] | None,
+        video_preprocessor: dict[str, Any] | None,
+    ) -> ModelSpec:
+        spec = self.spec(config, name, preprocessor, processor)
+        video = video_modality(config, materialized(config), spec.modalities, video_preprocessor)
+        if video is None:
+            return spec
+        notes = [n for n in spec.notes if not n.startswith("generic family: videos")]
+        how = (
+            f"not counted: {video.unmodelled}"
+            if video.unmodelled
+            else f"{video.frame_pair_tokens} tokens per frame pair, up to {video.max_frames} frames as max_model_len allows (Qwen2-VL rule)"
+            if video.frame_pair_tokens
+            else f"{video.max_tokens_per_item} tokens per video (Qwen3-VL rule: 2 frames)"
+        )
+        notes.append(f"generic family: video ({how}; {video_note(config)})")
+        encoder = spec.encoder
+        if video.frame_pair_tokens is not None and encoder is not None:  # a video of n frame pairs runs n times the patches
+            encoder = replace(encoder, seq_len_tokens=video.frame_pair_tokens)
+        return replace(spec, modalities=(*spec.modalities, video), encoder=encoder, notes=tuple(notes))
+
     def spec(
         self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
     ) -> ModelSpec:
+        """The spec from the config and the image / audio preprocessor configs (videos: spec_from_files)."""
         architecture = str((config.get("architectures") or ["?"])[0])
         if config.get("is_encoder_decoder"):
             raise BadInput(
@@ -82,7 +110,7 @@ class GenericFamily(Family):
         supported = architecture in MULTIMODAL_ARCHITECTURES
         notes = [f"generic family: {item.tokens} tokens per {item.modality} ({item.method}: {item.detail})" for item in items]
         notes.append("generic family: text config read through transformers' config class (its defaults filled, as vLLM's AutoConfig does)")
-        if "video" not in {i.modality for i in items} and any(k.startswith("video") for k in (preprocessor or {})):
+        if any(k.startswith("video") for k in (preprocessor or {})):
             notes.append("generic family: videos are not modelled; vLLM may profile a video item with more tokens than an image")
         return ModelSpec(
             name=name,
@@ -122,8 +150,10 @@ class GenericFamily(Family):
     # --- profiler and fake-tensor trace hooks -------------------------------------------------------------
 
     def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
-        """The processor's tensors for one max-size item of the spec's widest modality."""
+        """The processor's tensors for one max-size item of the spec's widest modality (images and audio only)."""
         modality = max(spec.modalities, key=lambda m: m.max_tokens_per_item).name
+        if modality == "video" or all(m.max_tokens_per_item != tokens for m in spec.modalities if m.name != "video"):
+            raise NotImplementedError(f"the generic trace encodes images and audio; vLLM profiles a {tokens}-token video item here")
         if modality == "audio":
             features, note = audio_features(source.config, source.preprocessor)
             return EncoderInput({"input_features": features.to(device=device, dtype=dtype)}, note)
@@ -462,6 +492,100 @@ def image_tensors(config: dict[str, Any], preprocessor: dict[str, Any] | None) -
     out = image_proc(images=[picture], return_tensors="pt")
     tensors = {k: v for k, v in out.items() if hasattr(v, "is_floating_point")}
     return tensors, f"{type(image_proc).__name__} on a {height}x{width} image -> " + ", ".join(f"{k} {tuple(v.shape)}" for k, v in tensors.items())
+
+
+# --- videos ---------------------------------------------------------------------------------------------
+
+VIDEO_TOKEN_KEYS = ("video_token_id", "video_token_index")
+# model_types whose videos vLLM 0.33 counts with Qwen3VLProcessingInfo.get_max_video_tokens (2 frames).
+QWEN3_VL_VIDEO = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")
+# model_types whose videos follow Qwen2VLProcessingInfo.get_max_video_tokens (frames at the largest image's size).
+QWEN2_VL_VIDEO = ("qwen2_vl",)
+MAX_FRAMES_PER_VIDEO = 14  # vLLM: qwen2_vl _MAX_FRAMES_PER_VIDEO
+MAX_ASPECT_RATIO = 200  # vLLM: get_image_size_with_most_features avoids aspect ratios above 200
+
+
+def takes_videos(config: dict[str, Any], video_preprocessor: dict[str, Any] | None) -> bool:
+    """A video_preprocessor_config.json, or a video token in config.json's top level."""
+    return video_preprocessor is not None or any(config.get(key) is not None for key in VIDEO_TOKEN_KEYS)
+
+
+def video_note(config: dict[str, Any]) -> str:
+    return f"model_type {config.get('model_type')!r} takes videos (video_preprocessor_config.json or {' / '.join(VIDEO_TOKEN_KEYS)})"
+
+
+def video_modality(
+    config: dict[str, Any], full: dict[str, Any], modalities: tuple[Modality, ...], video_preprocessor: dict[str, Any] | None
+) -> Modality | None:
+    """The video modality vLLM budgets for this model: counted for the Qwen2-VL and Qwen3-VL processing rules, else
+    marked unmodelled (planning is then refused unless --limit-mm-per-prompt video=0); None when it takes no videos."""
+    if not takes_videos(config, video_preprocessor):
+        return None
+    model_type = str(config.get("model_type"))
+    vision = full.get("vision_config") or {}
+    image = next((m for m in modalities if m.name == "image"), None)
+    try:
+        if model_type in QWEN3_VL_VIDEO:
+            tokens, patches = qwen3_vl_video_tokens(vision, video_preprocessor)
+            return Modality("video", tokens, None, encoder_positions=patches)
+        if model_type in QWEN2_VL_VIDEO and image is not None and not image.unmodelled:
+            # get_num_video_tokens at the largest image's size: ceil(frames / temporal_patch_size 2) x the image's tokens
+            if vision.get("temporal_patch_size") != 2:
+                raise LookupError(f"vision_config.temporal_patch_size {vision.get('temporal_patch_size')!r} (the frame-pair rule needs 2)")
+            return Modality("video", image.max_tokens_per_item, None, frame_pair_tokens=image.max_tokens_per_item, max_frames=MAX_FRAMES_PER_VIDEO)
+    except LookupError as exc:
+        return Modality("video", 0, None, unmodelled=f"the generic family cannot count its video tokens ({exc})")
+    return Modality("video", 0, None, unmodelled=f"the generic family cannot count video tokens for model_type {model_type!r}")
+
+
+def size_with_most_features(max_pixels: int, unit: int) -> tuple[int, int]:
+    """(height, width) with the most unit x unit cells within max_pixels, aspect ratio <= 200
+    (vLLM: Qwen2VLProcessingInfo.get_image_size_with_most_features)."""
+    for cells in range(max_pixels // (unit * unit), 0, -1):
+        rows = next(d for d in range(math.isqrt(cells), 0, -1) if cells % d == 0)  # the closest factor pair, rows <= cols
+        if cells // rows / rows <= MAX_ASPECT_RATIO:
+            return unit * rows, unit * (cells // rows)
+    raise LookupError(f"max pixels {max_pixels} hold no {unit} x {unit} cell")
+
+
+def video_smart_resize(frames: int, height: int, width: int, temporal: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """The frame size Qwen3-VL's video processor resizes to (transformers: video_processing_qwen3_vl.smart_resize)."""
+    h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
+    t_bar = round(frames / temporal) * temporal
+    if t_bar * h_bar * w_bar > max_pixels:
+        beta = math.sqrt(frames * height * width / max_pixels)
+        return max(factor, math.floor(height / beta / factor) * factor), max(factor, math.floor(width / beta / factor) * factor)
+    if t_bar * h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (frames * height * width))
+        return math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def _positive(where: dict[str, Any], key: str, name: str) -> int:
+    value = where.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise LookupError(f"{name}.{key} is {value!r}, not a positive integer")
+    return value
+
+
+def qwen3_vl_video_tokens(vision: dict[str, Any], video_preprocessor: dict[str, Any] | None) -> tuple[int, int]:
+    """(tokens, encoder patches) of vLLM's largest video (Qwen3VLProcessingInfo.get_max_video_tokens): 2 frames at
+    the size with the most features within video size.longest_edge // temporal_patch_size pixels."""
+    if video_preprocessor is None:
+        raise LookupError("no video_preprocessor_config.json: its video size is unknown")
+    size = video_preprocessor.get("size") if isinstance(video_preprocessor.get("size"), dict) else {}
+    longest = _positive(size, "longest_edge", "video_preprocessor_config.json size")
+    shortest = _positive(size, "shortest_edge", "video_preprocessor_config.json size")
+    processor_temporal = _positive(video_preprocessor, "temporal_patch_size", "video_preprocessor_config.json")
+    patch = _positive(vision, "patch_size", "vision_config")
+    merge = _positive(vision, "spatial_merge_size", "vision_config")
+    temporal = _positive(vision, "temporal_patch_size", "vision_config")
+    frames = 2  # get_max_video_tokens: num_frames=2
+    height, width = size_with_most_features(longest // processor_temporal, patch * merge)
+    height, width = video_smart_resize(frames, height, width, temporal, patch * merge, shortest, longest)  # _get_vision_info
+    grid_t = max(-(-frames // temporal) * temporal // temporal, 1)  # frames padded to temporal_patch_size
+    patches = grid_t * (height // patch) * (width // patch)
+    return patches // (merge * merge), patches
 
 
 # --- the model -----------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from capacity.planner import plan_for
 from capacity.profile import load_profile
 from capacity.serving import ServingArgs
 
-PHASES = ("weights", "encoder", "decoder", "sampler", "warmup_prefill", "warmup_decode")
+PHASES = ("weights", "encoder", "decoder", "sampler", "sampler_warmup", "warmup_prefill", "warmup_decode")
 MiB = 2**20
 
 

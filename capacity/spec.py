@@ -179,3 +179,12 @@ def rope_scaling_factor(text_config: dict[str, Any]) -> float:
             factor = entry.get("factor", factor)
     return float(factor) if isinstance(factor, (int, float)) and not isinstance(factor, bool) else 1.0  # null: vLLM falls back to 1.0
 
+
+def scaled_max_model_len(text_config: dict[str, Any]) -> tuple[int, str, float]:
+    """vLLM _get_and_verify_max_len without a user value: the derived length x the RoPE factor.
+
+    Returns (max_model_len, the key it came from (naming the factor when there is one), the factor)."""
+    base, key = derive_max_model_len(text_config)
+    factor = rope_scaling_factor(text_config)
+    return int(base * factor), (key if factor == 1.0 else f"{key} x RoPE factor {factor:g}"), factor
+

@@ -37,6 +37,17 @@ def spec_of() -> Callable[[str], ModelSpec]:
     return load
 
 
+@pytest.fixture(scope="module")
+def source(request: pytest.FixtureRequest) -> ModelSource:
+    """The model the test module names in its NAME, resolved as --model resolves it."""
+    return resolve_model(request.module.NAME)
+
+
+@pytest.fixture(scope="module")
+def spec(source: ModelSource) -> ModelSpec:
+    return model_spec(source.config, source.name, source.preprocessor, source.processor)
+
+
 @pytest.fixture
 def make_plan() -> Callable[..., Plan]:
     """Plan a catalog model on a catalog GPU with the given knobs (ServingArgs fields)."""

@@ -23,7 +23,6 @@ from capacity.families import model_spec
 from capacity.gpus import gpu_by_name
 from capacity.kv_model import kv_groups_for
 from capacity.memory import activation_estimate, weights_term
-from capacity.models import resolve_model
 from capacity.planner import build_plan
 from capacity.serving import ServingArgs, resolve_serving
 from capacity.spec import rope_scaling_factor
@@ -44,14 +43,7 @@ LLM = 15_231_233_024 // 2 - 2 * (152_064 - 151_674) * 3584
 PARAMETERS = VIT_EMBEDDINGS + VIT_LAYERS * VIT_LAYER + MLP1 + LLM
 
 
-@pytest.fixture(scope="module")
-def source() -> Any:
-    return resolve_model(NAME)
-
-
-@pytest.fixture(scope="module")
-def spec(source: Any) -> Any:
-    return model_spec(source.config, source.name, source.preprocessor, source.processor)
+# `source` and `spec` of NAME: tests/conftest.py (module-scoped)
 
 
 def plan_of(source: Any, spec: Any, gpu: str = "H200", **knobs: Any) -> Any:

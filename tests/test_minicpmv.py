@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,7 +18,6 @@ from capacity.families.minicpmv import slicing
 from capacity.gpus import gpu_by_name
 from capacity.kv_model import kv_groups_for
 from capacity.memory import activation_estimate, weights_term
-from capacity.models import resolve_model
 from capacity.planner import build_plan
 from capacity.serving import ServingArgs, resolve_serving
 
@@ -33,14 +31,7 @@ RESAMPLER = 96 * E + E * V + (3 * E * E + 3 * E) + (E * E + E) + 3 * 2 * E + E *
 LLAMA3_8B = 16_060_522_496 // 2  # Llama-3(.1)-8B-Instruct's published bf16 index: the same shapes (vocabulary 128,256)
 
 
-@pytest.fixture(scope="module")
-def source() -> Any:
-    return resolve_model(NAME)
-
-
-@pytest.fixture(scope="module")
-def spec(source: Any) -> Any:
-    return model_spec(source.config, source.name, source.preprocessor, source.processor)
+# `source` and `spec` of NAME: tests/conftest.py (module-scoped)
 
 
 def test_image_tokens_of_the_most_features_image(source, spec):

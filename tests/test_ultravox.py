@@ -36,14 +36,7 @@ PROJECTOR = D * 8 + 4096 * D * 8 + 2048 + 4096 * 2048  # ln_pre RMSNorm(10240), 
 LLAMA = 16_060_522_496 // 2  # Llama-3.1-8B-Instruct's published index: total_size 16,060,522,496 B of bf16
 
 
-@pytest.fixture(scope="module")
-def source() -> Any:
-    return resolve_model(NAME)
-
-
-@pytest.fixture(scope="module")
-def spec(source: Any) -> Any:
-    return model_spec(source.config, source.name, source.preprocessor, source.processor)
+# `source` and `spec` of NAME: tests/conftest.py (module-scoped)
 
 
 def test_hand_arithmetic_of_the_parts():

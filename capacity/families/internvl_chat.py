@@ -23,7 +23,7 @@ from capacity.families.common import config_dtype, need, sub
 from capacity.families.decoder_only import decoder_shape
 from capacity.family import Family
 from capacity.kv_layout import kv_layers
-from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len, rope_scaling_factor
+from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, scaled_max_model_len
 
 WHERE = "internvl_chat"
 # InternVLProcessingInfo.ctx_video_token: the LLM types whose tokenizer names a video context token.
@@ -215,13 +215,10 @@ class InternVLChatFamily(Family):
                 f"(vLLM get_num_frames_with_most_features); assumes the tokenizer has {VIDEO_CONTEXT_TOKENS[llm_type]} as vLLM checks "
                 "(Qwen2.5/Qwen3 tokenizers do); --limit-mm-per-prompt video=0 plans without videos"
             )
-        base, key = derive_max_model_len(llm)
-        factor = rope_scaling_factor(llm)
-        max_len = int(base * factor)
+        max_len, key, factor = scaled_max_model_len(llm)
         if factor != 1.0:
-            key = f"{key} x RoPE factor {factor:g}"
             notes.append(
-                f"internvl_chat: max_model_len {base} x RoPE factor {factor:g} = {max_len}, as vLLM scales it; vLLM also caps it by "
+                f"internvl_chat: max_model_len {max_len} (llm_config.{key}), as vLLM scales it; vLLM also caps it by "
                 "tokenizer_config.json's model_max_length (before the factor), which capacity does not read"
             )
         return ModelSpec(

@@ -23,7 +23,7 @@ from capacity.families.common import config_dtype, need, sub
 from capacity.families.decoder_only import decoder_shape
 from capacity.family import Family
 from capacity.kv_layout import kv_layers
-from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len, rope_scaling_factor
+from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, scaled_max_model_len
 
 WHERE = "minicpmv"
 # MiniCPMVImageProcessor.__init__ defaults (image_processing_minicpmv.py).
@@ -214,9 +214,7 @@ class MiniCPMVFamily(Family):
         cut = slicing(config, preprocessor)
         tokens = cut.max_tokens
         grid = cut.grid(*cut.largest_image)
-        base, key = derive_max_model_len(llm)
-        factor = rope_scaling_factor(llm)
-        max_len = int(base * factor)
+        max_len, key, _factor = scaled_max_model_len(llm)
         notes = (
             f"minicpmv: {tokens} tokens per image = ({grid[0] if grid else 0} x {grid[1] if grid else 0} slices + the source image) x "
             f"image_feature_size {cut.feature_size}, for vLLM's most-features image {cut.largest_image[0]}x{cut.largest_image[1]}",
@@ -232,7 +230,7 @@ class MiniCPMVFamily(Family):
             layers=kv_layers(llm, "minicpmv"),
             modalities=(Modality("image", tokens, None),),
             derived_max_model_len=max_len,
-            max_len_key=key if factor == 1.0 else f"{key} x RoPE factor {factor:g}",
+            max_len_key=key,
             max_source_positions=None,
             encoder_tokens_per_request=0,
             num_attention_heads=need(llm, "num_attention_heads", WHERE),

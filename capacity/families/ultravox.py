@@ -24,7 +24,7 @@ from capacity.families.common import config_dtype, need, sub
 from capacity.families.decoder_only import decoder_shape
 from capacity.family import Family
 from capacity.kv_layout import kv_layers
-from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len, rope_scaling_factor
+from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, scaled_max_model_len
 
 WHERE = "ultravox"
 MAX_ENCODER_BATCH_SIZE = 16  # ultravox.py _MAX_ENCODER_BATCH_SIZE: chunks per tower pass, and the dummy audio's 30 s chunks
@@ -173,11 +173,7 @@ class UltravoxFamily(Family):
         ]
         if processor and any(processor.get(k) not in (None, v) for k, v in (("encoder_ds_factor", ENCODER_DS_FACTOR), ("audio_context_size", AUDIO_CONTEXT_SIZE))):
             notes.append("ultravox: processor_config.json differs from UltravoxProcessor's defaults, which vLLM uses (from_pretrained passes stack_factor only)")
-        base, key = derive_max_model_len(llm)
-        factor = rope_scaling_factor(llm)
-        max_len = int(base * factor)
-        if factor != 1.0:
-            key = f"{key} x RoPE factor {factor:g}"
+        max_len, key, _factor = scaled_max_model_len(llm)
         return ModelSpec(
             name=name,
             family=self,

@@ -222,3 +222,15 @@ def test_qwen2_vl_video_is_the_profiled_item_at_its_max_model_len():
         spec.family.encoder_input(spec, source, "cpu", None, 32_768)
     # the encoder formula runs 2 frame pairs of 128 x 128 merged cells = 2 x 65,536 patches
     assert spec.encoder is not None and spec.encoder.seq_len_for(32_768) == 131_072
+
+
+def test_the_video_guard_leaves_a_model_without_videos_alone():
+    """Voxtral's item is max_model_len tokens, which no per-item figure of its spec equals: no video, so it is encoded."""
+    import torch
+
+    from capacity.models import resolve_model
+
+    source = resolve_model("mistralai/Voxtral-Mini-3B-2507")
+    spec = model_spec(source.config, source.name, source.preprocessor, source.processor, source.video_preprocessor)
+    item = spec.family.encoder_input(spec, source, "cpu", torch.float32, spec.derived_max_model_len)
+    assert "input_features" in item.tensors

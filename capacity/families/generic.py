@@ -151,9 +151,10 @@ class GenericFamily(Family):
 
     def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
         """The processor's tensors for one max-size item of the spec's widest modality (images and audio only)."""
-        modality = max(spec.modalities, key=lambda m: m.max_tokens_per_item).name
-        if modality == "video" or all(m.max_tokens_per_item != tokens for m in spec.modalities if m.name != "video"):
+        encoded = [m for m in spec.modalities if m.name != "video"]
+        if len(encoded) < len(spec.modalities) and all(m.max_tokens_per_item != tokens for m in encoded):
             raise NotImplementedError(f"the generic trace encodes images and audio; vLLM profiles a {tokens}-token video item here")
+        modality = max(encoded, key=lambda m: m.max_tokens_per_item).name
         if modality == "audio":
             features, note = audio_features(source.config, source.preprocessor)
             return EncoderInput({"input_features": features.to(device=device, dtype=dtype)}, note)

@@ -940,13 +940,37 @@ _WRITTEN: list[str] = []
 # While files are written (fast) a Ctrl-C waits, so that what is on disk and what the message says agree.
 # `seen` stays set once a Ctrl-C landed: library code can swallow the exception the handler raises (an import
 # machinery's cleanup, a weakref finalizer, an `except BaseException`), and the run must still end as interrupted.
-_DEFERRED = {"depth": 0, "pending": False, "seen": False}
+# `armed`: main's handler is installed (a re-sent SIGINT after main returned must not reach the default handler).
+_DEFERRED = {"depth": 0, "pending": False, "seen": False, "armed": False}
+RESEND_SECONDS = 0.05
+
+
+def _importing(frame: Any) -> bool:
+    """An import is running under this frame (Python's import machinery is on the stack)."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _resend_sigint() -> None:
+    if _DEFERRED["armed"]:
+        os.kill(os.getpid(), signal.SIGINT)
 
 
 def _raise_interrupted(signum: int, frame: Any) -> None:
     _DEFERRED["seen"] = True
     if _DEFERRED["depth"]:
         _DEFERRED["pending"] = True
+        return
+    if _importing(frame):
+        # An exception raised inside an extension module's initialisation (torch's pybind11 callbacks while
+        # `import torch` runs) cannot unwind through C++: the process aborts (SIGABRT). Let the import finish and
+        # take the Ctrl-C again just after it.
+        timer = threading.Timer(RESEND_SECONDS, _resend_sigint)
+        timer.daemon = True
+        timer.start()
         return
     raise Interrupted
 
@@ -983,16 +1007,18 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point: one-line errors, documented exit codes, never a traceback for bad input."""
     argv = sys.argv[1:] if argv is None else list(argv)
     _WRITTEN.clear()
-    _DEFERRED.update(depth=0, pending=False, seen=False)
+    _DEFERRED.update(depth=0, pending=False, seen=False, armed=False)
     if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread
         return _main(argv)
     previous = signal.signal(signal.SIGINT, _raise_interrupted)
+    _DEFERRED["armed"] = True
     try:
         return _main(argv)
     except (Interrupted, KeyboardInterrupt):  # a second Ctrl-C while the first is reported, or one _main re-raised
         print(_interrupted_line(argv), file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
+        _DEFERRED["armed"] = False
         signal.signal(signal.SIGINT, previous)
 
 

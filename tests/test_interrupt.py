@@ -58,3 +58,30 @@ def test_readme_and_help_document_130():
     assert "| 130 | interrupted (Ctrl-C, SIGINT" in readme
     assert "``capacity: interrupted: `capacity plan` stopped by Ctrl-C (SIGINT) before it finished; no file was written``" in readme
     assert "130 interrupted (Ctrl-C" in cli.EXIT_CODES_HELP and cli.EXIT_CODES_HELP in cli.app.info.help
+
+
+def test_a_sigint_during_an_import_waits_for_the_import(tmp_path, monkeypatch):
+    """Raising inside an extension module's initialisation aborts the process (torch's pybind11 callbacks during
+    `import torch`: SIGABRT, seen under load in CI): a Ctrl-C landing in an import is taken again just after it."""
+    (tmp_path / "capacity_test_slow_import.py").write_text(
+        "import signal, sys\nfrom capacity import cli\ncli._raise_interrupted(signal.SIGINT, sys._getframe())\nDONE = True\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    resent: list[bool] = []
+    monkeypatch.setattr(cli, "_resend_sigint", lambda: resent.append(True))
+    monkeypatch.setattr(cli, "RESEND_SECONDS", 0.0)
+    cli._DEFERRED.update(depth=0, pending=False, seen=False, armed=True)
+    try:
+        import capacity_test_slow_import  # the handler ran inside this import: it must not raise there
+
+        assert capacity_test_slow_import.DONE
+        for _ in range(100):  # the re-send runs on a timer thread
+            if resent:
+                break
+            time.sleep(0.01)
+        assert resent == [True] and cli._DEFERRED["seen"]
+        with pytest.raises(cli.Interrupted):  # outside an import the same Ctrl-C stops the run
+            cli._raise_interrupted(signal.SIGINT, sys._getframe())
+    finally:
+        cli._DEFERRED.update(depth=0, pending=False, seen=False, armed=False)
+        sys.modules.pop("capacity_test_slow_import", None)

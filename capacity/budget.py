@@ -36,6 +36,11 @@ def max_tokens_per_item(modality: Modality, max_model_len: int, image_tokens: in
     if modality.frame_tokens is not None:
         # InternVL get_num_frames_with_most_features: (seq_len - max image tokens x images) // tokens per frame, >= 1
         return max((max_model_len - image_tokens) // modality.frame_tokens, 1) * modality.frame_tokens
+    if modality.tokens_by_frames:
+        # Glm4vProcessingInfo._get_max_video_frames: the frame count with the most tokens within the rest of the
+        # sequence (1 when none fits); the dummy video holds at least 2 frames
+        fits = [t for t in modality.tokens_by_frames if 0 < t <= max_model_len - image_tokens]
+        return max(fits) if fits else modality.tokens_by_frames[1]
     if modality.frame_pair_tokens is None:
         return modality.max_tokens_per_item
     # Frames are padded to pairs (temporal patch 2): tokens = ceil(frames / 2) * tokens per pair.

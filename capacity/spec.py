@@ -35,6 +35,9 @@ class Modality:
     # Videos whose frames fill the sequence (InternVL: get_num_frames_with_most_features): the tokens of one frame;
     # the item holds max((max_model_len - one largest image, when images are in the dummy) // frame_tokens, 1) frames.
     frame_tokens: int | None = None
+    # Videos resized by their frame count (GLM-4.1V: get_num_frames_with_most_features): the dummy video's tokens at
+    # 1, 2, ... frames; the item takes the most that fit max_model_len - one largest image, else 2 frames' tokens.
+    tokens_by_frames: tuple[int, ...] = ()
     # Why vLLM's tokens for this modality's largest item are not modelled ("" = they are): planning is refused
     # (serving.resolve_serving) unless --limit-mm-per-prompt sets the modality to 0, when vLLM budgets none of it.
     unmodelled: str = ""

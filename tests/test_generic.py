@@ -157,7 +157,7 @@ def test_fake_trace_runs_the_models_own_audio_path(tmp_path):
     assert all(term["method"].startswith("generic: ") for key, term in plan["memory"].items() if isinstance(term, dict) and "method" in term)
 
 
-# --- videos: counted for the Qwen2-VL / Qwen3-VL rules, else refused unless --limit-mm-per-prompt video=0 --------
+# --- videos: counted for the Qwen2-VL / Qwen3-VL / GLM-4.1V rules, else refused unless --limit-mm-per-prompt video=0
 
 
 def folder_copy(tmp_path: Path, entry: str, drop: tuple[str, ...] = ()) -> Path:
@@ -174,19 +174,74 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "capacity.cli", *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
 
 
-def test_glm4v_video_is_refused_in_one_line_and_plans_images_only_with_video_0(tmp_path):
-    """GLM-4.1V takes videos (video_preprocessor_config.json, video_token_id) whose tokens the generic family does not
-    count (vLLM's video item, 31,974 tokens, outweighs its 6,084-token image): refused, exit 2, naming the way out."""
+# GLM-4.1V-9B-Thinking (glm4_1v.py Glm4vProcessingInfo; processor_class Glm4vProcessor, so get_mm_max_tokens_per_item
+# returns None and vLLM counts the embeddings of its dummy inputs). Patch 14 x merge 2: factor 28, 4 patches a token.
+# Image (get_image_size_with_most_features): smart_resize of 9,999,999^2 at 2 frames (num_frames 1 raised to the
+# temporal patch 2) within the preprocessor's size.longest_edge 9,633,792 pixels: side = floor(sqrt(9,633,792 / 2)
+# = 2,194.7 / 28 = 78.4) x 28 = 2,184; get_num_image_tokens(2,184^2): 2 x 2,184^2 = 9,539,712 fits, 1 x 156 x 156
+# = 24,336 patches / 4 = 6,084 tokens.
+# Video (get_num_frames_with_most_features -> _get_max_video_frames): n frames at 2,184^2 resized within the video
+# size.longest_edge 47,040,000; t_bar = round(n / 2) x 2 (half to even), 2,184^2 = 4,769,856, so t_bar <= 8 keeps
+# 2,184 and larger t_bar shrinks the side to floor(sqrt(47,040,000 / n) / 28) x 28; tokens = ceil(n / 2) x cells^2:
+#   n 1-8: ceil(n/2) x 6,084 <= 24,336      n 9: t_bar 8, 5 x 6,084 = 30,420      n 10: 5 x 77^2 = 29,645
+#   n 11: 6 x 73^2 = 31,974 (2,044 px)       n 12: 6 x 70^2 = 29,400               n 13: 7 x 67^2 = 31,423
+#   n 14: 7 x 65^2 = 29,575                  n 15: 8 x 63^2 = 31,752
+#   n >= 16: at most ceil(n/2) / n x 47,040,000 / 28^2 = ceil(n/2) / n x 60,000 <= 9/17 x 60,000 = 31,764.
+# So the largest video is 11 frames at 2,044^2: 31,974 tokens (the dummy video holds max(n, 2) frames; the timestamp
+# and begin/end tokens of its placeholder are not embeddings: get_num_embeds counts the image_token_id positions).
+
+
+def test_glm4v_video_tokens_follow_vllm_frame_rule_at_max_model_len_65536():
+    """At max_model_len 65,536 the budget's video (beside one 6,084-token image: 59,452 left) and the profiled video
+    (mm_counts {video: 1}) are both the 11-frame 31,974-token video, above the image: it is profiled."""
+    from capacity.planner import plan_for
+
+    budget = plan_for("zai-org/GLM-4.1V-9B-Thinking", ServingArgs(max_model_len=65_536), "H200").to_dict()["budget"]
+    assert budget["max_tokens_per_item"] == {"image": 6_084, "video": 31_974}
+    assert budget["modality_with_max_tokens"] == "video" and budget["profile_item_tokens"] == 31_974
+    assert budget["allowed_limits"]["video"] == 1  # get_supported_mm_limits: {"image": None, "video": 1}
+
+
+def test_glm4v_video_at_a_short_max_model_len():
+    """At 16,384: beside an image 10,300 tokens are left; 1-2 frames (6,084) fit, 3-8 frames need >= 12,168, and
+    shrunk frames (n >= 9, s = sqrt(60,000 / n) cells a side) hold >= n/2 x (s - 1)^2 >= 30,000 - sqrt(60,000 x 600)
+    = 24,000: the video is 6,084 (a tie with the image, broken by the name: video). The profiled video has the whole
+    16,384: 3-4 frames, 2 x 6,084 = 12,168 (5-6 frames need 18,252)."""
+    from capacity.planner import plan_for
+
+    budget = plan_for("zai-org/GLM-4.1V-9B-Thinking", ServingArgs(max_model_len=16_384), "H200").to_dict()["budget"]
+    assert budget["max_tokens_per_item"] == {"image": 6_084, "video": 6_084}
+    assert budget["modality_with_max_tokens"] == "video" and budget["profile_item_tokens"] == 12_168
+
+
+def test_glm4v_catalog_entry_plans_with_formulas_and_a_folder_copy_plans_too(tmp_path):
+    out = run_cli("plan", "--model", "zai-org/GLM-4.1V-9B-Thinking", "--gpu", "H200", "--estimate", "formula", "--json")
+    assert out.returncode == 0, out.stderr[-500:]
+    plan = json.loads(out.stdout)
+    # default max_model_len 32,768: the profiled video (no image beside it) is again the 31,974-token one (<= 32,768);
+    # the budget's video (<= 32,768 - 6,084 = 26,684) is at least 8 frames' 24,336.
+    assert plan["budget"]["profile_item_tokens"] == 31_974
+    assert 24_336 <= plan["budget"]["max_tokens_per_item"]["video"] <= 26_684
+    # encoder cache: 1 item x 31,974 tokens x out_hidden_size 4,096 x 2 B (bf16)
+    assert plan["memory"]["encoder_cache"]["bytes"] == 31_974 * 4_096 * 2
     folder = folder_copy(tmp_path, "zai-org--GLM-4.1V-9B-Thinking")
-    out = run_cli("plan", "--model", str(folder), "--gpu", "H200", "--json")
-    assert out.returncode == 2 and out.stdout == ""
-    error = [line for line in out.stderr.splitlines() if line.startswith("capacity: error:")]
-    assert len(error) == 1 and "Traceback" not in out.stderr
-    assert "cannot count video tokens for model_type 'glm4v'" in error[0] and "--limit-mm-per-prompt video=0" in error[0]
-    ok = run_cli("plan", "--model", str(folder), "--gpu", "H200", "--limit-mm-per-prompt", "video=0", "--json")
-    assert ok.returncode == 0, ok.stderr[-500:]
-    budget = json.loads(ok.stdout)["budget"]
+    images_only = run_cli("plan", "--model", str(folder), "--gpu", "H200", "--limit-mm-per-prompt", "video=0", "--json")
+    assert images_only.returncode == 0, images_only.stderr[-500:]
+    budget = json.loads(images_only.stdout)["budget"]
     assert budget["max_tokens_per_item"] == {"image": 6_084} and budget["allowed_limits"]["video"] == 0
+
+
+def test_glm4v_with_another_processor_class_is_refused(tmp_path):
+    """Without processor_class Glm4vProcessor vLLM counts timestamp tokens with the tokenizer: not modelled, refused."""
+    folder = folder_copy(tmp_path, "zai-org--GLM-4.1V-9B-Thinking")
+    for name in ("preprocessor_config.json", "video_preprocessor_config.json"):
+        data = json.loads((folder / name).read_text())
+        data["processor_class"] = "Glm46VProcessor"
+        (folder / name).write_text(json.dumps(data))
+    out = run_cli("plan", "--model", str(folder), "--gpu", "H200", "--json")
+    assert out.returncode == 2 and out.stdout == "" and "Traceback" not in out.stderr
+    error = [line for line in out.stderr.splitlines() if line.startswith("capacity: error:")]
+    assert len(error) == 1 and "processor_class 'Glm46VProcessor'" in error[0] and "--limit-mm-per-prompt video=0" in error[0]
 
 
 def test_qwen3_vl_without_its_video_preprocessor_config_is_refused(tmp_path):

@@ -71,7 +71,9 @@ class GenericFamily(Family):
         video_preprocessor: dict[str, Any] | None,
     ) -> ModelSpec:
         spec = self.spec(config, name, preprocessor, processor)
-        video = video_modality(config, materialized(config), spec.modalities, video_preprocessor)
+        video = video_modality(
+            config, materialized(config), spec.modalities, video_preprocessor, processor_class(processor, preprocessor), preprocessor
+        )
         if video is None:
             return spec
         notes = [n for n in spec.notes if not n.startswith("generic family: videos")]
@@ -80,6 +82,8 @@ class GenericFamily(Family):
             if video.unmodelled
             else f"{video.frame_pair_tokens} tokens per frame pair, up to {video.max_frames} frames as max_model_len allows (Qwen2-VL rule)"
             if video.frame_pair_tokens
+            else f"the count of up to {GLM4V_MAX_FRAMES} frames with the most tokens that fit max_model_len beside one image, frames shrunk to fit the video pixels (GLM-4.1V rule)"
+            if video.tokens_by_frames
             else f"{video.max_tokens_per_item} tokens per video (Qwen3-VL rule: 2 frames)"
         )
         notes.append(f"generic family: video ({how}; {video_note(config)})")
@@ -503,6 +507,10 @@ QWEN3_VL_VIDEO = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")
 # model_types whose videos follow Qwen2VLProcessingInfo.get_max_video_tokens (frames at the largest image's size).
 QWEN2_VL_VIDEO = ("qwen2_vl",)
 MAX_FRAMES_PER_VIDEO = 14  # vLLM: qwen2_vl _MAX_FRAMES_PER_VIDEO
+# model_types whose videos vLLM 0.33 counts with Glm4vProcessingInfo (dummy video, frames chosen by seq_len).
+GLM4V_VIDEO = ("glm4v", "glm4v_moe")
+GLM4V_MAX_FRAMES = 600  # vLLM: glm4_1v _MAX_FRAMES_PER_VIDEO
+GLM4V_MIN_PIXELS = 112 * 112  # transformers glm4v smart_resize's default min_pixels (vLLM's _get_vision_info passes none)
 MAX_ASPECT_RATIO = 200  # vLLM: get_image_size_with_most_features avoids aspect ratios above 200
 
 
@@ -515,8 +523,18 @@ def video_note(config: dict[str, Any]) -> str:
     return f"model_type {config.get('model_type')!r} takes videos (video_preprocessor_config.json or {' / '.join(VIDEO_TOKEN_KEYS)})"
 
 
+def processor_class(processor: dict[str, Any] | None, preprocessor: dict[str, Any] | None) -> str | None:
+    """processor_class from processor_config.json, else preprocessor_config.json (vLLM: get_processor_cls_name_from_config)."""
+    return next((str(c["processor_class"]) for c in (processor, preprocessor) if c and "processor_class" in c), None)
+
+
 def video_modality(
-    config: dict[str, Any], full: dict[str, Any], modalities: tuple[Modality, ...], video_preprocessor: dict[str, Any] | None
+    config: dict[str, Any],
+    full: dict[str, Any],
+    modalities: tuple[Modality, ...],
+    video_preprocessor: dict[str, Any] | None,
+    processor_cls: str | None = None,
+    preprocessor: dict[str, Any] | None = None,
 ) -> Modality | None:
     """The video modality vLLM budgets for this model: counted for the Qwen2-VL and Qwen3-VL processing rules, else
     marked unmodelled (planning is then refused unless --limit-mm-per-prompt video=0); None when it takes no videos."""
@@ -534,6 +552,11 @@ def video_modality(
             if vision.get("temporal_patch_size") != 2:
                 raise LookupError(f"vision_config.temporal_patch_size {vision.get('temporal_patch_size')!r} (the frame-pair rule needs 2)")
             return Modality("video", image.max_tokens_per_item, None, frame_pair_tokens=image.max_tokens_per_item, max_frames=MAX_FRAMES_PER_VIDEO)
+        if model_type in GLM4V_VIDEO:
+            if processor_cls != "Glm4vProcessor":  # get_mm_max_tokens_per_item's formula counts timestamp tokens by the tokenizer
+                raise LookupError(f"processor_class {processor_cls!r}: vLLM counts its videos' timestamp tokens with the tokenizer unless it is Glm4vProcessor")
+            by_frames = glm4v_video_tokens_by_frames(vision, preprocessor, video_preprocessor)
+            return Modality("video", max(by_frames), 1, tokens_by_frames=by_frames)  # get_supported_mm_limits: video 1
     except LookupError as exc:
         return Modality("video", 0, None, unmodelled=f"the generic family cannot count its video tokens ({exc})")
     return Modality("video", 0, None, unmodelled=f"the generic family cannot count video tokens for model_type {model_type!r}")
@@ -587,6 +610,34 @@ def qwen3_vl_video_tokens(vision: dict[str, Any], video_preprocessor: dict[str, 
     grid_t = max(-(-frames // temporal) * temporal // temporal, 1)  # frames padded to temporal_patch_size
     patches = grid_t * (height // patch) * (width // patch)
     return patches // (merge * merge), patches
+
+
+def glm4v_video_tokens_by_frames(
+    vision: dict[str, Any], preprocessor: dict[str, Any] | None, video_preprocessor: dict[str, Any] | None
+) -> tuple[int, ...]:
+    """Tokens of GLM-4.1V's dummy video at 1..600 frames (Glm4vProcessingInfo._get_max_video_frames' loop): frames at
+    the largest image's size, resized so that frames x height x width <= the video size.longest_edge pixels."""
+    if video_preprocessor is None:
+        raise LookupError("no video_preprocessor_config.json: its video size is unknown")
+    image_size = (preprocessor or {}).get("size") if isinstance((preprocessor or {}).get("size"), dict) else {}
+    video_size = video_preprocessor.get("size") if isinstance(video_preprocessor.get("size"), dict) else {}
+    image_pixels = _positive(image_size, "longest_edge", "preprocessor_config.json size")  # a pixel area, not an edge
+    video_pixels = _positive(video_size, "longest_edge", "video_preprocessor_config.json size")
+    patch = _positive(vision, "patch_size", "vision_config")
+    merge = _positive(vision, "spatial_merge_size", "vision_config")
+    temporal = _positive(vision, "temporal_patch_size", "vision_config")
+    processor_temporal = video_preprocessor.get("temporal_patch_size", temporal)
+    if temporal != 2 or processor_temporal != 2:  # vLLM's smart_resize call keeps temporal_factor's default, 2
+        raise LookupError(f"temporal_patch_size {temporal} / {processor_temporal} (vLLM's frame count assumes 2)")
+    factor = patch * merge
+    # get_image_size_with_most_features: _get_vision_info(9999999 x 9999999, num_frames=1 -> 2, image max pixels)
+    side_h, side_w = video_smart_resize(2, 9999999, 9999999, 2, factor, GLM4V_MIN_PIXELS, image_pixels)
+    tokens = []
+    for frames in range(1, GLM4V_MAX_FRAMES + 1):  # _get_vision_info(target size, num_frames, video max pixels)
+        height, width = video_smart_resize(max(frames, temporal), side_h, side_w, 2, factor, GLM4V_MIN_PIXELS, video_pixels)
+        grid_t = max(-(-frames // temporal), 1)  # frames padded to temporal_patch_size
+        tokens.append(grid_t * (height // patch) * (width // patch) // (merge * merge))
+    return tuple(tokens)
 
 
 # --- the model -----------------------------------------------------------------------------------------

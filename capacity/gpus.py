@@ -321,6 +321,12 @@ def gpu_from_size(text: str) -> Gpu | None:
     return Gpu(f"{text.strip()} GPU", total, "size", how)
 
 
+def catalog_entry(name: str) -> CatalogEntry | None:
+    """The catalog entry a name or alias names (case and spacing insensitive), if any."""
+    key = _norm(name)
+    return next((e for e in CATALOG if key == _norm(e.name) or any(key == _norm(a) for a in e.aliases)), None)
+
+
 def gpu_by_name(name: str) -> Gpu:
     """A catalog GPU by name or alias (case and spacing insensitive), or a memory size (`24GiB`).
 
@@ -329,10 +335,10 @@ def gpu_by_name(name: str) -> Gpu:
     sized = gpu_from_size(name)
     if sized is not None:
         return sized
+    entry = catalog_entry(name)
+    if entry is not None:
+        return entry.gpu()
     key = _norm(name)
-    for entry in CATALOG:
-        if key == _norm(entry.name) or any(key == _norm(a) for a in entry.aliases):
-            return entry.gpu()
     for short, choices in AMBIGUOUS.items():
         if key == _norm(short):
             listed = ", ".join(f"{c} ({next(e for e in CATALOG if e.name == c).total_memory_bytes / GiB:.2f} GiB)" for c in choices)
@@ -399,16 +405,13 @@ def with_cuda_total(local: Gpu) -> Gpu:
     The catalog's CUDA-side total of the GPU NVML names, when one is recorded and fits under NVML's total by less
     than 1 GiB (the same memory size); else NVML's total less NVML_OVER_CUDA_BYTES, estimated.
     """
-    key = _norm(local.name)
-    for entry in CATALOG:
-        named = key == _norm(entry.name) or any(key == _norm(a) for a in entry.aliases)
-        fits = local.total_memory_bytes - GiB < entry.total_memory_bytes <= local.total_memory_bytes
-        if named and fits and entry.source in _CUDA_SIDE_SOURCES:
-            how = (
-                f"{entry.source} cudaMemGetInfo total of the {entry.name} ({entry.reference}), the total vLLM reads; "
-                f"NVML on this machine reports {local.total_memory_bytes:,} B"
-            )
-            return replace(local, total_memory_bytes=entry.total_memory_bytes, provenance=how)
+    entry = catalog_entry(local.name)
+    if entry is not None and entry.source in _CUDA_SIDE_SOURCES and local.total_memory_bytes - GiB < entry.total_memory_bytes <= local.total_memory_bytes:
+        how = (
+            f"{entry.source} cudaMemGetInfo total of the {entry.name} ({entry.reference}), the total vLLM reads; "
+            f"NVML on this machine reports {local.total_memory_bytes:,} B"
+        )
+        return replace(local, total_memory_bytes=entry.total_memory_bytes, provenance=how)
     how = (
         f"estimated: NVML's total on this machine ({local.total_memory_bytes:,} B) less {NVML_OVER_CUDA_BYTES:,} B, "
         "the gap to cudaMemGetInfo's total (which vLLM reads) measured on an H200; pass --gpu or a profile for an exact total"

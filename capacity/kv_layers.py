@@ -241,6 +241,34 @@ class Mamba2Layer(KVLayer):
 
 
 @dataclass(frozen=True)
+class ShortConvLayer(KVLayer):
+    """LFM2's gated short convolution (LiquidAI LFM2 / LFM2-VL / LFM2-MoE "conv" layers): one conv state per
+    request, the last conv_L_cache - 1 (+ speculative) inputs of conv_dim channels, in the model dtype
+    (vLLM: ShortConv.get_state_shape -> MambaStateShapeCalculator.short_conv_state_shape,
+    MambaStateDtypeCalculator.short_conv_state_dtype with mamba_cache_dtype "auto"). No SSM state."""
+
+    kind: ClassVar[str] = "short_conv"
+    is_state: ClassVar[bool] = True
+    conv_dim: int
+    conv_kernel: int  # conv_L_cache
+
+    def tp_indivisible(self, tp: int) -> tuple[str, ...]:
+        # vLLM short_conv_state_shape: divide(intermediate_size=conv_dim, tp); ColumnParallelLinear splits conv_dim
+        return indivisible(tp, ("conv_dim", self.conv_dim))
+
+    def state_bytes(self, knobs: KVKnobs) -> tuple[int, ...]:
+        conv_dim = tp_share(self.conv_dim, knobs.tensor_parallel_size)
+        return (conv_dim * (self.conv_kernel - 1 + knobs.num_speculative_tokens) * knobs.model_dtype_bytes,)
+
+    def checkpoint_alignment(self, knobs: KVKnobs) -> int | None:
+        return None  # MambaBase.get_prefill_checkpoint_alignment: ShortConv exports no prefill checkpoints
+
+    def kv_spec(self, knobs: KVKnobs) -> KVCacheSpec:
+        # MambaBase.get_kv_cache_spec: no prefill checkpoint blocks (num_prefill_checkpoint_blocks keeps its 0).
+        return knobs.mamba_spec(self.state_bytes(knobs), 0)
+
+
+@dataclass(frozen=True)
 class SharedKVLayer(KVLayer):
     """A layer that reads another layer's KV (kv_sharing_target_layer_name): vLLM leaves it out of allocation."""
 

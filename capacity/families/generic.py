@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from capacity.errors import BadInput
 from capacity.families.common import config_dtype
 from capacity.families.decoder_only import decoder_shape
+from capacity.families.lfm2_vl_images import Lfm2VlImageSettings
 from capacity.family import EncoderInput, Family
 from capacity.kv_layout import kv_layers
 from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
@@ -51,6 +52,7 @@ class ItemTokens:
     tokens: int
     method: str  # "processor", "model", "vLLM rule", or "fallback formula"
     detail: str
+    unmodelled: str = ""  # why vLLM's tokens for this item cannot be counted ("" = they are; tokens is then 0)
 
 
 class GenericFamily(Family):
@@ -106,13 +108,19 @@ class GenericFamily(Family):
         text = full.get("text_config") if isinstance(full.get("text_config"), dict) else full
         layers = kv_layers(text, "generic")  # the KV layout: the one reader (fails closed naming the field)
         items = [item_tokens(modality, config, full, preprocessor, processor) for key, modality in MODALITY_SUBCONFIGS if isinstance(full.get(key), dict)]
-        items = [item for item in items if item.tokens > 0]
+        items = [item for item in items if item.tokens > 0 or item.unmodelled]
+        counted = [item for item in items if not item.unmodelled]
         if not items:
             raise BadInput(f"{architecture}: no vision_config / audio_config the generic family can count tokens for")
-        widest = max(items, key=lambda item: item.tokens)
+        widest = max(counted, key=lambda item: item.tokens) if counted else None
         max_len, key = derive_max_model_len(text)
         supported = architecture in MULTIMODAL_ARCHITECTURES
-        notes = [f"generic family: {item.tokens} tokens per {item.modality} ({item.method}: {item.detail})" for item in items]
+        notes = [
+            f"generic family: {item.modality} tokens not counted ({item.unmodelled})"
+            if item.unmodelled
+            else f"generic family: {item.tokens} tokens per {item.modality} ({item.method}: {item.detail})"
+            for item in items
+        ]
         notes.append("generic family: text config read through transformers' config class (its defaults filled, as vLLM's AutoConfig does)")
         if any(k.startswith("video") for k in (preprocessor or {})):
             notes.append("generic family: videos are not modelled; vLLM may profile a video item with more tokens than an image")
@@ -123,14 +131,14 @@ class GenericFamily(Family):
             is_encoder_decoder=False,
             config_dtype=config_dtype(config, text),
             layers=layers,
-            modalities=tuple(Modality(item.modality, item.tokens, None) for item in items),
+            modalities=tuple(Modality(item.modality, item.tokens, None, unmodelled=item.unmodelled) for item in items),
             derived_max_model_len=max_len,
             max_len_key=f"text_config.{key}" if text is not full else key,
             max_source_positions=None,
             encoder_tokens_per_request=0,
             num_attention_heads=int(text["num_attention_heads"]),
             decoder=decoder_shape(text, "generic"),
-            encoder=encoder_shape(widest, full, text),
+            encoder=encoder_shape(widest, full, text) if widest is not None else None,
             vllm_support=VllmSupport("native", f"{architecture} is in vLLM {VLLM_VERSION}'s multimodal registry")
             if supported
             else VllmSupport("unsupported", f"{architecture} is not in vLLM {VLLM_VERSION}'s multimodal registry"),
@@ -320,6 +328,8 @@ def image_item_tokens(config: dict[str, Any], full: dict[str, Any], preprocessor
     vision = full.get("vision_config") or {}
     if str(config.get("model_type")) in IDEFICS3_IMAGES:  # its HF processor counts with the tokenizer; vLLM's rule does not
         return idefics3_image_tokens(full, preprocessor, processor)
+    if str(config.get("model_type")) in LFM2_VL_IMAGES:  # vLLM counts with its own rule, the processor needs the tokenizer
+        return lfm2_vl_image_tokens(preprocessor, processor)
     if not preprocessor:  # the processor's class defaults are not the model's (LLaVA's crop 224 vs its 336 tower)
         return image_fallback(config, vision, reason="no preprocessor_config.json: the model's image processor settings are unknown")
     try:
@@ -403,6 +413,30 @@ def idefics3_image_patches(height: int, width: int, longest_edge: int, tile_side
     if rows > 1 or cols > 1:
         return rows * cols + 1, rows, cols
     return 0, 0, 0
+
+
+# model_types whose images vLLM 0.33 counts with Lfm2VLProcessingInfo.
+LFM2_VL_IMAGES = ("lfm2_vl",)
+
+
+def lfm2_vl_image_tokens(preprocessor: dict[str, Any] | None, processor: dict[str, Any] | None) -> ItemTokens:
+    """The <image> embeddings of vLLM's LFM2-VL dummy image (capacity.families.lfm2_vl_images); not counted, and
+    the modality refused unless --limit-mm-per-prompt image=0, when neither processor file is there."""
+    found = Lfm2VlImageSettings.from_files(preprocessor, processor)
+    if found is None:
+        return ItemTokens(
+            "image",
+            0,
+            "vLLM rule",
+            "",
+            unmodelled=(
+                "no preprocessor_config.json / processor_config.json: the tokens per image depend on the image processor's "
+                "max_image_tokens, encoder_patch_size, downsample_factor and tiling settings, which were not found"
+            ),
+        )
+    settings, source = found
+    tokens, detail = settings.dummy_image_tokens()
+    return ItemTokens("image", tokens, "vLLM rule", f"{detail} ({source})")
 
 
 def image_fallback(config: dict[str, Any], vision: dict[str, Any], *, reason: str) -> ItemTokens:
@@ -745,6 +779,8 @@ def encoder_shape(item: ItemTokens, full: dict[str, Any], text: dict[str, Any]) 
         seq_len = round(item.tokens / (ratio * ratio))
     elif isinstance(full.get("scale_factor"), int) and full["scale_factor"] > 1:  # Idefics3: pixel shuffle by scale_factor^2
         seq_len = item.tokens * full["scale_factor"] ** 2
+    elif isinstance(full.get("downsample_factor"), int) and full["downsample_factor"] > 1:  # LFM2-VL: pixel unshuffle
+        seq_len = item.tokens * full["downsample_factor"] ** 2
     else:
         seq_len = item.tokens
     return EncoderShape(

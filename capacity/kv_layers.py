@@ -60,6 +60,15 @@ class KVLayer:
         """The block size this layer's attention backend prefers over the default 16 (None: no preference)."""
         return None
 
+    def state_bytes(self, knobs: KVKnobs) -> tuple[int, ...]:
+        """A state layer's tensors on one rank (prod(shape) x dtype bytes each): what its MambaSpec holds."""
+        raise NotImplementedError
+
+    def aligned_state_bytes(self, knobs: KVKnobs) -> int:
+        """The state size Platform._align_hybrid_block_size sizes the attention block and the padded Mamba page for
+        (the model class's get_mamba_state_shape_from_config); the layer's own state unless the class reads less."""
+        return sum(self.state_bytes(knobs))
+
 
 @dataclass(frozen=True)
 class FullAttentionLayer(KVLayer):
@@ -259,6 +268,13 @@ class ShortConvLayer(KVLayer):
     def state_bytes(self, knobs: KVKnobs) -> tuple[int, ...]:
         conv_dim = tp_share(self.conv_dim, knobs.tensor_parallel_size)
         return (conv_dim * (self.conv_kernel - 1 + knobs.num_speculative_tokens) * knobs.model_dtype_bytes,)
+
+    def aligned_state_bytes(self, knobs: KVKnobs) -> int:
+        """Lfm2ForCausalLM / Lfm2VLForConditionalGeneration.get_mamba_state_shape_from_config call short_conv_state_shape
+        without num_spec: the page is padded for the state without its speculative slots (a state that outgrows it
+        trips MambaSpec.page_size_bytes' assert at startup: `MambaSpec.overflows_page`)."""
+        conv_dim = tp_share(self.conv_dim, knobs.tensor_parallel_size)
+        return conv_dim * (self.conv_kernel - 1) * knobs.model_dtype_bytes
 
     def checkpoint_alignment(self, knobs: KVKnobs) -> int | None:
         return None  # MambaBase.get_prefill_checkpoint_alignment: ShortConv exports no prefill checkpoints

@@ -27,7 +27,7 @@ from capacity.errors import BadInput
 from capacity.families.common import config_dtype
 from capacity.families.decoder_only import decoder_shape
 from capacity.families.lfm2_vl_images import Lfm2VlImageSettings
-from capacity.family import EncoderInput, Family
+from capacity.family import EncoderInput, Family, Tower
 from capacity.kv_layout import kv_layers
 from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
 from capacity.vllm_registry import MULTIMODAL_ARCHITECTURES, VLLM_VERSION
@@ -39,6 +39,11 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 # The sub-configs that make a config multimodal, and the modality each feeds.
 MODALITY_SUBCONFIGS: tuple[tuple[str, str], ...] = (("vision_config", "image"), ("audio_config", "audio"))
+
+# vLLM 0.33's _mark_tower_model blocks, by model_type (transformers' module names, as the meta build names them).
+TOWERS: dict[str, tuple[Tower, ...]] = {
+    "lfm2_vl": (Tower(("image",), ("vision_tower", "multi_modal_projector")),),  # Lfm2VLForConditionalGeneration.__init__
+}
 
 # The largest side tried when a processor caps images by pixels rather than by a fixed size.
 HUGE_SIDE = 8192
@@ -144,6 +149,9 @@ class GenericFamily(Family):
             else VllmSupport("unsupported", f"{architecture} is not in vLLM {VLLM_VERSION}'s multimodal registry"),
             notes=tuple(notes),
         )
+
+    def towers(self, config: dict[str, Any]) -> tuple[Tower, ...]:
+        return TOWERS.get(str(config.get("model_type")), ())
 
     def hf_class_name(self, config: dict[str, Any]) -> str:
         """`architectures[0]` when transformers has that class, else the model_type's image/audio-text-to-text class."""

@@ -3,6 +3,7 @@ every other key is refused in one line."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,16 @@ def test_parse_takes_a_mapping_or_json() -> None:
     assert parse_mm_processor_kwargs('{"max_pixels": 5}', "x") == {"max_pixels": 5}
     with pytest.raises(BadInput, match="must be an object"):
         parse_mm_processor_kwargs("[1, 2]", "x")
+
+
+REFERENCE = Path(__file__).resolve().parents[1] / "bench/results/vllm-qwen-vl-sizes-reference-2026-12-01/reference.json"
+
+
+@pytest.mark.parametrize("case", json.loads(REFERENCE.read_text())["cases"], ids=lambda c: f"{c['model']}-{c['mm_processor_kwargs']}")
+def test_token_counts_equal_vllms_own_methods(case: dict) -> None:
+    # bench/vllm_qwen_vl_sizes_reference.py: vLLM 0.33.0's get_max_image_tokens / get_max_video_tokens under
+    # MultiModalConfig(mm_processor_kwargs=...), merged and routed by vLLM's own get_merged_mm_kwargs
+    counted = tokens(case["model"], case["mm_processor_kwargs"] or None)
+    assert counted["image"] == case["max_image_tokens"]
+    if "max_video_tokens" in case:
+        assert counted["video"] == case["max_video_tokens"]

@@ -289,3 +289,13 @@ def test_the_video_guard_leaves_a_model_without_videos_alone():
     spec = model_spec(source.config, source.name, source.preprocessor, source.processor, source.video_preprocessor)
     item = spec.family.encoder_input(spec, source, "cpu", torch.float32, spec.derived_max_model_len)
     assert "input_features" in item.tensors
+
+
+def test_the_processor_class_named_in_preprocessor_config_is_the_one_built():
+    # vLLM (get_processor_cls_name_from_config) reads processor_class from processor_config.json, else from
+    # preprocessor_config.json, before falling back to the model_type's mapping (LlavaProcessor for llava)
+    from capacity.families.generic import headless_processor
+
+    config = {"model_type": "llava", "vision_config": {}}
+    assert type(headless_processor(config, config, None, None, {"processor_class": "PixtralProcessor"})).__name__ == "PixtralProcessor"
+    assert type(headless_processor(config, config, None, None, None)).__name__ == "LlavaProcessor"

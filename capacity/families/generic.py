@@ -281,13 +281,15 @@ def image_processor(config: dict[str, Any], preprocessor: dict[str, Any] | None)
     return cls(**_init_kwargs(cls, pre, ("image_processor_type", "processor_class", "auto_map")))
 
 
-def headless_processor(config: dict[str, Any], full: dict[str, Any], image_proc: Any, processor: dict[str, Any] | None) -> Any:
+def headless_processor(
+    config: dict[str, Any], full: dict[str, Any], image_proc: Any, processor: dict[str, Any] | None, preprocessor: dict[str, Any] | None = None
+) -> Any:
     """The model's processor class without a tokenizer (none offline): its __init__ defaults, overridden by the
     model config's and processor_config.json's values of the same names, and the image processor."""
     import transformers
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
-    name = (processor or {}).get("processor_class") or PROCESSOR_MAPPING_NAMES.get(str(config.get("model_type")))
+    name = processor_class(processor, preprocessor) or PROCESSOR_MAPPING_NAMES.get(str(config.get("model_type")))
     cls = getattr(transformers, name, None) if isinstance(name, str) else None
     if cls is None or not hasattr(cls, "_get_num_multimodal_tokens"):
         raise LookupError(f"no processor with a placeholder count for model_type {config.get('model_type')!r}")
@@ -340,7 +342,7 @@ def image_item_tokens(config: dict[str, Any], full: dict[str, Any], preprocessor
         return image_fallback(config, vision, reason="no preprocessor_config.json: the model's image processor settings are unknown")
     try:
         image_proc = image_processor(config, preprocessor)
-        proc = headless_processor(config, full, image_proc, processor)
+        proc = headless_processor(config, full, image_proc, processor, preprocessor)
         best, best_shape = 0, (0, 0)
         for shape in candidate_sizes(image_proc, vision):
             counted = proc._get_num_multimodal_tokens(image_sizes=[list(shape)])

@@ -302,5 +302,5 @@ def test_the_processor_class_named_in_preprocessor_config_is_the_one_built():
     from capacity.families.generic import headless_processor
 
     config = {"model_type": "llava", "vision_config": {}}
-    assert type(headless_processor(config, config, None, None, {"processor_class": "PixtralProcessor"})).__name__ == "PixtralProcessor"
+    assert type(headless_processor(config, config, None, None, {"processor_class": "LlavaNextProcessor"})).__name__ == "LlavaNextProcessor"
     assert type(headless_processor(config, config, None, None, None)).__name__ == "LlavaProcessor"

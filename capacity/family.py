@@ -109,6 +109,11 @@ class Family:
         that models videos reads its own config fields)."""
         return self.spec(config, name, preprocessor, processor)
 
+    def unsharded_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
+        """Regexes of the modules vLLM builds whole on every rank for this config (`vllm_unsharded_modules` unless a
+        family tells configs apart)."""
+        return self.vllm_unsharded_modules
+
     def towers(self, config: dict[str, Any]) -> tuple[Tower, ...]:
         """The model's tower modules as vLLM marks them; () where capacity does not model skipping them (their
         weights are then counted whatever the limits)."""

@@ -7,7 +7,7 @@ One small frozen class per kind. Each turns itself into the per-rank KV spec vLL
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from capacity.kv_spec import (
@@ -68,6 +68,11 @@ class KVLayer:
         """The state size Platform._align_hybrid_block_size sizes the attention block and the padded Mamba page for
         (the model class's get_mamba_state_shape_from_config); the layer's own state unless the class reads less."""
         return sum(self.state_bytes(knobs))
+
+    def with_aligned_channels(self, channels: int) -> KVLayer:
+        """This layer as seen by a model class whose get_mamba_state_shape_from_config reads `channels` channels
+        where the layer has its own (LFM2-VL: the text hidden_size for conv_dim); unchanged for other kinds."""
+        return self
 
 
 @dataclass(frozen=True)
@@ -260,6 +265,10 @@ class ShortConvLayer(KVLayer):
     is_state: ClassVar[bool] = True
     conv_dim: int
     conv_kernel: int  # conv_L_cache
+    aligned_conv_dim: int | None = None  # the channels the model class sizes pages for, when not conv_dim
+
+    def with_aligned_channels(self, channels: int) -> KVLayer:
+        return replace(self, aligned_conv_dim=channels)
 
     def tp_indivisible(self, tp: int) -> tuple[str, ...]:
         # vLLM short_conv_state_shape: divide(intermediate_size=conv_dim, tp); ColumnParallelLinear splits conv_dim
@@ -273,7 +282,7 @@ class ShortConvLayer(KVLayer):
         """Lfm2ForCausalLM / Lfm2VLForConditionalGeneration.get_mamba_state_shape_from_config call short_conv_state_shape
         without num_spec: the page is padded for the state without its speculative slots (a state that outgrows it
         trips MambaSpec.page_size_bytes' assert at startup: `MambaSpec.overflows_page`)."""
-        conv_dim = tp_share(self.conv_dim, knobs.tensor_parallel_size)
+        conv_dim = tp_share(self.aligned_conv_dim or self.conv_dim, knobs.tensor_parallel_size)
         return conv_dim * (self.conv_kernel - 1) * knobs.model_dtype_bytes
 
     def checkpoint_alignment(self, knobs: KVKnobs) -> int | None:

@@ -198,7 +198,7 @@ def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
         head_size=int(getattr(decoder, "head_size", 0) or 0),
         num_experts=_first_int(text, ("num_experts", "n_routed_experts", "num_local_experts")) or _first_int(config, ("num_experts", "n_routed_experts", "num_local_experts")),
         tie_word_embeddings=bool(tie),
-        replicated_modules=spec.family.vllm_unsharded_modules,
+        replicated_modules=spec.family.unsharded_modules(config),
         added_biases=spec.family.vllm_added_biases,
         kv_shapes=tuple(sorted((int(h), s) for h, s in shapes if h and s)),
     )

@@ -37,9 +37,25 @@ def test_layers_are_ten_short_convolutions_and_six_attention_layers():
     spec = model_spec(CONFIG, NAME)
     convs = [layer for layer in spec.layers if isinstance(layer, ShortConvLayer)]
     assert len(spec.layers) == 16 and len(convs) == 10
-    assert set(convs) == {ShortConvLayer(conv_dim=2048, conv_kernel=3)}
-    # the text config alone (Lfm2ForCausalLM) is read the same way by the decoder-only family
-    assert model_spec(CONFIG["text_config"], "lfm2").layers == spec.layers
+    # Lfm2VLForConditionalGeneration sizes hybrid pages from text_config.hidden_size (2,048 here too)
+    assert set(convs) == {ShortConvLayer(conv_dim=2048, conv_kernel=3, aligned_conv_dim=2048)}
+    # the text config alone (Lfm2ForCausalLM, which reads conv_dim) is read the same way by the decoder-only family
+    text = model_spec(CONFIG["text_config"], "lfm2").layers
+    assert [type(layer) for layer in text] == [type(layer) for layer in spec.layers]
+    assert {layer for layer in text if isinstance(layer, ShortConvLayer)} == {ShortConvLayer(conv_dim=2048, conv_kernel=3)}
+
+
+def test_vl_pages_sized_from_hidden_size_can_be_outgrown():
+    """A (hypothetical) LFM2-VL config whose conv_dim 8,192 exceeds hidden_size 2,048: vLLM pads the Mamba page for
+    (3 - 1) x 2,048 x 2 = 8,192 B, i.e. the 16-token fp8 attention page of 16,384 B, while each conv layer keeps
+    (3 - 1) x 8,192 x 2 = 32,768 B: the state outgrows its page (vLLM's MambaSpec assert)."""
+    config = {**CONFIG, "text_config": {**CONFIG["text_config"], "conv_dim": 8192}}
+    spec = model_spec(config, NAME)
+    gpu = gpu_by_name("H200")
+    serving = resolve_serving(ServingArgs(limit_mm_per_prompt={"image": 0}, kv_cache_dtype="fp8", max_model_len=32768), spec, gpu)
+    groups = kv_groups_for(spec, serving, gpu)
+    state = next(g.spec for g in groups if isinstance(g.spec, MambaSpec))
+    assert (sum(state.state_bytes), state.page_size_bytes, state.overflows_page) == (32_768, 16_384, True)
 
 
 @pytest.mark.parametrize(
@@ -164,3 +180,17 @@ def test_reference_covers_tiled_and_single_pictures():
     assert IMAGES["vllm_version"].startswith("0.33.0")
     rows = [row for case in IMAGES["cases"] for row in case["images"]]
     assert any(r["grid"] != [1, 1] for r in rows) and any(r["grid"] == [1, 1] for r in rows) and len(rows) >= 50
+
+
+def test_a_folder_with_its_processor_config_plans_images(tmp_path, capsys):
+    """With a processor_config.json (transformers 5's layout: settings under "image_processor"; these values are the
+    ones config.json states), images count 256 each by vLLM's rule, and the tower's weights stay in:
+    3,193,251,808 B at TP 1 (the weights reference's whole-model case)."""
+    (tmp_path / "config.json").write_text(json.dumps(CONFIG))
+    settings = {key: CONFIG[key] for key in ("downsample_factor", "encoder_patch_size", "min_image_tokens", "max_image_tokens", "max_pixels_tolerance", "min_tiles", "max_tiles", "tile_size", "use_thumbnail", "do_image_splitting")}
+    (tmp_path / "processor_config.json").write_text(json.dumps({"processor_class": "Lfm2VlProcessor", "image_processor": settings}))
+    code = main(["plan", "--model", str(tmp_path), "--estimate", "formula", "--json"])
+    plan = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert plan["budget"]["max_tokens_per_item"] == {"image": 256}
+    assert plan["memory"]["weights"]["bytes"] == 3_193_251_808

@@ -47,6 +47,15 @@ TOWERS: dict[str, tuple[Tower, ...]] = {
     "lfm2_vl": (Tower(("image",), ("vision_tower", "multi_modal_projector")),),  # Lfm2VLForConditionalGeneration.__init__
 }
 
+# The text-config field whose channels the model class's get_mamba_state_shape_from_config reads for its state layers,
+# by model_type, where the layers read another (Lfm2VLForConditionalGeneration: hidden_size; its ShortConv layers conv_dim).
+ALIGNED_STATE_CHANNELS: dict[str, str] = {"lfm2_vl": "hidden_size"}
+
+# Modules vLLM 0.33 builds whole on every rank (ReplicatedLinear), by model_type.
+UNSHARDED_MODULES: dict[str, tuple[str, ...]] = {
+    "lfm2_vl": (r"(^|\.)multi_modal_projector\.linear_[12]$",),  # Lfm2VLMultiModalProjector: ReplicatedLinear
+}
+
 # The largest side tried when a processor caps images by pixels rather than by a fixed size.
 HUGE_SIDE = 8192
 
@@ -126,6 +135,9 @@ class GenericFamily(Family):
         full = materialized(config)
         text = full.get("text_config") if isinstance(full.get("text_config"), dict) else full
         layers = kv_layers(text, "generic")  # the KV layout: the one reader (fails closed naming the field)
+        aligned = ALIGNED_STATE_CHANNELS.get(str(config.get("model_type")))
+        if aligned is not None:  # the model class sizes hybrid pages from another text-config field
+            layers = tuple(layer.with_aligned_channels(int(text[aligned])) for layer in layers)
         items = [item_tokens(modality, config, full, preprocessor, processor) for key, modality in MODALITY_SUBCONFIGS if isinstance(full.get(key), dict)]
         items = [item for item in items if item.tokens > 0 or item.unmodelled]
         counted = [item for item in items if not item.unmodelled]
@@ -166,6 +178,9 @@ class GenericFamily(Family):
 
     def towers(self, config: dict[str, Any]) -> tuple[Tower, ...]:
         return TOWERS.get(str(config.get("model_type")), ())
+
+    def unsharded_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
+        return UNSHARDED_MODULES.get(str(config.get("model_type")), ())
 
     def hf_class_name(self, config: dict[str, Any]) -> str:
         """`architectures[0]` when transformers has that class, else the model_type's image/audio-text-to-text class."""

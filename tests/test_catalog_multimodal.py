@@ -19,7 +19,7 @@ def groups(plan: dict) -> list[tuple[str, int, int]]:
     return [(g["kind"], g["num_layers"], g["page_size_bytes"]) for g in plan["kv_cache"]["groups"]]
 
 
-@pytest.mark.parametrize("model", ["Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen3.5-0.8B", "Qwen/Qwen3.5-27B"])
+@pytest.mark.parametrize("model", ["Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen3-VL-8B-Instruct", "Qwen/Qwen3.5-0.8B", "Qwen/Qwen3.5-27B"])
 def test_qwen3_vl_processor_image_tokens(model: str) -> None:
     # qwen2_vl.py get_image_size_with_most_features (Qwen3-VL and Qwen3.5 inherit it): max_pixels = the published
     # preprocessor's size.longest_edge 16,777,216; unit patch 16 x merge 2 = 32; 16,777,216 // 32^2 = 16,384 merged
@@ -39,6 +39,15 @@ def test_qwen3_vl_processor_image_tokens(model: str) -> None:
 def test_qwen3_vl_4b_kv_page() -> None:
     # text_config: 36 layers, 8 KV heads x head_dim 128: 2 x 16 x 8 x 128 x 2 B = 64 KiB, one full group
     assert groups(planned("Qwen/Qwen3-VL-4B-Instruct")) == [("full", 36, 64 * KIB)]
+
+
+def test_qwen3_vl_8b_kv_page_and_weights_against_the_published_index() -> None:
+    plan = planned("Qwen/Qwen3-VL-8B-Instruct")
+    # text_config: 36 layers, 8 KV heads x head_dim 128: 2 x 16 x 8 x 128 x 2 B = 64 KiB, one full group
+    assert groups(plan) == [("full", 36, 64 * KIB)]
+    # the published index's metadata.total_size, 17,534,247,392 B (bf16, tie_word_embeddings false: lm_head stored;
+    # vocabulary 151,936 = 2,374 x 64, no padding), is what vLLM loads
+    assert plan["memory"]["weights"]["bytes"] == 17_534_247_392
 
 
 def test_qwen3_5_0_8b_hybrid_kv_groups() -> None:

@@ -50,6 +50,18 @@ def test_qwen3_vl_8b_kv_page_and_weights_against_the_published_index() -> None:
     assert plan["memory"]["weights"]["bytes"] == 17_534_247_392
 
 
+def test_qwen2_5_vl_3b_reads_its_published_preprocessor() -> None:
+    plan = planned("Qwen/Qwen2.5-VL-3B-Instruct")
+    # qwen2_vl.py get_image_size_with_most_features: the published max_pixels 12,845,056 // (patch 14 x merge 2)^2 =
+    # 16,384 merged patches per image
+    assert plan["budget"]["max_tokens_per_item"]["image"] == 16_384
+    # text: 36 layers, 2 KV heads x 128: 2 x 16 x 2 x 128 x 2 B = 16 KiB
+    assert groups(plan) == [("full", 36, 16 * KIB)]
+    # zhanggaojian/Qwen2.5-VL-3B-LLMQ_Samples' copy of the published index: metadata.total_size 7,509,245,952 B (bf16,
+    # tie_word_embeddings true: the embedding is stored once, as vLLM holds it)
+    assert plan["memory"]["weights"]["bytes"] == 7_509_245_952
+
+
 def test_qwen3_5_0_8b_hybrid_kv_groups() -> None:
     # 24 layers, full_attention_interval 4: 18 Gated DeltaNet + 6 full attention -> group size 6: three state groups
     # and one attention group. GDN state per layer: conv (2 x 16 key heads x 128 + 16 value heads x 128) x (4 - 1) x 2 B

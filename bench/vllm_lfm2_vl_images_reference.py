@@ -27,7 +27,10 @@ from pathlib import Path
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
+CATALOG_PROCESSOR = Path(__file__).resolve().parents[1] / "capacity" / "catalog" / "models" / "LiquidAI--LFM2.5-VL-1.6B" / "processor_config.json"
 SETTINGS: list[dict] = [
+    # the catalog's LFM2.5-VL-1.6B processor_config.json, its image_processor settings as the processor loads them
+    {k: v for k, v in json.loads(CATALOG_PROCESSOR.read_text())["image_processor"].items() if k != "image_processor_type"},
     {},  # the class defaults, equal to the published LFM2.5-VL-1.6B config.json's values
     {"max_image_tokens": 1024},
     {"max_image_tokens": 255, "max_pixels_tolerance": 1.0},  # the 511-px dummy rounds to 512: too large, tiled

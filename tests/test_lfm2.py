@@ -119,23 +119,33 @@ def test_state_that_outgrows_its_padded_page_is_an_error(capsys):
 # --- images -----------------------------------------------------------------------------------------------
 
 
-def test_catalog_entry_is_refused_with_images_and_plans_text_only(capsys):
-    code = main(["plan", "--model", NAME, "--estimate", "formula"])
+def test_catalog_entry_plans_images_and_text_only(capsys):
+    """The catalog's processor_config.json: 256 embeddings per image (below), the tower's weights in: 3,193,251,808 B;
+    at image=0 vLLM leaves the vision tower and projector out: 2,340,681,216 B (the weights reference's cases)."""
+    code = main(["plan", "--model", NAME, "--estimate", "formula", "--json"])
+    plan = json.loads(capsys.readouterr().out)
+    assert code == 0 and plan["budget"]["max_tokens_per_item"] == {"image": 256}
+    assert plan["memory"]["weights"]["bytes"] == 3_193_251_808
+    code = main(["plan", "--model", NAME, "--estimate", "formula", "--limit-mm-per-prompt", "image=0", "--json"])
+    plan = json.loads(capsys.readouterr().out)
+    assert code == 0 and plan["memory"]["weights"]["bytes"] == 2_340_681_216
+
+
+def test_without_a_processor_file_images_are_refused_unless_turned_off(tmp_path, capsys):
+    (tmp_path / "config.json").write_text(json.dumps(CONFIG))
+    code = main(["plan", "--model", str(tmp_path), "--estimate", "formula"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1
     assert "preprocessor_config.json / processor_config.json" in err and "--limit-mm-per-prompt image=0" in err
-    code = main(["plan", "--model", NAME, "--estimate", "formula", "--limit-mm-per-prompt", "image=0", "--json"])
-    plan = json.loads(capsys.readouterr().out)
-    assert code == 0
-    # vLLM leaves the vision tower and projector out at image=0: 2,340,681,216 B (the weights reference's case)
-    assert plan["memory"]["weights"]["bytes"] == 2_340_681_216
+    assert main(["plan", "--model", str(tmp_path), "--estimate", "formula", "--limit-mm-per-prompt", "image=0"]) == 0
 
 
-def test_published_defaults_count_256_per_image():
+def test_published_processor_config_counts_256_per_image():
     """get_image_size_with_most_features: sqrt(256 x 16^2 x 2^2) = 512. 512 x 512 is not too large (512^2 =
     262,144 <= 256 x 1,024 x 2.0), so one picture; smart_resize keeps 512 x 512 (262,144 = max pixels):
     (512 // 16 / 2)^2 = 16 x 16 = 256 embeddings."""
-    spec = model_spec(CONFIG, NAME, None, {"image_processor": {"max_image_tokens": 256, "encoder_patch_size": 16}})
+    processor = json.loads((ROOT / "capacity" / "catalog" / "models" / "LiquidAI--LFM2.5-VL-1.6B" / "processor_config.json").read_text())
+    spec = model_spec(CONFIG, NAME, None, processor)
     assert [(m.name, m.max_tokens_per_item, m.unmodelled) for m in spec.modalities] == [("image", 256, "")]
     assert spec.encoder is not None and spec.encoder.seq_len == 1_024  # 256 x downsample_factor 2^2 patches
     assert "512 x 512 dummy image" in spec.notes[0]
@@ -165,7 +175,8 @@ def test_settings_come_from_either_processor_file_and_bad_values_are_refused():
 def test_image_embeddings_equal_vllm(case):
     """Every size of every settings case: vLLM's count, or (where vLLM counts a tile grid the image processor did
     not produce: do_image_splitting false) capacity's refusal."""
-    settings = Lfm2VlImageSettings(**case["settings"])
+    found = Lfm2VlImageSettings.from_files(None, {"image_processor": case["settings"]}) if case["settings"] else None
+    settings = found[0] if found else Lfm2VlImageSettings()
     assert [settings.dummy_side()] * 2 == case["dummy"]
     for row in case["images"]:
         cols, rows = row["grid"]
@@ -194,3 +205,16 @@ def test_a_folder_with_its_processor_config_plans_images(tmp_path, capsys):
     assert code == 0
     assert plan["budget"]["max_tokens_per_item"] == {"image": 256}
     assert plan["memory"]["weights"]["bytes"] == 3_193_251_808
+
+
+@pytest.mark.parametrize(
+    ("filename", "blob"),
+    [("config.json", "37c2fe5d67001f42a5a9d1a3bbefdb8dc18867b2"), ("processor_config.json", "d2dfab54984ecbf3214bd80070283bc2a61085d6")],
+)
+def test_stored_files_are_the_hub_blobs_a_record_of_revision_919fde3_names(filename, blob):
+    """Shoozes/candle tools/lfm2_vl/reference-lock.json records, for LiquidAI/LFM2.5-VL-1.6B at revision 919fde3d,
+    each file's git blob id (sha1 of "blob <size>\\0" + bytes); the stored files hash to them (catalog README)."""
+    import hashlib
+
+    data = (ROOT / "capacity" / "catalog" / "models" / "LiquidAI--LFM2.5-VL-1.6B" / filename).read_bytes()
+    assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == blob

@@ -92,13 +92,11 @@ class Qwen25OmniFamily(Family):
     def hf_config(self, config: dict[str, Any]) -> dict[str, Any]:
         return thinker(config)
 
-    def spec(
-        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
-    ) -> ModelSpec:
+    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
         think = thinker(config)
         text = text_of(config)
         vision = sub(think, "vision_config", f"{WHERE} thinker_config")
-        audio = sub(think, "audio_config", f"{WHERE} thinker_config")
+        sub(think, "audio_config", f"{WHERE} thinker_config")  # the audio tower vLLM builds from it: required
         patch = need(vision, "patch_size", f"{WHERE} vision_config")
         merge = need(vision, "spatial_merge_size", f"{WHERE} vision_config")
         max_pixels = image_max_pixels(preprocessor)

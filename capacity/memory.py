@@ -260,7 +260,9 @@ def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, g
     """Bytes of one rank's weights in the serving dtype (quantized tensors as stored), with the parameter count."""
     summary = None if source.weights is None else (source.weights.source, source.weights.data_bytes, source.weights.files)
     moe = gpt_oss_mxfp4(source.config, gpu)
-    key = (spec, _config_json(source.config), source.safetensors, summary, serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype, serving.dtype_bytes, moe)
+    # AWQ's kernel, and so its resident bytes, depends on the GPU (capacity/awq.py)
+    awq_gpu = (gpu.platform, gpu.source == "size", gpu.compute_capability_major) if gpu is not None and isinstance(quant_scheme(source.config), AwqScheme) else None
+    key = (spec, _config_json(source.config), source.safetensors, summary, serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype, serving.dtype_bytes, moe, awq_gpu)
     hit = _WEIGHTS.get(key)
     if hit is None:
         if len(_WEIGHTS) >= 64:

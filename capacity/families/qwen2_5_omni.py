@@ -20,15 +20,22 @@ read from vllm/model_executor/models/qwen2_5_omni_thinker.py and registry.py:
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from capacity.errors import BadInput
 from capacity.families.common import config_dtype, need, sub
 from capacity.families.decoder_only import decoder_shape
 from capacity.families.qwen2_5_vl import DEFAULT_MAX_PIXELS, MAX_FRAMES_PER_VIDEO, max_image_tokens
-from capacity.family import Family
+from capacity.families.qwen2_5_vl import FAMILY as QWEN2_5_VL
+from capacity.family import EncoderInput, Family
 from capacity.kv_layout import kv_layers
 from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, scaled_max_model_len
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import torch
+
+    from capacity.models import ModelSource
 
 WHERE = "qwen2_5_omni"
 ARCHITECTURE = "Qwen2_5OmniThinkerForConditionalGeneration"
@@ -77,7 +84,12 @@ class Qwen25OmniFamily(Family):
     name = "qwen2_5_omni"
     model_types = ("qwen2_5_omni",)
     hf_class = "Qwen2_5OmniThinkerForConditionalGeneration"  # transformers' thinker: vLLM's parameters, same shapes
-    profilable = False  # no fake-tensor trace or profiler hooks yet: formula estimates for the activation terms
+    # The fake-tensor trace and the profiler run transformers' thinker (dense: the trace's weights are fake; the plan's
+    # weights term is capacity/weights.py's), its vision tower on images and videos as Qwen2.5-VL's hooks do; an audio
+    # item is not traced (formulas).
+    # vLLM runs the same vision class as Qwen2.5-VL's (Qwen2_5_VisionTransformer): that family's calibration of the
+    # traced tower to vLLM's varlen kernels applies.
+    trace_encoder_to_vllm: ClassVar[float | None] = QWEN2_5_VL.trace_encoder_to_vllm
     parameters_source: ClassVar[str] = (
         "of the thinker (transformers' Qwen2_5OmniThinkerForConditionalGeneration from thinker_config, built on the meta "
         "device; the talker and token2wav, which vLLM does not load, left out)"
@@ -147,6 +159,22 @@ class Qwen25OmniFamily(Family):
             vllm_support=VllmSupport("native", f"{ARCHITECTURE} (vllm/model_executor/models/qwen2_5_omni_thinker.py); talker and token2wav not loaded"),
             notes=notes,
         )
+
+    # --- profiler and fake-tensor trace hooks (torch inside) ---------------------------------------------
+
+    def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
+        """The profiled image or video as the vision tower's patches (Qwen2.5-VL's hook on thinker_config); an audio is
+        not traced."""
+        image = spec.modalities[0].max_tokens_per_item
+        if tokens % image:
+            raise BadInput(f"tracing {WHERE}'s audio tower ({tokens} tokens per audio) is not implemented yet")
+        return QWEN2_5_VL.encoder_input(spec, replace(source, config=thinker(source.config)), device, dtype, tokens)
+
+    def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
+        return QWEN2_5_VL.encode(model, item, count)
+
+    def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
+        return QWEN2_5_VL.decode(model, input_ids, encoder_states)
 
 
 FAMILY = Qwen25OmniFamily()

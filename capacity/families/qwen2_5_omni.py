@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from capacity.errors import BadInput
 from capacity.families.common import config_dtype, need, sub
 from capacity.families.decoder_only import decoder_shape
-from capacity.families.qwen2_5_vl import DEFAULT_MAX_PIXELS, MAX_FRAMES_PER_VIDEO, max_image_tokens
 from capacity.families.qwen2_5_vl import FAMILY as QWEN2_5_VL
+from capacity.families.qwen2_5_vl import MAX_FRAMES_PER_VIDEO, image_grid, pixel_bounds
 from capacity.family import EncoderInput, Family
 from capacity.kv_layout import kv_layers
 from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, scaled_max_model_len
@@ -70,16 +70,6 @@ def audio_lengths(mel_frames: int) -> tuple[int, int]:
     return positions, (positions - 2) // 2 + 1
 
 
-def image_max_pixels(preprocessor: dict[str, Any] | None) -> int:
-    """The image processor's max_pixels (transformers reads `max_pixels` into size.longest_edge)."""
-    if not preprocessor:
-        return DEFAULT_MAX_PIXELS
-    value = preprocessor.get("max_pixels") or (preprocessor.get("size") or {}).get("longest_edge") or DEFAULT_MAX_PIXELS
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise BadInput(f"preprocessor_config.json ({WHERE}) max_pixels must be a positive integer, got {value!r}")
-    return value
-
-
 class Qwen25OmniFamily(Family):
     name = "qwen2_5_omni"
     model_types = ("qwen2_5_omni",)
@@ -111,17 +101,16 @@ class Qwen25OmniFamily(Family):
         sub(think, "audio_config", f"{WHERE} thinker_config")  # the audio tower vLLM builds from it: required
         patch = need(vision, "patch_size", f"{WHERE} vision_config")
         merge = need(vision, "spatial_merge_size", f"{WHERE} vision_config")
-        max_pixels = image_max_pixels(preprocessor)
-        image = max_image_tokens(max_pixels, patch, merge)
-        if image <= 0:
-            raise BadInput(f"preprocessor_config.json ({WHERE}) max_pixels {max_pixels} holds no {patch * merge} x {patch * merge} merged patch")
+        max_pixels = pixel_bounds(preprocessor)[1]
+        rows, cols = image_grid(think, preprocessor)  # Qwen2VLProcessingInfo.get_max_image_tokens, as for Qwen2.5-VL
+        image = rows * cols
         mel = audio_mel_frames(preprocessor)
         audio_positions, audio_tokens = audio_lengths(mel)
         hidden = need(text, "hidden_size", f"{WHERE} text_config")
         max_len, key, _factor = scaled_max_model_len(text)
         notes = (
             f"{WHERE}: vLLM 0.33 serves the thinker ({ARCHITECTURE}); the talker and token2wav are not loaded",
-            f"{WHERE}: max_pixels {max_pixels}: {image} tokens per image (// ({patch} x {merge})^2); videos up to "
+            f"{WHERE}: max_pixels {max_pixels}: {rows} x {cols} = {image} tokens per image ({patch} x {merge} px per token); videos up to "
             f"{MAX_FRAMES_PER_VIDEO} frames at that size, 2 frames per {image} tokens",
             f"{WHERE}: {audio_tokens} tokens per audio: min(chunk_length, 30) s = {mel} mel frames -> {audio_positions} "
             f"positions (stride-2 convolution) -> {audio_tokens} (2x pool); profiled videos carry no audio (use_audio_in_video off)",

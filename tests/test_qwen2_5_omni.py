@@ -184,3 +184,13 @@ def test_audio_tokens_follow_the_preprocessor(source):
     by_name = {m.name: m.max_tokens_per_item for m in spec.modalities}
     # 10 s -> 1000 mel frames -> 500 positions -> 250 tokens; 1,003,520 // 784 = 1280 tokens per image
     assert by_name == {"image": 1280, "video": 1280, "audio": 250}
+
+
+def test_mm_processor_kwargs_size_keys_resize_images_and_videos_not_audio(source):
+    from capacity.processor_kwargs import with_mm_processor_kwargs
+
+    resized = with_mm_processor_kwargs(source, {"max_pixels": 1_003_520})
+    spec = model_spec(resized.config, "resized", resized.preprocessor)
+    by_name = {m.name: m.max_tokens_per_item for m in spec.modalities}
+    # 1,003,520 // (14 x 2)^2 = 1,280 = 32 x 40 merged tokens (the closest factor pair, smart_resize keeps it)
+    assert by_name == {"image": 1280, "video": 1280, "audio": 750}

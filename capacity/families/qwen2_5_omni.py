@@ -149,6 +149,13 @@ class Qwen25OmniFamily(Family):
             notes=notes,
         )
 
+    def with_processor_kwargs(
+        self, config: dict[str, Any], preprocessor: dict[str, Any] | None, video_preprocessor: dict[str, Any] | None, kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The Qwen-VL size keys, as for Qwen2.5-VL: Qwen2_5OmniThinkerProcessingInfo counts images and videos with
+        Qwen2VLProcessingInfo's _get_vision_info and the same merged kwargs (the audio keys are left as they are)."""
+        return QWEN2_5_VL.with_processor_kwargs(config, preprocessor, video_preprocessor, kwargs)
+
     # --- profiler and fake-tensor trace hooks (torch inside) ---------------------------------------------
 
     def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:

@@ -223,7 +223,8 @@ def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConf
         tensors = tuple(quantized_tensors(tensors, scheme, layout))
         quantization = f"{scheme.name}: stored tensors worked out from quantization_config"
     kernel_modelled = False
-    if isinstance(scheme, AwqScheme) and gpu is not None and quantization != "none":
+    experts = any(t.leaf == "qweight" and (len(t.shape) > 2 or ".experts." in t.name) for t in tensors)  # AWQ MoE: another method, not modelled
+    if isinstance(scheme, AwqScheme) and gpu is not None and quantization != "none" and not experts:
         # what vLLM's AWQ kernel for this GPU leaves resident after loading (capacity/awq.py)
         kernel = awq_kernel(gpu, tensors, serving.tensor_parallel_size)
         tensors = tuple(kernel_tensors(tensors, kernel))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +195,13 @@ def test_mm_processor_kwargs_size_keys_resize_images_and_videos_not_audio(source
     by_name = {m.name: m.max_tokens_per_item for m in spec.modalities}
     # 1,003,520 // (14 x 2)^2 = 1,280 = 32 x 40 merged tokens (the closest factor pair, smart_resize keeps it)
     assert by_name == {"image": 1280, "video": 1280, "audio": 750}
+
+
+def test_awq_layers_a_kernel_would_pad_are_refused(source):
+    """An FFN of 19,008 (not a multiple of 128): Marlin would pad it, Machete refuse it for another kernel: exit 2."""
+    config = edited(source.config, ("thinker_config", "text_config", "intermediate_size"), 19_008)
+    spec = model_spec(config, "padded")
+    g = gpu_by_name("A100-80GB")
+    with pytest.raises(BadInput, match=r"mlp\.(gate|up|down)_proj .*19008") as info:
+        weights_term(spec, replace(source, config=config), resolve_serving(ServingArgs(), spec, g), g)
+    assert "\n" not in str(info.value)

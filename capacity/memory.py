@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from capacity.awq import awq_kernel, kernel_tensors
 from capacity.budget import MultiModalBudget
 from capacity.collectives import NCCL_COMMUNICATOR_BYTES, vllm_all_reduce_buffers
 from capacity.errors import BadInput, RuntimeFailure
@@ -23,6 +24,7 @@ from capacity.spec import DTYPE_BYTES, DecoderShape, EncoderShape, ModelSpec
 from capacity.units import MiB
 from capacity.weights import (
     MODEL_DTYPE,
+    AwqScheme,
     KindBytes,
     Parallelism,
     StoredTensor,
@@ -233,8 +235,16 @@ def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConf
     elif scheme is not None and not named:
         tensors = tuple(quantized_tensors(tensors, scheme, layout))
         quantization = f"{scheme.name}: stored tensors worked out from quantization_config"
+    kernel_modelled = False
+    experts = any(t.leaf == "qweight" and (len(t.shape) > 2 or ".experts." in t.name) for t in tensors)  # AWQ MoE: another method, not modelled
+    if isinstance(scheme, AwqScheme) and gpu is not None and quantization != "none" and not experts:
+        # what vLLM's AWQ kernel for this GPU leaves resident after loading (capacity/awq.py)
+        kernel = awq_kernel(gpu, tensors, serving.tensor_parallel_size)
+        tensors = tuple(kernel_tensors(tensors, kernel))
+        quantization = f"{quantization}; kernel {kernel.describe()}"
+        kernel_modelled = True
     par = Parallelism(serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype_bytes, rank)
-    wb = weights_per_rank(tensors, layout, par, source=how, quantization=quantization)
+    wb = replace(weights_per_rank(tensors, layout, par, source=how, quantization=quantization), quantized_layout_modelled=kernel_modelled)
     if not named and summary is not None and summary.quantized_dtypes:
         # A quantized checkpoint known by its header summary only (Hub, catalog): its stored bytes are exact, the
         # tensor names are not; the per-rank share of the layout worked out above divides those bytes.
@@ -264,6 +274,8 @@ def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, g
     """Bytes of one rank's weights in the serving dtype (quantized tensors as stored), with the parameter count."""
     summary = None if source.weights is None else (source.weights.source, source.weights.data_bytes, source.weights.files)
     moe = gpt_oss_mxfp4(source.config, gpu)
+    # AWQ's kernel, and so its resident bytes, depends on the GPU (capacity/awq.py)
+    awq_gpu = (gpu.platform, gpu.source == "size", gpu.compute_capability_major) if gpu is not None and isinstance(quant_scheme(source.config), AwqScheme) else None
     key = (
         spec,
         _config_json(source.config),
@@ -274,6 +286,7 @@ def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, g
         serving.dtype,
         serving.dtype_bytes,
         moe,
+        awq_gpu,
         skipped_towers(spec, source, serving),
     )
     hit = _WEIGHTS.get(key)
@@ -299,13 +312,13 @@ def _weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, 
     layout = "" if quantized or wb.total_bytes == dense else f" {wb.total_bytes - dense:+,} B as vLLM lays them out (vocabulary padded to 64, biases its fused layers add)"
     if tp == 1 and not quantized:
         return MemoryTerm(wb.total_bytes, EXACT, f"{count:,} parameters x {serving.dtype_bytes} B ({serving.dtype}){layout}; {wb.source}"), count, wb
-    exact = not wb.unclassified and spec.vllm_support.status == "native" and not quantized
+    exact = not wb.unclassified and spec.vllm_support.status == "native" and (not quantized or wb.quantized_layout_modelled)
     caveats = []
     if wb.unclassified:
         caveats.append(f"{len(wb.unclassified)} tensors no rule names counted whole, e.g. {wb.unclassified[0]}")
     if spec.vllm_support.status != "native":
         caveats.append(f"vLLM 0.33 serves {spec.architecture} {spec.vllm_support.status}: layers assumed as vLLM's usual parallel layers")
-    if quantized:
+    if quantized and not wb.quantized_layout_modelled:
         caveats.append("vLLM's quantization kernels may repack or pad")
     how = wb.describe() if tp > 1 else f"{count:,} stored elements"
     return (

@@ -37,7 +37,7 @@ from capacity.errors import CapacityError  # noqa: E402
 from capacity.gpus import Gpu, gpu_by_name  # noqa: E402
 from capacity.log_plan import gpu_from_evidence, knobs_from_log, quantization  # noqa: E402
 from capacity.models import catalog, catalog_config  # noqa: E402
-from capacity.plan import Plan  # noqa: E402
+from capacity.plan import Plan, loaded_bytes  # noqa: E402
 from capacity.planner import plan_for  # noqa: E402
 from capacity.reconcile import tokens_are_per_request  # noqa: E402
 from capacity.serving import ServingArgs  # noqa: E402
@@ -211,7 +211,7 @@ def predict(log: Path, *, formula: bool) -> Row:
     vllm_non_kv = None if kv_printed is None else requested / GiB - kv_printed
     row.vllm["non_kv"] = vllm_non_kv
     row.capacity = {
-        "weights": plan.memory["weights"].bytes / GiB,
+        "weights": loaded_bytes(plan) / GiB,  # vLLM's "Model loading took": parameters + load buffers
         "non_kv": plan.non_kv_bytes / GiB,
         "available_kv": plan.kv.available_bytes / GiB,
         "kv_tokens": _tokens(plan, facts),
@@ -231,12 +231,12 @@ def predict(log: Path, *, formula: bool) -> Row:
         "max_model_len": plan.serving.max_model_len,
         "gpu_memory_utilization": plan.serving.gpu_memory_utilization,
         "log_max_num_batched_tokens": facts.effective_max_num_batched_tokens,
-        "capacity_terms_gib": {k: round(m[k].bytes / GiB, 3) for k in ("weights", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs")},
+        "capacity_terms_gib": {k: round(m[k].bytes / GiB, 3) for k in ("weights", "load_buffers", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs")},
         "log_cuda_graph_estimate_gib": facts.cudagraph_estimated_gib,
         "log_graph_capture_gib": facts.graph_capture_gib if facts.graph_capture_gib is not None else facts.cudagraph_actual_gib,
         "requested_gib": {"log": requested_log, "capacity": round(plan.requested_memory_bytes / GiB, 3)},
         "vllm_non_weights_gib": None if vllm_non_kv is None or facts.model_loading_gib is None else round(vllm_non_kv - facts.model_loading_gib, 3),
-        "capacity_non_weights_gib": round((plan.non_kv_bytes - m["weights"].bytes) / GiB, 3),
+        "capacity_non_weights_gib": round((plan.non_kv_bytes - loaded_bytes(plan)) / GiB, 3),
     }
     return row
 
@@ -376,7 +376,7 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "predict-logs-2026-11-30")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "predict-logs-2026-12-01")
     ap.add_argument("--formula", action="store_true", help="skip the fake-tensor trace (formulas only)")
     ap.add_argument("--only", default=None, help="only logs whose name contains this")
     a = ap.parse_args()

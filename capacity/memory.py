@@ -15,6 +15,7 @@ from capacity.budget import MultiModalBudget
 from capacity.collectives import NCCL_COMMUNICATOR_BYTES, vllm_all_reduce_buffers
 from capacity.errors import BadInput, RuntimeFailure
 from capacity.gpus import Gpu
+from capacity.load_allocations import load_allocations
 from capacity.models import ModelSource
 from capacity.mxfp4 import GptOssMxfp4, gpt_oss_mxfp4
 from capacity.profile import MemoryProfile
@@ -37,6 +38,7 @@ from capacity.weights import (
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from capacity.family import Family
+    from capacity.vllm_versions import VllmSemantics
 
 EXACT = "exact"
 ESTIMATED = "estimated"
@@ -294,6 +296,20 @@ def _gpt_oss_mxfp4_term(spec: ModelSpec, serving: ServingConfig, wb: WeightsBrea
     caveat = f" ({len(wb.unclassified)} tensors no rule names counted whole, e.g. {wb.unclassified[0]})" if wb.unclassified else ""
     label = "exact (from config, vLLM 0.33 MXFP4 layout)" if exact else "estimated"
     return MemoryTerm(wb.total_bytes, EXACT if exact else ESTIMATED, f"{label}: {wb.describe()}; {wb.quantization}; {wb.source}{caveat}")
+
+
+def load_buffers_term(
+    spec: ModelSpec, source: ModelSource, serving: ServingConfig, wb: WeightsBreakdown, semantics: VllmSemantics, rounding: bool = True
+) -> MemoryTerm:
+    """What vLLM's "Model loading took" holds besides the parameters (capacity/load_allocations.py): the rotary
+    cos_sin_cache buffers (exact) and, for unquantized checkpoints, the caching allocator's rounding of the decoder's
+    large tensors (estimated). `rounding=False` where a GPU measurement of the load already holds the rounding."""
+    layout = weight_layout(spec, source.config)
+    loads = load_allocations(spec, source.config, layout, serving.tensor_parallel_size, serving.dtype_bytes, semantics.vision_rope_cache)
+    if not rounding or wb.quantization != "none":
+        loads = replace(loads, rounding_bytes=0, rounded_tensors=0)
+    kind = EXACT if loads.exact else ESTIMATED
+    return MemoryTerm(loads.total_bytes, kind, f"{loads.describe()} (vLLM {semantics.name}: allocated inside the load window besides the parameters)")
 
 
 # --- encoder cache -----------------------------------------------------------------------------------

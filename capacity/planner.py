@@ -26,6 +26,7 @@ from capacity.memory import (
     cuda_context_term,
     cuda_graph_term,
     encoder_cache_term,
+    load_buffers_term,
     measured_terms,
     non_torch_term,
     sampler_form,
@@ -90,6 +91,7 @@ def build_plan(
     """The plan under vLLM 0.33's rules, or under `semantics` (another version's, capacity.vllm_versions)."""
     budget: MultiModalBudget = build_budget(spec, serving, enable_cache=False)
     weights, n_params, per_rank = weights_term(spec, source, serving, gpu)
+    loads = load_buffers_term(spec, source, serving, per_rank, semantics or LATEST)
     sampler = sampler_form(gpu, (semantics or LATEST).sampler_warmup_pass)
     activations = activation_estimate(spec, budget, serving, sampler)
     graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
@@ -101,6 +103,7 @@ def build_plan(
         )
     memory: dict[str, MemoryTerm] = {
         "weights": weights,
+        "load_buffers": loads,
         "activation_peak": activation_term(activations),
         "encoder_cache": encoder_cache_term(spec, budget, serving),
         "non_torch": non_torch_term(),
@@ -110,6 +113,8 @@ def build_plan(
     }
     if profile is not None:
         memory.update(measured_terms(profile, memory, spec, serving, sampler))
+        if profile.fingerprint.device == "cuda" and memory["weights"].kind == MEASURED:  # the measured load holds the rounding
+            memory["load_buffers"] = load_buffers_term(spec, source, serving, per_rank, semantics or LATEST, rounding=False)
         if profile.fingerprint.device == "fake":
             enc = profile.phase("encoder")
             dominates = enc is not None and enc.peak_above_start_bytes >= max(

@@ -58,6 +58,9 @@ class VllmSemantics:
     # 0.29.0-0.32.0 MRV2 wheels run the default pass only, under "NOTE(woosuk): ... the sampler may skip top_k,
     # top_p, and logprobs"); False keeps capacity's earlier sampler form (capacity.memory.SamplerForm)
     sampler_warmup_pass: bool = False
+    # Qwen2-VL / Qwen2.5-VL vision towers build a get_rope cos_sin_cache (8192 positions) at load: read in 0.23.0,
+    # 0.27.1 and 0.33.0; 0.9.0.1 keeps an inv_freq only (0.12-0.19 not read: taken as the older form)
+    vision_rope_cache: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,6 +108,7 @@ V0 = VllmSemantics(
     batch_tier_160gib=False,
     cross_attention_per_request=ENCODER_LENGTH,
     non_kv_formula="V0 worker: weights + PyTorch activation peak + non-torch memory",
+        vision_rope_cache=False,
     whole_prompt_batches=True,
     long_context_chunking=32768,
 )
@@ -119,6 +123,7 @@ _RANGES: tuple[VllmSemantics, ...] = (
         batch_tier_160gib=False,
         cross_attention_per_request=ENCODER_LENGTH,
         non_kv_formula="weights + torch peak increase + non-torch increase",
+        vision_rope_cache=False,
     ),
     VllmSemantics(
         name="0.12-0.19",
@@ -129,6 +134,7 @@ _RANGES: tuple[VllmSemantics, ...] = (
         batch_tier_160gib=False,
         cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
         non_kv_formula="weights + torch peak increase + non-torch increase",
+        vision_rope_cache=False,
     ),
     VllmSemantics(
         name="0.20-0.26",

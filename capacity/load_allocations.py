@@ -133,8 +133,9 @@ def _rows(entry: dict[str, Any], max_position: int) -> tuple[str, int, bool]:
     """(rope type, cache rows, exact) of one get_rope call (vllm/model_executor/layers/rotary_embedding)."""
     rope_type = str(entry.get("rope_type", entry.get("type", "default")))
     factor = entry.get("factor")
-    if "mrope_section" in entry and rope_type in ("default", "mrope"):
-        return "mrope", max_position * MROPE_POSITIONS_FACTOR, True  # MRotaryEmbedding.cache_max_position_num
+    if "mrope_section" in entry:
+        # MRotaryEmbedding.cache_max_position_num; with YaRN scaling it sizes from original_max_position (not read)
+        return "mrope", max_position * MROPE_POSITIONS_FACTOR, rope_type in ("default", "mrope")
     if rope_type in _ROWS_MAX_POSITION:
         return rope_type, max_position, True
     if rope_type in _ROWS_TIMES_FACTOR and isinstance(factor, (int, float)):
@@ -206,7 +207,7 @@ def load_allocations(spec: ModelSpec, config: dict[str, Any], layout: WeightLayo
     text = spec.family.text_config(config)
     if text is not config and "max_position_embeddings" not in text:
         text = {**config, **text}
-    head_size = int(text.get("head_dim") or layout.head_size or 0)
+    head_size = int(text.get("qk_rope_head_dim") or text.get("head_dim") or layout.head_size or 0)  # MLA: rope on qk_rope_head_dim
     caches = decoder_rotary_caches(text, head_size, dtype_bytes) + vision_rotary_caches(config, dtype_bytes, builds_vision_cache)
     rounding, rounded = allocator_rounding(decoder_large_tensors(spec, layout, tp, dtype_bytes) + [(c.bytes, 1) for c in caches])
     return LoadAllocations(caches, rounding, rounded)

@@ -298,6 +298,15 @@ def _gpt_oss_mxfp4_term(spec: ModelSpec, serving: ServingConfig, wb: WeightsBrea
     return MemoryTerm(wb.total_bytes, EXACT if exact else ESTIMATED, f"{label}: {wb.describe()}; {wb.quantization}; {wb.source}{caveat}")
 
 
+def runner_facts(spec: ModelSpec, source: ModelSource, wb: WeightsBreakdown) -> dict[str, bool]:
+    """What decides a version's default model runner: MoE, quantized, hybrid (VllmConfig._is_default_v2_model_runner_model)."""
+    return {
+        "moe": weight_layout(spec, source.config).num_experts > 0,
+        "quantized": wb.quantization != "none" or quant_scheme(source.config) is not None,
+        "hybrid": any(layer.is_state for layer in spec.layers),
+    }
+
+
 def load_buffers_term(
     spec: ModelSpec, source: ModelSource, serving: ServingConfig, wb: WeightsBreakdown, semantics: VllmSemantics, rounding: bool = True
 ) -> MemoryTerm:
@@ -594,6 +603,28 @@ def cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tup
     return (
         MemoryTerm(total, ESTIMATED, f"{len(sizes)} FULL decode graphs ({mode}), largest {largest} tokens; MRV2 extrapolation form"),
         len(sizes),
+    )
+
+
+def v1_cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tuple[MemoryTerm, int]:
+    """The V1 model runner's estimate (gpu_model_runner.py profile_cudagraph_memory, 0.23.0), not modelled: per mode
+    it captures the first two descriptors and charges first + max(second, 1 MiB) x (n - 1); FULL and PIECEWISE share
+    one pool, so the decoder's estimate is max(firsts) + the per-graph sums. capacity keeps its MRV2-form FULL figure
+    and adds the PIECEWISE graphs (every capture size; none for FULL_DECODE_ONLY encoder-decoders) at the 1 MiB
+    floor each graph after the first costs at least: a lower bound of that mode's share."""
+    full, n_full = cuda_graph_term(spec, serving, sm100)
+    if serving.enforce_eager or not n_full:
+        return full, n_full
+    piecewise = [] if spec.is_encoder_decoder else capture_sizes(serving, sm100, preset_max_capture_size(spec))
+    floor = max(len(piecewise) - 1, 0) * MIN_GRAPH_BYTES
+    how = f"{n_full} FULL decode graphs in MRV2's extrapolation form + ({len(piecewise)} PIECEWISE - 1) x 1 MiB" if piecewise else full.method
+    return (
+        MemoryTerm(
+            full.bytes + floor,
+            ESTIMATED,
+            f"V1 model runner's estimate, not modelled (it measures its first two captures per mode): {how}, a lower bound of what it adds",
+        ),
+        n_full + len(piecewise),
     )
 
 

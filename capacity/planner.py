@@ -29,7 +29,9 @@ from capacity.memory import (
     load_buffers_term,
     measured_terms,
     non_torch_term,
+    runner_facts,
     sampler_form,
+    v1_cuda_graph_term,
     vllm_encoder_activation,
     weights_term,
 )
@@ -101,6 +103,10 @@ def build_plan(
             EXACT,
             f"vLLM {semantics.name} sets no memory aside for CUDA graphs (they come out of the utilization headroom); capacity's estimate would be {graphs.bytes:,} B",
         )
+    elif semantics is not None and graphs.bytes and gpu.platform == "rocm" and not semantics.cudagraph_estimate_on_rocm:
+        graphs = MemoryTerm(0, EXACT, f"vLLM {semantics.name} profiles CUDA graphs on CUDA only (current_platform.is_cuda()): no estimate on ROCm")
+    elif semantics is not None and graphs.bytes and not semantics.runs_mrv2(spec.architecture, **runner_facts(spec, source, per_rank)):
+        graphs, n_graphs = v1_cuda_graph_term(spec, serving, gpu.sm100)
     memory: dict[str, MemoryTerm] = {
         "weights": weights,
         "load_buffers": loads,

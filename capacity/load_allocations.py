@@ -11,9 +11,9 @@ two things persist inside that window:
    the GPU inside `initialize_model`'s device context; `RotaryEmbeddingBase.__init__`, `register_buffer`).
    rows = max_position_embeddings (default, llama3, dynamic, ntk); x factor (linear; yarn and deepseek_yarn from
    original_max_position_embeddings); x 4 for `MRotaryEmbedding` (`cache_max_position_num`, read in 0.8.5, 0.9.0.1,
-   0.23.0, 0.27.1; 0.33's `positions_factor` default 4). Qwen2-VL / Qwen2.5-VL vision towers add a second cache,
-   `get_rope(head_dim, max_position=8192, partial_rotary_factor=0.5)` (0.23.0, 0.27.1, 0.33.0; 0.9.0.1 keeps only an
-   inv_freq of head_dim / 4 float32).
+   0.21.0, 0.23.0, 0.24.0, 0.27.1; 0.33's `positions_factor` default 4). Qwen2-VL / Qwen2.5-VL vision towers add a
+   second cache, `get_rope(head_dim, max_position=8192, partial_rotary_factor=0.5)` (0.21.0, 0.23.0, 0.24.0, 0.27.1,
+   0.33.0; 0.9.0.1 keeps only an inv_freq of head_dim / 4 float32).
 2. The CUDA caching allocator's rounding (estimated): torch counts a block's whole size as allocated. A request of
    10 MiB or more (kMinLargeAlloc) gets a segment rounded up to 2 MiB (kRoundLarge, `get_allocation_size`), and the
    segment is split only when more than 1 MiB would remain (`should_split`, kSmallSize): a 31.5 MiB fused qkv_proj

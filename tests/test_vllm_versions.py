@@ -39,6 +39,10 @@ def test_v1_ranges_have_no_v0_long_context_rule() -> None:
         ("0.23.0", "LlamaForCausalLM", False, False, False, True),  # DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES
         ("0.23.0", "Qwen3ForCausalLM", False, True, False, False),  # ... not quantized
         ("0.23.0", "Qwen2_5_VLForConditionalGeneration", False, False, False, False),  # not listed
+        ("0.21.0", "Qwen3ForCausalLM", False, False, False, False),  # 0.21.0: VLLM_USE_V2_MODEL_RUNNER defaults to 0
+        ("0.24.0", "Qwen2MoeForCausalLM", True, False, False, True),  # 0.24.0: the list alone, MoE included
+        ("0.24.0", "Qwen3ForCausalLM", False, True, False, True),  # ... quantized too
+        ("0.24.0", "Qwen2ForCausalLM", False, False, False, False),
         ("0.27.1", "Qwen2_5_VLForConditionalGeneration", False, False, False, True),  # any dense generate model
         ("0.27.1", "Qwen3MoeForCausalLM", True, False, False, False),  # MoE, not listed
         ("0.27.1", "Qwen2MoeForCausalLM", True, False, False, True),  # MoE, listed

@@ -819,5 +819,5 @@ def vllm_encoder_activation(family: Family, term: MemoryTerm, encoder_phase_domi
     return MemoryTerm(
         round(term.bytes * factor),
         ESTIMATED,
-        f"{term.method}; x {factor} for vLLM's varlen encoder attention (calibrated on public vLLM logs, bench/results/predict-logs-2026-11-30)",
+        f"{term.method}; x {factor} for vLLM's varlen encoder attention (calibrated on public vLLM logs, bench/results/predict-logs-2026-12-01)",
     )

@@ -174,14 +174,16 @@ def tied_by_default(model_type: str) -> bool:
         return True
 
 
-def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
-    """The config facts the parallel rules need: the decoder's heads, MoE experts, tied embeddings."""
+def weight_layout(spec: ModelSpec, config: dict[str, Any], class_default_tie: bool = True) -> WeightLayout:
+    """The config facts the parallel rules need: the decoder's heads, MoE experts, tied embeddings.
+    `class_default_tie=False`: a config that omits tie_word_embeddings is taken as tied without asking transformers'
+    config class (no import; the load buffers' rounding then counts one embedding, a lower bound)."""
     text = spec.family.text_config(config)
     # the decoder's own attention (not cross-attention, not Mamba/MLA state): its KV heads decide K/V replication
     decoder = next((layer for layer in spec.layers if layer.kv_heads() is not None and not layer.reads_encoder_output), None)
     tie = text.get("tie_word_embeddings", config.get("tie_word_embeddings"))
     if tie is None:  # the file leaves it to the config class vLLM builds (vllm llama.py: config.tie_word_embeddings)
-        tie = tied_by_default(str(text.get("model_type", config.get("model_type", ""))))
+        tie = tied_by_default(str(text.get("model_type", config.get("model_type", "")))) if class_default_tie else True
     kv_heads = decoder.kv_heads() if decoder is not None else None
     # every (KV heads, head size) of the decoder's attention kinds (Gemma-4: sliding 8 x 256, full 2 x 512)
     shapes = {(layer.kv_heads(), int(getattr(layer, "head_size", 0) or 0)) for layer in spec.layers if layer.kv_heads() is not None and not layer.reads_encoder_output}
@@ -301,7 +303,7 @@ def _gpt_oss_mxfp4_term(spec: ModelSpec, serving: ServingConfig, wb: WeightsBrea
 def runner_facts(spec: ModelSpec, source: ModelSource, wb: WeightsBreakdown) -> dict[str, bool]:
     """What decides a version's default model runner: MoE, quantized, hybrid (VllmConfig._is_default_v2_model_runner_model)."""
     return {
-        "moe": weight_layout(spec, source.config).num_experts > 0,
+        "moe": weight_layout(spec, source.config, class_default_tie=False).num_experts > 0,
         "quantized": wb.quantization != "none" or quant_scheme(source.config) is not None,
         "hybrid": any(layer.is_state for layer in spec.layers),
     }
@@ -313,7 +315,7 @@ def load_buffers_term(
     """What vLLM's "Model loading took" holds besides the parameters (capacity/load_allocations.py): the rotary
     cos_sin_cache buffers (exact) and, for unquantized checkpoints, the caching allocator's rounding of the decoder's
     large tensors (estimated). `rounding=False` where a GPU measurement of the load already holds the rounding."""
-    layout = weight_layout(spec, source.config)
+    layout = weight_layout(spec, source.config, class_default_tie=False)
     loads = load_allocations(spec, source.config, layout, serving.tensor_parallel_size, serving.dtype_bytes, semantics.vision_rope_cache)
     if not rounding or wb.quantization != "none":
         loads = replace(loads, rounding_bytes=0, rounded_tensors=0)

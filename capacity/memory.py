@@ -16,6 +16,7 @@ from capacity.budget import MultiModalBudget
 from capacity.collectives import NCCL_COMMUNICATOR_BYTES, vllm_all_reduce_buffers
 from capacity.errors import BadInput, RuntimeFailure
 from capacity.gpus import Gpu
+from capacity.load_allocations import load_allocations
 from capacity.models import ModelSource
 from capacity.mxfp4 import GptOssMxfp4, gpt_oss_mxfp4
 from capacity.profile import MemoryProfile
@@ -39,6 +40,7 @@ from capacity.weights import (
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from capacity.family import Family, Tower
+    from capacity.vllm_versions import VllmSemantics
 
 EXACT = "exact"
 ESTIMATED = "estimated"
@@ -183,14 +185,16 @@ def tied_by_default(model_type: str) -> bool:
         return True
 
 
-def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
-    """The config facts the parallel rules need: the decoder's heads, MoE experts, tied embeddings."""
+def weight_layout(spec: ModelSpec, config: dict[str, Any], class_default_tie: bool = True) -> WeightLayout:
+    """The config facts the parallel rules need: the decoder's heads, MoE experts, tied embeddings.
+    `class_default_tie=False`: a config that omits tie_word_embeddings is taken as tied without asking transformers'
+    config class (no import; the load buffers' rounding then counts one embedding, a lower bound)."""
     text = spec.family.text_config(config)
     # the decoder's own attention (not cross-attention, not Mamba/MLA state): its KV heads decide K/V replication
     decoder = next((layer for layer in spec.layers if layer.kv_heads() is not None and not layer.reads_encoder_output), None)
     tie = text.get("tie_word_embeddings", config.get("tie_word_embeddings"))
     if tie is None:  # the file leaves it to the config class vLLM builds (vllm llama.py: config.tie_word_embeddings)
-        tie = tied_by_default(str(text.get("model_type", config.get("model_type", ""))))
+        tie = tied_by_default(str(text.get("model_type", config.get("model_type", "")))) if class_default_tie else True
     kv_heads = decoder.kv_heads() if decoder is not None else None
     # every (KV heads, head size) of the decoder's attention kinds (Gemma-4: sliding 8 x 256, full 2 x 512)
     shapes = {(layer.kv_heads(), int(getattr(layer, "head_size", 0) or 0)) for layer in spec.layers if layer.kv_heads() is not None and not layer.reads_encoder_output}
@@ -334,6 +338,29 @@ def _gpt_oss_mxfp4_term(spec: ModelSpec, serving: ServingConfig, wb: WeightsBrea
     caveat = f" ({len(wb.unclassified)} tensors no rule names counted whole, e.g. {wb.unclassified[0]})" if wb.unclassified else ""
     label = "exact (from config, vLLM 0.33 MXFP4 layout)" if exact else "estimated"
     return MemoryTerm(wb.total_bytes, EXACT if exact else ESTIMATED, f"{label}: {wb.describe()}; {wb.quantization}; {wb.source}{caveat}")
+
+
+def runner_facts(spec: ModelSpec, source: ModelSource, wb: WeightsBreakdown) -> dict[str, bool]:
+    """What decides a version's default model runner: MoE, quantized, hybrid (VllmConfig._is_default_v2_model_runner_model)."""
+    return {
+        "moe": weight_layout(spec, source.config, class_default_tie=False).num_experts > 0,
+        "quantized": wb.quantization != "none" or quant_scheme(source.config) is not None,
+        "hybrid": any(layer.is_state for layer in spec.layers),
+    }
+
+
+def load_buffers_term(
+    spec: ModelSpec, source: ModelSource, serving: ServingConfig, wb: WeightsBreakdown, semantics: VllmSemantics, rounding: bool = True
+) -> MemoryTerm:
+    """What vLLM's "Model loading took" holds besides the parameters (capacity/load_allocations.py): the rotary
+    cos_sin_cache buffers (exact) and, for unquantized checkpoints, the caching allocator's rounding of the decoder's
+    large tensors (estimated). `rounding=False` where a GPU measurement of the load already holds the rounding."""
+    layout = weight_layout(spec, source.config, class_default_tie=False)
+    loads = load_allocations(spec, source.config, layout, serving.tensor_parallel_size, serving.dtype_bytes, semantics.vision_rope_cache)
+    if not rounding or wb.quantization != "none":
+        loads = replace(loads, rounding_bytes=0, rounded_tensors=0)
+    kind = EXACT if loads.exact else ESTIMATED
+    return MemoryTerm(loads.total_bytes, kind, f"{loads.describe()} (vLLM {semantics.name}: allocated inside the load window besides the parameters)")
 
 
 # --- encoder cache -----------------------------------------------------------------------------------
@@ -621,6 +648,28 @@ def cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tup
     )
 
 
+def v1_cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tuple[MemoryTerm, int]:
+    """The V1 model runner's estimate (gpu_model_runner.py profile_cudagraph_memory, 0.23.0), not modelled: per mode
+    it captures the first two descriptors and charges first + max(second, 1 MiB) x (n - 1); FULL and PIECEWISE share
+    one pool, so the decoder's estimate is max(firsts) + the per-graph sums. capacity keeps its MRV2-form FULL figure
+    and adds the PIECEWISE graphs (every capture size; none for FULL_DECODE_ONLY encoder-decoders) at the 1 MiB
+    floor each graph after the first costs at least: a lower bound of that mode's share."""
+    full, n_full = cuda_graph_term(spec, serving, sm100)
+    if serving.enforce_eager or not n_full:
+        return full, n_full
+    piecewise = [] if spec.is_encoder_decoder else capture_sizes(serving, sm100, preset_max_capture_size(spec))
+    floor = max(len(piecewise) - 1, 0) * MIN_GRAPH_BYTES
+    how = f"{n_full} FULL decode graphs in MRV2's extrapolation form + ({len(piecewise)} PIECEWISE - 1) x 1 MiB" if piecewise else full.method
+    return (
+        MemoryTerm(
+            full.bytes + floor,
+            ESTIMATED,
+            f"V1 model runner's estimate, not modelled (it measures its first two captures per mode): {how}, a lower bound of what it adds",
+        ),
+        n_full + len(piecewise),
+    )
+
+
 # --- measured (from a MemoryProfile) --------------------------------------------------------------------
 
 
@@ -812,5 +861,5 @@ def vllm_encoder_activation(family: Family, term: MemoryTerm, encoder_phase_domi
     return MemoryTerm(
         round(term.bytes * factor),
         ESTIMATED,
-        f"{term.method}; x {factor} for vLLM's varlen encoder attention (calibrated on public vLLM logs, bench/results/predict-logs-2026-11-30)",
+        f"{term.method}; x {factor} for vLLM's varlen encoder attention (calibrated on public vLLM logs, bench/results/predict-logs-2026-12-01)",
     )

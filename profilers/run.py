@@ -387,6 +387,7 @@ def profiled_knobs(serving: ServingConfig, budget: MultiModalBudget) -> dict[str
         "enforce_eager": serving.enforce_eager,
         "encoder_items": budget.profile_items,
         "encoder_tokens_per_item": budget.profile_tokens_per_item,
+        "mm_processor_kwargs": dict(serving.mm_processor_kwargs),
     }
 
 

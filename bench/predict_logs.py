@@ -347,6 +347,17 @@ CAUSES: dict[str, str] = {
     "This is Qwen3-MoE with FP8 [128, 128] block weights at TP 8 with expert parallelism (16 of 128 experts a rank, "
     "2,048-token profile run); which buffer of the fused-MoE profile run holds the extra 1.1 GiB is not in the log "
     "(not identified). Weights agree within 0.3 % (27.65 vs 27.72 GiB).",
+    "qwen3-next-80b-instruct-2xh200-tp2-v0.10.2.log": "available KV -15.6 %, concurrency -16.9 %, non-KV +8.6 %: the log's "
+    "own breakdown (per rank) says 74.28 GiB for weight, 5.58 GiB for peak activation, 1.38 GiB for non-torch memory; "
+    "capacity has 75.10, 12.71 and 0.39. The activation peak is the main term (+7.1 GiB): capacity's trace ran "
+    "transformers' Qwen3-Next modules, whose gated-delta-rule and causal-conv1d fall back to their PyTorch reference "
+    "implementations on this machine (the run says so), which hold per-chunk tensors that vLLM's fused Triton kernels do "
+    "not; non-torch memory at TP 2 is 1.0 GiB above capacity's (not itemised in the log); weights +1.1 % (0.82 GiB a rank "
+    "more than vLLM loaded; not identified). KV tokens +230 % is a counting convention, not memory: the log's 973,760 is "
+    "vLLM 0.10.2's num_blocks // groups x block size (7,162 // 4 x 544), while capacity.reconcile.tokens_are_per_request "
+    "takes this hybrid log's count for the per-request convention and compares capacity's per-request figure; capacity "
+    "also aligns the attention block to the mamba page as vLLM 0.33 does (576 tokens), where 0.10.2 logged 544. "
+    "Stand-in config: the catalog's Qwen3-Next-80B-A3B-Thinking (the same architecture as the Instruct checkpoint served).",
 }
 
 

@@ -358,6 +358,13 @@ CAUSES: dict[str, str] = {
     "takes this hybrid log's count for the per-request convention and compares capacity's per-request figure; capacity "
     "also aligns the attention block to the mamba page as vLLM 0.33 does (576 tokens), where 0.10.2 logged 544. "
     "Stand-in config: the catalog's Qwen3-Next-80B-A3B-Thinking (the same architecture as the Instruct checkpoint served).",
+    "qwen3-30b-a3b-fp8-2xl40s-tp2-ep-v0.10.2.log": "available KV / tokens / concurrency +4.7 %, non-KV -7.5 %: per rank "
+    "vLLM kept 16.29 GiB of non-KV memory (0.95 x 44.42 - 25.91; the excerpt prints no requested memory, so capacity's "
+    "is used), capacity 15.06 GiB (weights 14.53, activation 0.26, non-torch 0.27): 1.23 GiB on a 25.91 GiB KV budget. The "
+    "three kept lines have no breakdown, so the term is not in this log. The same author's Qwen3-235B-A22B-FP8 start on "
+    "L40S under the same vLLM 0.10.2 (qwen3-235b-fp8-l40s-tp4, also FP8 block weights with expert parallelism) prints its "
+    "breakdown, and there the whole gap is the activation peak (1.40 GiB against capacity's 0.27): likely the same here, "
+    "not verified.",
 }
 
 

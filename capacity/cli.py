@@ -55,6 +55,7 @@ def _max_model_len(value: str | None) -> int | None:
 
 def serving_values(**given: Any) -> dict[str, Any]:
     """The knobs given on the command line (None = not given), converted to ServingArgs fields."""
+    from capacity.processor_kwargs import parse_mm_processor_kwargs
     from capacity.serving import parse_limit_mm
 
     out: dict[str, Any] = {}
@@ -63,6 +64,7 @@ def serving_values(**given: Any) -> dict[str, Any]:
         "max_num_batched_tokens": lambda v: _size(v, "--max-num-batched-tokens"),
         "kv_cache_memory_bytes": lambda v: _size(v, "--kv-cache-memory-bytes"),
         "limit_mm_per_prompt": lambda v: parse_limit_mm(v, "--limit-mm-per-prompt"),
+        "mm_processor_kwargs": lambda v: parse_mm_processor_kwargs(v, "--mm-processor-kwargs"),
     }
     for key, value in given.items():
         if value is None:
@@ -91,6 +93,13 @@ UtilOpt = Annotated[float | None, typer.Option("--gpu-memory-utilization", help=
 BlockSizeOpt = Annotated[int | None, typer.Option("--block-size", help="KV block size in tokens (default 16).")]
 BatchedTokensOpt = Annotated[str | None, typer.Option("--max-num-batched-tokens", help="Tokens per scheduler step (default by GPU memory and model).")]
 LimitMmOpt = Annotated[str | None, typer.Option("--limit-mm-per-prompt", help="Items per prompt, e.g. image=1 or '{\"image\": 1}'.")]
+MmKwargsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--mm-processor-kwargs",
+        help="vLLM's HF processor overrides as JSON, e.g. '{\"max_pixels\": 1003520}' (modelled: the Qwen-VL size keys; others are refused).",
+    ),
+]
 SpecTokensOpt = Annotated[int | None, typer.Option("--num-speculative-tokens", help="Speculative tokens per step (k).")]
 DcpOpt = Annotated[int | None, typer.Option("--decode-context-parallel-size", "-dcp", help="Decode context parallel size.")]
 KvDtypeOpt = Annotated[str | None, typer.Option("--kv-cache-dtype", help="auto, fp8, fp8_e4m3, fp8_e5m2, float16 or bfloat16.")]
@@ -207,6 +216,7 @@ KNOBS = (
     "max_num_seqs",
     "max_num_batched_tokens",
     "limit_mm_per_prompt",
+    "mm_processor_kwargs",
     "num_speculative_tokens",
     "tensor_parallel_size",
     "decode_context_parallel_size",
@@ -349,6 +359,7 @@ def plan(
     max_num_seqs: MaxNumSeqsOpt = None,
     max_num_batched_tokens: BatchedTokensOpt = None,
     limit_mm_per_prompt: LimitMmOpt = None,
+    mm_processor_kwargs: MmKwargsOpt = None,
     num_speculative_tokens: SpecTokensOpt = None,
     tensor_parallel_size: TpOpt = None,
     decode_context_parallel_size: DcpOpt = None,
@@ -511,6 +522,7 @@ def profile_command(
     max_num_seqs: MaxNumSeqsOpt = None,
     max_num_batched_tokens: BatchedTokensOpt = None,
     limit_mm_per_prompt: LimitMmOpt = None,
+    mm_processor_kwargs: MmKwargsOpt = None,
     num_speculative_tokens: SpecTokensOpt = None,
     kv_cache_dtype: KvDtypeOpt = None,
     dtype: DtypeOpt = None,
@@ -683,6 +695,7 @@ def reconcile(
     max_num_seqs: Annotated[int | None, typer.Option(help="max_num_seqs vLLM ran with.")] = None,
     max_num_batched_tokens: BatchedTokensOpt = None,
     limit_mm_per_prompt: LimitMmOpt = None,
+    mm_processor_kwargs: MmKwargsOpt = None,
     num_speculative_tokens: SpecTokensOpt = None,
     tensor_parallel_size: TpOpt = None,
     decode_context_parallel_size: DcpOpt = None,
@@ -760,6 +773,7 @@ def check(
     max_num_seqs: MaxNumSeqsOpt = None,
     max_num_batched_tokens: BatchedTokensOpt = None,
     limit_mm_per_prompt: LimitMmOpt = None,
+    mm_processor_kwargs: MmKwargsOpt = None,
     num_speculative_tokens: SpecTokensOpt = None,
     tensor_parallel_size: TpOpt = None,
     decode_context_parallel_size: DcpOpt = None,
@@ -825,6 +839,7 @@ def sweep(
     block_size: BlockSizeOpt = None,
     max_num_batched_tokens: BatchedTokensOpt = None,
     limit_mm_per_prompt: LimitMmOpt = None,
+    mm_processor_kwargs: MmKwargsOpt = None,
     num_speculative_tokens: SpecTokensOpt = None,
     decode_context_parallel_size: DcpOpt = None,
     kv_cache_dtype: KvDtypeOpt = None,

@@ -94,6 +94,16 @@ class Family:
         that models videos reads its own config fields)."""
         return self.spec(config, name, preprocessor, processor)
 
+    def with_processor_kwargs(
+        self, config: dict[str, Any], preprocessor: dict[str, Any] | None, video_preprocessor: dict[str, Any] | None, kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """(preprocessor, video preprocessor) configs once vLLM's --mm-processor-kwargs apply; by default refused:
+        the kwargs change the HF processor, so what they do to the profiled item is this family's to say."""
+        raise BadInput(
+            f"--mm-processor-kwargs {', '.join(sorted(kwargs))}: not modelled for the {self.name} family (capacity models "
+            "the Qwen-VL size keys min_pixels / max_pixels / size); plan without it"
+        )
+
     def vllm_tensors(self, tensors: tuple[StoredTensor, ...], config: dict[str, Any]) -> tuple[StoredTensor, ...]:
         """The tensors vLLM's model class allocates, from those the checkpoint (or transformers' build) stores:
         by default the same (a family adds what vLLM's fused layers hold beyond the checkpoint)."""

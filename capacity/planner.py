@@ -34,6 +34,7 @@ from capacity.memory import (
 )
 from capacity.models import ModelSource, resolve_model
 from capacity.plan import NON_KV_TERMS, Concurrency, GroupPlan, KVCachePlan, Plan, RankBudget
+from capacity.processor_kwargs import with_mm_processor_kwargs
 from capacity.profile import MemoryProfile, require_profile_of
 from capacity.serving import ServingArgs, ServingConfig, resolve_serving
 from capacity.spec import ModelSpec
@@ -259,7 +260,7 @@ def plan_for(
     `gpu`: a GPU already resolved (e.g. read from a vLLM log), instead of `gpu_name`. `semantics`: plan with another
     vLLM version's defaults and budget rules (capacity.vllm_versions) instead of 0.33's.
     """
-    source = resolve_model(model, args.revision)
+    source = with_mm_processor_kwargs(resolve_model(model, args.revision), args.mm_processor_kwargs)
     if profile is not None:
         require_profile_of(profile, source)
     spec = model_spec(source.config, source.name, source.preprocessor, source.processor, source.video_preprocessor)

@@ -35,6 +35,7 @@ class ServingArgs:
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     limit_mm_per_prompt: dict[str, int] | None = None
+    mm_processor_kwargs: dict[str, Any] | None = None  # --mm-processor-kwargs (capacity.processor_kwargs)
     num_speculative_tokens: int = 0
     tensor_parallel_size: int = 1
     decode_context_parallel_size: int = 1
@@ -73,6 +74,7 @@ class ServingConfig:
     disable_chunked_mm_input: bool
     enable_expert_parallel: bool = False
     enable_prefix_caching: bool = True  # hybrid Mamba models then keep Mamba state in "align" mode
+    mm_processor_kwargs: dict[str, Any] = field(default_factory=dict)  # applied to the model's processor configs
     defaulted: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
@@ -92,6 +94,7 @@ class ServingConfig:
             max_num_seqs=given("max_num_seqs", self.max_num_seqs),
             max_num_batched_tokens=given("max_num_batched_tokens", self.max_num_batched_tokens),
             limit_mm_per_prompt=dict(self.limit_mm_per_prompt),
+            mm_processor_kwargs=dict(self.mm_processor_kwargs) or None,
             num_speculative_tokens=self.num_speculative_tokens,
             tensor_parallel_size=self.tensor_parallel_size,
             decode_context_parallel_size=self.decode_context_parallel_size,
@@ -244,6 +247,7 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu, base_batch: tu
         disable_chunked_mm_input=spec.is_encoder_decoder,
         enable_expert_parallel=args.enable_expert_parallel,
         enable_prefix_caching=prefix_caching,
+        mm_processor_kwargs=dict(args.mm_processor_kwargs or {}),
         defaulted=tuple(defaulted),
     )
 
@@ -258,6 +262,7 @@ _YAML_KEYS = {
     "max_num_seqs": "max_num_seqs",
     "max_num_batched_tokens": "max_num_batched_tokens",
     "limit_mm_per_prompt": "limit_mm_per_prompt",
+    "mm_processor_kwargs": "mm_processor_kwargs",
     "num_speculative_tokens": "num_speculative_tokens",
     "tensor_parallel_size": "tensor_parallel_size",
     "decode_context_parallel_size": "decode_context_parallel_size",
@@ -360,6 +365,10 @@ def _yaml_value(target: str, raw_key: str, value: Any, where: str) -> Any:
             raise BadInput(f"{where}: {raw_key} must be a number, got {value!r}") from exc
     if target == "limit_mm_per_prompt":
         return parse_limit_mm(value, where)
+    if target == "mm_processor_kwargs":
+        from capacity.processor_kwargs import parse_mm_processor_kwargs
+
+        return parse_mm_processor_kwargs(value, where)
     if target in ("kv_cache_dtype", "dtype", "revision"):
         return str(value)
     if target in ("enforce_eager", "enable_expert_parallel", "enable_prefix_caching"):

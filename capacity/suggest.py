@@ -8,6 +8,7 @@ the KV cache) gets no line, and the reason instead. A suggested command is one v
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -116,6 +117,8 @@ def suggested_flags(plan: Plan) -> list[str]:
     limits = {m: n for m, n in s.limit_mm_per_prompt.items() if n != 999}
     if limits:
         flags.append("--limit-mm-per-prompt " + shlex.quote(",".join(f"{m}={n}" for m, n in limits.items())))
+    if s.mm_processor_kwargs:
+        flags.append("--mm-processor-kwargs " + shlex.quote(json.dumps(s.mm_processor_kwargs, separators=(",", ":"))))
     return flags
 
 

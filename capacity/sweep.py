@@ -18,6 +18,7 @@ from capacity.gpus import Gpu, resolve_gpu
 from capacity.models import ModelSource, resolve_model
 from capacity.plan import ERROR, WARNING, Plan
 from capacity.planner import build_plan
+from capacity.processor_kwargs import with_mm_processor_kwargs
 from capacity.profile import MemoryProfile, require_profile_of
 from capacity.serving import ServingArgs, ServingConfig, resolve_serving
 from capacity.spec import ModelSpec
@@ -242,7 +243,7 @@ def run_sweep(
 ) -> SweepResult:
     """Resolve the model once and plan every grid point (offline: traced by `profiler` or formulas; or from one GPU profile)."""
     axes.require_within_limit()
-    source = resolve_model(model, base.revision)
+    source = with_mm_processor_kwargs(resolve_model(model, base.revision), base.mm_processor_kwargs)
     spec = model_spec(source.config, source.name, source.preprocessor, source.processor, source.video_preprocessor)
     notes = (source.alias_note,) if source.alias_note else ()
     return sweep_source(source, spec, base, axes, notes, profile, on_progress, profiler)

@@ -489,6 +489,7 @@ _KNOB_KEYS = (
     "kv_cache_dtype",
     "block_size",
     "limit_mm_per_prompt",
+    "mm_processor_kwargs",
     "kv_cache_memory_bytes",
     "num_speculative_tokens",
     "quantization",
@@ -549,7 +550,7 @@ _SERVE_SWITCHES = {"--enforce-eager": ("enforce_eager", True), "--enable-prefix-
 
 def _serve_value(key: str, text: str) -> Any:
     """A flag's value as vLLM's argparse would read it (numbers, JSON for --limit-mm-per-prompt, else the string)."""
-    if key == "limit_mm_per_prompt":
+    if key in ("limit_mm_per_prompt", "mm_processor_kwargs"):
         return json.loads(text)
     for kind in (int, float):
         try:

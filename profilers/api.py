@@ -11,6 +11,7 @@ from capacity.gpus import DEFAULT_GPU, Gpu, detect_local_gpu, gpu_by_name, resol
 from capacity.models import ModelSource, resolve_model
 from capacity.plan import Plan
 from capacity.planner import build_plan
+from capacity.processor_kwargs import with_mm_processor_kwargs
 from capacity.profile import MemoryProfile
 from capacity.serving import ServingArgs, ServingConfig, resolve_serving
 from capacity.spec import ModelSpec
@@ -50,7 +51,7 @@ def profile_model(
     capture_graphs: bool = True,
     warmup: bool = True,
 ) -> tuple[Plan, MemoryProfile]:
-    source = resolve_model(model, args.revision)
+    source = with_mm_processor_kwargs(resolve_model(model, args.revision), args.mm_processor_kwargs)
     spec = model_spec(source.config, source.name, source.preprocessor, source.processor, source.video_preprocessor)
     if probe is None:
         probe = CudaProbe() if cuda_available() else CpuProbe()
@@ -89,7 +90,7 @@ def profile_model_tensor_parallel(
     with the least KV budget. The parent process makes no CUDA context (NVML names the GPU)."""
     from profilers.tensor_parallel import require_ranks, run_tensor_parallel, tensor_parallel_job
 
-    source = resolve_model(model)
+    source = with_mm_processor_kwargs(resolve_model(model), args.mm_processor_kwargs)
     spec = model_spec(source.config, source.name, source.preprocessor, video_preprocessor=source.video_preprocessor)
     backend = "gloo" if cpu else "nccl"
     require_ranks(args.tensor_parallel_size, backend)

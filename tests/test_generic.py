@@ -65,7 +65,7 @@ def test_published_llava_counts_image_tokens_with_its_processor():
     assert "preprocessor_config.json + processor_config.json" in spec.notes[0]
 
 
-def test_qwen2_vl_image_tokens_from_its_processor():
+def test_qwen2_vl_image_tokens_by_vllms_rule():
     """The published Qwen2-VL preprocessor settings (max_pixels 12,845,056, 14 px patches merged 2 x 2)."""
     preprocessor = {
         "image_processor_type": "Qwen2VLImageProcessor",
@@ -80,7 +80,7 @@ def test_qwen2_vl_image_tokens_from_its_processor():
     assert [(m.name, m.max_tokens_per_item) for m in spec.modalities] == [("image", 16_384), ("video", 16_384)]
     # its config's video_token_id: vLLM's Qwen2-VL video is frames at that largest image size, 2 frames per 16,384 tokens
     assert (spec.modalities[1].frame_pair_tokens, spec.modalities[1].max_frames) == (16_384, 14)
-    assert "processor: Qwen2VLProcessor._get_num_multimodal_tokens" in spec.notes[0]
+    assert "vLLM rule: Qwen2VLProcessingInfo.get_max_image_tokens: 128 x 128" in spec.notes[0]
 
 
 def test_voxtral_published_config_counts_audio_through_the_model():
@@ -289,3 +289,13 @@ def test_the_video_guard_leaves_a_model_without_videos_alone():
     spec = model_spec(source.config, source.name, source.preprocessor, source.processor, source.video_preprocessor)
     item = spec.family.encoder_input(spec, source, "cpu", torch.float32, spec.derived_max_model_len)
     assert "input_features" in item.tensors
+
+
+def test_the_processor_class_named_in_preprocessor_config_is_the_one_built():
+    # vLLM (get_processor_cls_name_from_config) reads processor_class from processor_config.json, else from
+    # preprocessor_config.json, before falling back to the model_type's mapping (LlavaProcessor for llava)
+    from capacity.families.generic import headless_processor
+
+    config = {"model_type": "llava", "vision_config": {}}
+    assert type(headless_processor(config, config, None, None, {"processor_class": "LlavaNextProcessor"})).__name__ == "LlavaNextProcessor"
+    assert type(headless_processor(config, config, None, None, None)).__name__ == "LlavaProcessor"

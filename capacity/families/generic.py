@@ -28,6 +28,8 @@ from capacity.families.common import config_dtype
 from capacity.families.decoder_only import decoder_shape
 from capacity.family import EncoderInput, Family
 from capacity.kv_layout import kv_layers
+from capacity.processor_kwargs import with_qwen_vl_size
+from capacity.qwen_vl_sizes import qwen_vl_max_image_grid, size_with_most_features, video_smart_resize
 from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
 from capacity.vllm_registry import MULTIMODAL_ARCHITECTURES, VLLM_VERSION
 
@@ -91,6 +93,18 @@ class GenericFamily(Family):
         if video.frame_pair_tokens is not None and encoder is not None:  # a video of n frame pairs runs n times the patches
             encoder = replace(encoder, seq_len_tokens=video.frame_pair_tokens)
         return replace(spec, modalities=(*spec.modalities, video), encoder=encoder, notes=tuple(notes))
+
+    def with_processor_kwargs(
+        self, config: dict[str, Any], preprocessor: dict[str, Any] | None, video_preprocessor: dict[str, Any] | None, kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The Qwen-VL size keys for the model_types vLLM counts with Qwen2VLProcessingInfo (flat keys reach the image
+        and the video processor alike: _merge_and_resolve_mm_processor_kwargs); refused for any other model."""
+        model_type = str(config.get("model_type"))
+        if model_type not in QWEN_VL_IMAGES:
+            return super().with_processor_kwargs(config, preprocessor, video_preprocessor, kwargs)
+        if preprocessor is None:
+            raise BadInput(f"--mm-processor-kwargs: model_type {model_type!r} without its preprocessor_config.json: the size they override is unknown")
+        return with_qwen_vl_size(preprocessor, kwargs, model_type), with_qwen_vl_size(video_preprocessor, kwargs, model_type)
 
     def spec(
         self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
@@ -267,13 +281,15 @@ def image_processor(config: dict[str, Any], preprocessor: dict[str, Any] | None)
     return cls(**_init_kwargs(cls, pre, ("image_processor_type", "processor_class", "auto_map")))
 
 
-def headless_processor(config: dict[str, Any], full: dict[str, Any], image_proc: Any, processor: dict[str, Any] | None) -> Any:
+def headless_processor(
+    config: dict[str, Any], full: dict[str, Any], image_proc: Any, processor: dict[str, Any] | None, preprocessor: dict[str, Any] | None = None
+) -> Any:
     """The model's processor class without a tokenizer (none offline): its __init__ defaults, overridden by the
     model config's and processor_config.json's values of the same names, and the image processor."""
     import transformers
     from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
 
-    name = (processor or {}).get("processor_class") or PROCESSOR_MAPPING_NAMES.get(str(config.get("model_type")))
+    name = processor_class(processor, preprocessor) or PROCESSOR_MAPPING_NAMES.get(str(config.get("model_type")))
     cls = getattr(transformers, name, None) if isinstance(name, str) else None
     if cls is None or not hasattr(cls, "_get_num_multimodal_tokens"):
         raise LookupError(f"no processor with a placeholder count for model_type {config.get('model_type')!r}")
@@ -320,11 +336,13 @@ def image_item_tokens(config: dict[str, Any], full: dict[str, Any], preprocessor
     vision = full.get("vision_config") or {}
     if str(config.get("model_type")) in IDEFICS3_IMAGES:  # its HF processor counts with the tokenizer; vLLM's rule does not
         return idefics3_image_tokens(full, preprocessor, processor)
+    if str(config.get("model_type")) in QWEN_VL_IMAGES and preprocessor:
+        return qwen_vl_image_tokens(vision, preprocessor)
     if not preprocessor:  # the processor's class defaults are not the model's (LLaVA's crop 224 vs its 336 tower)
         return image_fallback(config, vision, reason="no preprocessor_config.json: the model's image processor settings are unknown")
     try:
         image_proc = image_processor(config, preprocessor)
-        proc = headless_processor(config, full, image_proc, processor)
+        proc = headless_processor(config, full, image_proc, processor, preprocessor)
         best, best_shape = 0, (0, 0)
         for shape in candidate_sizes(image_proc, vision):
             counted = proc._get_num_multimodal_tokens(image_sizes=[list(shape)])
@@ -342,6 +360,26 @@ def image_item_tokens(config: dict[str, Any], full: dict[str, Any], preprocessor
         )
     except Exception as exc:  # no class, a backend missing, a processor that needs its tokenizer: the formula
         return image_fallback(config, vision, reason=f"{type(exc).__name__}: {' '.join(str(exc).split())[:120]}")
+
+
+def qwen_vl_image_tokens(vision: dict[str, Any], preprocessor: dict[str, Any]) -> ItemTokens:
+    """vLLM's largest Qwen-VL image (Qwen2VLProcessingInfo.get_max_image_tokens) from the image processor's size:
+    the grid with the most merged patches within size.longest_edge pixels, then smart_resize."""
+    size = preprocessor.get("size") if isinstance(preprocessor.get("size"), dict) else {}
+    low = size.get("shortest_edge") or preprocessor.get("min_pixels")
+    high = size.get("longest_edge") or preprocessor.get("max_pixels")
+    if not isinstance(low, int) or not isinstance(high, int):
+        return image_fallback({}, vision, reason="preprocessor_config.json gives no size.shortest_edge / longest_edge (or min_pixels / max_pixels)")
+    patch = _positive(vision, "patch_size", "vision_config")
+    merge = _positive(vision, "spatial_merge_size", "vision_config")
+    rows, cols = qwen_vl_max_image_grid(low, high, patch, merge)
+    unit = patch * merge
+    return ItemTokens(
+        "image",
+        rows * cols,
+        "vLLM rule",
+        f"Qwen2VLProcessingInfo.get_max_image_tokens: {rows} x {cols} merged patches within {high} pixels, most tokens at {rows * unit}x{cols * unit}",
+    )
 
 
 # model_types whose images vLLM 0.33 counts with Idefics3ProcessingInfo (SmolVLMProcessingInfo subclasses it).
@@ -569,12 +607,13 @@ VIDEO_TOKEN_KEYS = ("video_token_id", "video_token_index")
 QWEN3_VL_VIDEO = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")
 # model_types whose videos follow Qwen2VLProcessingInfo.get_max_video_tokens (frames at the largest image's size).
 QWEN2_VL_VIDEO = ("qwen2_vl",)
+# model_types whose images vLLM 0.33 counts with Qwen2VLProcessingInfo or a subclass (Qwen3VLProcessingInfo)
+QWEN_VL_IMAGES = QWEN2_VL_VIDEO + QWEN3_VL_VIDEO
 MAX_FRAMES_PER_VIDEO = 14  # vLLM: qwen2_vl _MAX_FRAMES_PER_VIDEO
 # model_types whose videos vLLM 0.33 counts with Glm4vProcessingInfo (dummy video, frames chosen by seq_len).
 GLM4V_VIDEO = ("glm4v", "glm4v_moe")
 GLM4V_MAX_FRAMES = 600  # vLLM: glm4_1v _MAX_FRAMES_PER_VIDEO
 GLM4V_MIN_PIXELS = 112 * 112  # transformers glm4v smart_resize's default min_pixels (vLLM's _get_vision_info passes none)
-MAX_ASPECT_RATIO = 200  # vLLM: get_image_size_with_most_features avoids aspect ratios above 200
 
 
 def takes_videos(config: dict[str, Any], video_preprocessor: dict[str, Any] | None) -> bool:
@@ -623,29 +662,6 @@ def video_modality(
     except LookupError as exc:
         return Modality("video", 0, None, unmodelled=f"the generic family cannot count its video tokens ({exc})")
     return Modality("video", 0, None, unmodelled=f"the generic family cannot count video tokens for model_type {model_type!r}")
-
-
-def size_with_most_features(max_pixels: int, unit: int) -> tuple[int, int]:
-    """(height, width) with the most unit x unit cells within max_pixels, aspect ratio <= 200
-    (vLLM: Qwen2VLProcessingInfo.get_image_size_with_most_features)."""
-    for cells in range(max_pixels // (unit * unit), 0, -1):
-        rows = next(d for d in range(math.isqrt(cells), 0, -1) if cells % d == 0)  # the closest factor pair, rows <= cols
-        if cells // rows / rows <= MAX_ASPECT_RATIO:
-            return unit * rows, unit * (cells // rows)
-    raise LookupError(f"max pixels {max_pixels} hold no {unit} x {unit} cell")
-
-
-def video_smart_resize(frames: int, height: int, width: int, temporal: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
-    """The frame size Qwen3-VL's video processor resizes to (transformers: video_processing_qwen3_vl.smart_resize)."""
-    h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
-    t_bar = round(frames / temporal) * temporal
-    if t_bar * h_bar * w_bar > max_pixels:
-        beta = math.sqrt(frames * height * width / max_pixels)
-        return max(factor, math.floor(height / beta / factor) * factor), max(factor, math.floor(width / beta / factor) * factor)
-    if t_bar * h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (frames * height * width))
-        return math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
-    return h_bar, w_bar
 
 
 def _positive(where: dict[str, Any], key: str, name: str) -> int:

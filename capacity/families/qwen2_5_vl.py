@@ -8,6 +8,8 @@ from capacity.families.common import config_dtype, need
 from capacity.families.decoder_only import decoder_shape
 from capacity.family import EncoderInput, Family
 from capacity.kv_layout import kv_layers
+from capacity.processor_kwargs import with_qwen_vl_size
+from capacity.qwen_vl_sizes import qwen_vl_max_image_grid
 from capacity.shard_rules import ShardRules
 from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
 
@@ -18,14 +20,27 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
 # Qwen2.5-VL-7B-Instruct's published preprocessor_config.json (min_pixels 3136, max_pixels 12845056);
 # a local folder's preprocessor_config.json overrides it.
+DEFAULT_MIN_PIXELS = 3_136
 DEFAULT_MAX_PIXELS = 12_845_056
 MAX_FRAMES_PER_VIDEO = 14  # vLLM: qwen2_vl _MAX_FRAMES_PER_VIDEO
 
 
-def max_image_tokens(max_pixels: int, patch: int, merge: int) -> int:
-    """vLLM: get_max_image_tokens = max_pixels // (patch * merge)^2 merged tokens (16384 at the default)."""
-    unit = patch * merge
-    return max_pixels // (unit * unit)
+def pixel_bounds(preprocessor: dict[str, Any] | None) -> tuple[int, int]:
+    """(min, max) pixels of the image processor: its size edges, else its min_pixels / max_pixels, else the defaults."""
+    pre = preprocessor or {}
+    size = pre.get("size") if isinstance(pre.get("size"), dict) else {}
+    low = size.get("shortest_edge") or pre.get("min_pixels") or DEFAULT_MIN_PIXELS
+    high = size.get("longest_edge") or pre.get("max_pixels") or DEFAULT_MAX_PIXELS
+    return int(low), int(high)
+
+
+def image_grid(config: dict[str, Any], preprocessor: dict[str, Any] | None) -> tuple[int, int]:
+    """(rows, cols) of merged tokens of vLLM's largest image (128 x 128 = 16,384 at the default max_pixels)."""
+    vision = config.get("vision_config") or {}
+    patch = vision.get("patch_size", vision.get("spatial_patch_size", 14))
+    merge = vision.get("spatial_merge_size", 2)
+    low, high = pixel_bounds(preprocessor)
+    return qwen_vl_max_image_grid(low, high, patch, merge)
 
 
 class Qwen25VLFamily(Family):
@@ -53,12 +68,10 @@ class Qwen25VLFamily(Family):
     ) -> ModelSpec:
         text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
         vision = config.get("vision_config") or {}
-        patch = vision.get("patch_size", vision.get("spatial_patch_size", 14))
         merge = vision.get("spatial_merge_size", 2)
-        max_pixels = DEFAULT_MAX_PIXELS
-        if preprocessor:
-            max_pixels = preprocessor.get("max_pixels") or (preprocessor.get("size") or {}).get("longest_edge") or max_pixels
-        image = max_image_tokens(int(max_pixels), patch, merge)
+        max_pixels = pixel_bounds(preprocessor)[1]
+        rows, cols = image_grid(config, preprocessor)
+        image = rows * cols
         hidden = need(text, "hidden_size", "qwen2_5_vl")
         max_len, key = derive_max_model_len(text)
         return ModelSpec(
@@ -88,8 +101,15 @@ class Qwen25VLFamily(Family):
                 gated_ffn=True,  # Qwen2.5-VL's vision MLP: gate, up, down (SiLU)
             ),
             vllm_support=VllmSupport("native", "Qwen2_5_VLForConditionalGeneration (vllm/model_executor/models/qwen2_5_vl.py)"),
-            notes=(f"max_pixels {max_pixels}: {image} tokens per image; videos up to {MAX_FRAMES_PER_VIDEO} frames",),
+            notes=(f"max_pixels {max_pixels}: {rows} x {cols} = {image} tokens per image; videos up to {MAX_FRAMES_PER_VIDEO} frames",),
         )
+
+    def with_processor_kwargs(
+        self, config: dict[str, Any], preprocessor: dict[str, Any] | None, video_preprocessor: dict[str, Any] | None, kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """Qwen2VLProcessingInfo's size keys; the frames of a video take the image's size (get_max_video_tokens)."""
+        base = preprocessor if preprocessor is not None else {"min_pixels": DEFAULT_MIN_PIXELS, "max_pixels": DEFAULT_MAX_PIXELS}
+        return with_qwen_vl_size(base, kwargs, "Qwen2.5-VL"), with_qwen_vl_size(video_preprocessor, kwargs, "Qwen2.5-VL")
 
     def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
         """The max-token item (a video at max pixels, or an image) as processed patches."""
@@ -99,16 +119,15 @@ class Qwen25VLFamily(Family):
         patch = vision.get("patch_size", vision.get("spatial_patch_size", 14))
         merge = vision.get("spatial_merge_size", 2)
         temporal = vision.get("temporal_patch_size", 2)
-        image_tokens = spec.modalities[0].max_tokens_per_item
-        side = int(image_tokens**0.5)  # the most-square merged grid (128 x 128 at the default max_pixels)
-        frames = max(tokens // (side * side), 1)  # frame pairs of the budget's max-token item
-        grid = torch.tensor([[frames, side * merge, side * merge]], device=device)
-        n_patches = frames * (side * merge) ** 2
+        rows, cols = image_grid(source.config, source.preprocessor)  # the largest image's merged grid
+        frames = max(tokens // (rows * cols), 1)  # frame pairs of the budget's max-token item
+        grid = torch.tensor([[frames, rows * merge, cols * merge]], device=device)
+        n_patches = frames * rows * merge * cols * merge
         pixels = torch.zeros(n_patches, 3 * temporal * patch * patch, device=device, dtype=dtype)
         return EncoderInput(
             {"pixel_values": pixels, "grid_thw": grid},
-            f"processed-shape patches for {frames} frame pair(s) of {side * merge * patch}x{side * merge * patch} px ({n_patches} patches)",
-            host={"grid_thw": [frames, side * merge, side * merge]},
+            f"processed-shape patches for {frames} frame pair(s) of {rows * merge * patch}x{cols * merge * patch} px ({n_patches} patches)",
+            host={"grid_thw": [frames, rows * merge, cols * merge]},
         )
 
     def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:

@@ -19,7 +19,7 @@ def groups(plan: dict) -> list[tuple[str, int, int]]:
     return [(g["kind"], g["num_layers"], g["page_size_bytes"]) for g in plan["kv_cache"]["groups"]]
 
 
-@pytest.mark.parametrize("model", ["Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen3.5-0.8B"])
+@pytest.mark.parametrize("model", ["Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen3-VL-8B-Instruct", "Qwen/Qwen3.5-0.8B", "Qwen/Qwen3.5-27B"])
 def test_qwen3_vl_processor_image_tokens(model: str) -> None:
     # qwen2_vl.py get_image_size_with_most_features (Qwen3-VL and Qwen3.5 inherit it): max_pixels = the published
     # preprocessor's size.longest_edge 16,777,216; unit patch 16 x merge 2 = 32; 16,777,216 // 32^2 = 16,384 merged
@@ -41,6 +41,27 @@ def test_qwen3_vl_4b_kv_page() -> None:
     assert groups(planned("Qwen/Qwen3-VL-4B-Instruct")) == [("full", 36, 64 * KIB)]
 
 
+def test_qwen3_vl_8b_kv_page_and_weights_against_the_published_index() -> None:
+    plan = planned("Qwen/Qwen3-VL-8B-Instruct")
+    # text_config: 36 layers, 8 KV heads x head_dim 128: 2 x 16 x 8 x 128 x 2 B = 64 KiB, one full group
+    assert groups(plan) == [("full", 36, 64 * KIB)]
+    # the published index's metadata.total_size, 17,534,247,392 B (bf16, tie_word_embeddings false: lm_head stored;
+    # vocabulary 151,936 = 2,374 x 64, no padding), is what vLLM loads
+    assert plan["memory"]["weights"]["bytes"] == 17_534_247_392
+
+
+def test_qwen2_5_vl_3b_reads_its_published_preprocessor() -> None:
+    plan = planned("Qwen/Qwen2.5-VL-3B-Instruct")
+    # qwen2_vl.py get_image_size_with_most_features: the published max_pixels 12,845,056 // (patch 14 x merge 2)^2 =
+    # 16,384 merged patches per image
+    assert plan["budget"]["max_tokens_per_item"]["image"] == 16_384
+    # text: 36 layers, 2 KV heads x 128: 2 x 16 x 2 x 128 x 2 B = 16 KiB
+    assert groups(plan) == [("full", 36, 16 * KIB)]
+    # zhanggaojian/Qwen2.5-VL-3B-LLMQ_Samples' copy of the published index: metadata.total_size 7,509,245,952 B (bf16,
+    # tie_word_embeddings true: the embedding is stored once, as vLLM holds it)
+    assert plan["memory"]["weights"]["bytes"] == 7_509_245_952
+
+
 def test_qwen3_5_0_8b_hybrid_kv_groups() -> None:
     # 24 layers, full_attention_interval 4: 18 Gated DeltaNet + 6 full attention -> group size 6: three state groups
     # and one attention group. GDN state per layer: conv (2 x 16 key heads x 128 + 16 value heads x 128) x (4 - 1) x 2 B
@@ -48,6 +69,15 @@ def test_qwen3_5_0_8b_hybrid_kv_groups() -> None:
     # config.py sets mamba_ssm_cache_dtype from it) = 1,048,576 -> 1,085,440 B. Attention per token: 2 KV heads x
     # (256 + 256) x 2 B = 2,048; on the H200 the block is 64 x cdiv(1,085,440, 64 x 2,048) = 576 tokens -> 1,179,648 B.
     assert groups(planned("Qwen/Qwen3.5-0.8B")) == [("mamba", 6, 576 * 2048)] * 3 + [("full", 6, 576 * 2048)]
+
+
+def test_qwen3_5_27b_hybrid_kv_groups() -> None:
+    # text_config: 64 layers, full_attention_interval 4: 48 Gated DeltaNet + 16 full attention -> group size 16: three
+    # state groups and one attention group. GDN state per layer: conv (2 x 16 key heads x 128 + 48 value heads x 128 =
+    # 10,240 channels) x (kernel 4 - 1) x 2 B = 61,440, recurrent 48 x 128 x 128 x 4 B (mamba_ssm_dtype float32) =
+    # 3,145,728 -> 3,207,168 B. Attention per token: 4 KV heads x (256 + 256) x 2 B = 4,096; on the H200 the block is
+    # 64 x cdiv(3,207,168, 64 x 4,096) = 64 x 13 = 832 tokens -> 832 x 4,096 = 3,407,872 B, above the state's page.
+    assert groups(planned("Qwen/Qwen3.5-27B")) == [("mamba", 16, 832 * 4096)] * 3 + [("full", 16, 832 * 4096)]
 
 
 def test_qwen2_audio_tokens_page_and_weights_against_the_published_index() -> None:

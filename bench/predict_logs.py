@@ -37,7 +37,7 @@ from capacity.errors import CapacityError  # noqa: E402
 from capacity.gpus import Gpu, gpu_by_name  # noqa: E402
 from capacity.log_plan import gpu_from_evidence, knobs_from_log, quantization  # noqa: E402
 from capacity.models import catalog, catalog_config  # noqa: E402
-from capacity.plan import Plan  # noqa: E402
+from capacity.plan import Plan, loaded_bytes  # noqa: E402
 from capacity.planner import plan_for  # noqa: E402
 from capacity.reconcile import tokens_are_per_request  # noqa: E402
 from capacity.serving import ServingArgs  # noqa: E402
@@ -212,7 +212,7 @@ def predict(log: Path, *, formula: bool) -> Row:
     vllm_non_kv = None if kv_printed is None else requested / GiB - kv_printed
     row.vllm["non_kv"] = vllm_non_kv
     row.capacity = {
-        "weights": plan.memory["weights"].bytes / GiB,
+        "weights": loaded_bytes(plan) / GiB,  # vLLM's "Model loading took": parameters + load buffers
         "non_kv": plan.non_kv_bytes / GiB,
         "available_kv": plan.kv.available_bytes / GiB,
         "kv_tokens": _tokens(plan, facts),
@@ -232,12 +232,12 @@ def predict(log: Path, *, formula: bool) -> Row:
         "max_model_len": plan.serving.max_model_len,
         "gpu_memory_utilization": plan.serving.gpu_memory_utilization,
         "log_max_num_batched_tokens": facts.effective_max_num_batched_tokens,
-        "capacity_terms_gib": {k: round(m[k].bytes / GiB, 3) for k in ("weights", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs")},
+        "capacity_terms_gib": {k: round(m[k].bytes / GiB, 3) for k in ("weights", "load_buffers", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs")},
         "log_cuda_graph_estimate_gib": facts.cudagraph_estimated_gib,
         "log_graph_capture_gib": facts.graph_capture_gib if facts.graph_capture_gib is not None else facts.cudagraph_actual_gib,
         "requested_gib": {"log": requested_log, "capacity": round(plan.requested_memory_bytes / GiB, 3)},
         "vllm_non_weights_gib": None if vllm_non_kv is None or facts.model_loading_gib is None else round(vllm_non_kv - facts.model_loading_gib, 3),
-        "capacity_non_weights_gib": round((plan.non_kv_bytes - m["weights"].bytes) / GiB, 3),
+        "capacity_non_weights_gib": round((plan.non_kv_bytes - loaded_bytes(plan)) / GiB, 3),
     }
     return row
 
@@ -262,97 +262,109 @@ def summary(rows: list[Row], split: str) -> dict[str, dict[str, float | int | No
 
 # The cause of each miss above 3 % (found by reading the log's lines against the plan's terms; see the README).
 CAUSES: dict[str, str] = {
-    "llama-3.2-3b-t4-v0-engine-v0.8.2-unsloth.log": "non-KV -7.7 %, available KV +8.5 %: vLLM's activation peak is 0.90 GiB, "
-    "capacity's 0.14 GiB. The V0 profile run samples max_num_seqs = 192 dummy sequences with top_k = vocab - 1 and top_p = 0.99 "
+    "llama-3.2-3b-t4-v0-engine-v0.8.2-unsloth.log": "non-KV -7.2 %, available KV +8.0 %: vLLM's activation peak is 0.90 GiB, "
+    "capacity's 0.17 GiB. The V0 profile run samples max_num_seqs = 192 dummy sequences with top_k = vocab - 1 and top_p = 0.99 "
     "(V0 model_runner.profile_run, index id 1437387700): sorting and softmaxing a 192 x 128,256 float32 logits tensor peaks "
     "at about 39 B per logit, above the forward pass of only 2,048 tokens. Capacity does not model V0's sampler; in the other "
-    "V0 logs the forward pass of 20,000-32,768 tokens dominates. Also weights -0.5 %: the 0.03 GiB rotary cache of "
-    "131,072 positions. Not fitted: one log.",
-    "qwen2.5-0.5b-wsl-util0.85-v0.27.1.log": "non-KV -14.5 %: vLLM's non-torch memory here is 0.56 GiB (consumed 1.49 - loaded 0.93; WSL2), "
-    "capacity's calibrated constant 0.27 GiB: 0.25 GiB on a non-KV budget of only 1.74 GiB. The available KV memory is off by 1.4 %.",
-    "qwen2.5-1.5b-sm75-eager-llm-class-v0.28.1-mrv2.log": "weights -3.5 %: vLLM reports 2.98 GiB loaded for a 2.88 GiB checkpoint "
-    "(1.54 B parameters x 2 B = 2.875 GiB): 0.1 GiB that vLLM allocates at load besides the parameters (not identified).",
-    "qwen2.5-vl-7b-l4-len2048-v0.9.0.1.log": "available KV / tokens / concurrency +3.7 %: a 1.81 GiB KV budget amplifies the 0.07 GiB "
-    "difference in non-KV memory (0.4 % of it): vLLM loads 0.18 GiB more than the parameters (15.63 vs 15.45 GiB; rotary "
-    "caches and buffers), offset by the vision factor calibrated on this very log.",
-    "llama-3.1-8b-mi300x-rocm-v0.21.1-excerpt.log": "non-KV -5.7 %: ROCm. vLLM's non-KV memory is 17.38 GiB where capacity's is "
-    "16.39: the CUDA (HIP) graph estimate, AITER/Triton attention workspaces and ROCm's non-torch memory are not measured "
-    "for MI300X. The available KV memory (145.8 GiB) is still within 0.7 %.",
-    "qwen2.5-vl-7b-a100-80gb-util0.22-v0.23.0.log": "available KV +6.6 % of -14.28 GiB, non-KV -3.0 %: capacity's non-KV memory is "
-    "0.94 GiB below vLLM's 31.69 GiB: the V1 model runner's CUDA-graph estimate (0.53 GiB in the log) against capacity's "
-    "MRV2-form 0.09 GiB, 0.22 GiB vLLM loads besides the parameters, and the vision factor: this video log implies vLLM / "
-    "trace = 0.757 for the 114,688-token video where the image log gave 0.736.",
-    "qwen3-0.6b-dgx-spark-v0.27.1-excerpt.log": "non-KV -53.6 %: GB10's unified memory. vLLM's 'consumed' is 3.35 GiB for 1.11 GiB "
+    "V0 logs the forward pass of 20,000-32,768 tokens dominates. Not fitted: one log. (The weights now agree: 6.0160 GiB "
+    "with the 32 MiB rotary cache and 0.5 MiB of allocator rounding of the embedding.)",
+    "qwen2.5-0.5b-wsl-util0.85-v0.27.1.log": "non-KV -14.2 %: vLLM's non-torch memory here is 0.56 GiB (consumed 1.49 - loaded 0.93; WSL2), "
+    "capacity's calibrated constant 0.27 GiB: 0.25 GiB on a non-KV budget of only 1.74 GiB. The available KV memory is off by 1.3 %. "
+    "Loaded: capacity 0.9244 GiB (0.9202 of parameters + 4 MiB rotary cache + 0.3 MiB rounding) where vLLM prints 0.93: the "
+    "packing of the 1-10 MiB tensors into 20 MiB segments is not modelled.",
+    "qwen2.5-1.5b-sm75-eager-llm-class-v0.28.1-mrv2.log": "weights -3.2 %: vLLM reports 2.98 GiB loaded where capacity now counts "
+    "2.884 GiB (2.875 of parameters + the 8 MiB rotary cache of 32,768 x 128 float16 + 0.9 MiB allocator rounding of the tied "
+    "embedding): 0.096 GiB not identified. This run replaced FlashAttention with a third-party attention backend "
+    "(BRIDGE_ATTN, a plugin) whose layers are built inside the load window; nothing in vLLM's own Qwen2 path allocates it.",
+    "llama-3.1-8b-mi300x-rocm-v0.21.1-excerpt.log": "non-KV -6.9 %: ROCm. vLLM's non-KV memory is 17.38 GiB where capacity's is "
+    "16.15: vLLM 0.21.0 profiles CUDA graphs only when current_platform.is_cuda(), so capacity now sets no estimate here (it "
+    "had 0.24 GiB); AITER/Triton attention workspaces and ROCm's non-torch memory are not measured for MI300X (vLLM's "
+    "non-weights memory 2.39 GiB, capacity's 1.19). The available KV memory (145.8 GiB) is still within 0.8 %.",
+    "qwen2.5-vl-7b-a100-80gb-util0.22-v0.23.0.log": "available KV +10.6 % of -14.28 GiB, non-KV -4.8 %: capacity's non-weights "
+    "memory is 14.56 GiB, vLLM's 16.02. vLLM 0.23.0 runs the V1 model runner for Qwen2_5_VLForConditionalGeneration "
+    "(not in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES): its CUDA-graph estimate printed 0.53 GiB where capacity's lower bound "
+    "(MRV2-form FULL graphs + 50 PIECEWISE graphs at 1 MiB) is 0.14 GiB; the vision factor, recalibrated to 0.694 on the "
+    "image log, gives 13.27 GiB of activation for the 114,688-token video where this log implies about 14.34 (vLLM / trace "
+    "= 0.75); and vLLM loads 15.67 GiB where capacity counts 15.62 (0.045 GiB that 0.2x Qwen2.5-VL loads beyond the rotary "
+    "caches and rounding, not identified). Not fitted: a held-out log.",
+    "qwen2.5-vl-7b-rtx4090-wsl-len8192-v0.27.1-excerpt.log": "KV tokens / concurrency +4.0 %: vLLM's non-KV memory is 18.24 GiB "
+    "(0.9 x 23.99 - 62,736 tokens x 56 KiB), capacity's 18.10: vLLM loads 15.67 GiB where capacity counts 15.62 (parameters "
+    "15.45 + rotary caches 0.123 + rounding 0.057; 0.045 GiB not identified, as in the 0.23.0 log) and capacity's activation "
+    "(1.90 GiB with the 0.694 vision factor) is 0.09 GiB below what the rest implies. 0.14 GiB on a 3.35 GiB KV budget. The "
+    "excerpt prints no 'Available KV cache memory' line.",
+    "qwen3-0.6b-dgx-spark-v0.27.1-excerpt.log": "non-KV -53.3 %: GB10's unified memory. vLLM's 'consumed' is 3.35 GiB for 1.11 GiB "
     "of weights, because mem_get_info on unified memory also counts host-side allocations of the process (2.24 GiB of "
     "'non-torch'); capacity's 0.27 GiB does not model that. The KV memory (69.4 GiB in use) is within 2.8 %.",
-    "llama-3.1-8b-24gb-oci-aqua-v0-engine-excerpt.log": "available KV -4.2 %, concurrency -5.1 %: the V0 worker line prints "
+    "llama-3.1-8b-24gb-oci-aqua-v0-engine-excerpt.log": "available KV -4.9 %, concurrency -5.8 %: the V0 worker line prints "
     "non_torch_memory 0.05 GiB where capacity adds its calibrated 0.27 GiB (a CUDA-graph-era median; this V0 profile runs "
     "before graphs are captured); the activation peak agrees (log 0.22, capacity 0.23 GiB for V0's 2048-token chunk: V0 turns "
-    "chunked prefill on above 32K tokens). 0.22 GiB on a 4.60 GiB KV budget.",
-    "qwen2.5-7b-rtx4090-wsl-len8192-util0.92-v0.27.1-excerpt.log": "KV tokens +32.5 %: not identified. The excerpt prints only "
+    "chunked prefill on above 32K tokens), and so do the weights now (14.9888 GiB with the 32 MiB rotary cache). 0.23 GiB "
+    "on a 4.60 GiB KV budget.",
+    "qwen2.5-7b-rtx4090-wsl-len8192-util0.92-v0.27.1-excerpt.log": "KV tokens +31.3 %: not identified. The excerpt prints only "
     "'GPU KV cache size: 102,544 tokens' (5.48 GiB at 56 KiB per token), so vLLM kept 0.92 x 23.99 - 5.48 = 16.59 GiB for "
-    "non-KV memory: 2.41 GiB besides 14.19 GiB of parameters, where capacity has 0.63 GiB and the same author's Qwen3-8B "
-    "starts on this machine and vLLM version imply 0.45 GiB. The run came from a benchmark script ('the same configuration "
-    "as bench_worker.py', with VLLM_USE_FLASHINFER_SAMPLER=0) whose other flags the notes do not list; 'VRAM used: 22951 "
-    "MiB' is below the 0.92 budget plus the desktop's memory, consistent with memory reserved but not used. Not fitted: "
-    "a held-out log.",
-    "qwen2.5-vl-7b-rtx4090-wsl-len8192-v0.27.1-excerpt.log": "KV tokens / concurrency +5.9 %: vLLM loads 15.67 GiB where capacity "
-    "counts 15.45 GiB of parameters (weights -1.4 %, the same 0.22 GiB as the other Qwen2.5-VL-7B logs); the rest of the non-KV "
-    "memory agrees (vLLM 2.57 GiB = 0.9 x 23.99 - 62,736 tokens x 56 KiB - 15.67; capacity 2.59 GiB). 0.22 GiB on a 3.35 GiB "
-    "KV budget. The excerpt prints no 'Available KV cache memory' line.",
-    "qwen3-8b-rtx5090-len32768-util0.92-v0.24.0-quoted.log": "KV tokens +9.7 %: vLLM kept 0.92 x 31.84 - 89,040 tokens x "
+    "non-KV memory: 2.34 GiB besides the 14.25 GiB capacity's load figure (parameters + 65 MiB of rotary cache and rounding) "
+    "gives, where capacity has 0.63 GiB and the same author's Qwen3-8B starts on this machine and vLLM version imply 0.45 GiB. "
+    "The run came from a benchmark script ('the same configuration as bench_worker.py', with VLLM_USE_FLASHINFER_SAMPLER=0) "
+    "whose other flags the notes do not list; 'VRAM used: 22951 MiB' is below the 0.92 budget plus the desktop's memory, "
+    "consistent with memory reserved but not used. Not fitted: a held-out log.",
+    "qwen3-8b-rtx5090-len32768-util0.92-v0.24.0-quoted.log": "KV tokens +9.6 %: vLLM kept 0.92 x 31.84 - 89,040 tokens x "
     "144 KiB = 17.07 GiB for non-KV memory, 1.80 GiB besides the 15.27 GiB loaded, where capacity has 0.63 GiB. The same "
     "notes report a later start of the same command at 95,936 tokens (prose, not a log line: 0.86 GiB besides the weights; "
-    "capacity is within 1.8 % of it), a 0.94 GiB swing the author puts down to the CUDA-graph cache. Likely the V1 runner's "
-    "CUDA-graph estimate (FULL_AND_PIECEWISE), which 0.20-0.26 subtract from the KV budget, against capacity's MRV2-form "
-    "0.09 GiB (the 0.19.1 Qwen3-8B log printed 2.35 GiB for that capture). Not verified: the quote prints no estimate.",
-    "qwen3-8b-rtx4090-wsl-util0.85-v0.27.1-excerpt.log": "available KV -3.5 %, KV tokens / concurrency -3.6 %: vLLM's non-weights "
+    "capacity is within 1.8 % of it), a 0.94 GiB swing the author puts down to the CUDA-graph cache. vLLM 0.24.0 runs "
+    "Qwen3ForCausalLM on Model Runner V2 (DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES), whose estimate measures the PIECEWISE "
+    "captures in full (measured - samples + FULL extrapolation) where capacity's MRV2 form counts the FULL decode graphs only "
+    "(0.09 GiB); how much the 51 PIECEWISE graphs took is not derivable from the source. Not verified: the quote prints no "
+    "estimate.",
+    "qwen3-8b-rtx4090-wsl-util0.85-v0.27.1-excerpt.log": "available KV -3.8 %, KV tokens / concurrency -3.9 %: vLLM's non-weights "
     "memory is 0.45 GiB (0.85 x 23.99 - 4.67 - 15.27), capacity's 0.63 GiB (activation 0.27, non-torch 0.27, CUDA-graph "
     "estimate 0.09); the excerpt has no breakdown line, so which term is high is not in the log. 0.18 GiB on a 4.67 GiB KV "
-    "budget; the same start at 0.90 (qwen3-8b-rtx4090-wsl-util0.90) is -2.8 %.",
-    "qwen3-14b-l40s-v0.28.0-excerpt.log": "available KV / tokens / concurrency +9.8 %, non-KV -3.9 %: vLLM's non-weights memory is "
-    "1.78 GiB, capacity's 0.66 GiB. The excerpt has no breakdown line; the likely cause is the CUDA-graph estimate of a "
-    "FULL_AND_PIECEWISE capture (51 + 35 graphs) that vLLM 0.2x subtracts: capacity's MRV2-form estimate is 0.11 GiB where "
-    "the 0.19.1 Qwen3-8B log printed 2.35 GiB for the same capture. Not verified: the excerpt prints no estimate.",
+    "budget; the same start at 0.90 (qwen3-8b-rtx4090-wsl-util0.90) is -3.0 %.",
+    "qwen3-8b-rtx4090-wsl-util0.90-v0.27.1-excerpt.log": "available KV -3.0 %, KV tokens / concurrency -3.1 %: as the 0.85 start "
+    "of the same machine (vLLM's non-weights memory 0.45 GiB, capacity's 0.63); the weights now agree (15.27).",
+    "qwen3-14b-l40s-v0.28.0-excerpt.log": "available KV / tokens / concurrency +9.7 %, non-KV -3.8 %: vLLM's non-weights memory is "
+    "1.78 GiB, capacity's 0.66 GiB. The excerpt has no breakdown line. vLLM 0.28.0 runs this dense Qwen3ForCausalLM on "
+    "Model Runner V2 (_is_default_v2_model_runner_model), so the earlier guess of the V1 runner's estimate does not hold; "
+    "MRV2's estimate measures the PIECEWISE captures in full (51 sizes) where capacity's MRV2 form counts the 35 FULL "
+    "decode graphs only (0.11 GiB): the likely gap, not derivable from the source. Not verified: the excerpt prints no "
+    "estimate.",
     # Logs added on 2026-12-01 (the entries were written after their errors were computed; nothing was fitted to them).
-    "llama-3.1-8b-ft-rtx6000ada-len128000-fp16-v0.15.1.log": "available KV / tokens / concurrency +4.5 %, non-KV -7.2 %: "
-    "vLLM kept 1.19 GiB more non-KV memory than capacity (capacity's requested 0.9 x 47.99 = 43.19 GiB - 26.54 = 16.65 GiB "
-    "against 15.46). Part of it is the GPU total: the catalog's RTX-6000-Ada total is nvidia-smi's 49,140 MiB (47.99 GiB), "
+    "llama-3.1-8b-ft-rtx6000ada-len128000-fp16-v0.15.1.log": "available KV / tokens / concurrency +4.4 %, non-KV -7.0 %: "
+    "vLLM kept 1.16 GiB more non-KV memory than capacity (capacity's requested 0.9 x 47.99 = 43.19 GiB - 26.54 = 16.65 GiB "
+    "against 15.49). Part of it is the GPU total: the catalog's RTX-6000-Ada total is nvidia-smi's 49,140 MiB (47.99 GiB), "
     "while the same transcript prints 'VRAM: 47.5 GB' (the DPO script's own line; GiB by the arithmetic, as 0.9 x 47.5e9 B "
     "= 39.8 GiB could not hold 14.99 + 26.54 GiB), so CUDA's total is about 0.5 GiB below the catalog's: about 0.44 GiB of "
-    "the 1.19 GiB at 0.9. The other ~0.75 GiB is non-weights memory vLLM 0.15.1 kept beyond capacity's 0.50 GiB "
-    "(activation 0.23, non-torch 0.27): not identified, 0.15.1 prints its breakdown only at DEBUG. Weights agree (-0.2 %).",
-    "llama-3.1-8b-ft-rtx6000ada-len8192-v0.15.1.log": "available KV / tokens / concurrency +4.9 %, non-KV -7.8 %: the same "
-    "start as the 128000 one at max_model_len 8192 (vLLM non-KV 16.76 GiB, capacity 15.46): the catalog's nvidia-smi total "
+    "the 1.16 GiB at 0.9. The other ~0.72 GiB is non-weights memory vLLM 0.15.1 kept beyond capacity's 0.50 GiB "
+    "(activation 0.23, non-torch 0.27): not identified, 0.15.1 prints its breakdown only at DEBUG. Weights agree (14.99 GiB).",
+    "llama-3.1-8b-ft-rtx6000ada-len8192-v0.15.1.log": "available KV / tokens / concurrency +4.8 %, non-KV -7.6 %: the same "
+    "start as the 128000 one at max_model_len 8192 (vLLM non-KV 16.76 GiB, capacity 15.49): the catalog's nvidia-smi total "
     "against the transcript's 'VRAM: 47.4 GB' (about 0.5 GiB at 0.9), the rest of the non-weights memory not identified "
     "(no breakdown line at INFO in 0.15.1). The gap does not shrink with max_model_len, so it is no KV-length-dependent term.",
-    "gpt-oss-20b-a100-len131072-util0.65-v0.19.0-quoted.log": "non-KV -4.6 % (available KV +1.9 %): vLLM kept 1.17 GiB "
+    "gpt-oss-20b-a100-len131072-util0.65-v0.19.0-quoted.log": "non-KV -4.5 % (available KV +1.8 %): vLLM kept 1.17 GiB "
     "besides the 13.72 GiB it loaded (0.65 x 79.15 - 36.56 - 13.72; the quote prints no requested memory, so capacity's "
     "is used), capacity 0.54 GiB (activation 0.29, non-torch 0.25). The two quoted lines have no breakdown, so which term is "
-    "larger in vLLM is not in the log; weights agree (-0.4 %). Path: formula (the fake trace of gpt-oss-20b stops with a "
+    "larger in vLLM is not in the log; weights agree (-0.2 %). Path: formula (the fake trace of gpt-oss-20b stops with a "
     "ValueError, the documented fallback).",
-    "qwen3-8b-a100-40gb-v0.9.2.log": "available KV / tokens / concurrency +5.2 %, non-KV -5.8 %: vLLM 0.9.2 kept 1.49 GiB of "
+    "qwen3-8b-a100-40gb-v0.9.2.log": "available KV / tokens / concurrency +5.1 %, non-KV -5.7 %: vLLM 0.9.2 kept 1.49 GiB of "
     "non-weights memory (0.9 x 39.39 - 18.69 - 15.27), capacity 0.54 GiB (activation 0.27, non-torch 0.27); weights agree "
-    "(-0.1 %). 0.9.2 prints no breakdown at INFO, so the larger term is not in the log: not identified. The same model on "
-    "the same GPU under vLLM 0.19.1 (qwen3-8b-a100-40gb-v0.19.1) is within 1.6 %, so the gap belongs to the 0.9-era V1 "
+    "(15.27 GiB). 0.9.2 prints no breakdown at INFO, so the larger term is not in the log: not identified. The same model on "
+    "the same GPU under vLLM 0.19.1 (qwen3-8b-a100-40gb-v0.19.1) is within about 1.5 %, so the gap belongs to the 0.9-era V1 "
     "profile run, which capacity's 0.8-0.11 rules do not reproduce. 0.95 GiB on an 18.69 GiB KV budget.",
-    "qwen2.5-vl-7b-2xl4-tp2-len8192-excerpt.log": "available KV / tokens / concurrency +3.9 %, non-KV -4.0 %: per rank vLLM "
-    "kept 9.79 GiB of non-KV memory (0.9 x 22.03 - 10.04; the excerpt prints no requested memory), capacity 9.39 GiB "
-    "(weights 7.72, activation 1.17, non-torch 0.39, encoder cache 0.11): 0.39 GiB on a 10.04 GiB KV budget. The excerpt "
-    "prints neither the weights nor a breakdown, so the term is not identified; the same service at TP 1 "
-    "(qwen2.5-vl-7b-l4-len2048-v0.9.0.1) loads 0.18 GiB more than capacity's parameters, about 0.09 GiB a rank here.",
-    "qwen3-235b-fp8-l40s-tp4.log": "available KV +10.7 %, tokens / concurrency +10.4 %, non-KV -3.9 %: the log's own "
+    "qwen2.5-vl-7b-2xl4-tp2-len8192-excerpt.log": "available KV / tokens / concurrency +3.2 %, non-KV -3.2 %: per rank vLLM "
+    "kept 9.79 GiB of non-KV memory (0.9 x 22.03 - 10.04; the excerpt prints no requested memory), capacity 9.47 GiB "
+    "(weights 7.72 + load buffers 0.14, activation 1.11, non-torch 0.39, encoder cache 0.11): 0.32 GiB on a 10.04 GiB KV "
+    "budget. The excerpt prints neither the weights nor a breakdown, so the term is not identified.",
+    "qwen3-235b-fp8-l40s-tp4.log": "available KV +10.6 %, tokens / concurrency +10.3 %, non-KV -3.8 %: the log's own "
     "breakdown line (rank 2) says 27.72 GiB for weight, 1.4 GiB for peak activation, 0.21 GiB for non-torch memory; "
-    "capacity has 27.65, 0.27 and 0.27. The activation peak is the gap: 1.13 of the 1.14 GiB, on a 10.65 GiB KV budget. "
-    "This is Qwen3-MoE with FP8 [128, 128] block weights at TP 8 with expert parallelism (16 of 128 experts a rank, "
-    "2,048-token profile run); which buffer of the fused-MoE profile run holds the extra 1.1 GiB is not in the log "
-    "(not identified). Weights agree within 0.3 % (27.65 vs 27.72 GiB).",
-    "qwen3-next-80b-instruct-2xh200-tp2-v0.10.2.log": "available KV -15.6 %, concurrency -16.9 %, non-KV +8.6 %: the log's "
+    "capacity has 27.66 (with load buffers), 0.27 and 0.27. The activation peak is the gap: 1.13 of the 1.13 GiB, on a "
+    "10.65 GiB KV budget. This is Qwen3-MoE with FP8 [128, 128] block weights at TP 8 with expert parallelism (16 of 128 "
+    "experts a rank, 2,048-token profile run); which buffer of the fused-MoE profile run holds the extra 1.1 GiB is not in "
+    "the log (not identified). Weights agree within 0.3 %.",
+    "qwen3-next-80b-instruct-2xh200-tp2-v0.10.2.log": "available KV -15.7 %, concurrency -17.0 %, non-KV +8.6 %: the log's "
     "own breakdown (per rank) says 74.28 GiB for weight, 5.58 GiB for peak activation, 1.38 GiB for non-torch memory; "
-    "capacity has 75.10, 12.71 and 0.39. The activation peak is the main term (+7.1 GiB): capacity's trace ran "
+    "capacity has 75.13, 12.71 and 0.39. The activation peak is the main term (+7.1 GiB): capacity's trace ran "
     "transformers' Qwen3-Next modules, whose gated-delta-rule and causal-conv1d fall back to their PyTorch reference "
     "implementations on this machine (the run says so), which hold per-chunk tensors that vLLM's fused Triton kernels do "
-    "not; non-torch memory at TP 2 is 1.0 GiB above capacity's (not itemised in the log); weights +1.1 % (0.82 GiB a rank "
+    "not; non-torch memory at TP 2 is 1.0 GiB above capacity's (not itemised in the log); weights +1.1 % (0.85 GiB a rank "
     "more than vLLM loaded; not identified). KV tokens +230 % is a counting convention, not memory: the log's 973,760 is "
     "vLLM 0.10.2's num_blocks // groups x block size (7,162 // 4 x 544), while capacity.reconcile.tokens_are_per_request "
     "takes this hybrid log's count for the per-request convention and compares capacity's per-request figure; capacity "
@@ -360,11 +372,11 @@ CAUSES: dict[str, str] = {
     "Stand-in config: the catalog's Qwen3-Next-80B-A3B-Thinking (the same architecture as the Instruct checkpoint served).",
     "qwen3-30b-a3b-fp8-2xl40s-tp2-ep-v0.10.2.log": "available KV / tokens / concurrency +4.7 %, non-KV -7.5 %: per rank "
     "vLLM kept 16.29 GiB of non-KV memory (0.95 x 44.42 - 25.91; the excerpt prints no requested memory, so capacity's "
-    "is used), capacity 15.06 GiB (weights 14.53, activation 0.26, non-torch 0.27): 1.23 GiB on a 25.91 GiB KV budget. The "
-    "three kept lines have no breakdown, so the term is not in this log. The same author's Qwen3-235B-A22B-FP8 start on "
-    "L40S under the same vLLM 0.10.2 (qwen3-235b-fp8-l40s-tp4, also FP8 block weights with expert parallelism) prints its "
-    "breakdown, and there the whole gap is the activation peak (1.40 GiB against capacity's 0.27): likely the same here, "
-    "not verified.",
+    "is used), capacity 15.07 GiB (weights and load buffers 14.54, activation 0.26, non-torch 0.27): 1.22 GiB on a 25.91 "
+    "GiB KV budget. The three kept lines have no breakdown, so the term is not in this log. The same author's "
+    "Qwen3-235B-A22B-FP8 start on L40S under the same vLLM 0.10.2 (qwen3-235b-fp8-l40s-tp4, also FP8 block weights with "
+    "expert parallelism) prints its breakdown, and there the whole gap is the activation peak (1.40 GiB against capacity's "
+    "0.27): likely the same here, not verified.",
 }
 
 
@@ -373,7 +385,7 @@ def _cell(row: Row, term: str) -> str:
     return "-" if v is None else f"{v:+.1f}"
 
 
-def write_readme(rows: list[Row], doc: dict[str, Any], out: Path) -> None:
+def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[str, Any] | None = None) -> None:
     plannable = [r for r in rows if r.plannable]
     traced = sum(r.path == "trace" for r in plannable)
     lines = [
@@ -389,7 +401,9 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path) -> None:
         "machine (`seconds` in results.json).",
         "",
         "Split (fixed before any error was computed, `SPLIT.md`): held-out when the first byte of sha256(file name) is odd.",
-        "Calibration (`capacity/memory.py`: `VLLM_NON_TORCH_BYTES`, `Family.trace_encoder_to_vllm` (qwen2_5_vl.py)) used the calibration half only.",
+        "Calibration (`capacity/memory.py`: `VLLM_NON_TORCH_BYTES`, `Family.trace_encoder_to_vllm` (qwen2_5_vl.py: 0.694 since",
+        "2026-12-01)) used the calibration half only. The weights column compares vLLM's 'Model loading took' with capacity's",
+        "weights + load buffers (`capacity/load_allocations.py`: rotary caches, exact; CUDA caching-allocator rounding, estimated).",
         "",
         f"{len(rows)} logs; {len(plannable)} plannable (model, GPU and knobs known, a model capacity plans).",
         "",
@@ -416,6 +430,26 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path) -> None:
             f"| {r.log} | {r.split} | {r.semantics} | {r.gpu} | {r.path} | {_cell(r, 'weights')} | {_cell(r, 'non_kv')} | "
             f"{_cell(r, 'available_kv')} | {_cell(r, 'kv_tokens')} | {_cell(r, 'concurrency')} |"
         )
+    if before is not None:
+        prev = {r["log"]: r for r in before["doc"]["rows"] if r.get("plannable")}
+        lines += [
+            "",
+            f"## Change from the previous run ({before['name']}): error in %, before -> after",
+            "",
+            "| log | half | weights | non-KV | available KV | KV tokens | concurrency |",
+            "|---|---|---:|---:|---:|---:|---:|",
+        ]
+        for r in plannable:
+            old = prev.get(r.log, {}).get("error_percent", {})
+            cells = [f"{_fmt(old.get(t))} -> {_fmt(r.error_percent.get(t))}".replace(" %", "") for t in TERMS]
+            lines.append(f"| {r.log} | {r.split} | " + " | ".join(cells) + " |")
+        lines += ["", "Summary before -> after (median / worst |error|, %):", ""]
+        for half in ("calibration", "held-out"):
+            for t in TERMS:
+                a_, b_ = before["doc"]["summary"][half][t], doc["summary"][half][t]
+                lines.append(
+                    f"- {half} {t}: {a_['median_abs_percent']} / {a_['worst_abs_percent']} -> {b_['median_abs_percent']} / {b_['worst_abs_percent']}"
+                )
     lines += ["", "## Cause of every miss above 3 %", ""]
     for r in plannable:
         misses = [t for t in TERMS if r.error_percent.get(t) is not None and abs(r.error_percent[t]) > MISS_PERCENT]
@@ -433,6 +467,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / f"predict-logs-{RUN_DATE}")
     ap.add_argument("--formula", action="store_true", help="skip the fake-tensor trace (formulas only)")
     ap.add_argument("--only", default=None, help="only logs whose name contains this")
+    ap.add_argument("--before", type=Path, default=ROOT / "bench" / "results" / "predict-logs-2026-11-30" / "results.json", help="a previous results.json to compare with")
     a = ap.parse_args()
     rows = []
     for log in sorted(LOGS.glob("*.log")):
@@ -452,7 +487,8 @@ def main() -> None:
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
     if a.only is None:
-        write_readme(rows, doc, a.out)
+        before = {"name": a.before.parent.name, "doc": json.loads(a.before.read_text())} if a.before and a.before.is_file() else None
+        write_readme(rows, doc, a.out, before)
     print(json.dumps(doc["summary"], indent=2))
 
 

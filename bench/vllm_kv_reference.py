@@ -94,6 +94,10 @@ CASES: list[dict] = [
     {"name": "gpt-oss-20b H200 tp1", "config": "catalog:openai--gpt-oss-20b", "gpu": "H200", "tp": 1, "max_model_len": 131072, "mnbt": 8192},
     {"name": "gpt-oss-20b B200 tp2", "config": "catalog:openai--gpt-oss-20b", "gpu": "B200", "tp": 2, "max_model_len": 32768, "mnbt": 16384},
     {"name": "gpt-oss-20b A100 tp2 fp8", "config": "catalog:openai--gpt-oss-20b", "gpu": "A100-80GB", "tp": 2, "max_model_len": 65536, "mnbt": 8192, "kv": "fp8"},
+    # Qwen2.5-Omni (published AWQ config): the text model nested in thinker_config (hf_text_config = thinker_config.text_config)
+    {"name": "qwen2.5-omni-7b-awq (published config) tp1", "config": "catalog:Qwen--Qwen2.5-Omni-7B-AWQ", "gpu": "H200", "tp": 1, "max_model_len": 32768, "mnbt": 8192},
+    {"name": "qwen2.5-omni-7b-awq (published config) tp2 fp8", "config": "catalog:Qwen--Qwen2.5-Omni-7B-AWQ", "gpu": "H200", "tp": 2, "max_model_len": 16384, "mnbt": 4096, "kv": "fp8"},
+    {"name": "qwen2.5-omni-7b-awq (published config) A100 tp4", "config": "catalog:Qwen--Qwen2.5-Omni-7B-AWQ", "gpu": "A100-80GB", "tp": 4, "max_model_len": 32768, "mnbt": 8192},
 ]
 AVAILABLE = [40 * GiB + 12_345_678, 7 * GiB + 1_234_567, 123 * GiB + 999]
 COMPUTE_CAPABILITY = {"H200": 9, "B200": 10, "A100-80GB": 8}

@@ -56,7 +56,7 @@ class Family:
     # (bench/results/trace-2026-11-30); None = within 3 %, or never compared.
     trace_undercount_percent: ClassVar[int | None] = None
     # Calibration: vLLM's encoder activation / the fake trace of transformers' encoder, applied when the encoder
-    # phase sets a fake trace's peak (bench/results/predict-logs-2026-11-30); None = not calibrated.
+    # phase sets a fake trace's peak (bench/results/predict-logs-2026-12-01); None = not calibrated.
     trace_encoder_to_vllm: ClassVar[float | None] = None
     # Modules vLLM 0.33 builds unsharded although a name rule would shard them, and biases it allocates that the
     # checkpoint lacks (regexes over parameter names; read from vllm/model_executor/models, see capacity/weights.py).

@@ -11,10 +11,12 @@ from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from capacity.awq import awq_kernel, kernel_tensors
 from capacity.budget import MultiModalBudget
 from capacity.collectives import NCCL_COMMUNICATOR_BYTES, vllm_all_reduce_buffers
 from capacity.errors import BadInput, RuntimeFailure
 from capacity.gpus import Gpu
+from capacity.load_allocations import load_allocations
 from capacity.models import ModelSource
 from capacity.mxfp4 import GptOssMxfp4, gpt_oss_mxfp4
 from capacity.profile import MemoryProfile
@@ -23,6 +25,7 @@ from capacity.spec import DTYPE_BYTES, DecoderShape, EncoderShape, ModelSpec
 from capacity.units import MiB
 from capacity.weights import (
     MODEL_DTYPE,
+    AwqScheme,
     KindBytes,
     Parallelism,
     StoredTensor,
@@ -37,6 +40,7 @@ from capacity.weights import (
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from capacity.family import Family
+    from capacity.vllm_versions import VllmSemantics
 
 EXACT = "exact"
 ESTIMATED = "estimated"
@@ -172,14 +176,16 @@ def tied_by_default(model_type: str) -> bool:
         return True
 
 
-def weight_layout(spec: ModelSpec, config: dict[str, Any]) -> WeightLayout:
-    """The config facts the parallel rules need: the decoder's heads, MoE experts, tied embeddings."""
+def weight_layout(spec: ModelSpec, config: dict[str, Any], class_default_tie: bool = True) -> WeightLayout:
+    """The config facts the parallel rules need: the decoder's heads, MoE experts, tied embeddings.
+    `class_default_tie=False`: a config that omits tie_word_embeddings is taken as tied without asking transformers'
+    config class (no import; the load buffers' rounding then counts one embedding, a lower bound)."""
     text = spec.family.text_config(config)
     # the decoder's own attention (not cross-attention, not Mamba/MLA state): its KV heads decide K/V replication
     decoder = next((layer for layer in spec.layers if layer.kv_heads() is not None and not layer.reads_encoder_output), None)
     tie = text.get("tie_word_embeddings", config.get("tie_word_embeddings"))
     if tie is None:  # the file leaves it to the config class vLLM builds (vllm llama.py: config.tie_word_embeddings)
-        tie = tied_by_default(str(text.get("model_type", config.get("model_type", ""))))
+        tie = tied_by_default(str(text.get("model_type", config.get("model_type", "")))) if class_default_tie else True
     kv_heads = decoder.kv_heads() if decoder is not None else None
     # every (KV heads, head size) of the decoder's attention kinds (Gemma-4: sliding 8 x 256, full 2 x 512)
     shapes = {(layer.kv_heads(), int(getattr(layer, "head_size", 0) or 0)) for layer in spec.layers if layer.kv_heads() is not None and not layer.reads_encoder_output}
@@ -220,8 +226,16 @@ def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConf
     elif scheme is not None and not named:
         tensors = tuple(quantized_tensors(tensors, scheme, layout))
         quantization = f"{scheme.name}: stored tensors worked out from quantization_config"
+    kernel_modelled = False
+    experts = any(t.leaf == "qweight" and (len(t.shape) > 2 or ".experts." in t.name) for t in tensors)  # AWQ MoE: another method, not modelled
+    if isinstance(scheme, AwqScheme) and gpu is not None and quantization != "none" and not experts:
+        # what vLLM's AWQ kernel for this GPU leaves resident after loading (capacity/awq.py)
+        kernel = awq_kernel(gpu, tensors, serving.tensor_parallel_size)
+        tensors = tuple(kernel_tensors(tensors, kernel))
+        quantization = f"{quantization}; kernel {kernel.describe()}"
+        kernel_modelled = True
     par = Parallelism(serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype_bytes, rank)
-    wb = weights_per_rank(tensors, layout, par, source=how, quantization=quantization)
+    wb = replace(weights_per_rank(tensors, layout, par, source=how, quantization=quantization), quantized_layout_modelled=kernel_modelled)
     if not named and summary is not None and summary.quantized_dtypes:
         # A quantized checkpoint known by its header summary only (Hub, catalog): its stored bytes are exact, the
         # tensor names are not; the per-rank share of the layout worked out above divides those bytes.
@@ -251,7 +265,9 @@ def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, g
     """Bytes of one rank's weights in the serving dtype (quantized tensors as stored), with the parameter count."""
     summary = None if source.weights is None else (source.weights.source, source.weights.data_bytes, source.weights.files)
     moe = gpt_oss_mxfp4(source.config, gpu)
-    key = (spec, _config_json(source.config), source.safetensors, summary, serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype, serving.dtype_bytes, moe)
+    # AWQ's kernel, and so its resident bytes, depends on the GPU (capacity/awq.py)
+    awq_gpu = (gpu.platform, gpu.source == "size", gpu.compute_capability_major) if gpu is not None and isinstance(quant_scheme(source.config), AwqScheme) else None
+    key = (spec, _config_json(source.config), source.safetensors, summary, serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype, serving.dtype_bytes, moe, awq_gpu)
     hit = _WEIGHTS.get(key)
     if hit is None:
         if len(_WEIGHTS) >= 64:
@@ -272,13 +288,13 @@ def _weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, 
     layout = "" if quantized or wb.total_bytes == dense else f" {wb.total_bytes - dense:+,} B as vLLM lays them out (vocabulary padded to 64, biases its fused layers add)"
     if tp == 1 and not quantized:
         return MemoryTerm(wb.total_bytes, EXACT, f"{count:,} parameters x {serving.dtype_bytes} B ({serving.dtype}){layout}; {wb.source}"), count, wb
-    exact = not wb.unclassified and spec.vllm_support.status == "native" and not quantized
+    exact = not wb.unclassified and spec.vllm_support.status == "native" and (not quantized or wb.quantized_layout_modelled)
     caveats = []
     if wb.unclassified:
         caveats.append(f"{len(wb.unclassified)} tensors no rule names counted whole, e.g. {wb.unclassified[0]}")
     if spec.vllm_support.status != "native":
         caveats.append(f"vLLM 0.33 serves {spec.architecture} {spec.vllm_support.status}: layers assumed as vLLM's usual parallel layers")
-    if quantized:
+    if quantized and not wb.quantized_layout_modelled:
         caveats.append("vLLM's quantization kernels may repack or pad")
     how = wb.describe() if tp > 1 else f"{count:,} stored elements"
     return (
@@ -294,6 +310,29 @@ def _gpt_oss_mxfp4_term(spec: ModelSpec, serving: ServingConfig, wb: WeightsBrea
     caveat = f" ({len(wb.unclassified)} tensors no rule names counted whole, e.g. {wb.unclassified[0]})" if wb.unclassified else ""
     label = "exact (from config, vLLM 0.33 MXFP4 layout)" if exact else "estimated"
     return MemoryTerm(wb.total_bytes, EXACT if exact else ESTIMATED, f"{label}: {wb.describe()}; {wb.quantization}; {wb.source}{caveat}")
+
+
+def runner_facts(spec: ModelSpec, source: ModelSource, wb: WeightsBreakdown) -> dict[str, bool]:
+    """What decides a version's default model runner: MoE, quantized, hybrid (VllmConfig._is_default_v2_model_runner_model)."""
+    return {
+        "moe": weight_layout(spec, source.config, class_default_tie=False).num_experts > 0,
+        "quantized": wb.quantization != "none" or quant_scheme(source.config) is not None,
+        "hybrid": any(layer.is_state for layer in spec.layers),
+    }
+
+
+def load_buffers_term(
+    spec: ModelSpec, source: ModelSource, serving: ServingConfig, wb: WeightsBreakdown, semantics: VllmSemantics, rounding: bool = True
+) -> MemoryTerm:
+    """What vLLM's "Model loading took" holds besides the parameters (capacity/load_allocations.py): the rotary
+    cos_sin_cache buffers (exact) and, for unquantized checkpoints, the caching allocator's rounding of the decoder's
+    large tensors (estimated). `rounding=False` where a GPU measurement of the load already holds the rounding."""
+    layout = weight_layout(spec, source.config, class_default_tie=False)
+    loads = load_allocations(spec, source.config, layout, serving.tensor_parallel_size, serving.dtype_bytes, semantics.vision_rope_cache)
+    if not rounding or wb.quantization != "none":
+        loads = replace(loads, rounding_bytes=0, rounded_tensors=0)
+    kind = EXACT if loads.exact else ESTIMATED
+    return MemoryTerm(loads.total_bytes, kind, f"{loads.describe()} (vLLM {semantics.name}: allocated inside the load window besides the parameters)")
 
 
 # --- encoder cache -----------------------------------------------------------------------------------
@@ -581,6 +620,28 @@ def cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tup
     )
 
 
+def v1_cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tuple[MemoryTerm, int]:
+    """The V1 model runner's estimate (gpu_model_runner.py profile_cudagraph_memory, 0.23.0), not modelled: per mode
+    it captures the first two descriptors and charges first + max(second, 1 MiB) x (n - 1); FULL and PIECEWISE share
+    one pool, so the decoder's estimate is max(firsts) + the per-graph sums. capacity keeps its MRV2-form FULL figure
+    and adds the PIECEWISE graphs (every capture size; none for FULL_DECODE_ONLY encoder-decoders) at the 1 MiB
+    floor each graph after the first costs at least: a lower bound of that mode's share."""
+    full, n_full = cuda_graph_term(spec, serving, sm100)
+    if serving.enforce_eager or not n_full:
+        return full, n_full
+    piecewise = [] if spec.is_encoder_decoder else capture_sizes(serving, sm100, preset_max_capture_size(spec))
+    floor = max(len(piecewise) - 1, 0) * MIN_GRAPH_BYTES
+    how = f"{n_full} FULL decode graphs in MRV2's extrapolation form + ({len(piecewise)} PIECEWISE - 1) x 1 MiB" if piecewise else full.method
+    return (
+        MemoryTerm(
+            full.bytes + floor,
+            ESTIMATED,
+            f"V1 model runner's estimate, not modelled (it measures its first two captures per mode): {how}, a lower bound of what it adds",
+        ),
+        n_full + len(piecewise),
+    )
+
+
 # --- measured (from a MemoryProfile) --------------------------------------------------------------------
 
 
@@ -772,5 +833,5 @@ def vllm_encoder_activation(family: Family, term: MemoryTerm, encoder_phase_domi
     return MemoryTerm(
         round(term.bytes * factor),
         ESTIMATED,
-        f"{term.method}; x {factor} for vLLM's varlen encoder attention (calibrated on public vLLM logs, bench/results/predict-logs-2026-11-30)",
+        f"{term.method}; x {factor} for vLLM's varlen encoder attention (calibrated on public vLLM logs, bench/results/predict-logs-2026-12-01)",
     )

@@ -240,10 +240,11 @@ class Plan:
 # Terms that vLLM 0.33 subtracts from the requested memory before the KV cache:
 # non_kv_cache_memory = total_consumed (weights + non-torch) + transient peak (activations +
 # encoder-cache outputs held during profiling), then the CUDA-graph estimate.
-NON_KV_TERMS = ("weights", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs")
+NON_KV_TERMS = ("weights", "load_buffers", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs")
 # How reports name each memory term.
 TERM_LABELS = {
     "weights": "weights",
+    "load_buffers": "load buffers (rotary caches, allocator rounding)",
     "activation_peak": "activation peak",
     "encoder_cache": "encoder cache (profiled outputs)",
     "non_torch": "non-torch growth",
@@ -254,4 +255,9 @@ TERM_LABELS = {
     "block_tables": "block tables (after KV budget)",
 }
 
-MEMORY_TERMS = ("weights", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "kv_cache", "cuda_context", "collectives")
+MEMORY_TERMS = ("weights", "load_buffers", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "kv_cache", "cuda_context", "collectives")
+
+
+def loaded_bytes(plan: Plan) -> int:
+    """What vLLM's "Model loading took" counts: the weights plus the load buffers (rotary caches, allocator rounding)."""
+    return sum(plan.memory[k].bytes for k in ("weights", "load_buffers") if k in plan.memory)

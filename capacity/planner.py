@@ -26,9 +26,12 @@ from capacity.memory import (
     cuda_context_term,
     cuda_graph_term,
     encoder_cache_term,
+    load_buffers_term,
     measured_terms,
     non_torch_term,
+    runner_facts,
     sampler_form,
+    v1_cuda_graph_term,
     vllm_encoder_activation,
     weights_term,
 )
@@ -91,6 +94,7 @@ def build_plan(
     """The plan under vLLM 0.33's rules, or under `semantics` (another version's, capacity.vllm_versions)."""
     budget: MultiModalBudget = build_budget(spec, serving, enable_cache=False)
     weights, n_params, per_rank = weights_term(spec, source, serving, gpu)
+    loads = load_buffers_term(spec, source, serving, per_rank, semantics or LATEST)
     sampler = sampler_form(gpu, (semantics or LATEST).sampler_warmup_pass)
     activations = activation_estimate(spec, budget, serving, sampler)
     graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
@@ -100,8 +104,13 @@ def build_plan(
             EXACT,
             f"vLLM {semantics.name} sets no memory aside for CUDA graphs (they come out of the utilization headroom); capacity's estimate would be {graphs.bytes:,} B",
         )
+    elif semantics is not None and graphs.bytes and gpu.platform == "rocm" and not semantics.cudagraph_estimate_on_rocm:
+        graphs = MemoryTerm(0, EXACT, f"vLLM {semantics.name} profiles CUDA graphs on CUDA only (current_platform.is_cuda()): no estimate on ROCm")
+    elif semantics is not None and graphs.bytes and not semantics.runs_mrv2(spec.architecture, **runner_facts(spec, source, per_rank)):
+        graphs, n_graphs = v1_cuda_graph_term(spec, serving, gpu.sm100)
     memory: dict[str, MemoryTerm] = {
         "weights": weights,
+        "load_buffers": loads,
         "activation_peak": activation_term(activations),
         "encoder_cache": encoder_cache_term(spec, budget, serving),
         "non_torch": non_torch_term(),
@@ -111,6 +120,8 @@ def build_plan(
     }
     if profile is not None:
         memory.update(measured_terms(profile, memory, spec, serving, sampler))
+        if profile.fingerprint.device == "cuda" and memory["weights"].kind == MEASURED:  # the measured load holds the rounding
+            memory["load_buffers"] = load_buffers_term(spec, source, serving, per_rank, semantics or LATEST, rounding=False)
         if profile.fingerprint.device == "fake":
             enc = profile.phase("encoder")
             dominates = enc is not None and enc.peak_above_start_bytes >= max(

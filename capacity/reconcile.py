@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from capacity.memory import CUDA_CONTEXT_BYTES
-from capacity.plan import Plan
+from capacity.plan import Plan, loaded_bytes
 from capacity.units import GiB, MiB, cdiv
 from capacity.vllm_log import VllmLogFacts, load_vllm_log
 from capacity.vllm_versions import ENCODER_LENGTH, LATEST, VllmSemantics, log_semantics
@@ -342,15 +342,17 @@ def _term_rows(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> li
     rows: list[ReconcileRow] = []
     mem = plan.memory
     w = mem["weights"]
+    loads = mem.get("load_buffers")
     if facts.model_loading_gib is not None:
         rows.append(
             _gib_row(
                 "model_loading",
-                "model loading (weights)",
+                "model loading (weights + load buffers)",
                 facts.model_loading_gib,
-                w.bytes,
-                f"vLLM: growth of torch's allocated memory across the load ('Model loading took', model_memory_usage); capacity: {w.method} ({w.kind}). "
-                "A difference is memory the model allocates besides its parameters (buffers, caches) or parameters the two builds do not share.",
+                loaded_bytes(plan),
+                f"vLLM: growth of torch's allocated memory across the load ('Model loading took', model_memory_usage); capacity: {w.method} ({w.kind})"
+                + (f" + {loads.method} ({loads.kind})" if loads is not None else "")
+                + ". A difference is memory the model allocates besides its parameters that capacity does not model, or parameters the two builds do not share.",
                 decimals=facts.model_loading_gib_decimals,
             )
         )

@@ -12,16 +12,21 @@ Sources (read from the wheels, /work/shared/reference/vllm-memory-model.md, and 
 | V0 engine (any version) | 0.9 | no (graphs captured after the KV cache) | no; without chunked prefill a batch holds a whole prompt: max_num_batched_tokens = max(max_model_len, 2048), 256 sequences; above 32,768 tokens V0 turns chunked prefill on by itself (EngineArgs, index id 356895891: CUDA, no sliding window, no prefix caching, no LoRA or speculative model) and batches 2048 tokens (0.6.6.post1 SchedulerConfig, index id 59727640247; 5120 for multimodal models; 0.6.4 logs print 512, index ids 49009726947, 19400629813) | encoder length |
 | 0.8 - 0.11 (V1) | 0.9 (0.11.0 `CacheConfig`) | no (0.11.0) | no | encoder length (0.11.0 sets `max_num_encoder_input_tokens` to it) |
 | 0.12 - 0.19 | 0.9 (0.15.0; a 0.19.1 log: "increase --gpu-memory-utilization from 0.9000") | no (a 0.19.1 log: "In v0.19, CUDA graph memory profiling will be enabled by default") | no | `max_num_batched_tokens` (0.15.0) |
-| 0.20 - 0.26 | 0.92 (0.20.0) | yes (0.20.0 `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` default "1"; a 0.23.0 log: "enabled (default since v0.21.0)") | no | `max_num_batched_tokens` |
-| 0.27 - 0.32 | 0.92 | yes | yes (PR #51726, reported against 2026-08 releases in vllm#53961; the first release is not pinned down) | `max_num_batched_tokens` |
+| 0.20 - 0.22 | 0.92 (0.20.0) | yes (0.20.0 `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` default "1"; a 0.23.0 log: "enabled (default since v0.21.0)"); V1 runner's estimate (MRV2 off: 0.20.0, 0.21.0 `VLLM_USE_V2_MODEL_RUNNER` default 0); 0 on ROCm (0.21.0 `is_cuda()`) | no | `max_num_batched_tokens` |
+| 0.23 | 0.92 | yes, 0 on ROCm (0.21.0, 0.23.0 and 0.24.0 profile graphs only when `current_platform.is_cuda()`); MRV2 for Llama / Mistral / Qwen3ForCausalLM (not MoE, not quantized), V1 for the rest (0.23.0 `DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`) | no | `max_num_batched_tokens` |
+| 0.24 - 0.26 | 0.92 | yes, 0 on ROCm; MRV2 for the six listed architectures (Qwen3, Llama, Mistral, DeepseekV2, Qwen2Moe, GraniteMoe: 0.24.0), V1 for the rest | no | `max_num_batched_tokens` |
+| 0.27 - 0.32 | 0.92 | yes; MRV2 for every dense model, V1 for MoE and hybrid models not listed (0.27.1, 0.28.0 `_is_default_v2_model_runner_model`) | yes (PR #51726, reported against 2026-08 releases in vllm#53961; the first release is not pinned down) | `max_num_batched_tokens` |
 | 0.33 | 0.92 | yes (MRV2 extrapolation) | yes | `max_num_batched_tokens` |
 
 The sampler's warmup-param pass in profile_run (`sampler_warmup_pass`) is new in 0.33.0: the 0.29.0, 0.30.0, 0.31.0
 and 0.32.0 wheels' MRV2 `_dummy_sampler_run` samples once with no request registered (model-dtype logits, no
 processing); public PR vllm#57926 (2026-09-21) proposed profiling with `for_sampler_warmup()`.
 
-Versions before 0.20 ran the V1 model runner, 0.33 Model Runner V2; capacity's CUDA-graph estimate is MRV2's form,
-so for 0.20 - 0.32 it stands in for the V1 runner's (PIECEWISE + FULL samples), estimated.
+Versions before 0.20 ran the V1 model runner, 0.33 Model Runner V2. capacity's CUDA-graph estimate is MRV2's form;
+where a version runs the V1 runner and subtracts its estimate (`runs_mrv2` False), the plan adds the PIECEWISE graphs
+at V1's 1 MiB per-graph floor (`capacity.memory.v1_cuda_graph_term`): a lower bound, labelled estimated, not modelled
+(the V1 runner measures its first two captures per mode; a 0.23.0 Qwen2.5-VL-7B log printed 0.53 GiB, a 0.19.1
+Qwen3-8B log 2.35 GiB). Versions 0.22, 0.25 and 0.26 were not read: taken as 0.21.0 and 0.24.0.
 """
 
 from __future__ import annotations
@@ -35,6 +40,27 @@ from capacity.serving import DEFAULT_GPU_MEMORY_UTILIZATION, ServingArgs
 from capacity.units import GiB
 
 ENCODER_LENGTH = "encoder length"
+# Which model runner a version picks by default (VllmConfig.use_v2_model_runner with VLLM_USE_V2_MODEL_RUNNER unset)
+MRV2_NEVER = "never"  # 0.20.0, 0.21.0: VLLM_USE_V2_MODEL_RUNNER defaults to 0 (0.22 not read)
+MRV2_LISTED = "listed"  # 0.23.0: DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, not MoE, not quantized
+MRV2_LISTED_ANY = "listed, any"  # 0.24.0: DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, MoE and quantized too (0.25, 0.26 not read)
+MRV2_DENSE = "dense"  # 0.27.1, 0.28.0: listed architectures, or any generate model that is not MoE (hybrid: listed only)
+MRV2_ALL = "all"  # 0.33.0
+MRV2_ARCHITECTURES_0_23 = frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"})  # 0.23.0 vllm/config/vllm.py
+MRV2_ARCHITECTURES_0_24 = frozenset(
+    {"Qwen3ForCausalLM", "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM", "LlamaForCausalLM", "MistralForCausalLM"}
+)  # 0.24.0 vllm/config/vllm.py
+MRV2_ARCHITECTURES_0_27 = frozenset(
+    {
+        "DeepseekV2ForCausalLM",
+        "GraniteMoeForCausalLM",
+        "InklingForCausalLM",
+        "InklingForConditionalGeneration",
+        "KimiK3ForConditionalGeneration",
+        "LongcatFlashNgramForCausalLM",
+        "Qwen2MoeForCausalLM",
+    }
+)  # 0.27.1 vllm/config/vllm.py DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES
 MAX_NUM_BATCHED_TOKENS = "max_num_batched_tokens"
 
 
@@ -58,9 +84,32 @@ class VllmSemantics:
     # 0.29.0-0.32.0 MRV2 wheels run the default pass only, under "NOTE(woosuk): ... the sampler may skip top_k,
     # top_p, and logprobs"); False keeps capacity's earlier sampler form (capacity.memory.SamplerForm)
     sampler_warmup_pass: bool = False
+    # Qwen2-VL / Qwen2.5-VL vision towers build a get_rope cos_sin_cache (8192 positions) at load: read in 0.21.0,
+    # 0.23.0, 0.24.0, 0.27.1 and 0.33.0; 0.9.0.1 keeps an inv_freq only (0.12-0.19 not read: taken as the older form)
+    vision_rope_cache: bool = True
+    # Which model runner vLLM picks by default (VllmConfig.use_v2_model_runner with VLLM_USE_V2_MODEL_RUNNER unset):
+    # MRV2_NEVER, MRV2_LISTED, MRV2_DENSE or MRV2_ALL (see runs_mrv2)
+    mrv2_default: str = MRV2_ALL
+    # determine_available_memory profiles CUDA graphs on ROCm too (is_cuda_alike: 0.27.1, 0.28.0, 0.33.0); 0.23.0 asks
+    # current_platform.is_cuda(), so on ROCm its estimate is 0
+    cudagraph_estimate_on_rocm: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def runs_mrv2(self, architecture: str, *, moe: bool, quantized: bool, hybrid: bool) -> bool:
+        """Whether this version runs Model Runner V2 by default for the model (VllmConfig.use_v2_model_runner,
+        _is_default_v2_model_runner_model; features that force a fallback, e.g. custom logits processors, aside)."""
+        if self.mrv2_default == MRV2_NEVER:
+            return False
+        if self.mrv2_default == MRV2_LISTED:  # 0.23.0: the architecture list, not MoE, not quantized
+            return architecture in MRV2_ARCHITECTURES_0_23 and not moe and not quantized
+        if self.mrv2_default == MRV2_LISTED_ANY:  # 0.24.0: the (longer) list alone
+            return architecture in MRV2_ARCHITECTURES_0_24
+        if self.mrv2_default == MRV2_DENSE:  # 0.27.1, 0.28.0: listed, or not MoE; hybrid only when listed
+            listed = architecture in MRV2_ARCHITECTURES_0_27
+            return listed or (not moe and not hybrid)
+        return True
 
     def batch_defaults(self, gpu: Gpu, usage_context: str) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) before model rules (EngineArgs.get_batch_defaults of the version)."""
@@ -105,6 +154,8 @@ V0 = VllmSemantics(
     batch_tier_160gib=False,
     cross_attention_per_request=ENCODER_LENGTH,
     non_kv_formula="V0 worker: weights + PyTorch activation peak + non-torch memory",
+        vision_rope_cache=False,
+        mrv2_default=MRV2_NEVER,
     whole_prompt_batches=True,
     long_context_chunking=32768,
 )
@@ -119,6 +170,8 @@ _RANGES: tuple[VllmSemantics, ...] = (
         batch_tier_160gib=False,
         cross_attention_per_request=ENCODER_LENGTH,
         non_kv_formula="weights + torch peak increase + non-torch increase",
+        vision_rope_cache=False,
+        mrv2_default=MRV2_NEVER,
     ),
     VllmSemantics(
         name="0.12-0.19",
@@ -129,9 +182,11 @@ _RANGES: tuple[VllmSemantics, ...] = (
         batch_tier_160gib=False,
         cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
         non_kv_formula="weights + torch peak increase + non-torch increase",
+        vision_rope_cache=False,
+        mrv2_default=MRV2_NEVER,
     ),
     VllmSemantics(
-        name="0.20-0.26",
+        name="0.20-0.22",
         first=(0, 20),
         engine="V1",
         default_gpu_memory_utilization=0.92,
@@ -139,6 +194,32 @@ _RANGES: tuple[VllmSemantics, ...] = (
         batch_tier_160gib=False,
         cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
         non_kv_formula="weights + torch peak increase + non-torch increase + CUDA-graph estimate",
+        mrv2_default=MRV2_NEVER,
+        cudagraph_estimate_on_rocm=False,
+    ),
+    VllmSemantics(
+        name="0.23",
+        first=(0, 23),
+        engine="V1",
+        default_gpu_memory_utilization=0.92,
+        subtracts_cudagraph_estimate=True,
+        batch_tier_160gib=False,
+        cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
+        non_kv_formula="weights + torch peak increase + non-torch increase + CUDA-graph estimate",
+        mrv2_default=MRV2_LISTED,
+        cudagraph_estimate_on_rocm=False,
+    ),
+    VllmSemantics(
+        name="0.24-0.26",
+        first=(0, 24),
+        engine="V1",
+        default_gpu_memory_utilization=0.92,
+        subtracts_cudagraph_estimate=True,
+        batch_tier_160gib=False,
+        cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
+        non_kv_formula="weights + torch peak increase + non-torch increase + CUDA-graph estimate",
+        mrv2_default=MRV2_LISTED_ANY,
+        cudagraph_estimate_on_rocm=False,
     ),
     VllmSemantics(
         name="0.27-0.32",
@@ -149,6 +230,7 @@ _RANGES: tuple[VllmSemantics, ...] = (
         batch_tier_160gib=True,
         cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
         non_kv_formula="consumed (mem_get_info) + peak activation + CUDA-graph estimate",
+        mrv2_default=MRV2_DENSE,
     ),
     VllmSemantics(
         name="0.33",

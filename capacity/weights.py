@@ -435,6 +435,9 @@ class WeightsBreakdown:
     rank: int = 0
     # A checkpoint's stored bytes known without tensor names (a header summary): the kinds' rank/full share of it.
     checkpoint_bytes: int = 0
+    # The quantized tensors are what vLLM's quantization method allocates and its kernel leaves for the planned GPU
+    # (AWQ: capacity/awq.py), not only the checkpoint's format.
+    quantized_layout_modelled: bool = False
 
     @property
     def total_bytes(self) -> int:

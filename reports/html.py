@@ -114,6 +114,7 @@ def render_html(subject: Any) -> str:
 
 TERM_COLOR = {
     "weights": "#4e79a7",
+    "load_buffers": "#a0cbe8",
     "activation_peak": "#f28e2b",
     "encoder_cache": "#e15759",
     "non_torch": "#76b7b2",
@@ -124,7 +125,7 @@ TERM_COLOR = {
     "block_tables": "#ff9da7",
     "unused": "#e4e4e4",
 }
-BAR_ORDER = ("weights", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "kv_cache", "cuda_context", "collectives", "block_tables")
+BAR_ORDER = ("weights", "load_buffers", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "kv_cache", "cuda_context", "collectives", "block_tables")
 KIND_NOTE = {
     "exact": "fixed by the architecture and the knobs",
     "estimated": "a documented formula or constant",

@@ -340,7 +340,7 @@ def test_v0_20_two_line_log(plans: dict[str, Plan]) -> None:
     assert (t.vllm_value, t.capacity_value, t.agrees) == (407_952, 42_306, False)
     assert "under the old formula: 407,952" in t.explanation
     assert r.row("cuda_graphs_estimate").vllm_value == 0.08
-    assert any("the plan uses vLLM 0.20-0.26's rules" in n for n in r.notes)
+    assert any("the plan uses vLLM 0.20-0.22's rules" in n for n in r.notes)
 
 
 def test_v0_15_log_and_the_utilization_default(plans: dict[str, Plan]) -> None:

@@ -29,3 +29,53 @@ def test_v0_batched_tokens(max_model_len: int, multimodal: bool, sliding_window:
 
 def test_v1_ranges_have_no_v0_long_context_rule() -> None:
     assert semantics_for("0.15.1").long_context_chunking is None
+
+
+@pytest.mark.parametrize(
+    ("version", "architecture", "moe", "quantized", "hybrid", "mrv2"),
+    [
+        ("0.19.1", "Qwen3ForCausalLM", False, False, False, False),  # V1 runner only
+        ("0.20.0", "LlamaForCausalLM", False, False, False, False),  # VLLM_USE_V2_MODEL_RUNNER defaults to 0
+        ("0.23.0", "LlamaForCausalLM", False, False, False, True),  # DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES
+        ("0.23.0", "Qwen3ForCausalLM", False, True, False, False),  # ... not quantized
+        ("0.23.0", "Qwen2_5_VLForConditionalGeneration", False, False, False, False),  # not listed
+        ("0.21.0", "Qwen3ForCausalLM", False, False, False, False),  # 0.21.0: VLLM_USE_V2_MODEL_RUNNER defaults to 0
+        ("0.24.0", "Qwen2MoeForCausalLM", True, False, False, True),  # 0.24.0: the list alone, MoE included
+        ("0.24.0", "Qwen3ForCausalLM", False, True, False, True),  # ... quantized too
+        ("0.24.0", "Qwen2ForCausalLM", False, False, False, False),
+        ("0.27.1", "Qwen2_5_VLForConditionalGeneration", False, False, False, True),  # any dense generate model
+        ("0.27.1", "Qwen3MoeForCausalLM", True, False, False, False),  # MoE, not listed
+        ("0.27.1", "Qwen2MoeForCausalLM", True, False, False, True),  # MoE, listed
+        ("0.28.0", "Qwen3ForCausalLM", False, False, False, True),
+        ("0.28.0", "NemotronHForCausalLM", False, False, True, False),  # hybrid, not listed
+        ("0.33.0", "Qwen3MoeForCausalLM", True, True, True, True),
+    ],
+)
+def test_default_model_runner(version: str, architecture: str, moe: bool, quantized: bool, hybrid: bool, mrv2: bool) -> None:
+    sem = semantics_for(version)
+    assert sem is not None and sem.runs_mrv2(architecture, moe=moe, quantized=quantized, hybrid=hybrid) is mrv2
+
+
+def test_v1_runner_cuda_graph_lower_bound() -> None:
+    """Qwen2.5-VL-7B under 0.23.0 runs the V1 runner: capacity's MRV2-form FULL figure (35 decode graphs at 256
+    sequences) + (51 PIECEWISE capture sizes - 1) x 1 MiB."""
+    from capacity.planner import plan_for
+    from capacity.serving import ServingArgs
+    from capacity.units import MiB
+
+    args = ServingArgs(max_model_len=8192)
+    v023 = plan_for("Qwen/Qwen2.5-VL-7B-Instruct", args, "A100-80GB", semantics=semantics_for("0.23.0"))
+    v027 = plan_for("Qwen/Qwen2.5-VL-7B-Instruct", args, "A100-80GB", semantics=semantics_for("0.27.1"))
+    assert v023.serving.max_num_seqs == v027.serving.max_num_seqs == 256
+    assert v023.memory["cuda_graphs"].bytes == v027.memory["cuda_graphs"].bytes + 50 * MiB
+    assert v023.memory["cuda_graphs"].kind == "estimated" and "V1 model runner" in v023.memory["cuda_graphs"].method
+    assert "V1 model runner" not in v027.memory["cuda_graphs"].method
+
+
+def test_rocm_has_no_estimate_in_0_23() -> None:
+    from capacity.planner import plan_for
+    from capacity.serving import ServingArgs
+
+    args = ServingArgs(max_model_len=8192)
+    assert plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "MI300X", semantics=semantics_for("0.23.0")).memory["cuda_graphs"].bytes == 0
+    assert plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "MI300X", semantics=semantics_for("0.28.0")).memory["cuda_graphs"].bytes > 0

@@ -28,6 +28,7 @@ them back to what the CUDA platform leaves, and says so in each case's notes.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import tempfile
@@ -73,6 +74,19 @@ CASES: list[dict] = [
     {"name": "nemotron-h-56b (published config) H200 tp4", "config": "catalog:nvidia--Nemotron-H-56B-Base-8K", "gpu": "H200", "tp": 4, "max_model_len": 8192, "mnbt": 8192},
     {"name": "nemotron-h-56b (published config) H200 tp2 fp8 spec1", "config": "catalog:nvidia--Nemotron-H-56B-Base-8K", "gpu": "H200", "tp": 2, "max_model_len": 8192, "mnbt": 8192, "kv": "fp8", "spec": 1},
     {"name": "nemotron-h-style H200 tp1 no prefix caching", "config": "synthetic--nemotron-h-style.json", "gpu": "H200", "tp": 1, "max_model_len": 8192, "mnbt": 8192, "prefix_caching": False},
+    # LFM2 short-convolution hybrids: the published LFM2.5-VL-1.6B (Lfm2VlForConditionalGeneration) and its text config
+    # alone (Lfm2ForCausalLM, the text_config of the same published file)
+    {"name": "lfm2.5-vl-1.6b (published config) H200 tp1", "config": "catalog:LiquidAI--LFM2.5-VL-1.6B", "gpu": "H200", "tp": 1, "max_model_len": 128000, "mnbt": 8192, "limit_mm": {"image": 0}},
+    {"name": "lfm2.5-vl-1.6b (published config) H200 tp2 fp8", "config": "catalog:LiquidAI--LFM2.5-VL-1.6B", "gpu": "H200", "tp": 2, "max_model_len": 32768, "mnbt": 8192, "kv": "fp8", "limit_mm": {"image": 0}},
+    {"name": "lfm2.5-vl-1.6b (published config) H200 tp1 no prefix caching", "config": "catalog:LiquidAI--LFM2.5-VL-1.6B", "gpu": "H200", "tp": 1, "max_model_len": 16384, "mnbt": 4096, "prefix_caching": False, "limit_mm": {"image": 0}},
+    {"name": "lfm2-1.2b text (published text_config) H200 tp1", "config": "catalog:LiquidAI--LFM2.5-VL-1.6B#text_config", "gpu": "H200", "tp": 1, "max_model_len": 32768, "mnbt": 8192},
+    {"name": "lfm2-1.2b text (published text_config) H200 tp4 spec2", "config": "catalog:LiquidAI--LFM2.5-VL-1.6B#text_config", "gpu": "H200", "tp": 4, "max_model_len": 32768, "mnbt": 8192, "spec": 2},
+    # conv state (2 + 4) x 2048 x 2 B = 24,576 B > the 16-token fp8 attention page (16,384 B) vLLM pads Mamba pages to
+    # (it sizes them from get_mamba_state_shape_from_config, without the speculative slots): vLLM does not start;
+    # with --block-size 32 the page (32,768 B) holds it
+    {"name": "lfm2-1.2b text (published text_config) H200 tp1 fp8 spec4", "config": "catalog:LiquidAI--LFM2.5-VL-1.6B#text_config", "gpu": "H200", "tp": 1, "max_model_len": 32768, "mnbt": 8192, "kv": "fp8", "spec": 4},
+    {"name": "lfm2-1.2b text (published text_config) H200 tp1 fp8 spec4 block32", "config": "catalog:LiquidAI--LFM2.5-VL-1.6B#text_config", "gpu": "H200", "tp": 1, "max_model_len": 32768, "mnbt": 8192, "kv": "fp8", "spec": 4, "block_size": 32},
+    {"name": "lfm2-1.2b text (published text_config) A100 tp2 no prefix caching", "config": "catalog:LiquidAI--LFM2.5-VL-1.6B#text_config", "gpu": "A100-80GB", "tp": 2, "max_model_len": 8192, "mnbt": 2048, "prefix_caching": False},
     # KV sharing (Gemma-3n)
     {"name": "gemma-3n tp1", "config": "google--gemma-3n-E4B-text.json", "gpu": "H200", "tp": 1, "max_model_len": 32768, "mnbt": 8192},
     {"name": "gemma-3n tp2 fp8", "config": "google--gemma-3n-E4B-text.json", "gpu": "H200", "tp": 2, "max_model_len": 32768, "mnbt": 2048, "kv": "fp8"},
@@ -107,8 +121,14 @@ def config_path(ref: str) -> Path:
     """`catalog:<entry>` (a catalog folder's config.json, or an early entry's <entry>.json) or a test fixture."""
     if not ref.startswith("catalog:"):
         return FIXTURES / ref
-    entry = CATALOG / ref.split(":", 1)[1]
+    entry = CATALOG / ref.split(":", 1)[1].split("#", 1)[0]
     return entry / "config.json" if entry.is_dir() else entry.with_suffix(".json")
+
+
+def read_config(ref: str) -> dict:
+    """The config a case names; `#key` takes a sub-config of it (a published VL config's text_config, alone)."""
+    raw = json.loads(config_path(ref).read_text())
+    return raw[ref.split("#", 1)[1]] if "#" in ref else raw
 
 
 def model_dir(raw: dict, tmp: Path, name: str) -> Path:
@@ -124,6 +144,7 @@ def main(out_path: str) -> None:
     from vllm.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig, VllmConfig
     from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
     from vllm.model_executor.layers.mamba.abstract import MambaBase
+    from vllm.model_executor.layers.mamba.mamba_utils import MambaStateDtypeCalculator, MambaStateShapeCalculator
     from vllm.model_executor.models import ModelRegistry
     from vllm.platforms.interface import Platform
     from vllm.utils.math_utils import cdiv
@@ -216,13 +237,19 @@ def main(out_path: str) -> None:
         if only and not any(word in case["name"] for word in only.split(",")):
             continue
         started = time.time()
-        raw = json.loads(config_path(case["config"]).read_text())
+        raw = read_config(case["config"])
         kv = case.get("kv", "auto")
         spec_tokens = case.get("spec", 0)
         prefix_caching = case.get("prefix_caching", True)
         cc = COMPUTE_CAPABILITY[case["gpu"]]
         notes = []
-        model_config = ModelConfig(model=str(model_dir(raw, tmp, case["name"])), skip_tokenizer_init=True, max_model_len=case["max_model_len"], dtype="auto")
+        model_config = ModelConfig(
+            model=str(model_dir(raw, tmp, case["name"])),
+            skip_tokenizer_init=True,
+            max_model_len=case["max_model_len"],
+            dtype="auto",
+            **({"limit_mm_per_prompt": case["limit_mm"]} if "limit_mm" in case else {}),
+        )
         scheduler = SchedulerConfig(
             max_model_len=case["max_model_len"],
             max_num_batched_tokens=case["mnbt"],
@@ -258,8 +285,8 @@ def main(out_path: str) -> None:
             )
             notes.append("speculative_config is a stand-in carrying num_speculative_tokens (a real MTP drafter needs its weights)")
         # CUDA defaults the CPU platform changed for its own kernels.
-        cache.block_size = 16
-        cache.user_specified_block_size = False
+        cache.block_size = case.get("block_size", 16)
+        cache.user_specified_block_size = "block_size" in case
         cache.kv_cache_layout = "LBNHC"  # FlashAttention / FlashInfer on CUDA declare no layout: the default preference
         hybrid = model_config.is_hybrid
         cache.mamba_cache_mode = "align" if hybrid and cache.enable_prefix_caching else "none"
@@ -285,13 +312,15 @@ def main(out_path: str) -> None:
         if hybrid:
             cache.mamba_block_size = cache.block_size if cache.mamba_cache_mode == "align" else mc.max_model_len
             gdn = any(k == "gdn" for k in kinds)
+            short_conv = any(k == "short_conv" for k in kinds)
             flashinfer_gdn = gdn and (cc == 9 or (cc in (10, 12) and text.get("linear_key_head_dim") == 128))
-            alignment = (64 if flashinfer_gdn else None) if gdn else 1
+            # ShortConv keeps MambaBase.get_prefill_checkpoint_alignment (None)
+            alignment = None if short_conv else (64 if flashinfer_gdn else None) if gdn else 1
             forward["model.layers.0.mixer"] = CheckpointingMamba(alignment)
             forward["model.layers.1.attn"] = FlashAttentionLayer()
             Platform._align_hybrid_block_size(vc, FlashAttentionBackend)
             forward.clear()
-            checkpoint_blocks = 1 if (alignment is not None and cache.mamba_cache_mode == "align") or not gdn else 0
+            checkpoint_blocks = 0 if short_conv else 1 if (alignment is not None and cache.mamba_cache_mode == "align") or not gdn else 0
         # Phase 3: each layer's spec, as its get_kv_cache_spec builds it.
         bs = cache.block_size
         specs = {}
@@ -329,9 +358,29 @@ def main(out_path: str) -> None:
                     num_speculative_blocks=vc.num_speculative_tokens,
                     num_prefill_checkpoint_blocks=checkpoint_blocks,
                 )
+            elif kind == "short_conv":
+                # ShortConv.get_kv_cache_spec = MambaBase's: the layer's own get_state_shape (conv_dim, conv_L_cache,
+                # num_spec) and get_state_dtype, no prefill checkpoint blocks
+                specs[name] = MambaSpec(
+                    shapes=MambaStateShapeCalculator.short_conv_state_shape(
+                        tp_world_size=pc.tensor_parallel_size, intermediate_size=text["conv_dim"], conv_kernel=text["conv_L_cache"], num_spec=vc.num_speculative_tokens
+                    ),
+                    dtypes=MambaStateDtypeCalculator.short_conv_state_dtype(mc.dtype, cache.mamba_cache_dtype),
+                    block_size=cache.mamba_block_size,
+                    page_size_padded=cache.mamba_page_size_padded,
+                    mamba_cache_mode=cache.mamba_cache_mode,
+                    num_speculative_blocks=vc.num_speculative_tokens,
+                )
             elif kind == "shared":
                 continue  # kv_sharing_target_layer_name: no spec, no allocation
-        groups = planning.get_global_kv_cache_groups(vc, [specs])
+        try:
+            groups = planning.get_global_kv_cache_groups(vc, [specs])
+        except AssertionError:  # MambaSpec.page_size_bytes: a state larger than its padded page; vLLM does not start
+            states = {sum(math.prod(shape) * dt.itemsize for shape, dt in zip(sp.shapes, sp.dtypes, strict=True)) for sp in specs.values() if isinstance(sp, MambaSpec)}
+            error = f"AssertionError in MambaSpec.page_size_bytes: page_size_padded {cache.mamba_page_size_padded} < state {max(states)}"
+            results.append({**case, "block_size": cache.block_size, "mamba_page_size_padded": cache.mamba_page_size_padded, "startup_error": error, "notes": notes})
+            print(f"{case['name']}: {error}", flush=True)
+            continue
         builder = get_kv_cache_config_builder(vc)
         out_avail = []
         for available in AVAILABLE:
@@ -417,6 +466,8 @@ def layer_plan(text: dict) -> list[str]:
         return ["mla"] * n
     if mt == "nemotron_h":
         return [{"M": "mamba2", "*": "full"}[c] for c in text["hybrid_override_pattern"] if c in "M*"]
+    if mt == "lfm2":  # Lfm2Model.get_layer: full_attention -> attention, anything else -> ShortConv
+        return ["full" if t == "full_attention" else "short_conv" for t in text["layer_types"][:n]]
     if mt in ("qwen3_next", "qwen3_5_text"):
         return ["gdn" if t == "linear_attention" else "full" for t in text["layer_types"][:n]]
     if mt == "llama4_text":

@@ -69,6 +69,15 @@ CASES: list[dict] = [
     # (select_mxfp4_moe_backend), which the CPU platform cannot: each case names the backend vLLM 0.33 picks on a GPU
     # kind (Hopper: TRITON; Ampere / Ada / consumer Blackwell: MARLIN; data-centre Blackwell: FLASHINFER_TRTLLM_MXFP4_BF16)
     # and the script has the MoE method take it. "after_load" adds what the backend's load-time conversion leaves.
+    # LFM2.5-VL-1.6B (published config; no safetensors index in the catalog): whole, and with --limit-mm-per-prompt
+    # image=0, where vLLM leaves out the modules built under _mark_tower_model (vision tower and projector); its
+    # text_config alone (Lfm2ForCausalLM)
+    {"model": "LiquidAI/LFM2.5-VL-1.6B", "tp": 1},
+    {"model": "LiquidAI/LFM2.5-VL-1.6B", "tp": 2},
+    {"model": "LiquidAI/LFM2.5-VL-1.6B", "tp": 1, "limit_mm": {"image": 0}},
+    {"model": "LiquidAI/LFM2.5-VL-1.6B", "tp": 2, "limit_mm": {"image": 0}},
+    {"model": "LiquidAI/LFM2.5-VL-1.6B#text_config", "tp": 1},
+    {"model": "LiquidAI/LFM2.5-VL-1.6B#text_config", "tp": 4},
     {"model": "openai/gpt-oss-20b", "tp": 1, "mxfp4_backend": "TRITON"},
     {"model": "openai/gpt-oss-20b", "tp": 2, "mxfp4_backend": "TRITON"},
     {"model": "openai/gpt-oss-20b", "tp": 2, "ep": True, "mxfp4_backend": "TRITON"},
@@ -81,9 +90,11 @@ TP = {"size": 1, "rank": 0}
 
 
 def model_folder(model: str, root: Path) -> Path:
-    """A folder with the catalog's files for `model` (a folder entry, or a single config file)."""
+    """A folder with the catalog's files for `model` (a folder entry, or a single config file); `model#key`: the
+    config's sub-config `key` alone as config.json (a published VL config's text_config)."""
+    model, _, key = model.partition("#")
     stem = model.replace("/", "--")
-    folder = root / stem
+    folder = root / (stem + (f"--{key}" if key else ""))
     folder.mkdir(exist_ok=True)
     src = CATALOG / stem
     if src.is_dir():
@@ -91,6 +102,8 @@ def model_folder(model: str, root: Path) -> Path:
             (folder / f.name).write_bytes(f.read_bytes())
     else:
         (folder / "config.json").write_bytes((CATALOG / f"{stem}.json").read_bytes())
+    if key:
+        (folder / "config.json").write_text(json.dumps(json.loads((folder / "config.json").read_text())[key]))
     return folder
 
 
@@ -186,6 +199,7 @@ def main() -> None:
                 dtype="bfloat16",
                 max_model_len=case.get("max_model_len", 4096 if "whisper" not in case["model"] else 448),
                 enable_expert_parallel=bool(case.get("ep")),
+                **({"limit_mm_per_prompt": case["limit_mm"]} if "limit_mm" in case else {}),
             )
             cfg = args.create_engine_config()
             with set_current_vllm_config(cfg):

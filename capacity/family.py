@@ -36,6 +36,21 @@ class EncoderInput:
     host: dict[str, Any] = field(default_factory=dict)  # plain values the device tensors were made from
 
 
+@dataclass(frozen=True)
+class Tower:
+    """Modules vLLM builds under `_mark_tower_model(modalities)`: it leaves them out (no weights) when
+    --limit-mm-per-prompt sets every one of those modalities to 0 (SupportsMultiModal._mark_tower_model)."""
+
+    modalities: tuple[str, ...]
+    modules: tuple[str, ...]  # module names, matched against the dotted parts of a tensor's name
+
+    def skipped(self, limits: dict[str, int]) -> bool:
+        return all(limits.get(m, 1) == 0 for m in self.modalities)
+
+    def holds(self, tensor_name: str) -> bool:
+        return any(part in self.modules for part in tensor_name.split("."))
+
+
 class Family:
     """Base class of the model families; a subclass per family, one instance (`FAMILY`) per family module.
 
@@ -93,6 +108,16 @@ class Family:
         """The spec from the model's planning files; by default the video preprocessor config is not read (a family
         that models videos reads its own config fields)."""
         return self.spec(config, name, preprocessor, processor)
+
+    def unsharded_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
+        """Regexes of the modules vLLM builds whole on every rank for this config (`vllm_unsharded_modules` unless a
+        family tells configs apart)."""
+        return self.vllm_unsharded_modules
+
+    def towers(self, config: dict[str, Any]) -> tuple[Tower, ...]:
+        """The model's tower modules as vLLM marks them; () where capacity does not model skipping them (their
+        weights are then counted whatever the limits)."""
+        return ()
 
     def with_processor_kwargs(
         self, config: dict[str, Any], preprocessor: dict[str, Any] | None, video_preprocessor: dict[str, Any] | None, kwargs: dict[str, Any]

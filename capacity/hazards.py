@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from capacity.kv_spec import kv_heads_per_rank
+from capacity.kv_spec import MambaSpec, kv_heads_per_rank
 from capacity.plan import ERROR, INFO, WARNING, Hazard
 from capacity.units import MiB, gib
 
@@ -172,6 +172,28 @@ def block_size(plan: Plan) -> Iterator[Hazard]:
             f"use --block-size {supported_block_size(bs)} (allowed: 16, 32, 48, 64, ... any multiple of 16), or leave it to vLLM's default 16",
             (("block_size", supported_block_size(bs)),),
         )
+
+
+@check
+def state_outgrows_page(plan: Plan) -> Iterator[Hazard]:
+    """Platform._align_hybrid_block_size pads Mamba pages to the attention page it sized for the model class's state;
+    a layer whose own state is larger (LFM2's conv state with speculative slots) trips MambaSpec's assert."""
+    over = [g.group.spec for g in plan.kv.groups if isinstance(g.group.spec, MambaSpec) and g.group.spec.overflows_page]
+    if not over:
+        return
+    state, page = sum(over[0].state_bytes), over[0].page_size_bytes
+    attention = [g.group.spec for g in plan.kv.groups if not isinstance(g.group.spec, MambaSpec)]
+    per_token = attention[0].page_size_bytes // attention[0].block_size if attention else 0
+    block = KERNEL_BLOCK_MULTIPLE * -(-state // (KERNEL_BLOCK_MULTIPLE * per_token)) if per_token else 0
+    yield Hazard(
+        "mamba_state_outgrows_page",
+        ERROR,
+        f"a state layer keeps {state:,} B per request ({plan.serving.num_speculative_tokens} speculative tokens included) but vLLM "
+        f"padded its page to {page:,} B, the attention page it sized for the model class's state without the speculative slots "
+        "(get_mamba_state_shape_from_config); vLLM raises AssertionError in MambaSpec.page_size_bytes at startup",
+        f"use fewer --num-speculative-tokens, or --block-size {block} (an attention page that holds the state)" if block else "use fewer --num-speculative-tokens",
+        (("block_size", block),) if block else (),
+    )
 
 
 @check

@@ -7,7 +7,7 @@ One small frozen class per kind. Each turns itself into the per-rank KV spec vLL
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from capacity.kv_spec import (
@@ -59,6 +59,20 @@ class KVLayer:
     def backend_block_size(self, compute_capability_major: int, kv_cache_dtype: str) -> int | None:
         """The block size this layer's attention backend prefers over the default 16 (None: no preference)."""
         return None
+
+    def state_bytes(self, knobs: KVKnobs) -> tuple[int, ...]:
+        """A state layer's tensors on one rank (prod(shape) x dtype bytes each): what its MambaSpec holds."""
+        raise NotImplementedError
+
+    def aligned_state_bytes(self, knobs: KVKnobs) -> int:
+        """The state size Platform._align_hybrid_block_size sizes the attention block and the padded Mamba page for
+        (the model class's get_mamba_state_shape_from_config); the layer's own state unless the class reads less."""
+        return sum(self.state_bytes(knobs))
+
+    def with_aligned_channels(self, channels: int) -> KVLayer:
+        """This layer as seen by a model class whose get_mamba_state_shape_from_config reads `channels` channels
+        where the layer has its own (LFM2-VL: the text hidden_size for conv_dim); unchanged for other kinds."""
+        return self
 
 
 @dataclass(frozen=True)
@@ -238,6 +252,45 @@ class Mamba2Layer(KVLayer):
     def kv_spec(self, knobs: KVKnobs) -> KVCacheSpec:
         # MambaMixer2.get_kv_cache_spec: num_prefill_checkpoint_blocks=1 always (read only in align mode).
         return knobs.mamba_spec(self.state_bytes(knobs), 1)
+
+
+@dataclass(frozen=True)
+class ShortConvLayer(KVLayer):
+    """LFM2's gated short convolution (LiquidAI LFM2 / LFM2-VL / LFM2-MoE "conv" layers): one conv state per
+    request, the last conv_L_cache - 1 (+ speculative) inputs of conv_dim channels, in the model dtype
+    (vLLM: ShortConv.get_state_shape -> MambaStateShapeCalculator.short_conv_state_shape,
+    MambaStateDtypeCalculator.short_conv_state_dtype with mamba_cache_dtype "auto"). No SSM state."""
+
+    kind: ClassVar[str] = "short_conv"
+    is_state: ClassVar[bool] = True
+    conv_dim: int
+    conv_kernel: int  # conv_L_cache
+    aligned_conv_dim: int | None = None  # the channels the model class sizes pages for, when not conv_dim
+
+    def with_aligned_channels(self, channels: int) -> KVLayer:
+        return replace(self, aligned_conv_dim=channels)
+
+    def tp_indivisible(self, tp: int) -> tuple[str, ...]:
+        # vLLM short_conv_state_shape: divide(intermediate_size=conv_dim, tp); ColumnParallelLinear splits conv_dim
+        return indivisible(tp, ("conv_dim", self.conv_dim))
+
+    def state_bytes(self, knobs: KVKnobs) -> tuple[int, ...]:
+        conv_dim = tp_share(self.conv_dim, knobs.tensor_parallel_size)
+        return (conv_dim * (self.conv_kernel - 1 + knobs.num_speculative_tokens) * knobs.model_dtype_bytes,)
+
+    def aligned_state_bytes(self, knobs: KVKnobs) -> int:
+        """Lfm2ForCausalLM / Lfm2VLForConditionalGeneration.get_mamba_state_shape_from_config call short_conv_state_shape
+        without num_spec: the page is padded for the state without its speculative slots (a state that outgrows it
+        trips MambaSpec.page_size_bytes' assert at startup: `MambaSpec.overflows_page`)."""
+        conv_dim = tp_share(self.aligned_conv_dim or self.conv_dim, knobs.tensor_parallel_size)
+        return conv_dim * (self.conv_kernel - 1) * knobs.model_dtype_bytes
+
+    def checkpoint_alignment(self, knobs: KVKnobs) -> int | None:
+        return None  # MambaBase.get_prefill_checkpoint_alignment: ShortConv exports no prefill checkpoints
+
+    def kv_spec(self, knobs: KVKnobs) -> KVCacheSpec:
+        # MambaBase.get_kv_cache_spec: no prefill checkpoint blocks (num_prefill_checkpoint_blocks keeps its 0).
+        return knobs.mamba_spec(self.state_bytes(knobs), 0)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ One entry point, `kv_layers(text_config, where)`. It reads
   `linear_conv_kernel_dim`; `full_attention_interval` when `layer_types` is absent) or "mamba" / Nemotron-H's
   `hybrid_override_pattern` (Mamba-2: `mamba_num_heads`/`mamba_n_heads`, `mamba_head_dim`/`mamba_d_head`,
   `ssm_state_size`/`mamba_d_state`, `n_groups`/`mamba_n_groups`, `conv_kernel`/`mamba_d_conv`);
+- LFM2's short-convolution hybrids from `layer_types` with "conv" (or `full_attn_idxs`, the older configs' list of
+  attention layers): `conv_dim` and `conv_L_cache` (default 3, transformers' Lfm2Config);
 - KV sharing (Gemma-3n, Gemma-4: the last `num_kv_shared_layers` layers read the last earlier layer of their type);
 - chunked local attention (Llama-4: `attention_chunk_size`, `no_rope_layers`: RoPE layers are chunked, NoPE global).
 Anything it cannot read fails closed with one line naming the field.
@@ -27,6 +29,7 @@ from capacity.kv_layers import (
     Mamba2Layer,
     MLALayer,
     SharedKVLayer,
+    ShortConvLayer,
     SlidingWindowLayer,
 )
 
@@ -71,6 +74,9 @@ def layer_kinds(text: dict[str, Any], where: str) -> list[str]:
     if types is None and text.get("linear_num_value_heads") and text.get("full_attention_interval"):
         interval = _need(text, "full_attention_interval", where)  # Qwen3-Next: layer i is full iff (i + 1) % interval == 0
         types = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(n)]
+    attention_idxs = text.get("full_attn_idxs")
+    if types is None and isinstance(attention_idxs, list):  # LFM2 before layer_types (transformers' Lfm2Config builds them so)
+        types = ["full_attention" if i in attention_idxs else "conv" for i in range(n)]
     if types is None and text.get("attention_chunk_size"):
         nope = text.get("no_rope_layers")
         if not isinstance(nope, list) or len(nope) < n:
@@ -143,12 +149,25 @@ def _mamba2(text: dict[str, Any], where: str) -> Mamba2Layer:
 MAMBA2_FIELDS = ("mamba_num_heads", "mamba_n_heads")
 
 
+LFM2_CONV_KERNEL_DEFAULT = 3  # transformers' Lfm2Config.conv_L_cache
+
+
+def _short_conv(text: dict[str, Any], where: str) -> ShortConvLayer:
+    """vLLM's ShortConv reads config.conv_dim (no transformers default: vLLM fails without it) and conv_L_cache."""
+    kernel = text.get("conv_L_cache", LFM2_CONV_KERNEL_DEFAULT)
+    if not isinstance(kernel, int) or isinstance(kernel, bool) or kernel < 1:
+        raise BadInput(f"config.json ({where}) conv_L_cache must be a positive integer (got {kernel!r})")
+    return ShortConvLayer(conv_dim=_need(text, "conv_dim", where), conv_kernel=kernel)
+
+
 def _layer(kind: str, text: dict[str, Any], where: str) -> KVLayer:
     # "linear_attention" is Gated DeltaNet in Qwen3-Next / Qwen3.5 and Mamba-2 in transformers' Granite-4 configs.
     if kind == "linear_attention" and text.get("linear_num_value_heads") is not None:
         return _gated_delta_net(text, where)
     if kind in ("mamba", "linear_attention") and any(text.get(k) is not None for k in MAMBA2_FIELDS):
         return _mamba2(text, where)
+    if kind == "conv":
+        return _short_conv(text, where)
     if kind == "linear_attention":
         raise BadInput(f"config.json ({where}) has linear_attention layers but neither 'linear_num_value_heads' (Gated DeltaNet) nor 'mamba_n_heads' (Mamba-2)")
     if text.get("kv_lora_rank"):
@@ -162,7 +181,7 @@ def _layer(kind: str, text: dict[str, Any], where: str) -> KVLayer:
         return SlidingWindowLayer(kv_heads, head_size, int(_need(text, "sliding_window", where)))
     if kind == "chunked_attention":
         return ChunkedLocalAttentionLayer(kv_heads, head_size, int(_need(text, "attention_chunk_size", where)))
-    raise BadInput(f"config.json ({where}) layer_types has {kind!r}; capacity reads full_attention, sliding_attention, linear_attention and mamba")
+    raise BadInput(f"config.json ({where}) layer_types has {kind!r}; capacity reads full_attention, sliding_attention, linear_attention, mamba and conv")
 
 
 def _share_kv(layers: list[KVLayer], kinds: list[str], shared: int, where: str) -> list[KVLayer]:

@@ -74,7 +74,7 @@ def model_knobs(spec: ModelSpec, serving: ServingConfig, gpu: Gpu) -> KVKnobs:
         return knobs
     # The attention page of one token, from the model's attention layers (vLLM: model_config head size and KV heads).
     page_per_token = _page_per_token(attention[0])
-    mamba_page = max(sum(layer.state_bytes(knobs)) for layer in states)
+    mamba_page = max(layer.aligned_state_bytes(knobs) for layer in states)
     base = attention[0].block_size
     kernel = max(FLASH_ATTN_KERNEL_BLOCK, base, *(s.hybrid_kernel_block for s in attention))
     if mode == "align":

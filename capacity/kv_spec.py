@@ -90,6 +90,11 @@ class KVCacheSpec:
         """Layers with equal keys but unequal specs form vLLM's UniformTypeKVCacheSpecs (not modelled)."""
         return None
 
+    @property
+    def overflows_page(self) -> bool:
+        """What the layer keeps does not fit the page it was given (vLLM does not start); see MambaSpec."""
+        return False
+
     def describe(self) -> dict[str, Any]:
         """The spec's own fields for reports (kind-specific ones only where they apply)."""
         return {"num_kv_heads_per_rank": None, "head_size": None, "sliding_window": None}
@@ -225,6 +230,12 @@ class MambaSpec(KVCacheSpec):
     @property
     def page_size_bytes(self) -> int:
         return self.page_size_padded if self.page_size_padded is not None else sum(self.state_bytes)
+
+    @property
+    def overflows_page(self) -> bool:
+        """The state is larger than the page it was padded to: vLLM asserts (MambaSpec.page_size_bytes:
+        page_size_padded >= page_size) when it builds the KV cache groups, and does not start."""
+        return self.page_size_padded is not None and self.page_size_padded < sum(self.state_bytes)
 
     def blocks_per_request_vllm(self, ctx: BlockContext) -> int:
         """MambaSpec.max_memory_usage_bytes: 1 + speculative blocks; align mode 2 + speculative + checkpoint blocks."""

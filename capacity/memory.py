@@ -39,7 +39,7 @@ from capacity.weights import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from capacity.family import Family
+    from capacity.family import Family, Tower
     from capacity.vllm_versions import VllmSemantics
 
 EXACT = "exact"
@@ -146,6 +146,15 @@ def model_tensors(spec: ModelSpec, source: ModelSource) -> tuple[tuple[StoredTen
     return tuple(StoredTensor(n, s, MODEL_DTYPE) for n, s in params), f"parameters of {spec.architecture} {spec.family.parameters_source}"
 
 
+def skipped_towers(spec: ModelSpec, source: ModelSource, serving: ServingConfig) -> tuple[Tower, ...]:
+    """The towers vLLM leaves unbuilt under these limits (every modality they serve at --limit-mm-per-prompt 0)."""
+    return tuple(t for t in spec.family.towers(source.config) if t.skipped(serving.limit_mm_per_prompt))
+
+
+def without_towers(tensors: tuple[StoredTensor, ...], towers: tuple[Tower, ...]) -> tuple[StoredTensor, ...]:
+    return tuple(t for t in tensors if not any(tower.holds(t.name) for tower in towers))
+
+
 def parameter_count(spec: ModelSpec, source: ModelSource) -> tuple[int, str]:
     """Parameters of the real architecture: the checkpoint's safetensors headers when known, else a meta-device build."""
     if source.weights is not None:
@@ -195,7 +204,7 @@ def weight_layout(spec: ModelSpec, config: dict[str, Any], class_default_tie: bo
         head_size=int(getattr(decoder, "head_size", 0) or 0),
         num_experts=_first_int(text, ("num_experts", "n_routed_experts", "num_local_experts")) or _first_int(config, ("num_experts", "n_routed_experts", "num_local_experts")),
         tie_word_embeddings=bool(tie),
-        replicated_modules=spec.family.vllm_unsharded_modules,
+        replicated_modules=spec.family.unsharded_modules(config),
         added_biases=spec.family.vllm_added_biases,
         kv_shapes=tuple(sorted((int(h), s) for h, s in shapes if h and s)),
     )
@@ -210,13 +219,17 @@ def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConf
     moe = gpt_oss_mxfp4(source.config, gpu)
     if moe is not None:
         return _gpt_oss_mxfp4_breakdown(spec, source, serving, rank, moe)
-    if not named and summary is not None and serving.tensor_parallel_size == 1 and not spec.family.adds_vllm_tensors:
+    skipped = skipped_towers(spec, source, serving)
+    if not named and summary is not None and serving.tensor_parallel_size == 1 and not spec.family.adds_vllm_tensors and not skipped:
         # One rank holds the whole checkpoint: its header summary's bytes (no tensor names needed, no torch import).
         total = summary.serving_bytes(serving.dtype_bytes)
         kept = "/".join(d for d in sorted(summary.bytes_by_dtype) if d not in ("F16", "BF16"))
         quantization = f"16-bit tensors x {serving.dtype_bytes} B ({serving.dtype}), {kept} as stored, from the header summary" if summary.quantized_dtypes else "none"
         return WeightsBreakdown(1, serving.enable_expert_parallel, (KindBytes("whole checkpoint", summary.tensor_count, total, total),), summary.source, quantization)
     tensors, how = model_tensors(spec, source)
+    if skipped:
+        tensors = without_towers(tensors, skipped)
+        how += f", less the {' and '.join(m for t in skipped for m in t.modules)} vLLM leaves out at --limit-mm-per-prompt " + ",".join(f"{m}=0" for t in skipped for m in t.modalities)
     tensors = spec.family.vllm_tensors(tensors, source.config)
     layout = weight_layout(spec, source.config)
     scheme = quant_scheme(source.config)
@@ -267,7 +280,19 @@ def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, g
     moe = gpt_oss_mxfp4(source.config, gpu)
     # AWQ's kernel, and so its resident bytes, depends on the GPU (capacity/awq.py)
     awq_gpu = (gpu.platform, gpu.source == "size", gpu.compute_capability_major) if gpu is not None and isinstance(quant_scheme(source.config), AwqScheme) else None
-    key = (spec, _config_json(source.config), source.safetensors, summary, serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype, serving.dtype_bytes, moe, awq_gpu)
+    key = (
+        spec,
+        _config_json(source.config),
+        source.safetensors,
+        summary,
+        serving.tensor_parallel_size,
+        serving.enable_expert_parallel,
+        serving.dtype,
+        serving.dtype_bytes,
+        moe,
+        awq_gpu,
+        skipped_towers(spec, source, serving),
+    )
     hit = _WEIGHTS.get(key)
     if hit is None:
         if len(_WEIGHTS) >= 64:
@@ -278,6 +303,9 @@ def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, g
 
 def _weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, gpu: Gpu | None) -> tuple[MemoryTerm, int, WeightsBreakdown]:
     count, _ = parameter_count(spec, source)
+    skipped = skipped_towers(spec, source, serving)
+    if skipped:  # the parameters vLLM builds: the towers it leaves out are not among them
+        count -= sum(t.numel for t in model_tensors(spec, source)[0] if any(tower.holds(t.name) for tower in skipped))
     wb = weights_breakdown(spec, source, serving, gpu=gpu)
     if wb.kinds and any(k.kind.startswith("moe-experts (mxfp4") for k in wb.kinds):
         return _gpt_oss_mxfp4_term(spec, serving, wb), count, wb

@@ -81,6 +81,9 @@ class CatalogEntry:
     aliases: tuple[str, ...]
     plannable: bool = True  # false while no family plans it right: catalog() leaves it out, resolve_model refuses it
     not_plannable: str = ""  # why, when plannable is false
+    # Resolves although not plannable as a whole: its family plans it once the user turns off what cannot be counted
+    # (--limit-mm-per-prompt <modality>=0) and refuses it otherwise, in one line naming the flag.
+    plannable_with_limits: bool = False
 
 
 def catalog(include_unplannable: bool = False) -> dict[str, CatalogEntry]:
@@ -93,6 +96,7 @@ def catalog(include_unplannable: bool = False) -> dict[str, CatalogEntry]:
             aliases=tuple(meta.get("aliases", ())),
             plannable=bool(meta.get("plannable", True)),
             not_plannable=meta.get("not_plannable", ""),
+            plannable_with_limits=bool(meta.get("plannable_with_limits", False)),
         )
         if entry.plannable or include_unplannable:
             entries[name] = entry
@@ -237,7 +241,7 @@ def resolve_model(requested: str, revision: str | None = None) -> ModelSource:
     found = _catalog_lookup(requested)
     if found is not None and revision is None:
         entry, note = found
-        if not entry.plannable:
+        if not entry.plannable and not entry.plannable_with_limits:
             raise BadInput(f"catalog entry {entry.name} cannot be planned yet ({entry.not_plannable}); its published files are in the catalog")
         return ModelSource(
             name=entry.name,

@@ -170,7 +170,7 @@ def refuse_unmodelled(spec: ModelSpec, limits: dict[str, int]) -> None:
     for modality in spec.modalities:
         if modality.unmodelled and limits.get(modality.name, DEFAULT_LIMIT_PER_PROMPT) > 0:
             raise BadInput(
-                f"{spec.name}: {modality.unmodelled}; vLLM budgets a {modality.name} item, which may outweigh the images: "
+                f"{spec.name}: {modality.unmodelled}; vLLM budgets {modality.name} items, which capacity cannot count: "
                 f"plan with --limit-mm-per-prompt {modality.name}=0 (vLLM then budgets no {modality.name})"
             )
 

@@ -345,6 +345,9 @@ _REPLICATED_LINEAR_LAYERS = {"q_a_proj", "kv_a_proj_with_mqa", "fused_qkv_a_proj
 _EXPERT_PATH = re.compile(r"\.experts\.")
 _EXPERT_INDEX = re.compile(r"\.experts\.(\d+)\.")
 _MERGER_MLP = re.compile(r"merger\.mlp\.(\d+)$")  # Qwen2-VL's patch merger: mlp.0 column, mlp.2 row
+# LFM2's gated short convolution (transformers' Lfm2ShortConv at `<layer>.conv`; vLLM ShortConv): conv
+# (ColumnParallelLinear conv_L_cache -> conv_dim) and in_proj (MergedColumnParallelLinear, 3 x conv_dim) column, out_proj row.
+_SHORT_CONV = re.compile(r"\.conv\.(conv|in_proj|out_proj)$")
 
 
 def classify(tensor: StoredTensor, layout: WeightLayout) -> ParallelKind:
@@ -365,6 +368,9 @@ def classify(tensor: StoredTensor, layout: WeightLayout) -> ParallelKind:
         return TIED if layout.tie_word_embeddings else VOCAB
     if layer in _VOCAB_LAYERS:
         return VOCAB
+    short_conv = _SHORT_CONV.search(module)
+    if short_conv:
+        return ROW if short_conv.group(1) == "out_proj" else COLUMN
     if _REPLICATED_PATH.search(tensor.name) or layer in _ROUTER_LAYERS or tensor.numel <= 1:
         return REPLICATED
     if layer in _REPLICATED_LINEAR_LAYERS:

@@ -105,16 +105,21 @@ def test_voxtral_published_config_counts_audio_through_the_model():
     assert spec.derived_max_model_len == 131_072
 
 
+def _without_conv_dim(config: dict) -> dict:
+    return {**config, "text_config": {k: v for k, v in config["text_config"].items() if k != "conv_dim"}}
+
+
 @pytest.mark.parametrize(
     ("config", "field"),
     [
         (lambda: published("Qwen--Qwen3.5-27B"), "resizes images by size.longest_edge"),
-        (lambda: published("LiquidAI--LFM2.5-VL-1.6B"), "layer_types has 'conv'"),
+        # LFM2's conv layers read conv_dim, which transformers' Lfm2Config has no default for (vLLM needs it too)
+        (lambda: _without_conv_dim(published("LiquidAI--LFM2.5-VL-1.6B")), "needs a positive 'conv_dim'"),
         (lambda: default_config("gemma3n", "Gemma3nForConditionalGeneration"), "vision_config lacks image_size / patch_size"),
         (lambda: published("Qwen--Qwen3-VL-32B-Instruct"), "resizes images by size.longest_edge"),
         (lambda: default_config("llava_next", "LlavaNextForConditionalGeneration"), "tiles or caps images by image_grid_pinpoints"),
     ],
-    ids=["qwen3.5-no-preprocessor", "lfm2.5-conv-layers", "gemma3n-no-image-size", "qwen3-vl-no-preprocessor", "llava-next-no-preprocessor"],
+    ids=["qwen3.5-no-preprocessor", "lfm2.5-conv-without-conv-dim", "gemma3n-no-image-size", "qwen3-vl-no-preprocessor", "llava-next-no-preprocessor"],
 )
 def test_what_it_cannot_read_is_refused_in_one_line(config, field):
     with pytest.raises(BadInput, match=field.replace("(", r"\(").replace("[", r"\[")) as exc:

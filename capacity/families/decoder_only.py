@@ -23,11 +23,26 @@ def looks_decoder_only(config: dict[str, Any]) -> bool:
     )
 
 
+def lfm2_ffn_size(text: dict[str, Any], ffn: int) -> int:
+    """vLLM Lfm2MLP: with block_auto_adjust_ff_dim (transformers' Lfm2Config default: true) the MLP is
+    2/3 x intermediate_size, x block_ffn_dim_multiplier, rounded up to block_multiple_of (LFM2-1.2B: 12,288 -> 8,192)."""
+    if not text.get("block_auto_adjust_ff_dim", True):
+        return ffn
+    ffn = int(2 * ffn / 3)
+    multiplier = text.get("block_ffn_dim_multiplier", 1.0)
+    if multiplier is not None:
+        ffn = int(multiplier * ffn)
+    multiple_of = int(text.get("block_multiple_of", 256))
+    return multiple_of * -(-ffn // multiple_of)
+
+
 def decoder_shape(text: dict[str, Any], where: str) -> DecoderShape:
     # HF decoders with `intermediate_size` (Llama, Qwen, Gemma, Mistral, ...) use a gated MLP.
     ffn = need(text, "intermediate_size", where)
     if isinstance(ffn, list):  # per-layer widths (Gemma-3n): the widest layer bounds the activations
         ffn = max(ffn)
+    if text.get("model_type") == "lfm2":
+        ffn = lfm2_ffn_size(text, ffn)
     return DecoderShape(
         need(text, "hidden_size", where),
         ffn,

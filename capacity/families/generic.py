@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from capacity.errors import BadInput
 from capacity.families.common import config_dtype
 from capacity.families.decoder_only import decoder_shape
-from capacity.family import EncoderInput, Family
+from capacity.families.lfm2_vl_images import Lfm2VlImageSettings
+from capacity.family import EncoderInput, Family, Tower
 from capacity.kv_layout import kv_layers
 from capacity.processor_kwargs import with_qwen_vl_size
 from capacity.qwen_vl_sizes import qwen_vl_max_image_grid, size_with_most_features, video_smart_resize
@@ -41,6 +42,20 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 # The sub-configs that make a config multimodal, and the modality each feeds.
 MODALITY_SUBCONFIGS: tuple[tuple[str, str], ...] = (("vision_config", "image"), ("audio_config", "audio"))
 
+# vLLM 0.33's _mark_tower_model blocks, by model_type (transformers' module names, as the meta build names them).
+TOWERS: dict[str, tuple[Tower, ...]] = {
+    "lfm2_vl": (Tower(("image",), ("vision_tower", "multi_modal_projector")),),  # Lfm2VLForConditionalGeneration.__init__
+}
+
+# The text-config field whose channels the model class's get_mamba_state_shape_from_config reads for its state layers,
+# by model_type, where the layers read another (Lfm2VLForConditionalGeneration: hidden_size; its ShortConv layers conv_dim).
+ALIGNED_STATE_CHANNELS: dict[str, str] = {"lfm2_vl": "hidden_size"}
+
+# Modules vLLM 0.33 builds whole on every rank (ReplicatedLinear), by model_type.
+UNSHARDED_MODULES: dict[str, tuple[str, ...]] = {
+    "lfm2_vl": (r"(^|\.)multi_modal_projector\.linear_[12]$",),  # Lfm2VLMultiModalProjector: ReplicatedLinear
+}
+
 # The largest side tried when a processor caps images by pixels rather than by a fixed size.
 HUGE_SIDE = 8192
 
@@ -53,6 +68,8 @@ class ItemTokens:
     tokens: int
     method: str  # "processor", "model", "vLLM rule", or "fallback formula"
     detail: str
+    unmodelled: str = ""  # why vLLM's tokens for this item cannot be counted ("" = they are; tokens is then 0)
+    image_size: tuple[int, int] | None = None  # (height, width) of the dummy image those tokens were counted on
 
 
 class GenericFamily(Family):
@@ -119,14 +136,23 @@ class GenericFamily(Family):
         full = materialized(config)
         text = full.get("text_config") if isinstance(full.get("text_config"), dict) else full
         layers = kv_layers(text, "generic")  # the KV layout: the one reader (fails closed naming the field)
+        aligned = ALIGNED_STATE_CHANNELS.get(str(config.get("model_type")))
+        if aligned is not None:  # the model class sizes hybrid pages from another text-config field
+            layers = tuple(layer.with_aligned_channels(int(text[aligned])) for layer in layers)
         items = [item_tokens(modality, config, full, preprocessor, processor) for key, modality in MODALITY_SUBCONFIGS if isinstance(full.get(key), dict)]
-        items = [item for item in items if item.tokens > 0]
+        items = [item for item in items if item.tokens > 0 or item.unmodelled]
+        counted = [item for item in items if not item.unmodelled]
         if not items:
             raise BadInput(f"{architecture}: no vision_config / audio_config the generic family can count tokens for")
-        widest = max(items, key=lambda item: item.tokens)
+        widest = max(counted, key=lambda item: item.tokens) if counted else None
         max_len, key = derive_max_model_len(text)
         supported = architecture in MULTIMODAL_ARCHITECTURES
-        notes = [f"generic family: {item.tokens} tokens per {item.modality} ({item.method}: {item.detail})" for item in items]
+        notes = [
+            f"generic family: {item.modality} tokens not counted ({item.unmodelled})"
+            if item.unmodelled
+            else f"generic family: {item.tokens} tokens per {item.modality} ({item.method}: {item.detail})"
+            for item in items
+        ]
         notes.append("generic family: text config read through transformers' config class (its defaults filled, as vLLM's AutoConfig does)")
         if any(k.startswith("video") for k in (preprocessor or {})):
             notes.append("generic family: videos are not modelled; vLLM may profile a video item with more tokens than an image")
@@ -137,19 +163,25 @@ class GenericFamily(Family):
             is_encoder_decoder=False,
             config_dtype=config_dtype(config, text),
             layers=layers,
-            modalities=tuple(Modality(item.modality, item.tokens, None) for item in items),
+            modalities=tuple(Modality(item.modality, item.tokens, None, unmodelled=item.unmodelled) for item in items),
             derived_max_model_len=max_len,
             max_len_key=f"text_config.{key}" if text is not full else key,
             max_source_positions=None,
             encoder_tokens_per_request=0,
             num_attention_heads=int(text["num_attention_heads"]),
             decoder=decoder_shape(text, "generic"),
-            encoder=encoder_shape(widest, full, text),
+            encoder=encoder_shape(widest, full, text) if widest is not None else None,
             vllm_support=VllmSupport("native", f"{architecture} is in vLLM {VLLM_VERSION}'s multimodal registry")
             if supported
             else VllmSupport("unsupported", f"{architecture} is not in vLLM {VLLM_VERSION}'s multimodal registry"),
             notes=tuple(notes),
         )
+
+    def towers(self, config: dict[str, Any]) -> tuple[Tower, ...]:
+        return TOWERS.get(str(config.get("model_type")), ())
+
+    def unsharded_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
+        return UNSHARDED_MODULES.get(str(config.get("model_type")), ())
 
     def hf_class_name(self, config: dict[str, Any]) -> str:
         """`architectures[0]` when transformers has that class, else the model_type's image/audio-text-to-text class."""
@@ -176,7 +208,9 @@ class GenericFamily(Family):
         if modality == "audio":
             features, note = audio_features(source.config, source.preprocessor)
             return EncoderInput({"input_features": features.to(device=device, dtype=dtype)}, note)
-        tensors, note = image_tensors(source.config, source.preprocessor)
+        # transformers 5 may save the image processor's settings inside processor_config.json (LFM2.5-VL)
+        nested = (source.processor or {}).get("image_processor")
+        tensors, note = image_tensors(source.config, source.preprocessor or (nested if isinstance(nested, dict) else None))
         return EncoderInput(
             {k: v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device=device) for k, v in tensors.items()},
             note,
@@ -336,6 +370,8 @@ def image_item_tokens(config: dict[str, Any], full: dict[str, Any], preprocessor
     vision = full.get("vision_config") or {}
     if str(config.get("model_type")) in IDEFICS3_IMAGES:  # its HF processor counts with the tokenizer; vLLM's rule does not
         return idefics3_image_tokens(full, preprocessor, processor)
+    if str(config.get("model_type")) in LFM2_VL_IMAGES:  # vLLM counts with its own rule, the processor needs the tokenizer
+        return lfm2_vl_image_tokens(preprocessor, processor)
     if str(config.get("model_type")) in QWEN_VL_IMAGES and preprocessor:
         return qwen_vl_image_tokens(vision, preprocessor)
     if not preprocessor:  # the processor's class defaults are not the model's (LLaVA's crop 224 vs its 336 tower)
@@ -379,6 +415,7 @@ def qwen_vl_image_tokens(vision: dict[str, Any], preprocessor: dict[str, Any]) -
         rows * cols,
         "vLLM rule",
         f"Qwen2VLProcessingInfo.get_max_image_tokens: {rows} x {cols} merged patches within {high} pixels, most tokens at {rows * unit}x{cols * unit}",
+        image_size=(rows * unit, cols * unit),
     )
 
 
@@ -441,6 +478,31 @@ def idefics3_image_patches(height: int, width: int, longest_edge: int, tile_side
     if rows > 1 or cols > 1:
         return rows * cols + 1, rows, cols
     return 0, 0, 0
+
+
+# model_types whose images vLLM 0.33 counts with Lfm2VLProcessingInfo.
+LFM2_VL_IMAGES = ("lfm2_vl",)
+
+
+def lfm2_vl_image_tokens(preprocessor: dict[str, Any] | None, processor: dict[str, Any] | None) -> ItemTokens:
+    """The <image> embeddings of vLLM's LFM2-VL dummy image (capacity.families.lfm2_vl_images); not counted, and
+    the modality refused unless --limit-mm-per-prompt image=0, when neither processor file is there."""
+    found = Lfm2VlImageSettings.from_files(preprocessor, processor)
+    if found is None:
+        return ItemTokens(
+            "image",
+            0,
+            "vLLM rule",
+            "",
+            unmodelled=(
+                "no preprocessor_config.json / processor_config.json: the tokens per image depend on the image processor's "
+                "max_image_tokens, encoder_patch_size, downsample_factor and tiling settings, which were not found"
+            ),
+        )
+    settings, source = found
+    tokens, detail = settings.dummy_image_tokens()
+    side = settings.dummy_side()
+    return ItemTokens("image", tokens, "vLLM rule", f"{detail} ({source})", image_size=(side, side))
 
 
 def image_fallback(config: dict[str, Any], vision: dict[str, Any], *, reason: str) -> ItemTokens:
@@ -592,7 +654,9 @@ def image_tensors(config: dict[str, Any], preprocessor: dict[str, Any] | None) -
     image_proc = image_processor(config, preprocessor)
     shapes = candidate_sizes(image_proc, full.get("vision_config") or {})
     height, width = shapes[-1]
-    if "most tokens at " in counted.detail:
+    if counted.image_size is not None:
+        height, width = counted.image_size
+    elif "most tokens at " in counted.detail:
         height, width = (int(v) for v in counted.detail.rsplit("most tokens at ", 1)[1].split("x"))
     picture = np.full((height, width, 3), 128, dtype=np.uint8)
     out = image_proc(images=[picture], return_tensors="pt")
@@ -761,6 +825,8 @@ def encoder_shape(item: ItemTokens, full: dict[str, Any], text: dict[str, Any]) 
         seq_len = round(item.tokens / (ratio * ratio))
     elif isinstance(full.get("scale_factor"), int) and full["scale_factor"] > 1:  # Idefics3: pixel shuffle by scale_factor^2
         seq_len = item.tokens * full["scale_factor"] ** 2
+    elif isinstance(full.get("downsample_factor"), int) and full["downsample_factor"] > 1:  # LFM2-VL: pixel unshuffle
+        seq_len = item.tokens * full["downsample_factor"] ** 2
     else:
         seq_len = item.tokens
     return EncoderShape(

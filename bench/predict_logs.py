@@ -5,7 +5,8 @@
 For every log with a sidecar `<name>.json` (provenance, vLLM version, model, GPU, knobs), plan the model with
 `capacity plan`'s default path (the fake-tensor trace where the family has one, else the formulas; the table says
 which) with the log's knobs and the semantics of the logged vLLM version (capacity.vllm_versions: utilization
-default, batch defaults per GPU and usage context, CUDA-graph estimate in the KV budget, cross-attention rule).
+default, batch defaults per GPU and usage context, CUDA-graph estimate in the KV budget, cross-attention rule, the V1
+runner's top-k/top-p path: the log's TopKTopPSampler line, then a sidecar's `"env": {"VLLM_USE_FLASHINFER_SAMPLER": "0"}`).
 Compare with what vLLM printed: weights, non-KV memory, available KV memory, KV tokens and the reported concurrency.
 
 A log is "not plannable" (listed with the reason, never failed) when its GPU is not stated, its weights are
@@ -159,6 +160,8 @@ def predict(log: Path, *, formula: bool) -> Row:
     sem = semantics_for(version) if version else log_semantics(facts)
     if facts.engine == "V0":
         sem = log_semantics(facts)
+    if sem is not None:  # the sampler the startup used: its TopKTopPSampler line, then the env its sidecar states
+        sem = sem.with_flashinfer_sampler(facts.flashinfer_sampler).with_sampler_env(meta.get("env", {}).get("VLLM_USE_FLASHINFER_SAMPLER"))
     row = Row(log.name, split_of(log.name), meta.get("model"), meta.get("gpu"), version, sem.name if sem else None)
     in_use = facts.free_memory.kv_cache_in_use_gib if facts.free_memory is not None else None
     row.vllm = {

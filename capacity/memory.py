@@ -417,6 +417,50 @@ GUMBEL_BLOCK = 1024  # vllm/v1/worker/gpu/sample/gumbel.py gumbel_sample: BLOCK_
 
 
 @dataclass(frozen=True)
+class TopKTopP:
+    """One top-k/top-p implementation the V1 model runner's dummy sampler run can take (vLLM before MRV2):
+    `bytes_per_logit` is the peak of `Sampler.forward` above the model-dtype logits, per rows x vocab element, on
+    `_dummy_sampler_run`'s metadata (top_k vocab - 1, top_p 0.9, temperature 0.5, no penalties, no logprobs)."""
+
+    name: str
+    symbol: str  # the vLLM function that masks the logits
+    bytes_per_logit: int
+    kind: str  # MEASURED or ESTIMATED: how bytes_per_logit was found
+    how: str
+
+
+# Measured by running each wheel's own Sampler.forward on CPU under capacity's CpuProbe (bench/vllm_sampler_reference.py,
+# bench/results/vllm-sampler-reference-2026-12-01/reference.json): the sort path holds the fp32 copy, the sorted values,
+# their int64 indices, the softmax / cumsum, two bool masks and the scattered result together: 26 B per logit in
+# 0.9.2, 0.10.2 and 0.15.1's `apply_top_k_top_p` (0.17.0+ keep a sort as `apply_top_k_top_p_pytorch` for fewer than 8 rows: 22 B).
+TOP_K_TOP_P_SORT = TopKTopP(
+    "PyTorch sort",
+    "topk_topp_sampler.apply_top_k_top_p (sort)",
+    26,
+    MEASURED,
+    "fp32 copy + sorted values + int64 indices + softmax + masks + scatter (vLLM's own Sampler on CPU)",
+)
+# apply_top_k_top_p_triton masks the fp32 logits in place (a cached num_SMs x vocab fp32 buffer aside); then
+# forward_native's softmax and random_sample's exponential draw: the fp32 copy + 2 fp32 tensors.
+TOP_K_TOP_P_TRITON = TopKTopP(
+    "Triton",
+    "topk_topp_triton.apply_top_k_top_p_triton",
+    12,
+    MEASURED,
+    "fp32 copy + softmax + exponential draw (vLLM's own Sampler on CPU, the kernel taken as in place)",
+)
+# flashinfer_sample -> flashinfer.sampling.top_k_top_p_sampling_from_logits: the fp32 copy + its top_k_mask_logits
+# copy + softmax (read for vLLM 0.33's warmup pass, SamplerForm.fp32_copies); not runnable on CPU
+TOP_K_TOP_P_FLASHINFER = TopKTopP(
+    "FlashInfer",
+    "topk_topp_sampler.flashinfer_sample",
+    12,
+    ESTIMATED,
+    "fp32 copy + FlashInfer's top-k-masked copy + softmax (read, not measured: FlashInfer needs CUDA)",
+)
+
+
+@dataclass(frozen=True)
 class SamplerForm:
     """How one vLLM version's profile_run runs the sampler (`GPUModelRunner._dummy_sampler_run`).
 
@@ -431,6 +475,9 @@ class SamplerForm:
 
     warmup_pass: bool
     flashinfer: bool = True
+    # the V1 model runner's dummy run (vLLM before MRV2 ran by default): its top-k/top-p path; None keeps capacity's
+    # earlier form (one fp32 copy) for runs of MRV2 before 0.33
+    v1_top_k_top_p: TopKTopP | None = None
 
     @property
     def fp32_copies(self) -> int:
@@ -440,6 +487,9 @@ class SamplerForm:
         return 1  # the fp32 copy (apply_sampling_params; Triton top-k/top-p and the kernels work in place)
 
     def describe(self) -> str:
+        if self.v1_top_k_top_p is not None:
+            t = self.v1_top_k_top_p
+            return f"V1 _dummy_sampler_run, {t.name} top-k/top-p ({t.symbol}): logits + {t.bytes_per_logit} B per logit, {t.kind}"
         if not self.warmup_pass:
             return "logits + one fp32 copy (capacity's form before vLLM 0.33)"
         path = "FlashInfer top-k/top-p: fp32 copy, masked copy, softmax" if self.flashinfer else "Triton top-k/top-p: one fp32 copy"
@@ -455,6 +505,17 @@ def sampler_form(gpu: Gpu, warmup_pass: bool) -> SamplerForm:
     (and more than 16 SMs, which every catalog GPU has); ROCm, Volta and Turing take the Triton path."""
     flashinfer = gpu.platform == "cuda" and 8 <= gpu.compute_capability_major <= 12
     return SamplerForm(warmup_pass, flashinfer)
+
+
+TOP_K_TOP_P = {"sort": TOP_K_TOP_P_SORT, "triton": TOP_K_TOP_P_TRITON, "flashinfer": TOP_K_TOP_P_FLASHINFER}
+
+
+def v1_sampler_form(gpu: Gpu, semantics: VllmSemantics) -> SamplerForm:
+    """The V1 model runner's `_dummy_sampler_run` under `semantics` on `gpu`: the larger of the top-k/top-p paths it
+    takes (VllmSemantics.v1_top_k_top_p; a measured figure wins a tie)."""
+    paths = [TOP_K_TOP_P[name] for name in semantics.v1_top_k_top_p(gpu)]
+    widest = max(paths, key=lambda t: (t.bytes_per_logit, t.kind == MEASURED))
+    return SamplerForm(warmup_pass=False, flashinfer=TOP_K_TOP_P_FLASHINFER in paths, v1_top_k_top_p=widest)
 
 
 def _local_vocab(decoder: DecoderShape, tp: int) -> int:
@@ -492,12 +553,15 @@ def sampler_bytes(decoder: DecoderShape, num_reqs: int, dtype_bytes: int, tp: in
     """The sampler phase of profile_run on one rank: the larger of its passes (`SamplerForm`).
 
     vLLM 0.33 (`sampler_pass_bytes`): held decoder outputs + logits + 3 fp32 rows x vocab copies on FlashInfer GPUs,
-    14 B per logits element in bf16 (1 copy, 6 B, on the Triton path). Before 0.33, capacity's form: one logits row
-    per request in the model dtype plus one fp32 copy; with TP > 1 the all-gather (`logits_gather_bytes`).
+    14 B per logits element in bf16 (1 copy, 6 B, on the Triton path). Before 0.33 under the V1 model runner: the
+    logits plus the top-k/top-p path's own bytes per logit (`TopKTopP`: 26 B sorting, 12 B Triton or FlashInfer);
+    under MRV2 before 0.33, capacity's form: the logits in the model dtype plus one fp32 copy; with TP > 1 the
+    all-gather (`logits_gather_bytes`).
     Measured on an H200 x2 with that form's emulation (bench/results/h200x2-tp-2026-11-30): whisper-large-v3's
     sampler phase peaked at 535,295,488 B for 1024 rows, the form gives 531,107,840 B."""
     if not form.warmup_pass:
-        whole = num_reqs * decoder.vocab_size * (dtype_bytes + FP32_BYTES)
+        own = form.v1_top_k_top_p.bytes_per_logit if form.v1_top_k_top_p is not None else FP32_BYTES
+        whole = num_reqs * decoder.vocab_size * (dtype_bytes + own)  # compute_logits + the sampler's own peak
         return max(whole, logits_gather_bytes(decoder, num_reqs, dtype_bytes, tp))
     default = sampler_pass_bytes(decoder, num_reqs, dtype_bytes, tp, 0, num_tokens)
     warmup = sampler_pass_bytes(decoder, num_reqs, dtype_bytes, tp, form.fp32_copies, num_tokens)
@@ -509,6 +573,7 @@ class ActivationEstimate:
     encoder_bytes: int
     decoder_bytes: int
     sampler_bytes: int
+    sampler_form: str = ""  # SamplerForm.describe() of the sampler phase
 
     @property
     def peak(self) -> int:
@@ -530,7 +595,7 @@ def activation_estimate(spec: ModelSpec, budget: MultiModalBudget, serving: Serv
         encoder = encoder_activation_bytes(spec.encoder, budget.profile_items, positions, dtype, tp)
     decoder = decoder_activation_bytes(spec.decoder, serving.max_num_batched_tokens, dtype, tp)
     reqs = min(serving.max_num_batched_tokens, serving.max_num_seqs)
-    return ActivationEstimate(encoder, decoder, sampler_bytes(spec.decoder, reqs, dtype, tp, sampler, serving.max_num_batched_tokens))
+    return ActivationEstimate(encoder, decoder, sampler_bytes(spec.decoder, reqs, dtype, tp, sampler, serving.max_num_batched_tokens), sampler.describe())
 
 
 def activation_term(estimate: ActivationEstimate) -> MemoryTerm:
@@ -538,7 +603,8 @@ def activation_term(estimate: ActivationEstimate) -> MemoryTerm:
         estimate.peak,
         ESTIMATED,
         f"formula: widest layer activations of the {estimate.peak_phase} phase "
-        f"(encoder {estimate.encoder_bytes:,} B, decoder {estimate.decoder_bytes:,} B, sampler {estimate.sampler_bytes:,} B)",
+        f"(encoder {estimate.encoder_bytes:,} B, decoder {estimate.decoder_bytes:,} B, sampler {estimate.sampler_bytes:,} B"
+        + (f": {estimate.sampler_form})" if estimate.sampler_form else ")"),
     )
 
 
@@ -682,8 +748,9 @@ class RankScaling:
 
     A profile's "sampler" phase is vLLM 0.33's default pass and its "sampler_warmup" phase the
     SamplingParams.for_sampler_warmup() pass (profilers/run.py); a plan of a version without that pass drops the
-    phase and adds to the default pass what capacity's earlier emulation held on top of it (`legacy_copy_bytes`: its
-    fp32 copy, and the bool mask of its top-k masked_fill_, 1 B per logit), so those plans stay as they were. Profiles
+    phase and adds to the default pass what that version's sampler holds above the logits (`legacy_copy_bytes`: the
+    V1 runner's top-k/top-p path, `TopKTopP`; under MRV2 capacity's earlier emulation's fp32 copy and the bool mask
+    of its top-k masked_fill_, 1 B per logit, so those plans stay as they were). Profiles
     made before the split have one "sampler" phase, that earlier form's emulation."""
 
     measured_tp: int
@@ -693,7 +760,8 @@ class RankScaling:
     sampler_extra_bytes: int = 0  # sampler phase at tp - at measured_tp (the gathered logits), same rows
     sampler_warmup_extra_bytes: int = 0  # the same for the warmup-param pass
     warmup_pass: bool = True  # the plan's version runs the warmup-param pass (SamplerForm.warmup_pass)
-    legacy_copy_bytes: int = 0  # rows x vocab x (4 + 1): what capacity's pre-0.33 emulation held above a default pass
+    legacy_copy_bytes: int = 0  # rows x vocab x (4 + 1), or the V1 top-k/top-p path's bytes: held above a default pass
+    legacy_form: str = "capacity's earlier fp32 copy and mask"  # what legacy_copy_bytes holds
 
     @property
     def needed(self) -> bool:
@@ -728,8 +796,15 @@ def rank_scaling(spec: ModelSpec, serving: ServingConfig, measured_tp: int, samp
         extra,
         warmup_extra,
         sampler.warmup_pass,
-        rows * d.vocab_size * (FP32_BYTES + 1),  # the earlier emulation's fp32 copy and its `x < kth` bool mask
+        rows * d.vocab_size * _own_bytes_per_logit(sampler),
+        sampler.describe() if sampler.v1_top_k_top_p is not None else RankScaling.legacy_form,
     )
+
+
+def _own_bytes_per_logit(sampler: SamplerForm) -> int:
+    """What a version without the warmup-param pass holds above the default pass's logits, per logit: the V1 runner's
+    top-k/top-p path (`TopKTopP`), else capacity's earlier emulation's fp32 copy and its `x < kth` bool mask."""
+    return sampler.v1_top_k_top_p.bytes_per_logit if sampler.v1_top_k_top_p is not None else FP32_BYTES + 1
 
 
 def per_rank_headroom(profile: MemoryProfile, scaling: RankScaling) -> int:
@@ -832,8 +907,8 @@ def per_rank_terms(profile: MemoryProfile, terms: dict[str, MemoryTerm], scaling
             "activation_peak": MemoryTerm(
                 max(headroom - profile.encoder_cache_bytes, 0),
                 ESTIMATED,
-                f"sampler_warmup phase left out (no SamplingParams.for_sampler_warmup() pass before vLLM 0.33), default pass + capacity's "
-                f"earlier fp32 copy and mask, {scaling.legacy_copy_bytes:,} B; was {terms['activation_peak'].bytes:,} B ({terms['activation_peak'].method})",
+                f"sampler_warmup phase left out (no SamplingParams.for_sampler_warmup() pass before vLLM 0.33), default pass + "
+                f"{scaling.legacy_form}, {scaling.legacy_copy_bytes:,} B; was {terms['activation_peak'].bytes:,} B ({terms['activation_peak'].method})",
             )
         }
     out = {

@@ -32,6 +32,7 @@ from capacity.memory import (
     runner_facts,
     sampler_form,
     v1_cuda_graph_term,
+    v1_sampler_form,
     vllm_encoder_activation,
     weights_term,
 )
@@ -96,6 +97,8 @@ def build_plan(
     weights, n_params, per_rank = weights_term(spec, source, serving, gpu)
     loads = load_buffers_term(spec, source, serving, per_rank, semantics or LATEST)
     sampler = sampler_form(gpu, (semantics or LATEST).sampler_warmup_pass)
+    if semantics is not None and semantics.engine == "V1" and not semantics.runs_mrv2(spec.architecture, **runner_facts(spec, source, per_rank)):
+        sampler = v1_sampler_form(gpu, semantics)  # the V1 model runner's _dummy_sampler_run
     activations = activation_estimate(spec, budget, serving, sampler)
     graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
     if semantics is not None and not semantics.subtracts_cudagraph_estimate and graphs.bytes:

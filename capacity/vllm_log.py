@@ -146,6 +146,8 @@ class VllmLogFacts:
     v0_requested_gib: float | None = None  # V0: total_gpu_memory x gpu_memory_utilization
     v0_gpu_memory_utilization: float | None = None
     num_gpu_blocks: int | None = None  # printed by V0 ('# GPU blocks') and 0.9-0.11 ('num_gpu_blocks is')
+    # TopKTopPSampler's line: True "Using FlashInfer for top-p & top-k sampling", False a fallback to forward_native
+    flashinfer_sampler: bool | None = None
     log_knobs: dict[str, Any] = field(default_factory=dict)  # knobs the user gave (vLLM's 'non-default args: {...}')
     engine_config: dict[str, Any] = field(default_factory=dict)  # what the engine ran with (its config line: dtype, enforce_eager, TP, ...)
     effective_max_num_batched_tokens: int | None = None  # 'Chunked prefill is enabled with max_num_batched_tokens=N'
@@ -309,6 +311,21 @@ def _h_blocks(m: re.Match[str]) -> dict[str, Any]:
 
 
 _READERS = (
+    _Reader(
+        "top-p & top-k sampling",
+        lambda s: "top-p & top-k sampling" in s or "FlashInfer top-p/top-k sampling" in s,
+        (
+            (re.compile(r"Using FlashInfer for top-p & top-k sampling"), lambda m: {"flashinfer_sampler": True}),
+            (
+                re.compile(
+                    r"Falling back to the PyTorch-native implementation of top-p & top-k sampling"
+                    r"|FlashInfer top-p/top-k sampling (?:unavailable|disabled|is available but disabled)"
+                ),
+                lambda m: {"flashinfer_sampler": False},
+            ),
+        ),
+        "Using FlashInfer for top-p & top-k sampling. | ... Falling back to the PyTorch-native implementation of top-p & top-k sampling ...",
+    ),
     _Reader(
         "Model loading took",
         lambda s: "Model loading took" in s or "Loading model weights took" in s,

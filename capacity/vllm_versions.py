@@ -22,6 +22,21 @@ The sampler's warmup-param pass in profile_run (`sampler_warmup_pass`) is new in
 and 0.32.0 wheels' MRV2 `_dummy_sampler_run` samples once with no request registered (model-dtype logits, no
 processing); public PR vllm#57926 (2026-09-21) proposed profiling with `for_sampler_warmup()`.
 
+The V1 model runner's `_dummy_sampler_run` (inside profile_run, so inside the profiled peak) samples
+min(max_num_seqs, max_num_batched_tokens) rows with temperature 0.5, top_k vocab - 1, top_p 0.9, no penalties and no
+logprobs (0.9.2 to 0.27.1 build the same metadata). Its top-k/top-p path on CUDA (`VllmSemantics.v1_top_k_top_p`):
+
+| range | TopKTopPSampler on CUDA with VLLM_USE_FLASHINFER_SAMPLER unset | forward_native's apply_top_k_top_p | second call with a generator |
+|---|---|---|---|
+| 0.8-0.11 (0.9.2, 0.10.2) | FlashInfer if importable (env None counts as on), else forward_native with the warning "FlashInfer is not available. Falling back to the PyTorch-native implementation"; flashinfer is no Requires-Dist (0.10.2: an extra) | sort | no |
+| 0.12-0.15 (0.15.1) | forward_native (env None is off: "Users must opt in explicitly via VLLM_USE_FLASHINFER_SAMPLER=1") | sort | no |
+| 0.16-0.19 (0.17.0, 0.18.0, 0.19.1) | forward_native (opt in) | Triton kernel in place for >= 8 rows | no |
+| 0.20-0.32 (0.21.0, 0.23.0, 0.24.0, 0.27.1) | FlashInfer (env default True; flashinfer_sampler_supported: CUDA, FlashInferBackend's capabilities) | Triton | yes ("Also warm forward_native"): forward_native runs too |
+
+Bytes per logit above the logits: capacity.memory.TopKTopP (sort 26 B and Triton 12 B measured with the wheels' own
+Sampler, bench/results/vllm-sampler-reference-2026-12-01; FlashInfer 12 B estimated). 0.16, 0.20 and 0.22 were not
+read: taken as 0.17.0 and 0.21.0. MRV2 before 0.33 keeps capacity's earlier sampler form.
+
 Versions before 0.20 ran the V1 model runner, 0.33 Model Runner V2. capacity's CUDA-graph estimate is MRV2's form;
 where a version runs the V1 runner and subtracts its estimate (`runs_mrv2` False), the plan adds the PIECEWISE graphs
 at V1's 1 MiB per-graph floor (`capacity.memory.v1_cuda_graph_term`): a lower bound, labelled estimated, not modelled
@@ -35,6 +50,7 @@ import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from capacity.errors import BadInput
 from capacity.gpus import Gpu
 from capacity.serving import DEFAULT_GPU_MEMORY_UTILIZATION, ServingArgs
 from capacity.units import GiB
@@ -93,6 +109,17 @@ class VllmSemantics:
     # determine_available_memory profiles CUDA graphs on ROCm too (is_cuda_alike: 0.27.1, 0.28.0, 0.33.0); 0.23.0 asks
     # current_platform.is_cuda(), so on ROCm its estimate is 0
     cudagraph_estimate_on_rocm: bool = True
+    # The V1 model runner's dummy sampler run (GPUModelRunner._dummy_sampler_run, inside profile_run's peak) on
+    # min(max_num_seqs, max_num_batched_tokens) rows with top_k vocab - 1 and top_p 0.9. `native_top_k_top_p`: what
+    # TopKTopPSampler.forward_native masks with on CUDA (apply_top_k_top_p: "sort" through 0.15.1, "triton" from 0.18.0
+    # for 8 rows or more); `flashinfer_sampler_by_default`: a plain `pip install vllm==X` samples through FlashInfer on
+    # a FlashInfer GPU (VLLM_USE_FLASHINFER_SAMPLER unset); `warms_native_sampler`: the run calls the sampler again with
+    # a generator, which takes forward_native (0.24.0, 0.27.1); `use_flashinfer_sampler`: the env var as a log states
+    # it, or as its sampler warning implies (None: the version's default)
+    native_top_k_top_p: str = "triton"
+    flashinfer_sampler_by_default: bool = True
+    warms_native_sampler: bool = True
+    use_flashinfer_sampler: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -110,6 +137,27 @@ class VllmSemantics:
             listed = architecture in MRV2_ARCHITECTURES_0_27
             return listed or (not moe and not hybrid)
         return True
+
+    def v1_top_k_top_p(self, gpu: Gpu) -> tuple[str, ...]:
+        """The top-k/top-p paths the V1 runner's dummy sampler run takes on `gpu` (its peak is the larger):
+        FlashInfer where it is on and FlashInferBackend supports the GPU (CUDA, SM 8.0 to 12.x), else forward_native."""
+        flashinfer = self.flashinfer_sampler_by_default if self.use_flashinfer_sampler is None else self.use_flashinfer_sampler
+        if flashinfer and gpu.platform == "cuda" and 8 <= gpu.compute_capability_major <= 12:
+            return ("flashinfer", self.native_top_k_top_p) if self.warms_native_sampler else ("flashinfer",)
+        return (self.native_top_k_top_p,)
+
+    def with_flashinfer_sampler(self, used: bool | None) -> VllmSemantics:
+        """These rules with FlashInfer's sampler on or off as a log shows it (None: unchanged)."""
+        return self if used is None else replace(self, use_flashinfer_sampler=used)
+
+    def with_sampler_env(self, value: str | None) -> VllmSemantics:
+        """These rules with VLLM_USE_FLASHINFER_SAMPLER set to `value` ("0" / "1", envs.py: bool(int(value)))."""
+        if value is None:
+            return self
+        try:
+            return replace(self, use_flashinfer_sampler=bool(int(value)))
+        except ValueError:
+            raise BadInput(f"VLLM_USE_FLASHINFER_SAMPLER={value!r}: vLLM reads it as an integer (0 or 1)") from None
 
     def batch_defaults(self, gpu: Gpu, usage_context: str) -> tuple[int, int]:
         """(max_num_batched_tokens, max_num_seqs) before model rules (EngineArgs.get_batch_defaults of the version)."""
@@ -172,9 +220,12 @@ _RANGES: tuple[VllmSemantics, ...] = (
         non_kv_formula="weights + torch peak increase + non-torch increase",
         vision_rope_cache=False,
         mrv2_default=MRV2_NEVER,
+        native_top_k_top_p="sort",
+        flashinfer_sampler_by_default=False,  # used when installed, but no Requires-Dist (0.9.2; 0.10.2: an extra)
+        warms_native_sampler=False,
     ),
     VllmSemantics(
-        name="0.12-0.19",
+        name="0.12-0.15",
         first=(0, 12),
         engine="V1",
         default_gpu_memory_utilization=0.9,
@@ -184,6 +235,24 @@ _RANGES: tuple[VllmSemantics, ...] = (
         non_kv_formula="weights + torch peak increase + non-torch increase",
         vision_rope_cache=False,
         mrv2_default=MRV2_NEVER,
+        native_top_k_top_p="sort",
+        flashinfer_sampler_by_default=False,  # 0.15.1: opt in with VLLM_USE_FLASHINFER_SAMPLER=1
+        warms_native_sampler=False,
+    ),
+    VllmSemantics(
+        name="0.16-0.19",
+        first=(0, 16),
+        engine="V1",
+        default_gpu_memory_utilization=0.9,
+        subtracts_cudagraph_estimate=False,
+        batch_tier_160gib=False,
+        cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
+        non_kv_formula="weights + torch peak increase + non-torch increase",
+        vision_rope_cache=False,
+        mrv2_default=MRV2_NEVER,
+        native_top_k_top_p="triton",
+        flashinfer_sampler_by_default=False,  # 0.18.0, 0.19.1: opt in with VLLM_USE_FLASHINFER_SAMPLER=1
+        warms_native_sampler=False,
     ),
     VllmSemantics(
         name="0.20-0.22",
@@ -274,4 +343,5 @@ def log_semantics(facts: Any) -> VllmSemantics | None:
     version stated or guessed from the formats; None when neither tells."""
     if getattr(facts, "engine", None) == "V0":
         return V0
-    return semantics_for(facts.version or facts.version_guess)
+    sem = semantics_for(facts.version or facts.version_guess)
+    return sem.with_flashinfer_sampler(getattr(facts, "flashinfer_sampler", None)) if sem is not None else None

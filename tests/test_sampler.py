@@ -5,22 +5,35 @@ pass), sample/sampler.py `apply_sampling_params` (the fp32 copy), flashinfer 0.7
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
+import pytest
+
+from capacity.errors import BadInput
 from capacity.gpus import gpu_by_name
 from capacity.memory import (
     SAMPLER_0_33,
     SAMPLER_BEFORE_0_33,
+    TOP_K_TOP_P,
+    TOP_K_TOP_P_FLASHINFER,
+    TOP_K_TOP_P_SORT,
+    TOP_K_TOP_P_TRITON,
     RankScaling,
     SamplerForm,
     per_rank_headroom,
     sampler_bytes,
     sampler_form,
     sampler_pass_bytes,
+    v1_sampler_form,
 )
 from capacity.profile import MemoryProfile
 from capacity.spec import DecoderShape
-from capacity.vllm_versions import LATEST, semantics_for
+from capacity.vllm_log import load_vllm_startups
+from capacity.vllm_versions import LATEST, log_semantics, semantics_for
+
+LOGS = Path(__file__).resolve().parents[1] / "bench" / "vllm_logs"
 
 SMALL = DecoderShape(hidden_size=64, ffn_size=128, gated_ffn=True, vocab_size=1000, num_layers=2)
 LLAMA_31_8B = DecoderShape(hidden_size=4096, ffn_size=14336, gated_ffn=True, vocab_size=128256, num_layers=32)
@@ -100,3 +113,98 @@ def test_a_version_without_the_warmup_pass_drops_its_phase():
     assert legacy.reshapes(profile) and not same.reshapes(profile)
     assert per_rank_headroom(profile, legacy) == 280_000
     assert per_rank_headroom(profile, replace(legacy, legacy_copy_bytes=400_000)) == 530_000
+
+
+# --- the V1 model runner's _dummy_sampler_run (vLLM before MRV2 ran by default) ---------------------------------------
+# Read from the wheels' vllm/v1/worker/gpu_model_runner.py, v1/sample/sampler.py, v1/sample/ops/topk_topp_sampler.py and
+# envs.py (0.9.2, 0.10.2, 0.15.1, 0.17.0, 0.18.0, 0.19.1, 0.21.0, 0.23.0, 0.24.0, 0.27.1). Peaks measured with each
+# wheel's own Sampler on CPU: bench/vllm_sampler_reference.py -> bench/results/vllm-sampler-reference-2026-12-01.
+
+REFERENCE = Path(__file__).resolve().parents[1] / "bench" / "results" / "vllm-sampler-reference-2026-12-01" / "reference.json"
+
+
+def test_sort_path_bytes_by_hand():
+    # apply_top_k_top_p with top_k and top_p (0.9.2 - 0.15.1), per logit, all alive at the scatter: Sampler.forward's
+    # fp32 copy 4, logits.sort values 4 + int64 indices 8, top-k `logits_sort < kth` bool 1, softmax (cumsum in place) 4,
+    # top-p bool mask 1, logits_sort.scatter result 4
+    assert TOP_K_TOP_P_SORT.bytes_per_logit == 4 + 4 + 8 + 1 + 4 + 1 + 4 == 26
+    # Triton masks the fp32 copy in place; forward_native's softmax 4 and random_sample's exponential_ draw 4
+    assert TOP_K_TOP_P_TRITON.bytes_per_logit == 4 + 4 + 4 == 12
+    # flashinfer_sample: the fp32 copy + top_k_top_p_sampling_from_logits' top-k-masked copy + softmax (read, not run)
+    assert TOP_K_TOP_P_FLASHINFER.bytes_per_logit == 3 * 4 and TOP_K_TOP_P_FLASHINFER.kind == "estimated"
+
+
+def test_v1_sampler_phase_small_example():
+    # 4 rows x 1000 vocab in bf16: logits 8,000 B + the path's own bytes
+    sort = SamplerForm(warmup_pass=False, flashinfer=False, v1_top_k_top_p=TOP_K_TOP_P_SORT)
+    triton = SamplerForm(warmup_pass=False, flashinfer=False, v1_top_k_top_p=TOP_K_TOP_P_TRITON)
+    assert sampler_bytes(SMALL, 4, 2, 1, sort, 16) == 4 * 1000 * (2 + 26) == 112_000
+    assert sampler_bytes(SMALL, 4, 2, 1, triton, 16) == 4 * 1000 * (2 + 12) == 56_000
+    # Llama 3.1 8B, 256 rows (API server, < 70 GiB GPU): 256 x 128,256 x 28 = 919,339,008 B (0.856 GiB), 0.67 GiB more
+    # than capacity's earlier form (6 B per logit)
+    assert sampler_bytes(LLAMA_31_8B, 256, 2, 1, sort, 2048) == 919_339_008
+    assert 919_339_008 - sampler_bytes(LLAMA_31_8B, 256, 2, 1, SAMPLER_BEFORE_0_33, 2048) == 256 * 128256 * 22
+
+
+def test_reference_matches_vllms_own_sampler():
+    doc = json.loads(REFERENCE.read_text())
+    seen = set()
+    for r in doc["results"]:
+        version = tuple(int(x) for x in r["version"].split(".")[:2])
+        if r["top_k_top_p"] == "sort" and version >= (0, 17):
+            expected = 22  # apply_top_k_top_p_pytorch, the fallback below 8 rows: not what the dummy run takes
+        else:
+            expected = TOP_K_TOP_P[r["top_k_top_p"]].bytes_per_logit
+        assert r["peak_bytes_above_logits"] == r["rows"] * r["vocab"] * expected, r
+        seen.add((r["version"], r["top_k_top_p"]))
+    assert {("0.9.2", "sort"), ("0.15.1", "sort"), ("0.19.1", "triton"), ("0.27.1", "triton")} <= seen
+
+
+@pytest.mark.parametrize(
+    ("version", "gpu", "env", "paths"),
+    [
+        ("0.9.2", "A100-40GB", None, ("sort",)),  # FlashInfer only when installed: no Requires-Dist
+        ("0.10.2", "A100-40GB", "1", ("flashinfer",)),  # installed and not disabled
+        ("0.15.1", "RTX-6000-Ada", None, ("sort",)),  # VLLM_USE_FLASHINFER_SAMPLER unset: forward_native
+        ("0.19.1", "A100-40GB", None, ("triton",)),  # apply_top_k_top_p: HAS_TRITON and >= 8 rows
+        ("0.21.0", "L4", None, ("flashinfer", "triton")),  # default True, then the generator pass's forward_native
+        ("0.24.0", "RTX-5090", "0", ("triton",)),
+        ("0.27.1", "T4", None, ("triton",)),  # SM 7.5: flashinfer_sampler_supported() False
+        ("0.27.1", "MI300X", None, ("triton",)),
+    ],
+)
+def test_v1_top_k_top_p_per_version(version: str, gpu: str, env: str | None, paths: tuple[str, ...]):
+    semantics = semantics_for(version)
+    assert semantics is not None
+    assert semantics.with_sampler_env(env).v1_top_k_top_p(gpu_by_name(gpu)) == paths
+
+
+def test_a_tie_takes_the_measured_path():
+    form = v1_sampler_form(gpu_by_name("A100-40GB"), semantics_for("0.27.1"))  # FlashInfer 12 B estimated, Triton 12 B measured
+    assert form.v1_top_k_top_p == TOP_K_TOP_P_TRITON and form.flashinfer
+
+
+def test_env_value_must_be_an_integer():
+    with pytest.raises(BadInput, match="VLLM_USE_FLASHINFER_SAMPLER"):
+        semantics_for("0.27.1").with_sampler_env("yes")
+
+
+def test_the_sampler_line_of_a_log_sets_the_path():
+    # qwen3-8b-a100-40gb-v0.9.2.log: "FlashInfer is not available. Falling back to the PyTorch-native implementation of
+    # top-p & top-k sampling." (TopKTopPSampler.__init__, 0.9.2)
+    facts = load_vllm_startups(LOGS / "qwen3-8b-a100-40gb-v0.9.2.log")[0]
+    assert facts.flashinfer_sampler is False
+    semantics = log_semantics(facts)
+    assert semantics is not None and semantics.with_sampler_env("1").use_flashinfer_sampler
+    assert log_semantics(replace(facts, flashinfer_sampler=True)).v1_top_k_top_p(gpu_by_name("A100-40GB")) == ("flashinfer",)
+
+
+def test_only_the_v1_runner_takes_the_v1_form():
+    from capacity.planner import plan_for
+    from capacity.serving import ServingArgs
+
+    args = ServingArgs(max_model_len=4096)
+    v015 = plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "A100-40GB", semantics=semantics_for("0.15.1"))  # V1 runner
+    v024 = plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "A100-40GB", semantics=semantics_for("0.24.0"))  # MRV2 (listed)
+    assert "apply_top_k_top_p (sort)" in v015.memory["activation_peak"].method
+    assert "V1 _dummy_sampler_run" not in v024.memory["activation_peak"].method

@@ -155,7 +155,9 @@ def test_reference_matches_vllms_own_sampler():
             expected = 22  # apply_top_k_top_p_pytorch, the fallback below 8 rows: not what the dummy run takes
         else:
             expected = TOP_K_TOP_P[r["top_k_top_p"]].bytes_per_logit
-        assert r["peak_bytes_above_logits"] == r["rows"] * r["vocab"] * expected, r
+        # rows x vocab x the path's bytes, plus per-row vectors (argmax ids, k as int64, the k-th values, ...)
+        per_row = (r["peak_bytes_above_logits"] - r["rows"] * r["vocab"] * expected) / r["rows"]
+        assert 0 <= per_row <= 32, r  # 16 B (sort, Triton) or 20 B (0.17.0+ sort fallback)
         seen.add((r["version"], r["top_k_top_p"]))
     assert {("0.9.2", "sort"), ("0.15.1", "sort"), ("0.19.1", "triton"), ("0.27.1", "triton")} <= seen
 

@@ -279,10 +279,11 @@ CAUSES: dict[str, str] = {
     "2.884 GiB (2.875 of parameters + the 8 MiB rotary cache of 32,768 x 128 float16 + 0.9 MiB allocator rounding of the tied "
     "embedding): 0.096 GiB not identified. This run replaced FlashAttention with a third-party attention backend "
     "(BRIDGE_ATTN, a plugin) whose layers are built inside the load window; nothing in vLLM's own Qwen2 path allocates it.",
-    "llama-3.1-8b-mi300x-rocm-v0.21.1-excerpt.log": "non-KV -6.9 %: ROCm. vLLM's non-KV memory is 17.38 GiB where capacity's is "
-    "16.15: vLLM 0.21.0 profiles CUDA graphs only when current_platform.is_cuda(), so capacity now sets no estimate here (it "
-    "had 0.24 GiB); AITER/Triton attention workspaces and ROCm's non-torch memory are not measured for MI300X (vLLM's "
-    "non-weights memory 2.39 GiB, capacity's 1.19). The available KV memory (145.8 GiB) is still within 0.8 %.",
+    "llama-3.1-8b-mi300x-rocm-v0.21.1-excerpt.log": "within 2.0 % (was -6.9 % non-KV): ROCm. vLLM's non-KV memory is 17.38 "
+    "GiB where capacity's is 17.03: vLLM 0.21.0 profiles CUDA graphs only when current_platform.is_cuda(), so capacity sets "
+    "no estimate here; the V1 runner's dummy sampler run (1,024 rows x 128,256 logits; on ROCm forward_native, Triton "
+    "top-k/top-p: 12 + 2 B per logit) is now the activation peak (1.78 GiB). vLLM's non-weights memory 2.39 GiB, capacity's "
+    "2.05: AITER attention workspaces and ROCm's non-torch memory are not measured for MI300X. Not fitted: a held-out log.",
     "qwen2.5-vl-7b-a100-80gb-util0.22-v0.23.0.log": "available KV +10.6 % of -14.28 GiB, non-KV -4.8 %: capacity's non-weights "
     "memory is 14.56 GiB, vLLM's 16.02. vLLM 0.23.0 runs the V1 model runner for Qwen2_5_VLForConditionalGeneration "
     "(not in DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES): its CUDA-graph estimate printed 0.53 GiB where capacity's lower bound "
@@ -331,37 +332,40 @@ CAUSES: dict[str, str] = {
     "decode graphs only (0.11 GiB): the likely gap, not derivable from the source. Not verified: the excerpt prints no "
     "estimate.",
     # Logs added on 2026-12-01 (the entries were written after their errors were computed; nothing was fitted to them).
-    "llama-3.1-8b-ft-rtx6000ada-len128000-fp16-v0.15.1.log": "available KV / tokens / concurrency +4.4 %, non-KV -7.0 %: "
-    "vLLM kept 1.16 GiB more non-KV memory than capacity (capacity's requested 0.9 x 47.99 = 43.19 GiB - 26.54 = 16.65 GiB "
-    "against 15.49). Part of it is the GPU total: the catalog's RTX-6000-Ada total is nvidia-smi's 49,140 MiB (47.99 GiB), "
+    "llama-3.1-8b-ft-rtx6000ada-len128000-fp16-v0.15.1.log": "non-KV -3.1 %, available KV +2.0 % (were -7.0 % and +4.4 %): "
+    "vLLM kept 0.52 GiB more non-KV memory than capacity (16.65 GiB against 16.13). 0.15.1's TopKTopPSampler takes "
+    "forward_native unless VLLM_USE_FLASHINFER_SAMPLER=1, and its apply_top_k_top_p sorts: the dummy sampler run on 256 x "
+    "128,256 logits holds 26 B per logit above them (measured with 0.15.1's own Sampler), capacity's activation 0.87 GiB "
+    "(was 0.23). The rest is about the GPU total: the catalog's RTX-6000-Ada total is nvidia-smi's 49,140 MiB (47.99 GiB), "
     "while the same transcript prints 'VRAM: 47.5 GB' (the DPO script's own line; GiB by the arithmetic, as 0.9 x 47.5e9 B "
-    "= 39.8 GiB could not hold 14.99 + 26.54 GiB), so CUDA's total is about 0.5 GiB below the catalog's: about 0.44 GiB of "
-    "the 1.16 GiB at 0.9. The other ~0.72 GiB is non-weights memory vLLM 0.15.1 kept beyond capacity's 0.50 GiB "
-    "(activation 0.23, non-torch 0.27): not identified, 0.15.1 prints its breakdown only at DEBUG. Weights agree (14.99 GiB).",
-    "llama-3.1-8b-ft-rtx6000ada-len8192-v0.15.1.log": "available KV / tokens / concurrency +4.8 %, non-KV -7.6 %: the same "
-    "start as the 128000 one at max_model_len 8192 (vLLM non-KV 16.76 GiB, capacity 15.49): the catalog's nvidia-smi total "
-    "against the transcript's 'VRAM: 47.4 GB' (about 0.5 GiB at 0.9), the rest of the non-weights memory not identified "
-    "(no breakdown line at INFO in 0.15.1). The gap does not shrink with max_model_len, so it is no KV-length-dependent term.",
-    "gpt-oss-20b-a100-len131072-util0.65-v0.19.0-quoted.log": "non-KV -4.5 % (available KV +1.8 %): vLLM kept 1.17 GiB "
-    "besides the 13.72 GiB it loaded (0.65 x 79.15 - 36.56 - 13.72; the quote prints no requested memory, so capacity's "
-    "is used), capacity 0.54 GiB (activation 0.29, non-torch 0.25). The two quoted lines have no breakdown, so which term is "
-    "larger in vLLM is not in the log; weights agree (-0.2 %). Path: formula (the fake trace of gpt-oss-20b stops with a "
-    "ValueError, the documented fallback).",
-    "qwen3-8b-a100-40gb-v0.9.2.log": "available KV / tokens / concurrency +5.1 %, non-KV -5.7 %: vLLM 0.9.2 kept 1.49 GiB of "
-    "non-weights memory (0.9 x 39.39 - 18.69 - 15.27), capacity 0.54 GiB (activation 0.27, non-torch 0.27); weights agree "
-    "(15.27 GiB). 0.9.2 prints no breakdown at INFO, so the larger term is not in the log: not identified. The same model on "
-    "the same GPU under vLLM 0.19.1 (qwen3-8b-a100-40gb-v0.19.1) is within about 1.5 %, so the gap belongs to the 0.9-era V1 "
-    "profile run, which capacity's 0.8-0.11 rules do not reproduce. 0.95 GiB on an 18.69 GiB KV budget.",
+    "= 39.8 GiB could not hold 14.99 + 26.54 GiB), so CUDA's total is about 0.5 GiB below the catalog's: about 0.44 GiB at "
+    "0.9. Weights agree (14.99 GiB).",
+    "llama-3.1-8b-ft-rtx6000ada-len8192-v0.15.1.log": "non-KV -3.8 %, available KV +2.4 % (were -7.6 % and +4.8 %): the "
+    "same start as the 128000 one at max_model_len 8192 (vLLM non-KV 16.76 GiB, capacity 16.13): the sort-based dummy "
+    "sampler run is now counted (0.87 GiB of activation); what is left is about the catalog's nvidia-smi total against the "
+    "transcript's 'VRAM: 47.4 GB' (about 0.5 GiB at 0.9), not identified beyond that (no breakdown line at INFO in 0.15.1).",
+    "gpt-oss-20b-a100-len131072-util0.65-v0.19.0-quoted.log": "within 1.9 % (was -4.5 % non-KV): vLLM kept 1.17 GiB besides "
+    "the 13.72 GiB it loaded (0.65 x 79.15 - 36.56 - 13.72; the quote prints no requested memory, so capacity's is used), "
+    "capacity now 0.92 GiB: activation 0.67 GiB, the V1 runner's dummy sampler run on 256 x 201,088 logits through 0.19's "
+    "Triton top-k/top-p (12 B per logit above the logits, measured with 0.19.1's own Sampler), non-torch 0.25. Weights "
+    "agree (-0.2 %). Path: formula (the fake trace of gpt-oss-20b stops with a ValueError, the documented fallback). Not "
+    "fitted: a held-out log.",
+    "qwen3-8b-a100-40gb-v0.9.2.log": "within 1.2 % (was +5.1 % available KV, -5.7 % non-KV): the 0.95 GiB gap was the V1 "
+    "runner's _dummy_sampler_run. The log prints 'FlashInfer is not available. Falling back to the PyTorch-native "
+    "implementation of top-p & top-k sampling', so 0.9.2's Sampler sorts 256 x 151,936 fp32 logits with top_k = vocab - 1 and "
+    "top_p = 0.9: 26 B per logit above the bf16 logits, measured with 0.9.2's own Sampler on CPU "
+    "(bench/results/vllm-sampler-reference-2026-12-01), 1.01 GiB where capacity's earlier form had 0.15. Capacity's "
+    "non-weights memory is now 1.30 GiB, vLLM's 1.49; the other 0.19 GiB is not identified (no breakdown at INFO in 0.9.2).",
     "qwen2.5-vl-7b-2xl4-tp2-len8192-excerpt.log": "available KV / tokens / concurrency +3.2 %, non-KV -3.2 %: per rank vLLM "
     "kept 9.79 GiB of non-KV memory (0.9 x 22.03 - 10.04; the excerpt prints no requested memory), capacity 9.47 GiB "
     "(weights 7.72 + load buffers 0.14, activation 1.11, non-torch 0.39, encoder cache 0.11): 0.32 GiB on a 10.04 GiB KV "
     "budget. The excerpt prints neither the weights nor a breakdown, so the term is not identified.",
-    "qwen3-235b-fp8-l40s-tp4.log": "available KV +10.6 %, tokens / concurrency +10.3 %, non-KV -3.8 %: the log's own "
+    "qwen3-235b-fp8-l40s-tp4.log": "available KV +3.4 %, tokens / concurrency +3.2 % (were +10.6 % and +10.3 %): the log's own "
     "breakdown line (rank 2) says 27.72 GiB for weight, 1.4 GiB for peak activation, 0.21 GiB for non-torch memory; "
-    "capacity has 27.66 (with load buffers), 0.27 and 0.27. The activation peak is the gap: 1.13 of the 1.13 GiB, on a "
-    "10.65 GiB KV budget. This is Qwen3-MoE with FP8 [128, 128] block weights at TP 8 with expert parallelism (16 of 128 "
-    "experts a rank, 2,048-token profile run); which buffer of the fused-MoE profile run holds the extra 1.1 GiB is not in "
-    "the log (not identified). Weights agree within 0.3 %.",
+    "capacity has 27.66 (with load buffers), 1.03 and 0.27. The activation peak is now the V1 runner's dummy sampler run "
+    "(vLLM 0.10.2 sorts without FlashInfer: 256 x 151,936 logits at 26 + 2 B, 1.01 GiB, measured with 0.10.2's own Sampler); "
+    "0.37 GiB of vLLM's 1.4 GiB is not identified (FlashInfer's presence on that machine is not in the log). Weights agree "
+    "within 0.3 %.",
     "qwen3-next-80b-instruct-2xh200-tp2-v0.10.2.log": "available KV -15.7 %, concurrency -17.0 %, non-KV +8.6 %: the log's "
     "own breakdown (per rank) says 74.28 GiB for weight, 5.58 GiB for peak activation, 1.38 GiB for non-torch memory; "
     "capacity has 75.13, 12.71 and 0.39. The activation peak is the main term (+7.1 GiB): capacity's trace ran "
@@ -373,13 +377,15 @@ CAUSES: dict[str, str] = {
     "takes this hybrid log's count for the per-request convention and compares capacity's per-request figure; capacity "
     "also aligns the attention block to the mamba page as vLLM 0.33 does (576 tokens), where 0.10.2 logged 544. "
     "Stand-in config: the catalog's Qwen3-Next-80B-A3B-Thinking (the same architecture as the Instruct checkpoint served).",
-    "qwen3-30b-a3b-fp8-2xl40s-tp2-ep-v0.10.2.log": "available KV / tokens / concurrency +4.7 %, non-KV -7.5 %: per rank "
-    "vLLM kept 16.29 GiB of non-KV memory (0.95 x 44.42 - 25.91; the excerpt prints no requested memory, so capacity's "
-    "is used), capacity 15.07 GiB (weights and load buffers 14.54, activation 0.26, non-torch 0.27): 1.22 GiB on a 25.91 "
-    "GiB KV budget. The three kept lines have no breakdown, so the term is not in this log. The same author's "
-    "Qwen3-235B-A22B-FP8 start on L40S under the same vLLM 0.10.2 (qwen3-235b-fp8-l40s-tp4, also FP8 block weights with "
-    "expert parallelism) prints its breakdown, and there the whole gap is the activation peak (1.40 GiB against capacity's "
-    "0.27): likely the same here, not verified.",
+    "whisper-large-v3-compose-excerpt.log": "non-KV +3.4 % (was +0.8 %; available KV -0.7 %): the excerpt states no version "
+    "and its formats are guessed as 0.20, whose V1 model runner samples 256 dummy rows x 51,866 logits with top-k/top-p "
+    "(FlashInfer, then forward_native's Triton path: 12 + 2 B per logit, 0.17 GiB); that raised capacity's non-weights memory "
+    "from 0.52 to 0.61 GiB where vLLM kept 0.49. Which version, runner and sampler this start used is not in the six "
+    "lines; not identified. Not fitted: a held-out log.",
+    "qwen3-30b-a3b-fp8-2xl40s-tp2-ep-v0.10.2.log": "available KV / tokens / concurrency +1.8 %, non-KV -2.8 % (were +4.7 % and "
+    "-7.5 %): per rank vLLM kept 16.29 GiB of non-KV memory (0.95 x 44.42 - 25.91; the excerpt prints no requested memory, "
+    "so capacity's is used), capacity 15.83 GiB (weights and load buffers 14.54, activation 1.02: the V1 runner's sort-based "
+    "dummy sampler run on 256 x 151,936 logits, non-torch 0.27). Not fitted: a held-out log.",
 }
 
 

@@ -52,7 +52,8 @@ ROUND_LARGE_BYTES = 2 * MiB  # kRoundLarge: such a segment is rounded up to 2 Mi
 
 _ROWS_TIMES_FACTOR = ("linear",)
 _ROWS_FROM_ORIGINAL_TIMES_FACTOR = ("yarn", "deepseek_yarn")
-_ROWS_MAX_POSITION = ("default", "llama3", "dynamic", "ntk", "mrope")
+_ROWS_MAX_POSITION = ("default", "llama3", "dynamic", "ntk", "mrope", "proportional")
+_CACHE_HEAD_WIDE = ("proportional",)  # Gemma4RotaryEmbedding: a head_size-wide cache whatever partial_rotary_factor says
 
 
 def allocated_block_bytes(request: int) -> int:
@@ -139,20 +140,26 @@ class LoadAllocations:
         return out
 
 
-def _rope_entries(text: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rope parameter sets of a text config: one per distinct get_rope key (transformers 5 keys them by layer
-    type), [] when the model has no rotary embedding."""
+def _rope_entries(text: dict[str, Any], head_size: int) -> list[tuple[dict[str, Any], int]]:
+    """(rope parameter set, head size) of each distinct get_rope call of a text config, [] when the model has no
+    rotary embedding. transformers 5 keys the sets by layer type: taken in the order the layers first use them, and
+    Gemma-4's full-attention layers call get_rope with `global_head_dim` (Gemma4DecoderLayer: per_layer_config)."""
     params = text.get("rope_parameters")
     if isinstance(params, dict) and params and all(isinstance(v, dict) for v in params.values()):
-        distinct: list[dict[str, Any]] = []
-        for entry in params.values():
-            if entry not in distinct:
-                distinct.append(entry)
+        types = text.get("layer_types")
+        order = list(dict.fromkeys(t for t in types if t in params)) if isinstance(types, list) else []
+        order += [k for k in params if k not in order]
+        global_head = text.get("global_head_dim")  # Gemma-4 only
+        distinct: list[tuple[dict[str, Any], int]] = []
+        for kind in order:
+            call = (params[kind], int(global_head) if kind == "full_attention" and isinstance(global_head, int) else head_size)
+            if call not in distinct:
+                distinct.append(call)
         return distinct
     scaling = params if isinstance(params, dict) and params else text.get("rope_scaling")
     if isinstance(scaling, dict) and scaling:
-        return [scaling]
-    return [{}] if "rope_theta" in text else []
+        return [(scaling, head_size)]
+    return [({}, head_size)] if "rope_theta" in text else []
 
 
 def _rows(entry: dict[str, Any], max_position: int) -> tuple[str, int, bool]:
@@ -178,10 +185,12 @@ def decoder_rotary_caches(text: dict[str, Any], head_size: int, dtype_bytes: int
     if not isinstance(max_position, int) or head_size <= 0:
         return ()
     caches = []
-    for entry in _rope_entries(text):
+    for entry, head in _rope_entries(text, head_size):
         partial = entry.get("partial_rotary_factor", text.get("partial_rotary_factor", 1.0))
-        rotary_dim = int(entry.get("rope_dim") or int(head_size * float(partial)))
+        rotary_dim = int(entry.get("rope_dim") or int(head * float(partial)))
         rope_type, rows, exact = _rows(entry, max_position)
+        if rope_type in _CACHE_HEAD_WIDE:
+            rotary_dim = head  # Gemma4RotaryEmbedding: the base class built with rotary_dim = head_size (zero-padded angles)
         caches.append(RotaryCache("decoder", rope_type, rows, rotary_dim, dtype_bytes, exact))
     return tuple(caches)
 

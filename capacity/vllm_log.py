@@ -494,6 +494,7 @@ _KNOB_KEYS = (
     "num_speculative_tokens",
     "quantization",
     "enable_prefix_caching",
+    "language_model_only",
 )
 
 
@@ -545,6 +546,7 @@ def _non_default_args(text: str) -> dict[str, Any]:
 _SERVE_COMMAND = re.compile(r"(?:^|[\s$>#])vllm serve\s+(\S.*)$")
 _SERVE_FLAGS = {"--" + key.replace("_", "-"): key for key in _KNOB_KEYS}
 _SERVE_SWITCHES = {"--enforce-eager": ("enforce_eager", True), "--enable-prefix-caching": ("enable_prefix_caching", True),
+                   "--language-model-only": ("language_model_only", True),
                    "--no-enable-prefix-caching": ("enable_prefix_caching", False)}
 
 

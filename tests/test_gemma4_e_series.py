@@ -101,6 +101,10 @@ def test_per_layer_embeddings_buffer_is_a_load_buffer(capsys: pytest.CaptureFixt
     at_8192 = plan_json(capsys, "--estimate", "formula", "--gpu", "H200")["memory"]["load_buffers"]
     at_4096 = plan_json(capsys, "--estimate", "formula", "--gpu", "H200", "--max-num-batched-tokens", "4096")["memory"]["load_buffers"]
     assert "per_layer_embeddings 8,192 x 35 x 256 x 2 B" in at_8192["method"]
+    # beside it the rotary caches: sliding get_rope(256, default), full get_rope(global_head_dim 512, proportional),
+    # whose Gemma4RotaryEmbedding cache is 512 wide (bench/results/vllm-rope-reference-2026-12-01)
+    assert "decoder cos_sin_cache 131,072 x 256 x 2 B (default)" in at_8192["method"]
+    assert "decoder cos_sin_cache 131,072 x 512 x 2 B (proportional)" in at_8192["method"]
     assert at_8192["bytes"] - at_4096["bytes"] == 4096 * 35 * 256 * 2 == 73_400_320
     tp2 = plan_json(capsys, "--estimate", "formula", "--gpu", "H200", "-tp", "2")["memory"]["load_buffers"]
     assert "per_layer_embeddings 8,192 x 35 x 256 x 2 B" in tp2["method"]
@@ -148,3 +152,29 @@ def test_an_audio_processor_it_cannot_read_is_refused():
     other = {**PROCESSOR, "feature_extractor": {**PROCESSOR["feature_extractor"], "feature_extractor_type": "Gemma4UnifiedAudioFeatureExtractor"}}
     with pytest.raises(BadInput, match="feature_extractor_type"):
         model_spec(CONFIG, "e2b", None, other)
+
+
+# --- --language-model-only ------------------------------------------------------------------------------------
+
+
+def test_language_model_only_sets_every_limit_to_zero(capsys: pytest.CaptureFixture[str]):
+    """vLLM 0.33's MultiModalConfig.get_limit_per_prompt returns 0 for every modality under --language-model-only
+    (whatever --limit-mm-per-prompt says): no encoder budget, and _mark_tower_model leaves both towers out, the
+    weights vLLM's own class holds at image=0, video=0, audio=0 (its TP 2 reference case)."""
+    plan = plan_json(capsys, "--estimate", "formula", "--gpu", "H200", "-tp", "2", "--language-model-only", "--limit-mm-per-prompt", "image=1")
+    assert plan["serving"]["language_model_only"] is True and plan["serving"]["limit_mm_per_prompt"] == {"image": 0, "video": 0, "audio": 0}
+    assert plan["budget"]["profile_items"] == 0 and plan["memory"]["encoder_cache"]["bytes"] == 0
+    assert plan["memory"]["weights"]["bytes"] == vllm_weights(2, {"image": 0, "video": 0, "audio": 0})
+    assert "--language-model-only" in plan["suggested_command"] and "--limit-mm-per-prompt" not in plan["suggested_command"]
+
+
+def test_language_model_only_read_from_a_vllm_log():
+    from capacity.vllm_log import parse_vllm_startups
+
+    serve, = parse_vllm_startups("$ vllm serve google/gemma-4-E2B-it --language-model-only --max-model-len 8192 --enforce-eager\nGPU KV cache size: 1,000 tokens\n")
+    assert serve.log_knobs == {"language_model_only": True, "max_model_len": 8192, "enforce_eager": True}
+    logged, = parse_vllm_startups(
+        "INFO 05-29 01:02:03 [utils.py:253] non-default args: {'model': 'google/gemma-4-E2B-it', 'max_model_len': 8192, 'language_model_only': True}\n"
+        "GPU KV cache size: 1,000 tokens\n"
+    )
+    assert logged.log_knobs == {"max_model_len": 8192, "language_model_only": True}

@@ -703,6 +703,7 @@ def reconcile(
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    enable_expert_parallel: ExpertParallelOpt = None,
     enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
     engine: Annotated[

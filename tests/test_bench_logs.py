@@ -52,8 +52,7 @@ def _flags(log: Path) -> list[str] | None:
     return flags + _knob_flags(meta.get("knobs", {}))
 
 
-# Sidecar knobs `capacity reconcile` takes as flags. `quantization` (capacity reads it from the config) and
-# `enable_expert_parallel` (reconcile has no flag for it) are left to the benchmark, which plans with them.
+# Sidecar knobs `capacity reconcile` takes as flags (`quantization` capacity reads from the config).
 _KNOB_FLAGS = {
     "tensor_parallel_size": "--tensor-parallel-size",
     "max_model_len": "--max-model-len",
@@ -72,6 +71,8 @@ def _knob_flags(knobs: dict) -> list[str]:
             out += [_KNOB_FLAGS[key], str(value)]
         elif key == "enforce_eager" and value:
             out.append("--enforce-eager")
+        elif key == "enable_expert_parallel" and value:
+            out.append("--enable-expert-parallel")
         elif key == "limit_mm_per_prompt":
             out += ["--limit-mm-per-prompt", json.dumps(value)]
     return out

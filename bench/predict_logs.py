@@ -1,6 +1,6 @@
 """Predict the public vLLM startup logs of bench/vllm_logs/ with capacity, term by term.
 
-    python bench/predict_logs.py [--out bench/results/predict-logs-2026-11-30] [--formula] [--only NAME]
+    python bench/predict_logs.py [--out bench/results/predict-logs-2026-12-01] [--formula] [--only NAME]
 
 For every log with a sidecar `<name>.json` (provenance, vLLM version, model, GPU, knobs), plan the model with
 `capacity plan`'s default path (the fake-tensor trace where the family has one, else the formulas; the table says
@@ -48,6 +48,7 @@ from capacity.vllm_versions import ENCODER_LENGTH, VllmSemantics, log_semantics,
 LOGS = ROOT / "bench" / "vllm_logs"
 TERMS = ("weights", "non_kv", "available_kv", "kv_tokens", "concurrency")
 MISS_PERCENT = 3.0
+RUN_DATE = "2026-12-01"  # the results folder and the README title
 
 
 def split_of(name: str) -> str:
@@ -189,6 +190,8 @@ def predict(log: Path, *, formula: bool) -> Row:
     assert gpu is not None and model is not None
     knobs = {k: v for k, v in meta.get("knobs", {}).items() if k != "quantization"}
     values = {**knobs_from_log(facts, effective=False), **knobs}
+    if facts.engine_config.get("enable_prefix_caching") is False:  # the engine turned it off (hybrid models before 0.11)
+        values.setdefault("enable_prefix_caching", False)
     args = ServingArgs(**values)
     started = time.perf_counter()
     try:
@@ -326,6 +329,56 @@ CAUSES: dict[str, str] = {
     "MRV2's estimate measures the PIECEWISE captures in full (51 sizes) where capacity's MRV2 form counts the 35 FULL "
     "decode graphs only (0.11 GiB): the likely gap, not derivable from the source. Not verified: the excerpt prints no "
     "estimate.",
+    # Logs added on 2026-12-01 (the entries were written after their errors were computed; nothing was fitted to them).
+    "llama-3.1-8b-ft-rtx6000ada-len128000-fp16-v0.15.1.log": "available KV / tokens / concurrency +4.4 %, non-KV -7.0 %: "
+    "vLLM kept 1.16 GiB more non-KV memory than capacity (capacity's requested 0.9 x 47.99 = 43.19 GiB - 26.54 = 16.65 GiB "
+    "against 15.49). Part of it is the GPU total: the catalog's RTX-6000-Ada total is nvidia-smi's 49,140 MiB (47.99 GiB), "
+    "while the same transcript prints 'VRAM: 47.5 GB' (the DPO script's own line; GiB by the arithmetic, as 0.9 x 47.5e9 B "
+    "= 39.8 GiB could not hold 14.99 + 26.54 GiB), so CUDA's total is about 0.5 GiB below the catalog's: about 0.44 GiB of "
+    "the 1.16 GiB at 0.9. The other ~0.72 GiB is non-weights memory vLLM 0.15.1 kept beyond capacity's 0.50 GiB "
+    "(activation 0.23, non-torch 0.27): not identified, 0.15.1 prints its breakdown only at DEBUG. Weights agree (14.99 GiB).",
+    "llama-3.1-8b-ft-rtx6000ada-len8192-v0.15.1.log": "available KV / tokens / concurrency +4.8 %, non-KV -7.6 %: the same "
+    "start as the 128000 one at max_model_len 8192 (vLLM non-KV 16.76 GiB, capacity 15.49): the catalog's nvidia-smi total "
+    "against the transcript's 'VRAM: 47.4 GB' (about 0.5 GiB at 0.9), the rest of the non-weights memory not identified "
+    "(no breakdown line at INFO in 0.15.1). The gap does not shrink with max_model_len, so it is no KV-length-dependent term.",
+    "gpt-oss-20b-a100-len131072-util0.65-v0.19.0-quoted.log": "non-KV -4.5 % (available KV +1.8 %): vLLM kept 1.17 GiB "
+    "besides the 13.72 GiB it loaded (0.65 x 79.15 - 36.56 - 13.72; the quote prints no requested memory, so capacity's "
+    "is used), capacity 0.54 GiB (activation 0.29, non-torch 0.25). The two quoted lines have no breakdown, so which term is "
+    "larger in vLLM is not in the log; weights agree (-0.2 %). Path: formula (the fake trace of gpt-oss-20b stops with a "
+    "ValueError, the documented fallback).",
+    "qwen3-8b-a100-40gb-v0.9.2.log": "available KV / tokens / concurrency +5.1 %, non-KV -5.7 %: vLLM 0.9.2 kept 1.49 GiB of "
+    "non-weights memory (0.9 x 39.39 - 18.69 - 15.27), capacity 0.54 GiB (activation 0.27, non-torch 0.27); weights agree "
+    "(15.27 GiB). 0.9.2 prints no breakdown at INFO, so the larger term is not in the log: not identified. The same model on "
+    "the same GPU under vLLM 0.19.1 (qwen3-8b-a100-40gb-v0.19.1) is within about 1.5 %, so the gap belongs to the 0.9-era V1 "
+    "profile run, which capacity's 0.8-0.11 rules do not reproduce. 0.95 GiB on an 18.69 GiB KV budget.",
+    "qwen2.5-vl-7b-2xl4-tp2-len8192-excerpt.log": "available KV / tokens / concurrency +3.2 %, non-KV -3.2 %: per rank vLLM "
+    "kept 9.79 GiB of non-KV memory (0.9 x 22.03 - 10.04; the excerpt prints no requested memory), capacity 9.47 GiB "
+    "(weights 7.72 + load buffers 0.14, activation 1.11, non-torch 0.39, encoder cache 0.11): 0.32 GiB on a 10.04 GiB KV "
+    "budget. The excerpt prints neither the weights nor a breakdown, so the term is not identified.",
+    "qwen3-235b-fp8-l40s-tp4.log": "available KV +10.6 %, tokens / concurrency +10.3 %, non-KV -3.8 %: the log's own "
+    "breakdown line (rank 2) says 27.72 GiB for weight, 1.4 GiB for peak activation, 0.21 GiB for non-torch memory; "
+    "capacity has 27.66 (with load buffers), 0.27 and 0.27. The activation peak is the gap: 1.13 of the 1.13 GiB, on a "
+    "10.65 GiB KV budget. This is Qwen3-MoE with FP8 [128, 128] block weights at TP 8 with expert parallelism (16 of 128 "
+    "experts a rank, 2,048-token profile run); which buffer of the fused-MoE profile run holds the extra 1.1 GiB is not in "
+    "the log (not identified). Weights agree within 0.3 %.",
+    "qwen3-next-80b-instruct-2xh200-tp2-v0.10.2.log": "available KV -15.7 %, concurrency -17.0 %, non-KV +8.6 %: the log's "
+    "own breakdown (per rank) says 74.28 GiB for weight, 5.58 GiB for peak activation, 1.38 GiB for non-torch memory; "
+    "capacity has 75.13, 12.71 and 0.39. The activation peak is the main term (+7.1 GiB): capacity's trace ran "
+    "transformers' Qwen3-Next modules, whose gated-delta-rule and causal-conv1d fall back to their PyTorch reference "
+    "implementations on this machine (the run says so), which hold per-chunk tensors that vLLM's fused Triton kernels do "
+    "not; non-torch memory at TP 2 is 1.0 GiB above capacity's (not itemised in the log); weights +1.1 % (0.85 GiB a rank "
+    "more than vLLM loaded; not identified). KV tokens +230 % is a counting convention, not memory: the log's 973,760 is "
+    "vLLM 0.10.2's num_blocks // groups x block size (7,162 // 4 x 544), while capacity.reconcile.tokens_are_per_request "
+    "takes this hybrid log's count for the per-request convention and compares capacity's per-request figure; capacity "
+    "also aligns the attention block to the mamba page as vLLM 0.33 does (576 tokens), where 0.10.2 logged 544. "
+    "Stand-in config: the catalog's Qwen3-Next-80B-A3B-Thinking (the same architecture as the Instruct checkpoint served).",
+    "qwen3-30b-a3b-fp8-2xl40s-tp2-ep-v0.10.2.log": "available KV / tokens / concurrency +4.7 %, non-KV -7.5 %: per rank "
+    "vLLM kept 16.29 GiB of non-KV memory (0.95 x 44.42 - 25.91; the excerpt prints no requested memory, so capacity's "
+    "is used), capacity 15.07 GiB (weights and load buffers 14.54, activation 0.26, non-torch 0.27): 1.22 GiB on a 25.91 "
+    "GiB KV budget. The three kept lines have no breakdown, so the term is not in this log. The same author's "
+    "Qwen3-235B-A22B-FP8 start on L40S under the same vLLM 0.10.2 (qwen3-235b-fp8-l40s-tp4, also FP8 block weights with "
+    "expert parallelism) prints its breakdown, and there the whole gap is the activation peak (1.40 GiB against capacity's "
+    "0.27): likely the same here, not verified.",
 }
 
 
@@ -336,16 +389,18 @@ def _cell(row: Row, term: str) -> str:
 
 def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[str, Any] | None = None) -> None:
     plannable = [r for r in rows if r.plannable]
+    traced = sum(r.path == "trace" for r in plannable)
     lines = [
-        "# capacity's plan against public vLLM startup logs (2026-11-30)",
+        f"# capacity's plan against public vLLM startup logs ({RUN_DATE})",
         "",
         "`python bench/predict_logs.py` (this folder's `results.json` is its output; the logs, their provenance and knobs are in",
         "`bench/vllm_logs/`). Each log is planned with the knobs it states and the rules of its vLLM version",
         "(`capacity/vllm_versions.py`); the GPU total is CUDA's total when the log prints it, else the catalog's. Errors are",
         "(capacity - vLLM) / |vLLM|. Non-KV memory is vLLM's requested memory minus its KV memory (the requested memory from the",
         "log when it prints it, else capacity's: same GPU total and utilization). Path: `trace` = the fake-tensor trace of the",
-        "real model (`capacity plan`'s default path) re-planned with the version's rules; every plannable log traced on this",
-        "2-core machine (10-27 s each, `seconds` in results.json).",
+        "real model (`capacity plan`'s default path) re-planned with the version's rules, `formula` = the formulas where the",
+        f"trace could not run (the reason is in results.json's `notes`); {traced} of {len(plannable)} plannable logs traced on this 2-core",
+        "machine (`seconds` in results.json).",
         "",
         "Split (fixed before any error was computed, `SPLIT.md`): held-out when the first byte of sha256(file name) is odd.",
         "Calibration (`capacity/memory.py`: `VLLM_NON_TORCH_BYTES`, `Family.trace_encoder_to_vllm` (qwen2_5_vl.py: 0.694 since",
@@ -411,7 +466,7 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[s
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "predict-logs-2026-12-01")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / f"predict-logs-{RUN_DATE}")
     ap.add_argument("--formula", action="store_true", help="skip the fake-tensor trace (formulas only)")
     ap.add_argument("--only", default=None, help="only logs whose name contains this")
     ap.add_argument("--before", type=Path, default=ROOT / "bench" / "results" / "predict-logs-2026-11-30" / "results.json", help="a previous results.json to compare with")

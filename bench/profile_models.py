@@ -4,6 +4,9 @@ in a fresh process (CUDA init included) against the floor (build on GPU + one ma
 batch + one decoder step in plain transformers), in the same run.
 
     PYTHONPATH=. python3 bench/profile_models.py OUT_DIR [MODEL ...]
+
+A MODEL written `name::{"max_pixels": 1003520}` is profiled with those --mm-processor-kwargs (its profile file is
+named with a `-mm-kwargs` suffix).
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ def profile_one(model: str, out_dir: Path) -> dict:
     from capacity.serving import ServingArgs
     from profilers.api import profile_model
 
+    name, _, kwargs = model.partition("::")
+    mm_kwargs = json.loads(kwargs) if kwargs else None
     start = time.perf_counter()
-    plan, profile = profile_model(model, ServingArgs())
+    plan, profile = profile_model(name, ServingArgs(mm_processor_kwargs=mm_kwargs))
     wall = time.perf_counter() - start
-    name = model.replace("/", "--")
-    save_profile(profile, out_dir / f"profile-{name}.json")
+    stem = name.replace("/", "--") + ("-mm-kwargs" if mm_kwargs else "")
+    save_profile(profile, out_dir / f"profile-{stem}.json")
     return {"model": model, "wall_s": round(wall, 2), "verdict": plan.verdict, "oom": None if profile.oom is None else profile.oom.phase}
 
 

@@ -40,7 +40,9 @@ def main(folder: Path, out: Path) -> None:
     for path in sorted(folder.glob("profile-*.json")):
         measured = load_profile(path)
         k = measured.fingerprint.knobs
-        args = ServingArgs(max_num_batched_tokens=k["max_num_batched_tokens"], max_num_seqs=k["max_num_seqs"], dtype=k["dtype"])
+        args = ServingArgs(
+            max_num_batched_tokens=k["max_num_batched_tokens"], max_num_seqs=k["max_num_seqs"], dtype=k["dtype"], mm_processor_kwargs=k.get("mm_processor_kwargs") or None
+        )
         name = measured.fingerprint.model_name
         start = time.perf_counter()
         try:

@@ -710,6 +710,7 @@ def reconcile(
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
     language_model_only: LanguageModelOnlyOpt = None,
+    enable_expert_parallel: ExpertParallelOpt = None,
     enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
     engine: Annotated[

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -135,7 +136,7 @@ def traced_profile(source: ModelSource, spec: ModelSpec, serving: ServingConfig,
     budget = build_budget(spec, serving, enable_cache=False)
     knobs = profiled_knobs(serving, budget)
     knobs.pop("tensor_parallel_size")
-    key = (source.config_sha256, tuple(sorted(knobs.items())))
+    key = (source.config_sha256, json.dumps(knobs, sort_keys=True, default=str))
     if key not in _TRACES:
         try:
             _TRACES[key] = run_profile(source, spec, serving, budget, gpu, FakeProbe(), capture_graphs=False, warmup=False)

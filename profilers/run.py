@@ -328,7 +328,7 @@ def run_profile(
         if items:
             with phases.phase("encoder", f"{items} x {budget.modality_with_max_tokens} items of {tokens_per_item} tokens"):
                 with probe.host():  # the processor runs on the host, as in vLLM
-                    item = family.encoder_input(spec, source, device_str, dtype, tokens_per_item)
+                    item = profiled_item(family, spec, source, device_str, dtype, tokens_per_item)
                 item = replace(item, tensors={k: probe.adopt(v) for k, v in item.tensors.items()})
                 inputs_note = item.note
                 state["encoder_outputs"] = placement.encode(family, model, item, items)
@@ -373,6 +373,18 @@ def run_profile(
     return snapshot(tuple(phases.done), oom)
 
 
+def profiled_item(family: Family, spec: ModelSpec, source: ModelSource, device: str, dtype: Any, tokens: int) -> Any:
+    """The family's max-size encoder item; an item it cannot build here (no processor file, a processor backend
+    this install lacks) is refused in one line, which the offline trace reads as its formula fallback."""
+    try:
+        return family.encoder_input(spec, source, device, dtype, tokens)
+    except (NotImplementedError, ImportError, LookupError) as exc:
+        raise BadInput(
+            f"profiling {spec.name}'s encoder is not implemented yet here: the {family.name} family cannot build its "
+            f"{tokens}-token item ({type(exc).__name__}: {' '.join(str(exc).split())[:160]})"
+        ) from exc
+
+
 def profiled_knobs(serving: ServingConfig, budget: MultiModalBudget) -> dict[str, Any]:
     """The knobs that size the measured phases; re-planning compares against these."""
     return {
@@ -387,6 +399,7 @@ def profiled_knobs(serving: ServingConfig, budget: MultiModalBudget) -> dict[str
         "enforce_eager": serving.enforce_eager,
         "encoder_items": budget.profile_items,
         "encoder_tokens_per_item": budget.profile_tokens_per_item,
+        "mm_processor_kwargs": dict(serving.mm_processor_kwargs),
     }
 
 

@@ -1,9 +1,13 @@
 """Every public vLLM log of bench/vllm_logs/ is read by reconcile's parser, and `capacity reconcile` compares each
-one the benchmark plans (exit 0); a log that does not say its GPU gets the one-line request for --gpu (exit 2)."""
+one the benchmark plans (exit 0) with the knobs its sidecar states; a log that does not say its GPU gets the one-line
+request for --gpu (exit 2). The byte copies of published configs in bench/vllm_logs/configs/ hash to the sha256 their
+README records, and the figures of the logs added on 2026-12-01 read back as printed."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -21,7 +25,7 @@ def _meta(log: Path) -> dict:
 
 
 def test_the_corpus_has_its_provenance() -> None:
-    assert len(LOGS) >= 25
+    assert len(LOGS) >= 42
     for log in LOGS:
         meta = _meta(log)
         assert meta["source"] and "model" in meta and "gpu" in meta and "knobs" in meta, log.name
@@ -45,7 +49,33 @@ def _flags(log: Path) -> list[str] | None:
     flags = [str(log), "--model", str(ROOT / model) if (ROOT / model).exists() else model, "--json"]
     if meta.get("gpu") and _in_catalog(meta["gpu"]):
         flags += ["--gpu", meta["gpu"]]
-    return flags
+    return flags + _knob_flags(meta.get("knobs", {}))
+
+
+# Sidecar knobs `capacity reconcile` takes as flags (`quantization` capacity reads from the config).
+_KNOB_FLAGS = {
+    "tensor_parallel_size": "--tensor-parallel-size",
+    "max_model_len": "--max-model-len",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "dtype": "--dtype",
+    "usage_context": "--usage-context",
+    "max_num_batched_tokens": "--max-num-batched-tokens",
+    "max_num_seqs": "--max-num-seqs",
+}
+
+
+def _knob_flags(knobs: dict) -> list[str]:
+    out: list[str] = []
+    for key, value in knobs.items():
+        if key in _KNOB_FLAGS:
+            out += [_KNOB_FLAGS[key], str(value)]
+        elif key == "enforce_eager" and value:
+            out.append("--enforce-eager")
+        elif key == "enable_expert_parallel" and value:
+            out.append("--enable-expert-parallel")
+        elif key == "limit_mm_per_prompt":
+            out += ["--limit-mm-per-prompt", json.dumps(value)]
+    return out
 
 
 def _in_catalog(name: str) -> bool:
@@ -78,3 +108,69 @@ def test_reconcile_exits_0_on_every_bench_log_it_can_plan(log: Path, capsys: pyt
     doc = json.loads(out)
     results = doc.get("engines", [doc])
     assert all(r["rows"] for r in results)
+
+
+CONFIGS = ROOT / "bench" / "vllm_logs" / "configs"
+
+
+def _recorded_hashes() -> dict[str, str]:
+    """folder -> sha256 for each row of configs/README.md that records one (the byte copies)."""
+    out = {}
+    for line in (CONFIGS / "README.md").read_text().splitlines():
+        m = re.search(r"model_configs/(\S+?)_config\.json`.*sha256 ([0-9a-f]{64})", line)
+        if m:
+            out[m[1]] = m[2]
+    return out
+
+
+def test_byte_copied_configs_hash_to_the_recorded_sha256() -> None:
+    recorded = _recorded_hashes()
+    assert {"Qwen--Qwen3-0.6B", "Qwen--Qwen3-235B-A22B-FP8"} <= set(recorded)
+    for folder, sha in recorded.items():
+        assert hashlib.sha256((CONFIGS / folder / "config.json").read_bytes()).hexdigest() == sha, folder
+
+
+def _facts(name: str):
+    return load_vllm_startups(ROOT / "bench" / "vllm_logs" / name)[0]
+
+
+def test_the_new_logs_read_back_as_printed() -> None:
+    # a quote whose two log lines come before the logo (gpt-oss-20b on an A100, vLLM 0.19.0)
+    gpt = _facts("gpt-oss-20b-a100-len131072-util0.65-v0.19.0-quoted.log")
+    assert (gpt.model_loading_gib, gpt.kv_cache_gib) == (13.72, 36.56)
+    # a paste whose last concurrency line is broken over two lines, and an nvidia-smi table (two L4)
+    vl = _facts("qwen2.5-vl-7b-2xl4-tp2-len8192-excerpt.log")
+    assert (vl.kv_cache_gib, vl.kv_cache_tokens, vl.max_concurrency) == (10.04, 375968, 45.89)
+    assert (vl.gpu.smi_name, vl.gpu.smi_total_mib) == ("NVIDIA L4", 23034)
+    # the 0.10/0.11 summary line after graph capture: CUDA's total, the budget and the breakdown (Qwen3-Next, 2 x H200)
+    nxt = _facts("qwen3-next-80b-instruct-2xh200-tp2-v0.10.2.log")
+    assert nxt.gpu.cuda_total_gib == 139.81 and nxt.requested_gib == 125.83
+    assert (nxt.free_memory.weights_gib, nxt.free_memory.peak_activation_gib, nxt.free_memory.non_torch_gib) == (74.28, 5.58, 1.38)
+    assert (nxt.kv_cache_gib, nxt.kv_cache_tokens, nxt.max_concurrency) == (44.59, 973760, 14.77)
+
+
+def test_the_235b_log_is_planned_at_the_layout_its_source_states() -> None:
+    meta = _meta(ROOT / "bench" / "vllm_logs" / "qwen3-235b-fp8-l40s-tp4.log")
+    assert meta["vllm_version"] == "0.10.2"
+    assert meta["knobs"]["tensor_parallel_size"] == 8 and meta["knobs"]["enable_expert_parallel"] is True
+    assert "not_plannable" not in meta
+
+
+def test_an_engine_that_turned_prefix_caching_off_plans_the_unaligned_hybrid_block() -> None:
+    from capacity.gpus import gpu_by_name
+    from capacity.planner import plan_for
+    from capacity.serving import ServingArgs
+
+    facts = _facts("qwen3-next-80b-instruct-2xh200-tp2-v0.10.2.log")
+    # vLLM 0.10.2: "Disabling prefix caching since it is not yet supported" for this hybrid, and its config line says so
+    assert facts.engine_config["enable_prefix_caching"] is False
+    # One Gated DeltaNet layer's state at TP 2: conv (2 x 16 key heads x 128 + 32 value heads x 128) / 2 = 4,096
+    # channels x (4 - 1) x 2 B = 24,576 + recurrent 32 / 2 heads x 128 x 128 x 2 B = 524,288 -> 548,864 B. Attention:
+    # 2 KV heads / TP 2 = 1 x 256 x 2 (K, V) x 2 B = 1,024 B per token. Without prefix caching the block is a multiple of
+    # 16: 16 x cdiv(548,864, 16 x 1,024) = 16 x 34 = 544, as the log's 973,760 tokens = 1,790 x 544 show.
+    model = str(Path(__file__).resolve().parents[1] / "capacity/catalog/models/Qwen--Qwen3-Next-80B-A3B-Thinking")
+    plan = plan_for(model, ServingArgs(tensor_parallel_size=2, enable_prefix_caching=False), gpu=gpu_by_name("H200"))
+    groups = plan.to_dict()["kv_cache"]["groups"]
+    assert [(g["kind"], g["block_size"], g["page_size_bytes"]) for g in groups if g["kind"] == "full"] == [("full", 544, 544 * 1_024)]
+    assert {g["page_size_bytes"] for g in groups} == {544 * 1_024}  # the state pages padded to the attention page
+    assert 973_760 % 544 == 0

@@ -69,6 +69,7 @@ class ItemTokens:
     method: str  # "processor", "model", "vLLM rule", or "fallback formula"
     detail: str
     unmodelled: str = ""  # why vLLM's tokens for this item cannot be counted ("" = they are; tokens is then 0)
+    image_size: tuple[int, int] | None = None  # (height, width) of the dummy image those tokens were counted on
 
 
 class GenericFamily(Family):
@@ -207,7 +208,9 @@ class GenericFamily(Family):
         if modality == "audio":
             features, note = audio_features(source.config, source.preprocessor)
             return EncoderInput({"input_features": features.to(device=device, dtype=dtype)}, note)
-        tensors, note = image_tensors(source.config, source.preprocessor)
+        # transformers 5 may save the image processor's settings inside processor_config.json (LFM2.5-VL)
+        nested = (source.processor or {}).get("image_processor")
+        tensors, note = image_tensors(source.config, source.preprocessor or (nested if isinstance(nested, dict) else None))
         return EncoderInput(
             {k: v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device=device) for k, v in tensors.items()},
             note,
@@ -412,6 +415,7 @@ def qwen_vl_image_tokens(vision: dict[str, Any], preprocessor: dict[str, Any]) -
         rows * cols,
         "vLLM rule",
         f"Qwen2VLProcessingInfo.get_max_image_tokens: {rows} x {cols} merged patches within {high} pixels, most tokens at {rows * unit}x{cols * unit}",
+        image_size=(rows * unit, cols * unit),
     )
 
 
@@ -497,7 +501,8 @@ def lfm2_vl_image_tokens(preprocessor: dict[str, Any] | None, processor: dict[st
         )
     settings, source = found
     tokens, detail = settings.dummy_image_tokens()
-    return ItemTokens("image", tokens, "vLLM rule", f"{detail} ({source})")
+    side = settings.dummy_side()
+    return ItemTokens("image", tokens, "vLLM rule", f"{detail} ({source})", image_size=(side, side))
 
 
 def image_fallback(config: dict[str, Any], vision: dict[str, Any], *, reason: str) -> ItemTokens:
@@ -649,7 +654,9 @@ def image_tensors(config: dict[str, Any], preprocessor: dict[str, Any] | None) -
     image_proc = image_processor(config, preprocessor)
     shapes = candidate_sizes(image_proc, full.get("vision_config") or {})
     height, width = shapes[-1]
-    if "most tokens at " in counted.detail:
+    if counted.image_size is not None:
+        height, width = counted.image_size
+    elif "most tokens at " in counted.detail:
         height, width = (int(v) for v in counted.detail.rsplit("most tokens at ", 1)[1].split("x"))
     picture = np.full((height, width, 3), 128, dtype=np.uint8)
     out = image_proc(images=[picture], return_tensors="pt")

@@ -21,6 +21,7 @@ read from vllm/model_executor/models/qwen2_5_omni_thinker.py and registry.py:
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from capacity.errors import BadInput
@@ -167,10 +168,21 @@ class Qwen25OmniFamily(Family):
         return QWEN2_5_VL.encoder_input(spec, replace(source, config=thinker(source.config)), device, dtype, tokens)
 
     def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
-        return QWEN2_5_VL.encode(model, item, count)
+        return QWEN2_5_VL.encode(ThinkerParts(model), item, count)
 
     def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
-        return QWEN2_5_VL.decode(model, input_ids, encoder_states)
+        return QWEN2_5_VL.decode(ThinkerParts(model), input_ids, encoder_states)
+
+
+class ThinkerParts:
+    """transformers' thinker seen with Qwen2.5-VL's layout (`.model.visual`, `.model.language_model`): transformers
+    5.17 holds the tower as `thinker.visual` and the text model as `thinker.model`; later 5.x nest both in `.model`."""
+
+    def __init__(self, thinker: Any) -> None:
+        inner = thinker.model
+        visual = thinker.visual if hasattr(thinker, "visual") else inner.visual
+        text = inner.language_model if hasattr(inner, "language_model") else inner
+        self.model = SimpleNamespace(visual=visual, language_model=text)
 
 
 FAMILY = Qwen25OmniFamily()

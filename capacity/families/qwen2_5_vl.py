@@ -132,6 +132,14 @@ class Qwen25VLFamily(Family):
             host={"grid_thw": [frames, rows * merge, cols * merge]},
         )
 
+    def vision_tower(self, model: Any) -> Any:
+        """transformers' vision tower of the built model."""
+        return model.model.visual
+
+    def text_model(self, model: Any) -> Any:
+        """transformers' decoder stack of the built model."""
+        return model.model.language_model
+
     def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
         import torch
         from torch._subclasses.fake_tensor import FakeTensor
@@ -140,18 +148,18 @@ class Qwen25VLFamily(Family):
         grid = item.tensors["grid_thw"]
         pixels = torch.cat([pixels] * count) if count > 1 else pixels
         if isinstance(pixels, FakeTensor):
-            out = traced_visual(model, pixels, grid.repeat(count, 1), [item.host["grid_thw"]] * count)
+            out = traced_visual(self.vision_tower(model), pixels, grid.repeat(count, 1), [item.host["grid_thw"]] * count)
         else:
-            out = model.model.visual(pixels, grid_thw=grid.repeat(count, 1))
+            out = self.vision_tower(model)(pixels, grid_thw=grid.repeat(count, 1))
         if not isinstance(out, torch.Tensor):  # newer transformers return an output object
             out = getattr(out, "pooler_output", None) if getattr(out, "pooler_output", None) is not None else out.last_hidden_state
         return list(out.chunk(count))
 
     def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
-        return model.model.language_model(input_ids=input_ids, use_cache=False).last_hidden_state
+        return self.text_model(model)(input_ids=input_ids, use_cache=False).last_hidden_state
 
 
-def traced_visual(model: Any, pixels: torch.Tensor, grid: torch.Tensor, grid_rows: list[list[int]]) -> Any:
+def traced_visual(visual: Any, pixels: torch.Tensor, grid: torch.Tensor, grid_rows: list[list[int]]) -> Any:
     """The vision tower under fake tensors, where its data-dependent steps cannot run.
 
     The per-family fallback: window indices, cu_seqlens and position ids are computed on the host from the
@@ -168,7 +176,6 @@ def traced_visual(model: Any, pixels: torch.Tensor, grid: torch.Tensor, grid_row
         from transformers.utils.generic import get_max_seqlen
     except ImportError as exc:  # older transformers compute these inside the model, on data
         raise NotImplementedError("this transformers has no precomputable vision indices; the trace cannot run Qwen2.5-VL's vision tower") from exc
-    visual = model.model.visual
     with unset_fake_temporarily():
         host_grid = torch.tensor(grid_rows)
         position_ids = vision_utils.get_vision_position_ids(host_grid, visual.spatial_merge_size)

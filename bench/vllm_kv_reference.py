@@ -99,6 +99,12 @@ CASES: list[dict] = [
     {"name": "gemma-4-26b-a4b (published config) tp2", "config": "catalog:google--gemma-4-26B-A4B", "gpu": "H200", "tp": 2, "max_model_len": 262144, "mnbt": 8192},
     {"name": "gemma-4-26b-a4b (published config) tp2 fp8", "config": "catalog:google--gemma-4-26B-A4B", "gpu": "H200", "tp": 2, "max_model_len": 65536, "mnbt": 2048, "kv": "fp8"},
     {"name": "gemma-4-26b-a4b (published config) tp4", "config": "catalog:google--gemma-4-26B-A4B", "gpu": "H200", "tp": 4, "max_model_len": 131072, "mnbt": 8192},
+    # Gemma-4 E2B (published config): 35 layers, the last 20 KV-shared (no KV of their own), 1 KV head; sliding 256 wide,
+    # full 512 wide
+    {"name": "gemma-4-e2b-it (published config) tp1", "config": "catalog:google--gemma-4-E2B-it", "gpu": "H200", "tp": 1, "max_model_len": 131072, "mnbt": 8192},
+    {"name": "gemma-4-e2b-it (published config) tp1 fp8", "config": "catalog:google--gemma-4-E2B-it", "gpu": "H200", "tp": 1, "max_model_len": 32768, "mnbt": 2048, "kv": "fp8"},
+    {"name": "gemma-4-e2b-it (published config) tp2", "config": "catalog:google--gemma-4-E2B-it", "gpu": "H200", "tp": 2, "max_model_len": 65536, "mnbt": 16384},
+    {"name": "gemma-4-e2b-it (published config) A100 tp1", "config": "catalog:google--gemma-4-E2B-it", "gpu": "A100-80GB", "tp": 1, "max_model_len": 131072, "mnbt": 2048},
     # chunked local attention (Llama-4)
     {"name": "llama-4-scout tp1", "config": "meta-llama--Llama-4-Scout-17B-16E-text.json", "gpu": "H200", "tp": 1, "max_model_len": 131072, "mnbt": 8192},
     {"name": "llama-4-scout tp4 fp8", "config": "meta-llama--Llama-4-Scout-17B-16E-text.json", "gpu": "H200", "tp": 4, "max_model_len": 65536, "mnbt": 16384, "kv": "fp8"},

@@ -39,6 +39,9 @@ CASES = (
     ("olmocr-2-7b", CATALOG / "allenai--olmOCR-2-7B-1025", "bfloat16"),
     ("phi-4", CATALOG / "microsoft--phi-4", "bfloat16"),
     ("deepseek-v3", CATALOG / "deepseek-ai--DeepSeek-V3", "bfloat16"),
+    # Gemma-4: Gemma4DecoderLayer passes per_layer_config[i].head_dim (global_head_dim on full layers) to get_rope
+    ("gemma-4-26b-a4b", CATALOG / "google--gemma-4-26B-A4B", "bfloat16"),
+    ("gemma-4-e2b-it", CATALOG / "google--gemma-4-E2B-it", "bfloat16"),
 )
 
 
@@ -64,10 +67,14 @@ def case_caches(folder: Path, dtype_name: str) -> list[dict]:
     _ROPE_DICT.clear()
     modules = []
     mla = getattr(text, "qk_rope_head_dim", None)
-    head = mla or getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
-    for rope in _rope_sets(text):
+    if getattr(text, "model_type", "") == "gemma4_text":  # Gemma-4: each layer's head_dim and its layer type's rope parameters, as Gemma4Attention calls get_rope
+        calls = [(text.per_layer_config[i].head_dim, text.rope_parameters[kind]) for i, kind in enumerate(text.layer_types)]
+    else:
+        head = mla or getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        calls = [(head, rope) for rope in _rope_sets(text)]
+    for layer_head, rope in calls:
         for _ in range(2):  # a second layer's call returns the cached module
-            module = get_rope(head, max_position=text.max_position_embeddings, rope_parameters=rope, is_neox_style=not mla)
+            module = get_rope(layer_head, max_position=text.max_position_embeddings, rope_parameters=rope, is_neox_style=not mla)
             if all(module is not m for _, m in modules):
                 modules.append(("decoder", module))
     if getattr(config, "model_type", "") in ("qwen2_vl", "qwen2_5_vl"):

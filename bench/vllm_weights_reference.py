@@ -65,6 +65,13 @@ CASES: list[dict] = [
     {"model": "google/gemma-4-26B-A4B", "tp": 2},
     {"model": "google/gemma-4-26B-A4B", "tp": 4},  # 2 global KV heads < 4: one per rank
     {"model": "google/gemma-4-26B-A4B", "tp": 4, "ep": True},
+    # Gemma-4 E2B (published config): audio tower, per-layer input embeddings (embed_tokens_per_layer, vocab-parallel),
+    # KV-shared layers with q_proj only; without the audio tower (audio=0) and without both towers (every modality 0)
+    {"model": "google/gemma-4-E2B-it", "tp": 1},
+    {"model": "google/gemma-4-E2B-it", "tp": 2},
+    {"model": "google/gemma-4-E2B-it", "tp": 4},
+    {"model": "google/gemma-4-E2B-it", "tp": 1, "limit_mm": {"audio": 0}},
+    {"model": "google/gemma-4-E2B-it", "tp": 2, "limit_mm": {"image": 0, "video": 0, "audio": 0}},
     # gpt-oss-20b (MXFP4 experts): the MoE method's backend decides the padded sizes, and vLLM picks it from the GPU
     # (select_mxfp4_moe_backend), which the CPU platform cannot: each case names the backend vLLM 0.33 picks on a GPU
     # kind (Hopper: TRITON; Ampere / Ada / consumer Blackwell: MARLIN; data-centre Blackwell: FLASHINFER_TRTLLM_MXFP4_BF16)

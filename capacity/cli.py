@@ -106,6 +106,9 @@ KvDtypeOpt = Annotated[str | None, typer.Option("--kv-cache-dtype", help="auto, 
 KvBytesOpt = Annotated[str | None, typer.Option("--kv-cache-memory-bytes", help="Fixed KV cache size (e.g. 10G); skips profiling like vLLM.")]
 DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="Model dtype: auto, bfloat16, float16, float32.")]
 EagerOpt = Annotated[bool | None, typer.Option("--enforce-eager", help="No CUDA graphs.")]
+LanguageModelOnlyOpt = Annotated[
+    bool | None, typer.Option("--language-model-only", help="vLLM's --language-model-only: every modality limit 0 (no encoder budget, towers not loaded).")
+]
 ExpertParallelOpt = Annotated[
     bool | None, typer.Option("--enable-expert-parallel", help="MoE: divide the experts over the TP ranks (vLLM's expert parallelism) instead of splitting each.")
 ]
@@ -224,6 +227,7 @@ KNOBS = (
     "kv_cache_memory_bytes",
     "dtype",
     "enforce_eager",
+    "language_model_only",
     "enable_expert_parallel",
     "enable_prefix_caching",
     "usage_context",
@@ -367,6 +371,7 @@ def plan(
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    language_model_only: LanguageModelOnlyOpt = None,
     enable_expert_parallel: ExpertParallelOpt = None,
     enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
@@ -527,6 +532,7 @@ def profile_command(
     kv_cache_dtype: KvDtypeOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    language_model_only: LanguageModelOnlyOpt = None,
     enable_expert_parallel: ExpertParallelOpt = None,
     enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
@@ -703,6 +709,8 @@ def reconcile(
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    language_model_only: LanguageModelOnlyOpt = None,
+    enable_expert_parallel: ExpertParallelOpt = None,
     enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
     engine: Annotated[
@@ -781,6 +789,7 @@ def check(
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    language_model_only: LanguageModelOnlyOpt = None,
     enable_expert_parallel: ExpertParallelOpt = None,
     enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,
@@ -846,6 +855,7 @@ def sweep(
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    language_model_only: LanguageModelOnlyOpt = None,
     enable_expert_parallel: ExpertParallelOpt = None,
     enable_prefix_caching: PrefixCachingOpt = None,
     usage_context: UsageOpt = None,

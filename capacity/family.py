@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
     from torch import nn
 
+    from capacity.load_allocations import ModelBuffer
     from capacity.models import ModelSource
     from capacity.spec import ModelSpec
     from capacity.weights import StoredTensor
@@ -128,6 +129,11 @@ class Family:
             f"--mm-processor-kwargs {', '.join(sorted(kwargs))}: not modelled for the {self.name} family (capacity models "
             "the Qwen-VL size keys min_pixels / max_pixels / size); plan without it"
         )
+
+    def load_buffers(self, config: dict[str, Any], max_num_batched_tokens: int, dtype_bytes: int) -> tuple[ModelBuffer, ...]:
+        """Tensors vLLM's model class allocates in its constructor besides parameters (inside the load window, whole
+        on every rank); none by default."""
+        return ()
 
     def vllm_tensors(self, tensors: tuple[StoredTensor, ...], config: dict[str, Any]) -> tuple[StoredTensor, ...]:
         """The tensors vLLM's model class allocates, from those the checkpoint (or transformers' build) stores:

@@ -4,7 +4,7 @@ vLLM measures the load with `DeviceMemoryProfiler` (vllm/utils/mem_utils.py) aro
 V1 runner (`GPUModelRunner.load_model`), the MRV2 runner (`vllm/v1/worker/gpu/model_runner.py: load_model`) and the
 V0 worker: `CudaPlatform.get_current_memory_usage` resets torch's peak and reads `max_memory_allocated`, i.e. torch's
 *allocated* bytes after minus before (read in 0.9.0.1, 0.23.0, 0.27.1, 0.28.0 and 0.33.0). Besides the parameters,
-two things persist inside that window:
+these persist inside that window:
 
 1. Rotary caches (exact): `get_rope` builds one `RotaryEmbedding` per distinct key and caches it in `_ROPE_DICT`, so
    all decoder layers share one `cos_sin_cache` buffer of `rows x rotary_dim` elements in the model dtype (built on
@@ -21,11 +21,15 @@ two things persist inside that window:
    embed_tokens, lm_head) as if each took a fresh segment; blocks reused from freed temporaries and the packing of
    1-10 MiB tensors into 20 MiB segments are not modelled. vLLM does not turn expandable segments on by default.
 
+3. Buffers a model class allocates in its constructor (exact; the family's `load_buffers`): Gemma-4's E-series
+   `per_layer_embeddings`, max_num_batched_tokens x layers x hidden_size_per_layer_input in the model dtype.
+
 The attention scale scalars (`Attention._k_scale` ...) are 512-byte blocks, below every figure printed.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +52,8 @@ ROUND_LARGE_BYTES = 2 * MiB  # kRoundLarge: such a segment is rounded up to 2 Mi
 
 _ROWS_TIMES_FACTOR = ("linear",)
 _ROWS_FROM_ORIGINAL_TIMES_FACTOR = ("yarn", "deepseek_yarn")
-_ROWS_MAX_POSITION = ("default", "llama3", "dynamic", "ntk", "mrope")
+_ROWS_MAX_POSITION = ("default", "llama3", "dynamic", "ntk", "mrope", "proportional")
+_CACHE_HEAD_WIDE = ("proportional",)  # Gemma4RotaryEmbedding: a head_size-wide cache whatever partial_rotary_factor says
 
 
 def allocated_block_bytes(request: int) -> int:
@@ -82,51 +87,79 @@ class RotaryCache:
 
 
 @dataclass(frozen=True)
+class ModelBuffer:
+    """A tensor a model class allocates in its constructor (inside the load window) that is no parameter: its
+    vLLM attribute name, shape and element size (Gemma-4 E-series: per_layer_embeddings)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype_bytes: int
+
+    @property
+    def bytes(self) -> int:
+        return math.prod(self.shape) * self.dtype_bytes
+
+    def describe(self) -> str:
+        return f"{self.name} {' x '.join(f'{d:,}' for d in self.shape)} x {self.dtype_bytes} B"
+
+
+@dataclass(frozen=True)
 class LoadAllocations:
     """What the load window holds besides the parameters, on one rank."""
 
     caches: tuple[RotaryCache, ...]
     rounding_bytes: int  # allocator rounding of the large tensors (estimated)
     rounded_tensors: int  # how many of them round up
+    buffers: tuple[ModelBuffer, ...] = ()  # the model class's own buffers (exact)
 
     @property
     def cache_bytes(self) -> int:
         return sum(c.bytes for c in self.caches)
 
     @property
+    def buffer_bytes(self) -> int:
+        return sum(b.bytes for b in self.buffers)
+
+    @property
     def total_bytes(self) -> int:
-        return self.cache_bytes + self.rounding_bytes
+        return self.cache_bytes + self.buffer_bytes + self.rounding_bytes
 
     @property
     def exact(self) -> bool:
         return self.rounding_bytes == 0 and all(c.exact for c in self.caches)
 
     def describe(self) -> str:
-        parts = [c.describe() for c in self.caches]
+        parts = [c.describe() for c in self.caches] + [b.describe() for b in self.buffers]
         if self.rounding_bytes:
             parts.append(f"allocator rounding of {self.rounded_tensors} large tensors to 2 MiB segments {self.rounding_bytes:,} B (estimated)")
         return "; ".join(parts) if parts else "none"
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        out.update(cache_bytes=self.cache_bytes, total_bytes=self.total_bytes)
+        out.update(cache_bytes=self.cache_bytes, buffer_bytes=self.buffer_bytes, total_bytes=self.total_bytes)
         return out
 
 
-def _rope_entries(text: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rope parameter sets of a text config: one per distinct get_rope key (transformers 5 keys them by layer
-    type), [] when the model has no rotary embedding."""
+def _rope_entries(text: dict[str, Any], head_size: int) -> list[tuple[dict[str, Any], int]]:
+    """(rope parameter set, head size) of each distinct get_rope call of a text config, [] when the model has no
+    rotary embedding. transformers 5 keys the sets by layer type: taken in the order the layers first use them, and
+    Gemma-4's full-attention layers call get_rope with `global_head_dim` (Gemma4DecoderLayer: per_layer_config)."""
     params = text.get("rope_parameters")
     if isinstance(params, dict) and params and all(isinstance(v, dict) for v in params.values()):
-        distinct: list[dict[str, Any]] = []
-        for entry in params.values():
-            if entry not in distinct:
-                distinct.append(entry)
+        types = text.get("layer_types")
+        order = list(dict.fromkeys(t for t in types if t in params)) if isinstance(types, list) else []
+        order += [k for k in params if k not in order]
+        global_head = text.get("global_head_dim")  # Gemma-4 only
+        distinct: list[tuple[dict[str, Any], int]] = []
+        for kind in order:
+            call = (params[kind], int(global_head) if kind == "full_attention" and isinstance(global_head, int) else head_size)
+            if call not in distinct:
+                distinct.append(call)
         return distinct
     scaling = params if isinstance(params, dict) and params else text.get("rope_scaling")
     if isinstance(scaling, dict) and scaling:
-        return [scaling]
-    return [{}] if "rope_theta" in text else []
+        return [(scaling, head_size)]
+    return [({}, head_size)] if "rope_theta" in text else []
 
 
 def _rows(entry: dict[str, Any], max_position: int) -> tuple[str, int, bool]:
@@ -152,10 +185,12 @@ def decoder_rotary_caches(text: dict[str, Any], head_size: int, dtype_bytes: int
     if not isinstance(max_position, int) or head_size <= 0:
         return ()
     caches = []
-    for entry in _rope_entries(text):
+    for entry, head in _rope_entries(text, head_size):
         partial = entry.get("partial_rotary_factor", text.get("partial_rotary_factor", 1.0))
-        rotary_dim = int(entry.get("rope_dim") or int(head_size * float(partial)))
+        rotary_dim = int(entry.get("rope_dim") or int(head * float(partial)))
         rope_type, rows, exact = _rows(entry, max_position)
+        if rope_type in _CACHE_HEAD_WIDE:
+            rotary_dim = head  # Gemma4RotaryEmbedding: the base class built with rotary_dim = head_size (zero-padded angles)
         caches.append(RotaryCache("decoder", rope_type, rows, rotary_dim, dtype_bytes, exact))
     return tuple(caches)
 
@@ -202,12 +237,22 @@ def allocator_rounding(sizes: list[tuple[int, int]]) -> tuple[int, int]:
     return extra, tensors
 
 
-def load_allocations(spec: ModelSpec, config: dict[str, Any], layout: WeightLayout, tp: int, dtype_bytes: int, builds_vision_cache: bool = True) -> LoadAllocations:
-    """Rotary caches (exact) and allocator rounding (estimated) inside vLLM's model-load window, on one rank."""
+def load_allocations(
+    spec: ModelSpec,
+    config: dict[str, Any],
+    layout: WeightLayout,
+    tp: int,
+    dtype_bytes: int,
+    builds_vision_cache: bool = True,
+    buffers: tuple[ModelBuffer, ...] = (),
+) -> LoadAllocations:
+    """Rotary caches (exact), the model class's own buffers (exact) and allocator rounding (estimated) inside vLLM's
+    model-load window, on one rank."""
     text = spec.family.text_config(config)
     if text is not config and "max_position_embeddings" not in text:
         text = {**config, **text}
     head_size = int(text.get("qk_rope_head_dim") or text.get("head_dim") or layout.head_size or 0)  # MLA: rope on qk_rope_head_dim
     caches = decoder_rotary_caches(text, head_size, dtype_bytes) + vision_rotary_caches(config, dtype_bytes, builds_vision_cache)
-    rounding, rounded = allocator_rounding(decoder_large_tensors(spec, layout, tp, dtype_bytes) + [(c.bytes, 1) for c in caches])
-    return LoadAllocations(caches, rounding, rounded)
+    fresh = [(c.bytes, 1) for c in caches] + [(b.bytes, 1) for b in buffers]
+    rounding, rounded = allocator_rounding(decoder_large_tensors(spec, layout, tp, dtype_bytes) + fresh)
+    return LoadAllocations(caches, rounding, rounded, buffers)

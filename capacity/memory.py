@@ -356,7 +356,8 @@ def load_buffers_term(
     cos_sin_cache buffers (exact) and, for unquantized checkpoints, the caching allocator's rounding of the decoder's
     large tensors (estimated). `rounding=False` where a GPU measurement of the load already holds the rounding."""
     layout = weight_layout(spec, source.config, class_default_tie=False)
-    loads = load_allocations(spec, source.config, layout, serving.tensor_parallel_size, serving.dtype_bytes, semantics.vision_rope_cache)
+    buffers = spec.family.load_buffers(source.config, serving.max_num_batched_tokens, serving.dtype_bytes)
+    loads = load_allocations(spec, source.config, layout, serving.tensor_parallel_size, serving.dtype_bytes, semantics.vision_rope_cache, buffers)
     if not rounding or wb.quantization != "none":
         loads = replace(loads, rounding_bytes=0, rounded_tensors=0)
     kind = EXACT if loads.exact else ESTIMATED

@@ -242,7 +242,17 @@ def resolve_model(requested: str, revision: str | None = None) -> ModelSource:
     if found is not None and revision is None:
         entry, note = found
         if not entry.plannable and not entry.plannable_with_limits:
-            raise BadInput(f"catalog entry {entry.name} cannot be planned yet ({entry.not_plannable}); its published files are in the catalog")
+            # The catalog lacks what planning needs (a processor file not found in public copies): the HF cache or
+            # the Hub hold the whole repo, so they are tried before the entry is refused.
+            settings = HubSettings.from_env()
+            try:
+                snapshot = cached_snapshot(entry.name, None, settings) or fetch_snapshot(entry.name, None, settings, [])
+            except BadInput as exc:
+                raise BadInput(
+                    f"catalog entry {entry.name} cannot be planned yet ({entry.not_plannable}); its published files are in the catalog, "
+                    f"and the HF cache and the Hub did not give the rest ({' '.join(str(exc).split())})"
+                ) from exc
+            return _from_snapshot(snapshot, requested)
         return ModelSource(
             name=entry.name,
             requested=requested,

@@ -35,6 +35,9 @@ class ServingArgs:
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     limit_mm_per_prompt: dict[str, int] | None = None
+    # --language-model-only: vLLM's MultiModalConfig.get_limit_per_prompt returns 0 for every modality (whatever
+    # --limit-mm-per-prompt says), so no encoder budget and every tower left out (_mark_tower_model)
+    language_model_only: bool = False
     mm_processor_kwargs: dict[str, Any] | None = None  # --mm-processor-kwargs (capacity.processor_kwargs)
     num_speculative_tokens: int = 0
     tensor_parallel_size: int = 1
@@ -75,6 +78,7 @@ class ServingConfig:
     enable_expert_parallel: bool = False
     enable_prefix_caching: bool = True  # hybrid Mamba models then keep Mamba state in "align" mode
     mm_processor_kwargs: dict[str, Any] = field(default_factory=dict)  # applied to the model's processor configs
+    language_model_only: bool = False  # every limit above is then 0
     defaulted: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
@@ -94,6 +98,7 @@ class ServingConfig:
             max_num_seqs=given("max_num_seqs", self.max_num_seqs),
             max_num_batched_tokens=given("max_num_batched_tokens", self.max_num_batched_tokens),
             limit_mm_per_prompt=dict(self.limit_mm_per_prompt),
+            language_model_only=self.language_model_only,
             mm_processor_kwargs=dict(self.mm_processor_kwargs) or None,
             num_speculative_tokens=self.num_speculative_tokens,
             tensor_parallel_size=self.tensor_parallel_size,
@@ -216,6 +221,8 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu, base_batch: tu
     kv_dtype = dtype if args.kv_cache_dtype == "auto" else args.kv_cache_dtype
     limits = {m.name: DEFAULT_LIMIT_PER_PROMPT for m in spec.modalities}
     limits.update(args.limit_mm_per_prompt or {})
+    if args.language_model_only:
+        limits = {m.name: 0 for m in spec.modalities}  # MultiModalConfig.get_limit_per_prompt: 0 for every modality
     refuse_unmodelled(spec, limits)
     if args.gpu_memory_utilization is None:
         defaulted.append("gpu_memory_utilization")
@@ -233,6 +240,7 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu, base_batch: tu
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
         limit_mm_per_prompt=limits,
+        language_model_only=args.language_model_only,
         num_speculative_tokens=args.num_speculative_tokens,
         tensor_parallel_size=args.tensor_parallel_size,
         decode_context_parallel_size=args.decode_context_parallel_size,
@@ -271,6 +279,7 @@ _YAML_KEYS = {
     "kv_cache_memory": "kv_cache_memory_bytes",
     "dtype": "dtype",
     "enforce_eager": "enforce_eager",
+    "language_model_only": "language_model_only",
     "enable_expert_parallel": "enable_expert_parallel",
     "enable_prefix_caching": "enable_prefix_caching",
     "revision": "revision",
@@ -371,7 +380,7 @@ def _yaml_value(target: str, raw_key: str, value: Any, where: str) -> Any:
         return parse_mm_processor_kwargs(value, where)
     if target in ("kv_cache_dtype", "dtype", "revision"):
         return str(value)
-    if target in ("enforce_eager", "enable_expert_parallel", "enable_prefix_caching"):
+    if target in ("enforce_eager", "enable_expert_parallel", "enable_prefix_caching", "language_model_only"):
         if not isinstance(value, bool):
             raise BadInput(f"{where}: {raw_key} must be true or false, got {value!r}")
         return value

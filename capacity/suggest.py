@@ -115,7 +115,9 @@ def suggested_flags(plan: Plan) -> list[str]:
     if "enable_prefix_caching" not in s.defaulted:
         flags.append("--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching")
     limits = {m: n for m, n in s.limit_mm_per_prompt.items() if n != 999}
-    if limits:
+    if s.language_model_only:
+        flags.append("--language-model-only")
+    elif limits:
         flags.append("--limit-mm-per-prompt " + shlex.quote(",".join(f"{m}={n}" for m, n in limits.items())))
     if s.mm_processor_kwargs:
         flags.append("--mm-processor-kwargs " + shlex.quote(json.dumps(s.mm_processor_kwargs, separators=(",", ":"))))

@@ -493,6 +493,8 @@ _CONFIG_FIELDS = {
     "enforce_eager": re.compile(r"(?:^|, )enforce_eager=(True|False)"),
     "kv_cache_dtype": re.compile(r"(?:^|, )kv_cache_dtype=(\w+)"),
     "quantization": re.compile(r"(?:^|, )quantization=(\w+)"),
+    # what the engine ran with: vLLM turns it off where unsupported (hybrid models before 0.11: "Disabling prefix caching")
+    "enable_prefix_caching": re.compile(r"(?:^|, )enable_prefix_caching=(True|False)"),
 }
 # non-default args keys capacity plans with (vLLM's names are capacity's)
 _KNOB_KEYS = (
@@ -511,6 +513,7 @@ _KNOB_KEYS = (
     "num_speculative_tokens",
     "quantization",
     "enable_prefix_caching",
+    "language_model_only",
 )
 
 
@@ -562,6 +565,7 @@ def _non_default_args(text: str) -> dict[str, Any]:
 _SERVE_COMMAND = re.compile(r"(?:^|[\s$>#])vllm serve\s+(\S.*)$")
 _SERVE_FLAGS = {"--" + key.replace("_", "-"): key for key in _KNOB_KEYS}
 _SERVE_SWITCHES = {"--enforce-eager": ("enforce_eager", True), "--enable-prefix-caching": ("enable_prefix_caching", True),
+                   "--language-model-only": ("language_model_only", True),
                    "--no-enable-prefix-caching": ("enable_prefix_caching", False)}
 
 
@@ -707,7 +711,7 @@ def _read_banner(cur: _Startup, line: str) -> bool:
                 value: Any = cm[1]
                 if key in ("max_seq_len", "tensor_parallel_size"):
                     value = int(value)
-                elif key == "enforce_eager":
+                elif key in ("enforce_eager", "enable_prefix_caching"):
                     value = value == "True"
                 if key == "model":
                     cur.model = cur.model or value

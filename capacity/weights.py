@@ -328,11 +328,12 @@ MXFP4_CONVERSION_LEAF = "kernel_format"
 _COLUMN_LAYERS = {
     "q_proj", "query", "q", "q_b_proj", "kv_b_proj", "gate_proj", "up_proj", "gate_up_proj", "fc1", "wi", "wi_0",
     "wi_1", "c_fc", "w1", "w3", "sum_proj", "linear_fc1", "in_proj", "c_attn", "dense_h_to_4h",
+    "per_layer_model_projection",  # Gemma-4 / Gemma-3n: ColumnParallelLinear(hidden, layers x per-layer width)
 }  # fmt: skip
 _KV_LAYERS = {"k_proj", "v_proj", "key", "value", "k", "v", "kv_proj"}
 _QKV_LAYERS = {"qkv_proj", "qkv", "query_key_value", "Wqkv"}
 _ROW_LAYERS = {"o_proj", "out_proj", "down_proj", "fc2", "wo", "o", "proj", "c_proj", "w2", "linear_fc2", "dense_4h_to_h"}
-_VOCAB_LAYERS = {"embed_tokens", "word_embeddings", "shared", "embed_in", "wte", "tok_embeddings"}
+_VOCAB_LAYERS = {"embed_tokens", "word_embeddings", "shared", "embed_in", "wte", "tok_embeddings", "embed_tokens_per_layer"}
 _HEAD_LAYERS = {"lm_head", "embed_out", "output", "proj_out"}
 # Path parts vLLM always builds unsharded: norms, convolutions, position/patch embeddings, MoE routers.
 _REPLICATED_PATH = re.compile(

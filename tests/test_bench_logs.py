@@ -52,8 +52,7 @@ def _flags(log: Path) -> list[str] | None:
     return flags + _knob_flags(meta.get("knobs", {}))
 
 
-# Sidecar knobs `capacity reconcile` takes as flags. `quantization` (capacity reads it from the config) and
-# `enable_expert_parallel` (reconcile has no flag for it) are left to the benchmark, which plans with them.
+# Sidecar knobs `capacity reconcile` takes as flags (`quantization` capacity reads from the config).
 _KNOB_FLAGS = {
     "tensor_parallel_size": "--tensor-parallel-size",
     "max_model_len": "--max-model-len",
@@ -72,6 +71,8 @@ def _knob_flags(knobs: dict) -> list[str]:
             out += [_KNOB_FLAGS[key], str(value)]
         elif key == "enforce_eager" and value:
             out.append("--enforce-eager")
+        elif key == "enable_expert_parallel" and value:
+            out.append("--enable-expert-parallel")
         elif key == "limit_mm_per_prompt":
             out += ["--limit-mm-per-prompt", json.dumps(value)]
     return out
@@ -153,3 +154,23 @@ def test_the_235b_log_is_planned_at_the_layout_its_source_states() -> None:
     assert meta["vllm_version"] == "0.10.2"
     assert meta["knobs"]["tensor_parallel_size"] == 8 and meta["knobs"]["enable_expert_parallel"] is True
     assert "not_plannable" not in meta
+
+
+def test_an_engine_that_turned_prefix_caching_off_plans_the_unaligned_hybrid_block() -> None:
+    from capacity.gpus import gpu_by_name
+    from capacity.planner import plan_for
+    from capacity.serving import ServingArgs
+
+    facts = _facts("qwen3-next-80b-instruct-2xh200-tp2-v0.10.2.log")
+    # vLLM 0.10.2: "Disabling prefix caching since it is not yet supported" for this hybrid, and its config line says so
+    assert facts.engine_config["enable_prefix_caching"] is False
+    # One Gated DeltaNet layer's state at TP 2: conv (2 x 16 key heads x 128 + 32 value heads x 128) / 2 = 4,096
+    # channels x (4 - 1) x 2 B = 24,576 + recurrent 32 / 2 heads x 128 x 128 x 2 B = 524,288 -> 548,864 B. Attention:
+    # 2 KV heads / TP 2 = 1 x 256 x 2 (K, V) x 2 B = 1,024 B per token. Without prefix caching the block is a multiple of
+    # 16: 16 x cdiv(548,864, 16 x 1,024) = 16 x 34 = 544, as the log's 973,760 tokens = 1,790 x 544 show.
+    model = str(Path(__file__).resolve().parents[1] / "capacity/catalog/models/Qwen--Qwen3-Next-80B-A3B-Thinking")
+    plan = plan_for(model, ServingArgs(tensor_parallel_size=2, enable_prefix_caching=False), gpu=gpu_by_name("H200"))
+    groups = plan.to_dict()["kv_cache"]["groups"]
+    assert [(g["kind"], g["block_size"], g["page_size_bytes"]) for g in groups if g["kind"] == "full"] == [("full", 544, 544 * 1_024)]
+    assert {g["page_size_bytes"] for g in groups} == {544 * 1_024}  # the state pages padded to the attention page
+    assert 973_760 % 544 == 0

@@ -297,3 +297,30 @@ def test_cli_failure_is_one_line_exit_2_with_nothing_else_on_stderr(hub, whisper
     assert proc.returncode == 2 and proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("capacity: error: ") and needle in lines[0], proc.stderr
+
+
+def test_a_catalog_entry_missing_a_planning_file_is_planned_from_the_hub(hub):
+    # The catalog holds Qwen3-VL-32B's published config.json but no preprocessor_config.json; the Hub repo (here the
+    # local server, with a preprocessor config written for this test: size.longest_edge 1,048,576) has the rest.
+    catalog = Path(__file__).resolve().parents[1] / "capacity/catalog/models/Qwen--Qwen3-VL-32B-Instruct"
+    preprocessor = {"size": {"longest_edge": 1_048_576, "shortest_edge": 65_536}, "patch_size": 16, "temporal_patch_size": 2, "merge_size": 2,
+                    "image_processor_type": "Qwen2VLImageProcessorFast", "processor_class": "Qwen3VLProcessor"}
+    video = {"size": {"longest_edge": 2_097_152, "shortest_edge": 4_096}, "patch_size": 16, "temporal_patch_size": 2, "merge_size": 2,
+             "video_processor_type": "Qwen3VLVideoProcessor", "processor_class": "Qwen3VLProcessor"}
+    add_repo(hub.root, "Qwen/Qwen3-VL-32B-Instruct", {"main": {
+        "config.json": (catalog / "config.json").read_bytes(),
+        "preprocessor_config.json": json.dumps(preprocessor).encode(),
+        "video_preprocessor_config.json": json.dumps(video).encode(),
+    }})
+    source = resolve_model("Qwen/Qwen3-VL-32B-Instruct")
+    assert source.origin == "hub"
+    plan = plan_for("Qwen/Qwen3-VL-32B-Instruct", ServingArgs(), "H200")
+    # 1,048,576 px // (16 x 2)^2 = 1,024 cells = 32 x 32; the video: 2,097,152 // 2 // 32^2 = 1,024 cells = 32 x 32 frames,
+    # 2 frames x 1024 x 1024 = 2,097,152 <= longest_edge, grid 1 x 64 x 64 = 4,096 patches // 4 = 1,024
+    assert dict(plan.budget.max_tokens_per_item) == {"image": 1_024, "video": 1_024}
+
+
+def test_a_catalog_entry_missing_a_planning_file_without_the_hub_is_refused_in_one_line(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    message = bad_input("Qwen/Qwen3-VL-32B-Instruct")
+    assert "cannot be planned yet" in message and "no preprocessor_config.json" in message and "HF_HUB_OFFLINE=1" in message

@@ -78,6 +78,7 @@ def test_values_types(tmp_path):
         ("limit-mm-per-prompt: 'image=2,audio=1'\n", {"limit_mm_per_prompt": {"image": 2, "audio": 1}}),
         ("limit-mm-per-prompt: '{\"video\": {\"count\": 1}}'\n", {"limit_mm_per_prompt": {"video": 1}}),
         ("enforce-eager: true\n", {"enforce_eager": True}),
+        ("language-model-only: true\n", {"language_model_only": True}),
         ("kv-cache-dtype: fp8\n", {"kv_cache_dtype": "fp8"}),
     ],
 )

@@ -18,11 +18,12 @@ What this file cannot model is refused in one line naming the field.
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
 from capacity.errors import BadInput
 from capacity.families.common import config_dtype, need, sub
-from capacity.family import EncoderInput, Family
+from capacity.family import EncoderInput, Family, Tower
 from capacity.kv_layout import kv_layers
 from capacity.spec import DecoderShape, EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
 from capacity.vllm_registry import VLLM_VERSION
@@ -30,6 +31,7 @@ from capacity.vllm_registry import VLLM_VERSION
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
 
+    from capacity.load_allocations import ModelBuffer
     from capacity.models import ModelSource
     from capacity.weights import StoredTensor
 
@@ -76,6 +78,12 @@ VIDEO_MAX_FRAMES = 32  # _VIDEO_MAX_FRAMES
 VIDEO_EXTRA_TOKENS_PER_FRAME = 2 + 6  # boi + eoi + about 6 timestamp tokens (get_mm_max_tokens_per_item)
 # Gemma4DummyInputsBuilder: images and video frames of the image processor's size, which is None: 224 x 224.
 DUMMY_SIDE = 224
+# transformers Gemma4Processor's default audio_seq_length (the audio soft-token cap vLLM plans with) and
+# Gemma4AudioFeatureExtractor's defaults: 16 kHz, 20 ms frames, 10 ms hop (vLLM _compute_audio_num_tokens fixes both).
+AUDIO_SEQ_LENGTH_DEFAULT = 750
+AUDIO_SAMPLING_RATE_DEFAULT = 16_000
+AUDIO_FRAME_MS, AUDIO_HOP_MS = 20, 10
+AUDIO_SUBSAMPLING_CONVS = 2  # two Conv2d layers, kernel 3, stride 2, padding 1 + 1 (the conformer's subsampling)
 
 
 def sliding_layer_types(num_layers: int) -> list[str]:
@@ -110,11 +118,6 @@ def text_config(config: dict[str, Any]) -> dict[str, Any]:
     if moe_built:
         for key in ("top_k_experts", "moe_intermediate_size"):
             need(text, key, WHERE)
-    if (text.get("hidden_size_per_layer_input") or 0) > 0:
-        raise BadInput(
-            f"config.json text_config.hidden_size_per_layer_input is {text['hidden_size_per_layer_input']} (per-layer input embeddings, the "
-            "E-series): vLLM's per-layer embedding table, projection and (max_num_batched_tokens x layers x width) buffer are not modelled yet"
-        )
     return text
 
 
@@ -186,6 +189,46 @@ def dummy_soft_tokens(max_soft_tokens: int, patch: int, k: int) -> int:
     return min(rows * cols // (k * k), max_soft_tokens)
 
 
+def audio_seq_length(processor: dict[str, Any] | None) -> int:
+    """Gemma4ProcessingInfo.get_mm_max_tokens_per_item: the processor's audio_seq_length (processor_config.json,
+    else transformers Gemma4Processor's default)."""
+    value = (processor or {}).get("audio_seq_length", AUDIO_SEQ_LENGTH_DEFAULT)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise BadInput(f"processor_config.json audio_seq_length must be a positive integer (the audio soft tokens vLLM plans with), got {value!r}")
+    return value
+
+
+def audio_sampling(processor: dict[str, Any] | None) -> tuple[int, bool]:
+    """(sampling_rate, fft_overdrive) of the processor's Gemma4AudioFeatureExtractor (its defaults when absent)."""
+    extractor = (processor or {}).get("feature_extractor") or {}
+    kind = extractor.get("feature_extractor_type", "Gemma4AudioFeatureExtractor")
+    if kind != "Gemma4AudioFeatureExtractor":
+        raise BadInput(
+            f"processor_config.json feature_extractor.feature_extractor_type is {kind!r}: capacity models vLLM's dummy audio for "
+            "Gemma4AudioFeatureExtractor only"
+        )
+    return int(extractor.get("sampling_rate", AUDIO_SAMPLING_RATE_DEFAULT)), bool(extractor.get("fft_overdrive", False))
+
+
+def dummy_audio_samples(sampling_rate: int, fft_overdrive: bool) -> int:
+    """vLLM _dummy_audio_num_samples: the feature extractor's fft_length, 2^ceil(log2(frame_length)) (x 2 with
+    fft_overdrive); 512 samples at 16 kHz."""
+    frame = round(sampling_rate * AUDIO_FRAME_MS / 1000)
+    return 2 ** math.ceil(math.log2(frame)) * (2 if fft_overdrive else 1)
+
+
+def audio_soft_tokens(samples: int, sampling_rate: int, cap: int) -> int:
+    """vLLM Gemma4ProcessingInfo._compute_audio_num_tokens: semicausal mel framing (frame_length // 2 zeros first,
+    frames of frame_length + 1 every hop), then two stride-2 convolutions, capped at audio_seq_length."""
+    frame, hop = round(sampling_rate * AUDIO_FRAME_MS / 1000), round(sampling_rate * AUDIO_HOP_MS / 1000)
+    frames = (samples + frame // 2 - (frame + 1)) // hop + 1
+    if frames <= 0:
+        return 0
+    for _ in range(AUDIO_SUBSAMPLING_CONVS):
+        frames = (frames + 2 - 3) // 2 + 1
+    return min(frames, cap)
+
+
 def video_tokens(frames: int = VIDEO_MAX_FRAMES) -> int:
     """Gemma4ProcessingInfo.get_mm_max_tokens_per_item: num_frames x (70 + 2 + 6)."""
     return frames * (VIDEO_SOFT_TOKENS_PER_FRAME + VIDEO_EXTRA_TOKENS_PER_FRAME)
@@ -207,7 +250,17 @@ class Gemma4Family(Family):
     hf_class = "Gemma4ForConditionalGeneration"
     # vLLM: the vision tower is transformers' module with ReplicatedLinear layers, embed_vision a ReplicatedLinear,
     # the MoE router's proj a GateLinear: all whole on every TP rank.
-    vllm_unsharded_modules = (r"(^|\.)vision_tower(\.|$)", r"(^|\.)embed_vision(\.|$)", r"\.router\.proj$")
+    # The E-series adds the audio tower (transformers' module, ReplicatedLinear) and embed_audio, and each layer's
+    # per_layer_input_gate / per_layer_projection (ReplicatedLinear).
+    vllm_unsharded_modules = (
+        r"(^|\.)vision_tower(\.|$)",
+        r"(^|\.)embed_vision(\.|$)",
+        r"\.router\.proj$",
+        r"(^|\.)audio_tower(\.|$)",
+        r"(^|\.)embed_audio(\.|$)",
+        r"\.per_layer_input_gate$",
+        r"\.per_layer_projection$",
+    )
     adds_vllm_tensors = True  # the V part of k_eq_v layers' QKVParallelLinear (vllm_tensors)
 
     def spec(
@@ -216,11 +269,6 @@ class Gemma4Family(Family):
         architecture = str((config.get("architectures") or [self.hf_class])[0])
         if architecture != self.hf_class:
             raise BadInput(f"config.json architectures names {architecture!r}: the gemma4 family plans {self.hf_class} only")
-        if config.get("audio_config") is not None:
-            raise BadInput(
-                "config.json has an audio_config: Gemma-4's audio tower (tokens = the processor's audio_seq_length, a conformer encoder) is not "
-                "modelled yet"
-            )
         text = text_config(config)
         vision = {**VISION_DEFAULTS, **sub(config, "vision_config", WHERE)}
         image = image_soft_tokens(vision)
@@ -232,6 +280,8 @@ class Gemma4Family(Family):
         frame_dummy = dummy_soft_tokens(VIDEO_SOFT_TOKENS_PER_FRAME, patch, k)
         max_len, key = derive_max_model_len(text)
         shared = text.get("num_kv_shared_layers") or 0
+        audio = self.audio_modality(config, processor)
+        ple = text.get("hidden_size_per_layer_input") or 0
         return ModelSpec(
             name=name,
             family=self,
@@ -248,6 +298,7 @@ class Gemma4Family(Family):
                     encoder_positions=VIDEO_MAX_FRAMES * VIDEO_SOFT_TOKENS_PER_FRAME * k2,
                     dummy_output_tokens=VIDEO_MAX_FRAMES * frame_dummy,
                 ),
+                *audio,
             ),
             derived_max_model_len=max_len,
             max_len_key=f"text_config.{key}",
@@ -273,8 +324,56 @@ class Gemma4Family(Family):
                 f"(padded); vLLM's {DUMMY_SIDE} x {DUMMY_SIDE} dummy image yields {image_dummy} embeddings, a dummy frame {frame_dummy}",
                 "gemma4: --limit-mm-per-prompt video=0 leaves images as the profiled modality; a video's num_frames limit is not modelled (32 frames)",
                 *((f"gemma4: the last {shared} layers read the KV of an earlier layer (no allocation)",) if shared else ()),
+                *(
+                    (
+                        f"gemma4: {audio[0].max_tokens_per_item} tokens per audio (the processor's audio_seq_length); vLLM's dummy audio "
+                        f"({dummy_audio_samples(*audio_sampling(processor))} samples, the fft_length) yields {audio[0].dummy_output_tokens} embedding; "
+                        "the activation formula runs the vision tower's widths on its positions",
+                    )
+                    if audio
+                    else ()
+                ),
+                *(
+                    (
+                        f"gemma4: per-layer input embeddings (PLE): a vocab-parallel table of {text.get('vocab_size_per_layer_input') or text['vocab_size']:,} x "
+                        f"({text['num_hidden_layers']} layers x {ple}) and vLLM's per_layer_embeddings buffer (max_num_batched_tokens x "
+                        f"{text['num_hidden_layers']} x {ple}, in the load window)",
+                    )
+                    if ple
+                    else ()
+                ),
             ),
         )
+
+    def audio_modality(self, config: dict[str, Any], processor: dict[str, Any] | None) -> tuple[Modality, ...]:
+        """The audio modality of a checkpoint with an audio_config (Gemma4ProcessingInfo.has_audio): audio_seq_length
+        tokens per item for the budget; vLLM's dummy audio is fft_length samples, which the conformer turns into
+        a few positions and as many embeddings."""
+        if config.get("audio_config") is None:
+            return ()
+        cap = audio_seq_length(processor)
+        rate, overdrive = audio_sampling(processor)
+        dummy = audio_soft_tokens(dummy_audio_samples(rate, overdrive), rate, cap)
+        return (Modality("audio", cap, None, encoder_positions=dummy, dummy_output_tokens=dummy),)
+
+    def towers(self, config: dict[str, Any]) -> tuple[Tower, ...]:
+        """vLLM Gemma4ForConditionalGeneration: the vision tower and embed_vision under _mark_tower_model({image,
+        video}), the audio tower and embed_audio under _mark_tower_model(audio)."""
+        vision = Tower(("image", "video"), ("vision_tower", "embed_vision"))
+        return (vision, Tower(("audio",), ("audio_tower", "embed_audio"))) if config.get("audio_config") is not None else (vision,)
+
+    def load_buffers(self, config: dict[str, Any], max_num_batched_tokens: int, dtype_bytes: int) -> tuple[ModelBuffer, ...]:
+        """vLLM Gemma4ForConditionalGeneration.__init__ (inside _mark_language_model, so in the load window, whole on
+        every rank): per_layer_embeddings = zeros(max_num_batched_tokens, num_hidden_layers,
+        hidden_size_per_layer_input) in the model dtype, when hidden_size_per_layer_input > 0."""
+        text = text_config(config)
+        ple = text.get("hidden_size_per_layer_input") or 0
+        if ple <= 0:
+            return ()
+        from capacity.load_allocations import ModelBuffer
+
+        layers = text["num_hidden_layers"]
+        return (ModelBuffer("per_layer_embeddings", (max_num_batched_tokens, layers, ple), dtype_bytes),)
 
     def vllm_tensors(self, tensors: tuple[StoredTensor, ...], config: dict[str, Any]) -> tuple[StoredTensor, ...]:
         """vLLM's QKVParallelLinear of a k_eq_v full-attention layer has a V part the checkpoint does not store
@@ -291,11 +390,33 @@ class Gemma4Family(Family):
 
     # --- the fake-tensor trace and the profiler ------------------------------------------------------------
 
+    def build_module(
+        self,
+        config: dict[str, Any],
+        *,
+        device: str = "meta",
+        dtype: str = "bfloat16",
+        init_weights: bool | None = None,
+        attn_implementation: str | None = None,
+    ) -> Any:
+        """transformers' Gemma4ForConditionalGeneration; its audio tower (Gemma4AudioModel) supports no SDPA, so it
+        gets eager attention when another implementation is asked for the rest."""
+        from capacity.arch import build_hf_class
+
+        attn: Any = attn_implementation
+        if isinstance(attn, str) and config.get("audio_config") is not None:
+            attn = {"": attn, "text_config": attn, "vision_config": attn, "audio_config": "eager"}
+        return build_hf_class(self.hf_class_name(config), self.hf_config(config), device=device, dtype=dtype, init_weights=init_weights, attn_implementation=attn)
+
     def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
         """vLLM's dummy item as Gemma4's processor hands it over: a 224 x 224 image (or 32 such frames) resized to
         its patch budget, `rows x cols` valid patches of 3 x patch^2 pixels, padded to max_soft_tokens x k^2 patches
-        whose positions are (-1, -1)."""
+        whose positions are (-1, -1); an audio item: the fft_length-sample dummy's mel frames."""
         import torch
+
+        audio = next((m for m in spec.modalities if m.name == "audio"), None)
+        if audio is not None and audio.max_tokens_per_item == tokens:
+            return self.audio_input(source, device, dtype)
 
         vision = {**VISION_DEFAULTS, **(source.config.get("vision_config") or {})}
         k, patch = vision["pooling_kernel_size"], vision["patch_size"]
@@ -317,6 +438,25 @@ class Gemma4Family(Family):
             host={"valid_rows_per_frame": min(valid // (k * k), soft)},
         )
 
+    def audio_input(self, source: ModelSource, device: str, dtype: torch.dtype) -> EncoderInput:
+        """vLLM's dummy audio through Gemma4AudioFeatureExtractor: fft_length samples (a multiple of its
+        pad_to_multiple_of 128 already), frame_length // 2 zeros first, frames of frame_length + 1 every hop: that many
+        mel frames of feature_size bins, all valid."""
+        import torch
+
+        rate, overdrive = audio_sampling(source.processor)
+        samples = dummy_audio_samples(rate, overdrive)
+        frame, hop = round(rate * AUDIO_FRAME_MS / 1000), round(rate * AUDIO_HOP_MS / 1000)
+        mel_frames = (samples + frame // 2 - (frame + 1)) // hop + 1
+        bins = int(((source.processor or {}).get("feature_extractor") or {}).get("feature_size", 128))
+        features = torch.zeros(1, mel_frames, bins, device=device, dtype=dtype)
+        mask = torch.ones(1, mel_frames, device=device, dtype=torch.bool)
+        return EncoderInput(
+            {"input_features": features, "input_features_mask": mask},
+            f"audio of {samples} samples ({mel_frames} mel frames of {bins} bins)",
+            host={"audio": True},
+        )
+
     def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
         """vLLM's _process_image_input / _process_video_input on `count` items: transformers' patch embedder,
         encoder and pooler on every item's patches in one batch, then embed_vision on the pooled soft tokens.
@@ -324,6 +464,8 @@ class Gemma4Family(Family):
         (_encoder_chunk); one batch is the upper bound."""
         import torch
 
+        if item.host.get("audio"):
+            return self.encode_audio(model, item, count)
         tower = model.model.vision_tower
         pixels = torch.cat([item.tensors["pixel_values"]] * count)
         positions = torch.cat([item.tensors["image_position_ids"]] * count)
@@ -337,6 +479,17 @@ class Gemma4Family(Family):
         valid = pooled[:, : item.host["valid_rows_per_frame"]]  # the valid soft tokens come first (positions in order)
         rows = model.model.embed_vision(inputs_embeds=valid.to(embeds.dtype).reshape(1, -1, pooled.shape[-1])).squeeze(0)
         return list(rows.chunk(count))
+
+    def encode_audio(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
+        """vLLM's _process_audio_input on `count` items: transformers' audio tower on the batch of mel features,
+        embed_audio on its output, the valid positions of each item kept (by the tower's output mask)."""
+        import torch
+
+        features = torch.cat([item.tensors["input_features"]] * count)
+        mask = torch.cat([item.tensors["input_features_mask"]] * count)
+        out = model.model.audio_tower(features, mask)
+        embeds = model.model.embed_audio(inputs_embeds=out.last_hidden_state)
+        return [row for row in embeds]
 
     def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
         return model.model.language_model(input_ids=input_ids, use_cache=False).last_hidden_state

@@ -9,7 +9,7 @@ each group (bf16, block 16, TP 1); parameters from the meta build against the sa
 the planner (H200, vLLM defaults; the trace as `capacity plan` runs it, with a timeout). Text-only decoders are
 listed, not measured.
 
-    python bench/reach.py --catalog capacity/catalog/models --out bench/results/reach-2026-11-30
+    python bench/reach.py --catalog capacity/catalog/models --out bench/results/reach-<date>
 
 Writes reach.json and README.md into --out. Needs torch and transformers (the meta builds, the processors).
 """
@@ -267,7 +267,7 @@ def readme(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     archs = sorted({r["architecture"] for r in planned})
     mm = sorted({r["architecture"] for r in planned if not r.get("text_only")})
     lines = [
-        "# Reach: architectures capacity plans offline (2026-11-30)",
+        f"# Reach: architectures capacity plans offline ({meta['created'][:10]})",
         "",
         f"Produced by `python bench/reach.py {meta['argv']}` on {meta['machine']} ({meta['created']}; "
         f"torch {meta['torch']}, transformers {meta['transformers']}). `reach.json` holds every field.",

@@ -202,8 +202,8 @@ V0 = VllmSemantics(
     batch_tier_160gib=False,
     cross_attention_per_request=ENCODER_LENGTH,
     non_kv_formula="V0 worker: weights + PyTorch activation peak + non-torch memory",
-        vision_rope_cache=False,
-        mrv2_default=MRV2_NEVER,
+    vision_rope_cache=False,
+    mrv2_default=MRV2_NEVER,
     whole_prompt_batches=True,
     long_context_chunking=32768,
 )

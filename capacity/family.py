@@ -121,13 +121,14 @@ class Family:
         return ()
 
     def with_processor_kwargs(
-        self, config: dict[str, Any], preprocessor: dict[str, Any] | None, video_preprocessor: dict[str, Any] | None, kwargs: dict[str, Any]
-    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """(preprocessor, video preprocessor) configs once vLLM's --mm-processor-kwargs apply; by default refused:
-        the kwargs change the HF processor, so what they do to the profiled item is this family's to say."""
+        self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]
+    ) -> dict[str, dict[str, Any]]:
+        """The planning files (by Hub name: preprocessor_config.json, processor_config.json, ...) as vLLM's processors
+        see them under --mm-processor-kwargs; by default refused: the kwargs change the HF processor, so what they do
+        to the profiled item is this family's to say."""
         raise BadInput(
             f"--mm-processor-kwargs {', '.join(sorted(kwargs))}: not modelled for the {self.name} family (capacity models "
-            "the Qwen-VL size keys min_pixels / max_pixels / size); plan without it"
+            "the Qwen-VL size keys min_pixels / max_pixels / size and Gemma-4's max_soft_tokens); plan without it"
         )
 
     def load_buffers(self, config: dict[str, Any], max_num_batched_tokens: int, dtype_bytes: int) -> tuple[ModelBuffer, ...]:

@@ -6,8 +6,9 @@ profiled item and every token count after it. capacity models the keys whose eff
 refuses every other key in one line: a knob that changes the encoder budget is never dropped silently.
 
 Modelled: the Qwen-VL size keys (`min_pixels`, `max_pixels`, `size.shortest_edge`, `size.longest_edge`), given
-flat, for the models vLLM counts with `Qwen2VLProcessingInfo` and its subclasses (Qwen2-VL, Qwen2.5-VL, Qwen3-VL,
-Qwen3.5).
+flat, for the models vLLM counts with `Qwen2VLProcessingInfo` and its subclasses (Qwen2-VL, Qwen2.5-VL, Qwen2.5-Omni,
+Qwen3-VL, Qwen3.5), here; Gemma-4's `max_soft_tokens` in capacity/families/gemma4.py. Each family says what the kwargs
+do to its planning files (`Family.with_processor_kwargs`).
 """
 
 from __future__ import annotations
@@ -75,6 +76,20 @@ def qwen_vl_size(kwargs: dict[str, Any], default_size: dict[str, Any], family: s
     return size
 
 
+def with_qwen_vl_sizes(
+    files: dict[str, dict[str, Any]], kwargs: dict[str, Any], family: str, default_image: dict[str, Any] | None = None
+) -> dict[str, dict[str, Any]]:
+    """The planning files with the kwargs' size applied to the image processor (its published config, else
+    `default_image`) and to the video processor when there is one (flat keys reach both scopes)."""
+    out = dict(files)
+    image = files.get("preprocessor_config.json") or default_image
+    out["preprocessor_config.json"] = with_qwen_vl_size(image, kwargs, family) or {}
+    video = files.get("video_preprocessor_config.json")
+    if video is not None:
+        out["video_preprocessor_config.json"] = with_qwen_vl_size(video, kwargs, family) or {}
+    return out
+
+
 def with_qwen_vl_size(processor_config: dict[str, Any] | None, kwargs: dict[str, Any], family: str) -> dict[str, Any] | None:
     """A Qwen-VL image or video processor config with the kwargs' size applied to `size` and to its
     `min_pixels` / `max_pixels` aliases (vLLM completes the aliases both ways: _complete_mm_processor_size_aliases)."""
@@ -98,10 +113,8 @@ def with_mm_processor_kwargs(source: ModelSource, kwargs: dict[str, Any] | None)
         return source
     from capacity.families import family_for
 
-    family = family_for(source.config)
-    preprocessor, video = family.with_processor_kwargs(source.config, source.preprocessor, source.video_preprocessor, dict(kwargs))
     files = dict(source.files)
-    for name, content in (("preprocessor_config.json", preprocessor), ("video_preprocessor_config.json", video)):
-        if content is not None:
-            files[name] = content
-    return replace(source, preprocessor=preprocessor, files=files)
+    if source.preprocessor is not None:
+        files["preprocessor_config.json"] = source.preprocessor
+    files = family_for(source.config).with_processor_kwargs(source.config, files, dict(kwargs))
+    return replace(source, preprocessor=files.get("preprocessor_config.json"), files=files)

@@ -71,7 +71,7 @@ def test_what_is_not_modelled_is_refused(kwargs: dict, needle: str) -> None:
         plan_for("Qwen/Qwen2.5-VL-7B-Instruct", ServingArgs(mm_processor_kwargs=kwargs), "L40S")
 
 
-def test_other_families_refuse_any_key() -> None:
+def test_other_families_refuse_any_key() -> None:  # gemma3: no --mm-processor-kwargs rule
     with pytest.raises(BadInput, match="not modelled for the gemma3 family"):
         plan_for("google/gemma-3-4b-it", ServingArgs(mm_processor_kwargs={"do_pan_and_scan": True}), "L40S")
 
@@ -109,3 +109,30 @@ def test_token_counts_equal_vllms_own_methods(case: dict) -> None:
     assert counted["image"] == case["max_image_tokens"]
     if "max_video_tokens" in case:
         assert counted["video"] == case["max_video_tokens"]
+
+
+def test_gemma4_max_soft_tokens_sets_the_image_budget_and_its_patches() -> None:
+    # vLLM gemma4_mm.py get_mm_max_tokens_per_item: a configured max_soft_tokens in _SUPPORTED_SOFT_TOKENS replaces
+    # vision_config.default_output_length (280). The encoder's padded patch budget is 1,120 x pooling 3^2 = 10,080.
+    # vLLM's 224 x 224 dummy image, resized for 1,120 soft tokens: scale sqrt(1,120 x 9 / (14 x 14)) = 7.171;
+    # 224 x 7.171 = 1,606.3 // 48 = 33 -> 1,584 px = 99 patches a side, 9,801 // 9 = 1,089 embeddings.
+    plan = plan_for("google/gemma-4-26B-A4B", ServingArgs(mm_processor_kwargs={"max_soft_tokens": 1120}, limit_mm_per_prompt={"video": 0}), "H200")
+    image = next(m for m in plan.spec.modalities if m.name == "image")
+    assert (image.max_tokens_per_item, image.encoder_positions, image.dummy_output_tokens) == (1_120, 10_080, 1_089)
+    # scoped in images_kwargs it reads the same (vLLM's _get_max_soft_tokens); video frames keep 70 each: 32 x 78
+    scoped = plan_for("google/gemma-4-26B-A4B", ServingArgs(mm_processor_kwargs={"images_kwargs": {"max_soft_tokens": 70}}), "H200")
+    assert dict(scoped.budget.max_tokens_per_item) == {"image": 70, "video": 2_496}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"max_soft_tokens": 300}, "takes 70, 140, 280, 560, 1120"),
+        ({"max_soft_tokens": True}, "takes 70, 140, 280, 560, 1120"),
+        ({"do_pan_and_scan": True}, "do_pan_and_scan: not modelled for Gemma-4"),
+        ({"images_kwargs": {"max_soft_tokens": 70, "size": 3}}, "images_kwargs.size: not modelled"),
+    ],
+)
+def test_gemma4_refuses_what_vllm_refuses_or_capacity_does_not_model(kwargs: dict, needle: str) -> None:
+    with pytest.raises(BadInput, match=needle):
+        plan_for("google/gemma-4-26B-A4B", ServingArgs(mm_processor_kwargs=kwargs), "H200")

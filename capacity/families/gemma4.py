@@ -166,12 +166,38 @@ def kv_text(text: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def image_soft_tokens(vision: dict[str, Any]) -> int:
-    """Gemma4ProcessingInfo.get_mm_max_tokens_per_item: vision_config.default_output_length (no --mm-processor-kwargs)."""
+def image_soft_tokens(vision: dict[str, Any], processor: dict[str, Any] | None = None) -> int:
+    """Gemma4ProcessingInfo.get_mm_max_tokens_per_item: --mm-processor-kwargs max_soft_tokens (carried in the processor
+    config by with_processor_kwargs), else vision_config.default_output_length."""
+    configured = ((processor or {}).get(MM_KWARGS_KEY) or {}).get("max_soft_tokens")
+    if configured is not None:
+        return int(configured)
     tokens = vision.get("default_output_length")
     if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens <= 0:
         raise BadInput(f"config.json vision_config.default_output_length must be a positive integer (the image soft tokens vLLM plans with), got {tokens!r}")
     return tokens
+
+
+# where with_processor_kwargs leaves vLLM's --mm-processor-kwargs in the processor config the spec reads
+MM_KWARGS_KEY = "mm_processor_kwargs"
+
+
+def configured_max_soft_tokens(kwargs: dict[str, Any]) -> int:
+    """vLLM's _get_max_soft_tokens: the flat max_soft_tokens, else images_kwargs.max_soft_tokens; a value outside
+    _SUPPORTED_SOFT_TOKENS fails vLLM's dummy processing at startup ("Unsupported max_soft_tokens value")."""
+    scoped = kwargs.get("images_kwargs")
+    unknown = sorted(set(kwargs) - {"max_soft_tokens", "images_kwargs"}) + sorted(f"images_kwargs.{k}" for k in (scoped or {}) if k != "max_soft_tokens")
+    if unknown or (scoped is not None and not isinstance(scoped, dict)):
+        raise BadInput(f"--mm-processor-kwargs {', '.join(unknown) or 'images_kwargs'}: not modelled for Gemma-4 (capacity models max_soft_tokens); plan without it")
+    value = kwargs.get("max_soft_tokens")
+    if value is None and isinstance(scoped, dict):
+        value = scoped.get("max_soft_tokens")
+    if isinstance(value, bool) or value not in SUPPORTED_SOFT_TOKENS:
+        raise BadInput(
+            f"--mm-processor-kwargs max_soft_tokens {value!r}: vLLM's Gemma-4 processor takes {', '.join(map(str, SUPPORTED_SOFT_TOKENS))} "
+            "and fails its startup profiling on another value"
+        )
+    return int(value)
 
 
 def resized_patches(height: int, width: int, max_soft_tokens: int, patch: int, k: int) -> tuple[int, int]:
@@ -271,7 +297,7 @@ class Gemma4Family(Family):
             raise BadInput(f"config.json architectures names {architecture!r}: the gemma4 family plans {self.hf_class} only")
         text = text_config(config)
         vision = {**VISION_DEFAULTS, **sub(config, "vision_config", WHERE)}
-        image = image_soft_tokens(vision)
+        image = image_soft_tokens(vision, processor)
         video = video_tokens()
         k = need(vision, "pooling_kernel_size", WHERE)
         k2 = k * k
@@ -318,8 +344,8 @@ class Gemma4Family(Family):
             ),
             vllm_support=VllmSupport("native", f"Gemma4ForConditionalGeneration (vllm/model_executor/models/gemma4_mm.py, vLLM {VLLM_VERSION})"),
             notes=(
-                f"gemma4: {image} soft tokens per image (vision_config.default_output_length; vLLM's get_mm_max_tokens_per_item, "
-                f"--mm-processor-kwargs max_soft_tokens not modelled), {video} per video ({VIDEO_MAX_FRAMES} frames x "
+                f"gemma4: {image} soft tokens per image (vLLM's get_mm_max_tokens_per_item: "
+                f"{'--mm-processor-kwargs max_soft_tokens' if (processor or {}).get(MM_KWARGS_KEY) else 'vision_config.default_output_length'}), {video} per video ({VIDEO_MAX_FRAMES} frames x "
                 f"({VIDEO_SOFT_TOKENS_PER_FRAME} + 2 + 6)); the encoder runs {image * k2} patches per image, {VIDEO_SOFT_TOKENS_PER_FRAME * k2} per frame "
                 f"(padded); vLLM's {DUMMY_SIDE} x {DUMMY_SIDE} dummy image yields {image_dummy} embeddings, a dummy frame {frame_dummy}",
                 "gemma4: --limit-mm-per-prompt video=0 leaves images as the profiled modality; a video's num_frames limit is not modelled (32 frames)",
@@ -355,6 +381,13 @@ class Gemma4Family(Family):
         rate, overdrive = audio_sampling(processor)
         dummy = audio_soft_tokens(dummy_audio_samples(rate, overdrive), rate, cap)
         return (Modality("audio", cap, None, encoder_positions=dummy, dummy_output_tokens=dummy),)
+
+    def with_processor_kwargs(self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """max_soft_tokens sets the image's soft tokens and patch budget (video frames keep 70: vLLM overrides them);
+        the processor config carries it to the spec and the encoder item."""
+        soft = configured_max_soft_tokens(kwargs)
+        processor = {**(files.get("processor_config.json") or {}), MM_KWARGS_KEY: {"max_soft_tokens": soft}}
+        return {**files, "processor_config.json": processor}
 
     def towers(self, config: dict[str, Any]) -> tuple[Tower, ...]:
         """vLLM Gemma4ForConditionalGeneration: the vision tower and embed_vision under _mark_tower_model({image,
@@ -423,7 +456,7 @@ class Gemma4Family(Family):
         video = next((m for m in spec.modalities if m.name == "video"), None)
         is_video = video is not None and video.max_tokens_per_item == tokens
         frames = VIDEO_MAX_FRAMES if is_video else 1
-        soft = VIDEO_SOFT_TOKENS_PER_FRAME if is_video else image_soft_tokens(vision)
+        soft = VIDEO_SOFT_TOKENS_PER_FRAME if is_video else image_soft_tokens(vision, source.processor)
         rows, cols = resized_patches(DUMMY_SIDE, DUMMY_SIDE, soft, patch, k)
         padded = soft * k * k
         valid = rows * cols

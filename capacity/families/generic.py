@@ -29,7 +29,7 @@ from capacity.families.decoder_only import decoder_shape
 from capacity.families.lfm2_vl_images import Lfm2VlImageSettings
 from capacity.family import EncoderInput, Family, Tower
 from capacity.kv_layout import kv_layers
-from capacity.processor_kwargs import with_qwen_vl_size
+from capacity.processor_kwargs import with_qwen_vl_sizes
 from capacity.qwen_vl_sizes import qwen_vl_max_image_grid, size_with_most_features, video_smart_resize
 from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
 from capacity.vllm_registry import MULTIMODAL_ARCHITECTURES, VLLM_VERSION
@@ -112,16 +112,16 @@ class GenericFamily(Family):
         return replace(spec, modalities=(*spec.modalities, video), encoder=encoder, notes=tuple(notes))
 
     def with_processor_kwargs(
-        self, config: dict[str, Any], preprocessor: dict[str, Any] | None, video_preprocessor: dict[str, Any] | None, kwargs: dict[str, Any]
-    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]
+    ) -> dict[str, dict[str, Any]]:
         """The Qwen-VL size keys for the model_types vLLM counts with Qwen2VLProcessingInfo (flat keys reach the image
         and the video processor alike: _merge_and_resolve_mm_processor_kwargs); refused for any other model."""
         model_type = str(config.get("model_type"))
         if model_type not in QWEN_VL_IMAGES:
-            return super().with_processor_kwargs(config, preprocessor, video_preprocessor, kwargs)
-        if preprocessor is None:
+            return super().with_processor_kwargs(config, files, kwargs)
+        if files.get("preprocessor_config.json") is None:
             raise BadInput(f"--mm-processor-kwargs: model_type {model_type!r} without its preprocessor_config.json: the size they override is unknown")
-        return with_qwen_vl_size(preprocessor, kwargs, model_type), with_qwen_vl_size(video_preprocessor, kwargs, model_type)
+        return with_qwen_vl_sizes(files, kwargs, model_type)
 
     def spec(
         self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None

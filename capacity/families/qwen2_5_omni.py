@@ -151,11 +151,11 @@ class Qwen25OmniFamily(Family):
         )
 
     def with_processor_kwargs(
-        self, config: dict[str, Any], preprocessor: dict[str, Any] | None, video_preprocessor: dict[str, Any] | None, kwargs: dict[str, Any]
-    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]
+    ) -> dict[str, dict[str, Any]]:
         """The Qwen-VL size keys, as for Qwen2.5-VL: Qwen2_5OmniThinkerProcessingInfo counts images and videos with
         Qwen2VLProcessingInfo's _get_vision_info and the same merged kwargs (the audio keys are left as they are)."""
-        return QWEN2_5_VL.with_processor_kwargs(config, preprocessor, video_preprocessor, kwargs)
+        return QWEN2_5_VL.with_processor_kwargs(config, files, kwargs)
 
     # --- profiler and fake-tensor trace hooks (torch inside) ---------------------------------------------
 

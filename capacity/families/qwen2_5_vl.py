@@ -8,7 +8,7 @@ from capacity.families.common import config_dtype, need
 from capacity.families.decoder_only import decoder_shape
 from capacity.family import EncoderInput, Family
 from capacity.kv_layout import kv_layers
-from capacity.processor_kwargs import with_qwen_vl_size
+from capacity.processor_kwargs import with_qwen_vl_sizes
 from capacity.qwen_vl_sizes import qwen_vl_max_image_grid
 from capacity.shard_rules import ShardRules
 from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
@@ -107,11 +107,10 @@ class Qwen25VLFamily(Family):
         )
 
     def with_processor_kwargs(
-        self, config: dict[str, Any], preprocessor: dict[str, Any] | None, video_preprocessor: dict[str, Any] | None, kwargs: dict[str, Any]
-    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]
+    ) -> dict[str, dict[str, Any]]:
         """Qwen2VLProcessingInfo's size keys; the frames of a video take the image's size (get_max_video_tokens)."""
-        base = preprocessor if preprocessor is not None else {"min_pixels": DEFAULT_MIN_PIXELS, "max_pixels": DEFAULT_MAX_PIXELS}
-        return with_qwen_vl_size(base, kwargs, "Qwen2.5-VL"), with_qwen_vl_size(video_preprocessor, kwargs, "Qwen2.5-VL")
+        return with_qwen_vl_sizes(files, kwargs, "Qwen2.5-VL", {"min_pixels": DEFAULT_MIN_PIXELS, "max_pixels": DEFAULT_MAX_PIXELS})
 
     def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
         """The max-token item (a video at max pixels, or an image) as processed patches."""

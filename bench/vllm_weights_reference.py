@@ -85,6 +85,10 @@ CASES: list[dict] = [
     {"model": "LiquidAI/LFM2.5-VL-1.6B", "tp": 2, "limit_mm": {"image": 0}},
     {"model": "LiquidAI/LFM2.5-VL-1.6B#text_config", "tp": 1},
     {"model": "LiquidAI/LFM2.5-VL-1.6B#text_config", "tp": 4},
+    # the towers vLLM 0.33 leaves out (_mark_tower_model) when every one of their modalities is limited to 0
+    {"model": "Qwen/Qwen2.5-VL-7B-Instruct", "tp": 2, "limit_mm": {"image": 0, "video": 0}},
+    {"model": "Qwen/Qwen2.5-VL-7B-Instruct", "tp": 1, "limit_mm": {"video": 0}},
+    {"model": "google/gemma-3-4b-it", "tp": 1, "limit_mm": {"image": 0}},
     {"model": "openai/gpt-oss-20b", "tp": 1, "mxfp4_backend": "TRITON"},
     {"model": "openai/gpt-oss-20b", "tp": 2, "mxfp4_backend": "TRITON"},
     {"model": "openai/gpt-oss-20b", "tp": 2, "ep": True, "mxfp4_backend": "TRITON"},

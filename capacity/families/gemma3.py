@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from capacity.families.common import config_dtype, need, sub
 from capacity.families.decoder_only import decoder_shape
-from capacity.family import EncoderInput, Family
+from capacity.family import EncoderInput, Family, Tower
 from capacity.kv_layout import kv_layers
 from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
 
@@ -73,6 +73,10 @@ class Gemma3Family(Family):
             vllm_support=VllmSupport("native", "Gemma3ForConditionalGeneration (vllm/model_executor/models/gemma3_mm.py)"),
             notes=(f"{tokens} embeddings per image (pan & scan off); RoPE scaling not applied to max_model_len for gemma3",),
         )
+
+    def towers(self, config: dict[str, Any]) -> tuple[Tower, ...]:
+        """gemma3_mm.py: vision_tower and multi_modal_projector under _mark_tower_model(image)."""
+        return (Tower(("image",), ("vision_tower", "multi_modal_projector")),)
 
     def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
         """SigLIP on one 896 x 896 image (pan & scan off), projected to 256 tokens."""

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from capacity.families.common import config_dtype, need
 from capacity.families.decoder_only import decoder_shape
-from capacity.family import EncoderInput, Family
+from capacity.family import EncoderInput, Family, Tower
 from capacity.kv_layout import kv_layers
 from capacity.processor_kwargs import with_qwen_vl_sizes
 from capacity.qwen_vl_sizes import qwen_vl_max_image_grid
@@ -105,6 +105,10 @@ class Qwen25VLFamily(Family):
             vllm_support=VllmSupport("native", "Qwen2_5_VLForConditionalGeneration (vllm/model_executor/models/qwen2_5_vl.py)"),
             notes=(f"max_pixels {max_pixels}: {rows} x {cols} = {image} tokens per image; videos up to {MAX_FRAMES_PER_VIDEO} frames",),
         )
+
+    def towers(self, config: dict[str, Any]) -> tuple[Tower, ...]:
+        """qwen2_5_vl.py: self.visual under _mark_tower_model({image, video})."""
+        return (Tower(("image", "video"), ("visual",)),)
 
     def with_processor_kwargs(
         self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]

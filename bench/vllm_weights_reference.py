@@ -89,6 +89,8 @@ CASES: list[dict] = [
     {"model": "Qwen/Qwen2.5-VL-7B-Instruct", "tp": 2, "limit_mm": {"image": 0, "video": 0}},
     {"model": "Qwen/Qwen2.5-VL-7B-Instruct", "tp": 1, "limit_mm": {"video": 0}},
     {"model": "google/gemma-3-4b-it", "tp": 1, "limit_mm": {"image": 0}},
+    {"model": "Qwen/Qwen2-Audio-7B-Instruct", "tp": 1, "limit_mm": {"audio": 0}},
+    {"model": "Qwen/Qwen3-VL-4B-Instruct", "tp": 1, "limit_mm": {"image": 0, "video": 0}},
     {"model": "openai/gpt-oss-20b", "tp": 1, "mxfp4_backend": "TRITON"},
     {"model": "openai/gpt-oss-20b", "tp": 2, "mxfp4_backend": "TRITON"},
     {"model": "openai/gpt-oss-20b", "tp": 2, "ep": True, "mxfp4_backend": "TRITON"},

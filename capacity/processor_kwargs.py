@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from capacity.errors import BadInput
+from capacity.qwen_vl_sizes import processor_pixel_bounds
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from capacity.models import ModelSource
@@ -82,25 +83,18 @@ def with_qwen_vl_sizes(
     """The planning files with the kwargs' size applied to the image processor (its published config, else
     `default_image`) and to the video processor when there is one (flat keys reach both scopes)."""
     out = dict(files)
-    image = files.get("preprocessor_config.json") or default_image
-    out["preprocessor_config.json"] = with_qwen_vl_size(image, kwargs, family) or {}
+    out["preprocessor_config.json"] = with_qwen_vl_size(files.get("preprocessor_config.json") or default_image or {}, kwargs, family)
     video = files.get("video_preprocessor_config.json")
     if video is not None:
-        out["video_preprocessor_config.json"] = with_qwen_vl_size(video, kwargs, family) or {}
+        out["video_preprocessor_config.json"] = with_qwen_vl_size(video, kwargs, family)
     return out
 
 
-def with_qwen_vl_size(processor_config: dict[str, Any] | None, kwargs: dict[str, Any], family: str) -> dict[str, Any] | None:
+def with_qwen_vl_size(processor_config: dict[str, Any], kwargs: dict[str, Any], family: str) -> dict[str, Any]:
     """A Qwen-VL image or video processor config with the kwargs' size applied to `size` and to its
     `min_pixels` / `max_pixels` aliases (vLLM completes the aliases both ways: _complete_mm_processor_size_aliases)."""
-    if processor_config is None:
-        return None
     out = dict(processor_config)
-    base = dict(out.get("size") or {}) if isinstance(out.get("size"), dict) else {}
-    for key, edge in (("min_pixels", "shortest_edge"), ("max_pixels", "longest_edge")):
-        if edge not in base and isinstance(out.get(key), int):
-            base[edge] = out[key]
-    size = qwen_vl_size(kwargs, base, family)
+    size = qwen_vl_size(kwargs, processor_pixel_bounds(out), family)
     out["size"] = {**(out.get("size") if isinstance(out.get("size"), dict) else {}), **size}
     out["min_pixels"], out["max_pixels"] = size["shortest_edge"], size["longest_edge"]
     return out

@@ -4,8 +4,19 @@ transformers resize functions they call: the largest dummy item and its merged-t
 from __future__ import annotations
 
 import math
+from typing import Any
 
 MAX_ASPECT_RATIO = 200  # vLLM get_image_size_with_most_features / transformers smart_resize: aspect ratios above 200 are refused
+
+
+def processor_pixel_bounds(processor_config: dict[str, Any] | None) -> dict[str, Any]:
+    """{"shortest_edge": min pixels, "longest_edge": max pixels} of a Qwen-VL image or video processor config: its
+    size edges, else the min_pixels / max_pixels aliases (transformers' Qwen2-VL processors hold either); an edge
+    neither gives is left out."""
+    config = processor_config or {}
+    size = config.get("size") if isinstance(config.get("size"), dict) else {}
+    bounds = {edge: size.get(edge) or config.get(alias) for edge, alias in (("shortest_edge", "min_pixels"), ("longest_edge", "max_pixels"))}
+    return {edge: value for edge, value in bounds.items() if value}
 
 
 def image_smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:

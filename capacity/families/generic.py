@@ -30,7 +30,7 @@ from capacity.families.lfm2_vl_images import Lfm2VlImageSettings
 from capacity.family import EncoderInput, Family, Tower
 from capacity.kv_layout import kv_layers
 from capacity.processor_kwargs import with_qwen_vl_sizes
-from capacity.qwen_vl_sizes import qwen_vl_max_image_grid, size_with_most_features, video_smart_resize
+from capacity.qwen_vl_sizes import processor_pixel_bounds, qwen_vl_max_image_grid, size_with_most_features, video_smart_resize
 from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
 from capacity.vllm_registry import MULTIMODAL_ARCHITECTURES, VLLM_VERSION
 
@@ -405,9 +405,8 @@ def image_item_tokens(config: dict[str, Any], full: dict[str, Any], preprocessor
 def qwen_vl_image_tokens(vision: dict[str, Any], preprocessor: dict[str, Any]) -> ItemTokens:
     """vLLM's largest Qwen-VL image (Qwen2VLProcessingInfo.get_max_image_tokens) from the image processor's size:
     the grid with the most merged patches within size.longest_edge pixels, then smart_resize."""
-    size = preprocessor.get("size") if isinstance(preprocessor.get("size"), dict) else {}
-    low = size.get("shortest_edge") or preprocessor.get("min_pixels")
-    high = size.get("longest_edge") or preprocessor.get("max_pixels")
+    bounds = processor_pixel_bounds(preprocessor)
+    low, high = bounds.get("shortest_edge"), bounds.get("longest_edge")
     if not isinstance(low, int) or not isinstance(high, int):
         return image_fallback({}, vision, reason="preprocessor_config.json gives no size.shortest_edge / longest_edge (or min_pixels / max_pixels)")
     patch = _positive(vision, "patch_size", "vision_config")

@@ -9,7 +9,7 @@ from capacity.families.decoder_only import decoder_shape
 from capacity.family import EncoderInput, Family, Tower
 from capacity.kv_layout import kv_layers
 from capacity.processor_kwargs import with_qwen_vl_sizes
-from capacity.qwen_vl_sizes import qwen_vl_max_image_grid
+from capacity.qwen_vl_sizes import processor_pixel_bounds, qwen_vl_max_image_grid
 from capacity.shard_rules import ShardRules
 from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
 
@@ -27,11 +27,8 @@ MAX_FRAMES_PER_VIDEO = 14  # vLLM: qwen2_vl _MAX_FRAMES_PER_VIDEO
 
 def pixel_bounds(preprocessor: dict[str, Any] | None) -> tuple[int, int]:
     """(min, max) pixels of the image processor: its size edges, else its min_pixels / max_pixels, else the defaults."""
-    pre = preprocessor or {}
-    size = pre.get("size") if isinstance(pre.get("size"), dict) else {}
-    low = size.get("shortest_edge") or pre.get("min_pixels") or DEFAULT_MIN_PIXELS
-    high = size.get("longest_edge") or pre.get("max_pixels") or DEFAULT_MAX_PIXELS
-    return int(low), int(high)
+    bounds = processor_pixel_bounds(preprocessor)
+    return int(bounds.get("shortest_edge", DEFAULT_MIN_PIXELS)), int(bounds.get("longest_edge", DEFAULT_MAX_PIXELS))
 
 
 def image_grid(config: dict[str, Any], preprocessor: dict[str, Any] | None) -> tuple[int, int]:

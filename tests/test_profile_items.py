@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from capacity.errors import BadInput
-from capacity.families.qwen2_5_omni import ThinkerParts
+from capacity.families.qwen2_5_omni import thinker_text, thinker_visual
 from capacity.planner import plan_for
 from capacity.serving import ServingArgs
 from profilers.run import profiled_item
@@ -26,11 +26,11 @@ def test_an_item_the_family_cannot_build_is_refused_in_one_line() -> None:
         profiled_item(NoTorchvision(), spec, None, "cpu", None, 256)  # type: ignore[arg-type]
 
 
-def test_thinker_parts_reads_both_transformers_layouts() -> None:
+def test_the_thinkers_parts_are_read_in_both_transformers_layouts() -> None:
     tower, text = object(), object()
     # transformers 5.17: thinker.visual, thinker.model is the text model
-    old = ThinkerParts(SimpleNamespace(visual=tower, model=text))
-    assert old.model.visual is tower and old.model.language_model is text
+    old = SimpleNamespace(visual=tower, model=text)
+    assert thinker_visual(old) is tower and thinker_text(old) is text
     # later 5.x: thinker.model holds both
-    new = ThinkerParts(SimpleNamespace(model=SimpleNamespace(visual=tower, language_model=text)))
-    assert new.model.visual is tower and new.model.language_model is text
+    new = SimpleNamespace(model=SimpleNamespace(visual=tower, language_model=text))
+    assert thinker_visual(new) is tower and thinker_text(new) is text

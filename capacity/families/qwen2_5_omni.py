@@ -21,14 +21,13 @@ read from vllm/model_executor/models/qwen2_5_omni_thinker.py and registry.py:
 from __future__ import annotations
 
 from dataclasses import replace
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from capacity.errors import BadInput
 from capacity.families.common import config_dtype, need, sub
 from capacity.families.decoder_only import decoder_shape
 from capacity.families.qwen2_5_vl import FAMILY as QWEN2_5_VL
-from capacity.families.qwen2_5_vl import MAX_FRAMES_PER_VIDEO, image_grid, pixel_bounds
+from capacity.families.qwen2_5_vl import MAX_FRAMES_PER_VIDEO, encode_visual, image_grid, pixel_bounds
 from capacity.family import EncoderInput, Family, Tower
 from capacity.kv_layout import kv_layers
 from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, scaled_max_model_len
@@ -172,21 +171,20 @@ class Qwen25OmniFamily(Family):
         return QWEN2_5_VL.encoder_input(spec, replace(source, config=thinker(source.config)), device, dtype, tokens)
 
     def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
-        return QWEN2_5_VL.encode(ThinkerParts(model), item, count)
+        return encode_visual(thinker_visual(model), item, count)
 
     def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
-        return QWEN2_5_VL.decode(ThinkerParts(model), input_ids, encoder_states)
+        return thinker_text(model)(input_ids=input_ids, use_cache=False).last_hidden_state
 
 
-class ThinkerParts:
-    """transformers' thinker seen with Qwen2.5-VL's layout (`.model.visual`, `.model.language_model`): transformers
-    5.17 holds the tower as `thinker.visual` and the text model as `thinker.model`; later 5.x nest both in `.model`."""
+# transformers 5.17 holds the thinker's vision tower as `thinker.visual` and its text model as `thinker.model`;
+# later 5.x nest both in `thinker.model` (`.visual`, `.language_model`).
+def thinker_visual(thinker: Any) -> Any:
+    return thinker.visual if hasattr(thinker, "visual") else thinker.model.visual
 
-    def __init__(self, thinker: Any) -> None:
-        inner = thinker.model
-        visual = thinker.visual if hasattr(thinker, "visual") else inner.visual
-        text = inner.language_model if hasattr(inner, "language_model") else inner
-        self.model = SimpleNamespace(visual=visual, language_model=text)
+
+def thinker_text(thinker: Any) -> Any:
+    return thinker.model.language_model if hasattr(thinker.model, "language_model") else thinker.model
 
 
 FAMILY = Qwen25OmniFamily()

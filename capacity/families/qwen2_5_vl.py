@@ -132,31 +132,28 @@ class Qwen25VLFamily(Family):
             host={"grid_thw": [frames, rows * merge, cols * merge]},
         )
 
-    def vision_tower(self, model: Any) -> Any:
-        """transformers' vision tower of the built model."""
-        return model.model.visual
-
-    def text_model(self, model: Any) -> Any:
-        """transformers' decoder stack of the built model."""
-        return model.model.language_model
-
     def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
-        import torch
-        from torch._subclasses.fake_tensor import FakeTensor
-
-        pixels = item.tensors["pixel_values"]
-        grid = item.tensors["grid_thw"]
-        pixels = torch.cat([pixels] * count) if count > 1 else pixels
-        if isinstance(pixels, FakeTensor):
-            out = traced_visual(self.vision_tower(model), pixels, grid.repeat(count, 1), [item.host["grid_thw"]] * count)
-        else:
-            out = self.vision_tower(model)(pixels, grid_thw=grid.repeat(count, 1))
-        if not isinstance(out, torch.Tensor):  # newer transformers return an output object
-            out = getattr(out, "pooler_output", None) if getattr(out, "pooler_output", None) is not None else out.last_hidden_state
-        return list(out.chunk(count))
+        return encode_visual(model.model.visual, item, count)
 
     def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
-        return self.text_model(model)(input_ids=input_ids, use_cache=False).last_hidden_state
+        return model.model.language_model(input_ids=input_ids, use_cache=False).last_hidden_state
+
+
+def encode_visual(visual: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
+    """`count` copies of the item through transformers' Qwen2.5-VL vision tower (the traced fallback under fake tensors)."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    pixels = item.tensors["pixel_values"]
+    grid = item.tensors["grid_thw"]
+    pixels = torch.cat([pixels] * count) if count > 1 else pixels
+    if isinstance(pixels, FakeTensor):
+        out = traced_visual(visual, pixels, grid.repeat(count, 1), [item.host["grid_thw"]] * count)
+    else:
+        out = visual(pixels, grid_thw=grid.repeat(count, 1))
+    if not isinstance(out, torch.Tensor):  # newer transformers return an output object
+        out = getattr(out, "pooler_output", None) if getattr(out, "pooler_output", None) is not None else out.last_hidden_state
+    return list(out.chunk(count))
 
 
 def traced_visual(visual: Any, pixels: torch.Tensor, grid: torch.Tensor, grid_rows: list[list[int]]) -> Any:

@@ -224,7 +224,7 @@ def closest_catalog_names(requested: str, n: int = 3) -> list[str]:
 
 def resolve_model(requested: str, revision: str | None = None) -> ModelSource:
     """Resolve `--model`: folder, catalog id or alias, HF cache, Hub; BadInput (one line) when nothing matches."""
-    from capacity.hub import REPO_ID, HubSettings, cached_snapshot, fetch_snapshot
+    from capacity.hub import REPO_ID
 
     if not requested or not requested.strip():
         raise BadInput("--model is empty: give a catalog id (see `capacity models`), a Hugging Face id (org/name) or a folder")
@@ -244,15 +244,13 @@ def resolve_model(requested: str, revision: str | None = None) -> ModelSource:
         if not entry.plannable and not entry.plannable_with_limits:
             # The catalog lacks what planning needs (a processor file not found in public copies): the HF cache or
             # the Hub hold the whole repo, so they are tried before the entry is refused.
-            settings = HubSettings.from_env()
             try:
-                snapshot = cached_snapshot(entry.name, None, settings) or fetch_snapshot(entry.name, None, settings, [])
+                return _from_hub(entry.name, None, requested, [])
             except BadInput as exc:
                 raise BadInput(
                     f"catalog entry {entry.name} cannot be planned yet ({entry.not_plannable}); its published files are in the catalog, "
                     f"and the HF cache and the Hub did not give the rest ({' '.join(str(exc).split())})"
                 ) from exc
-            return _from_snapshot(snapshot, requested)
         return ModelSource(
             name=entry.name,
             requested=requested,
@@ -272,7 +270,13 @@ def resolve_model(requested: str, revision: str | None = None) -> ModelSource:
             raise BadInput(f"--revision applies to Hub ids: '{requested}' is a catalog alias; pass --model {found[0].name} --revision {revision}")
         hint = f"closest catalog names: {', '.join(close)}" if close else "see `capacity models` for the catalog"
         raise BadInput(f"unknown model '{requested}' (not a folder, not in the catalog, not a Hugging Face id org/name); {hint}; or pass --model /path/to/folder with config.json")
+    return _from_hub(requested.strip(), revision, requested, close)
+
+
+def _from_hub(repo_id: str, revision: str | None, requested: str, close: list[str]) -> ModelSource:
+    """The repo's snapshot in the HF cache, else fetched from the Hub (BadInput, one line, when neither answers)."""
+    from capacity.hub import HubSettings, cached_snapshot, fetch_snapshot
+
     settings = HubSettings.from_env()
-    repo_id = requested.strip()
     snapshot = cached_snapshot(repo_id, revision, settings) or fetch_snapshot(repo_id, revision, settings, close)
     return _from_snapshot(snapshot, requested)

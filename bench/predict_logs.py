@@ -193,8 +193,6 @@ def predict(log: Path, *, formula: bool) -> Row:
     assert gpu is not None and model is not None
     knobs = {k: v for k, v in meta.get("knobs", {}).items() if k != "quantization"}
     values = {**knobs_from_log(facts, effective=False), **knobs}
-    if facts.engine_config.get("enable_prefix_caching") is False:  # the engine turned it off (hybrid models before 0.11)
-        values.setdefault("enable_prefix_caching", False)
     args = ServingArgs(**values)
     started = time.perf_counter()
     try:

@@ -66,7 +66,9 @@ def gpu_from_evidence(ev: GpuEvidence) -> Gpu | None:
 
 
 def knobs_from_log(facts: VllmLogFacts, *, effective: bool) -> dict[str, Any]:
-    """ServingArgs fields the log states: the user's non-default args, and the engine's config line if `effective`."""
+    """ServingArgs fields the log states: the user's non-default args, and the engine's config line if `effective`;
+    either way a prefix caching the engine turned off (vLLM before 0.11 on hybrid models), which is the version's
+    behaviour rather than a default of capacity's."""
     out: dict[str, Any] = {}
     sources: list[dict[str, Any]] = []
     if effective:
@@ -75,6 +77,8 @@ def knobs_from_log(facts: VllmLogFacts, *, effective: bool) -> dict[str, Any]:
         if length is not None:
             cfg["max_model_len"] = length
         sources.append(cfg)
+    elif facts.engine_config.get("enable_prefix_caching") is False:
+        sources.append({"enable_prefix_caching": False})
     sources.append(facts.log_knobs)
     for knobs in sources:
         for key, value in knobs.items():

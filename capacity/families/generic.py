@@ -27,6 +27,7 @@ from capacity.errors import BadInput
 from capacity.families.common import config_dtype
 from capacity.families.decoder_only import decoder_shape
 from capacity.families.lfm2_vl_images import Lfm2VlImageSettings
+from capacity.families.qwen2_5_vl import VISUAL_TOWER
 from capacity.family import EncoderInput, Family, Tower
 from capacity.kv_layout import kv_layers
 from capacity.processor_kwargs import with_qwen_vl_sizes
@@ -43,12 +44,11 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 MODALITY_SUBCONFIGS: tuple[tuple[str, str], ...] = (("vision_config", "image"), ("audio_config", "audio"))
 
 # vLLM 0.33's _mark_tower_model blocks, by model_type (transformers' module names, as the meta build names them).
-_QWEN_VISUAL = (Tower(("image", "video"), ("visual",)),)  # qwen2_vl.py / qwen3_vl.py / qwen3_5.py / glm4_1v.py: self.visual
 TOWERS: dict[str, tuple[Tower, ...]] = {
     "lfm2_vl": (Tower(("image",), ("vision_tower", "multi_modal_projector")),),  # Lfm2VLForConditionalGeneration.__init__
     "llava": (Tower(("image",), ("vision_tower", "multi_modal_projector")),),  # llava.py LlavaForConditionalGeneration.__init__
     "qwen2_audio": (Tower(("audio",), ("audio_tower", "multi_modal_projector")),),  # qwen2_audio.py
-    **dict.fromkeys(("qwen2_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "glm4v"), _QWEN_VISUAL),
+    **dict.fromkeys(("qwen2_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "glm4v"), (VISUAL_TOWER,)),
 }
 
 # The text-config field whose channels the model class's get_mamba_state_shape_from_config reads for its state layers,

@@ -27,7 +27,7 @@ from capacity.errors import BadInput
 from capacity.families.common import config_dtype, need, sub
 from capacity.families.decoder_only import decoder_shape
 from capacity.families.qwen2_5_vl import FAMILY as QWEN2_5_VL
-from capacity.families.qwen2_5_vl import MAX_FRAMES_PER_VIDEO, encode_visual, image_grid, pixel_bounds
+from capacity.families.qwen2_5_vl import MAX_FRAMES_PER_VIDEO, VISUAL_TOWER, encode_visual, image_grid, pixel_bounds
 from capacity.family import EncoderInput, Family, Tower
 from capacity.kv_layout import kv_layers
 from capacity.spec import EncoderShape, Modality, ModelSpec, VllmSupport, scaled_max_model_len
@@ -151,7 +151,7 @@ class Qwen25OmniFamily(Family):
 
     def towers(self, config: dict[str, Any]) -> tuple[Tower, ...]:
         """qwen2_5_omni_thinker.py: audio_tower under _mark_tower_model(audio), visual under ({image, video})."""
-        return (Tower(("audio",), ("audio_tower",)), Tower(("image", "video"), ("visual",)))
+        return (Tower(("audio",), ("audio_tower",)), VISUAL_TOWER)
 
     def with_processor_kwargs(
         self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]

@@ -23,6 +23,9 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 DEFAULT_MIN_PIXELS = 3_136
 DEFAULT_MAX_PIXELS = 12_845_056
 MAX_FRAMES_PER_VIDEO = 14  # vLLM: qwen2_vl _MAX_FRAMES_PER_VIDEO
+# qwen2_vl.py / qwen2_5_vl.py / qwen2_5_omni_thinker.py / qwen3_vl.py / qwen3_5.py / glm4_1v.py: self.visual under
+# _mark_tower_model({image, video})
+VISUAL_TOWER = Tower(("image", "video"), ("visual",))
 
 
 def pixel_bounds(preprocessor: dict[str, Any] | None) -> tuple[int, int]:
@@ -104,8 +107,7 @@ class Qwen25VLFamily(Family):
         )
 
     def towers(self, config: dict[str, Any]) -> tuple[Tower, ...]:
-        """qwen2_5_vl.py: self.visual under _mark_tower_model({image, video})."""
-        return (Tower(("image", "video"), ("visual",)),)
+        return (VISUAL_TOWER,)
 
     def with_processor_kwargs(
         self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]

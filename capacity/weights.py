@@ -346,6 +346,8 @@ _REPLICATED_LINEAR_LAYERS = {"q_a_proj", "kv_a_proj_with_mqa", "fused_qkv_a_proj
 _EXPERT_PATH = re.compile(r"\.experts\.")
 _EXPERT_INDEX = re.compile(r"\.experts\.(\d+)\.")
 _MERGER_MLP = re.compile(r"merger\.mlp\.(\d+)$")  # Qwen2-VL's patch merger: mlp.0 column, mlp.2 row
+# llava.py LlavaMultiModalProjector (LLaVA, LLaVA-NeXT): linear_1 ColumnParallelLinear, linear_2 RowParallelLinear
+_LLAVA_PROJECTOR = re.compile(r"multi_modal_projector\.linear_(1|2)$")
 # LFM2's gated short convolution (transformers' Lfm2ShortConv at `<layer>.conv`; vLLM ShortConv): conv
 # (ColumnParallelLinear conv_L_cache -> conv_dim) and in_proj (MergedColumnParallelLinear, 3 x conv_dim) column, out_proj row.
 _SHORT_CONV = re.compile(r"\.conv\.(conv|in_proj|out_proj)$")
@@ -379,6 +381,9 @@ def classify(tensor: StoredTensor, layout: WeightLayout) -> ParallelKind:
     merger = _MERGER_MLP.search(module)
     if merger:
         return COLUMN if merger.group(1) == "0" else ROW
+    projector = _LLAVA_PROJECTOR.search(module)
+    if projector:
+        return COLUMN if projector.group(1) == "1" else ROW
     if layer in _KV_LAYERS:
         return KV if _decoder_kv_width(tensor, layout) else COLUMN
     if layer in _QKV_LAYERS:

@@ -6,8 +6,8 @@ What differs from the generic family, each from vllm/model_executor/models/llava
   (`capacity.families.llava_next_images`), from the config alone;
 - encoder positions: every tile (rows x cols of the best pinpoint, plus the base image) runs the vision tower's
   (image_size // patch_size)^2 + 1 positions;
-- the tower vLLM builds under `_mark_tower_model("image")`: vision_tower, image_newline, multi_modal_projector,
-  left out at --limit-mm-per-prompt image=0;
+- the tower vLLM builds under `_mark_tower_model("image")`: vision_tower and multi_modal_projector, left out at
+  --limit-mm-per-prompt image=0 (image_newline, a bare parameter built there, stays);
 - the vision tower vLLM allocates: `init_vision_tower_for_llava` builds only the layers up to the deepest
   vision_feature_layer (get_layer_index: -2 of 24 -> 23) and no post_layernorm (require_post_norm=False);
 - the fake-tensor trace runs the tower and projector on the dummy image's tiles and packs them as vLLM's
@@ -31,10 +31,14 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from capacity.weights import StoredTensor
 
 # llava_next.py LlavaNextForConditionalGeneration.__init__: the modules under _mark_tower_model(vllm_config, "image").
-LLAVA_NEXT_TOWER = Tower(("image",), ("vision_tower", "image_newline", "multi_modal_projector"))
+# image_newline is built there too, but as a bare nn.Parameter, not a module: vLLM keeps it at image=0 (its own
+# class holds 8,192 B more than without it: bench/results/vllm-weights-reference-2026-11-30).
+LLAVA_NEXT_TOWER = Tower(("image",), ("vision_tower", "multi_modal_projector"))
 
-_TOWER_LAYER = re.compile(r"(^|\.)vision_tower\.vision_model\.encoder\.layers\.(\d+)\.")
-_POST_NORM = re.compile(r"(^|\.)vision_tower\.vision_model\.post_layernorm\.")
+# The tower's layers and final norm, as checkpoints name them (vision_tower.vision_model.encoder...) and as
+# transformers 5's meta build does (model.vision_tower.encoder...).
+_TOWER_LAYER = re.compile(r"(^|\.)vision_tower\.(vision_model\.)?encoder\.layers\.(?P<index>\d+)\.")
+_POST_NORM = re.compile(r"(^|\.)vision_tower\.(vision_model\.)?post_layernorm\.")
 
 
 def tower_layers_built(full: dict[str, Any]) -> int:
@@ -78,7 +82,7 @@ class LlavaNextFamily(GenericFamily):
 
         def kept(name: str) -> bool:
             layer = _TOWER_LAYER.search(name)
-            return not _POST_NORM.search(name) and (layer is None or int(layer.group(2)) < built)
+            return not _POST_NORM.search(name) and (layer is None or int(layer.group("index")) < built)
 
         return tuple(t for t in tensors if kept(t.name))
 

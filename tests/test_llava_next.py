@@ -126,3 +126,13 @@ def test_cli_plans_the_catalog_entry_offline_and_leaves_the_tower_out_at_image_0
     text_only = run_cli("plan", "--model", "llava-v1.6-vicuna-7b", "--gpu", "H200", "--estimate", "formula", "--limit-mm-per-prompt", "image=0", "--json")
     assert text_only.returncode == 0, text_only.stderr[-500:]
     assert json.loads(text_only.stdout)["memory"]["weights"]["bytes"] == 13_477_888_000
+
+
+def test_transformers_default_llava_next_config_is_planned_by_this_family():
+    """LlavaNextConfig's defaults (CLIP-L/336, the five v1.6 pinpoints, "default" strategy): the same 2,928 tokens."""
+    from transformers import CONFIG_MAPPING
+
+    config = json.loads(json.dumps(CONFIG_MAPPING["llava_next"]().to_dict(), default=str))
+    config["architectures"] = ["LlavaNextForConditionalGeneration"]
+    spec = model_spec(config, "default")
+    assert spec.family.name == "llava_next" and spec.modalities[0].max_tokens_per_item == 2_928

@@ -118,11 +118,14 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_cli_plans_the_catalog_entry_offline_and_leaves_the_tower_out_at_image_0():
     """The default plan profiles 2 images of 2,928 tokens (8,192 batched tokens // 2,928); --limit-mm-per-prompt
     image=0 leaves the tower out: vLLM's own class holds 13,477,888,000 B then, 14,101,665,792 B with it."""
-    whole = run_cli("plan", "--model", "llava-hf/llava-v1.6-vicuna-7b-hf", "--gpu", "H200", "--estimate", "formula", "--json")
+    whole = run_cli("plan", "--model", "llava-hf/llava-v1.6-vicuna-7b-hf", "--gpu", "H200", "--estimate", "trace", "--json")
     assert whole.returncode == 0, whole.stderr[-500:]
     plan = json.loads(whole.stdout)
-    assert plan["budget"]["max_tokens_per_item"] == {"image": 2_928}
+    assert plan["budget"]["max_tokens_per_item"] == {"image": 2_928} and plan["budget"]["max_items_per_batch"] == {"image": 2}
     assert plan["memory"]["weights"]["bytes"] == 14_101_665_792
+    # the trace ran the tower on the tiles and packed them: 2 items x 2,928 rows x 4,096 x 2 B held as encoder outputs
+    assert "fake-tensor trace" in plan["memory"]["activation_peak"]["method"]
+    assert plan["memory"]["encoder_cache"]["bytes"] == 2 * 2_928 * 4_096 * 2
     text_only = run_cli("plan", "--model", "llava-v1.6-vicuna-7b", "--gpu", "H200", "--estimate", "formula", "--limit-mm-per-prompt", "image=0", "--json")
     assert text_only.returncode == 0, text_only.stderr[-500:]
     assert json.loads(text_only.stdout)["memory"]["weights"]["bytes"] == 13_477_888_000
@@ -136,3 +139,45 @@ def test_transformers_default_llava_next_config_is_planned_by_this_family():
     config["architectures"] = ["LlavaNextForConditionalGeneration"]
     spec = model_spec(config, "default")
     assert spec.family.name == "llava_next" and spec.modalities[0].max_tokens_per_item == 2_928
+
+
+def tiny_config() -> dict[str, Any]:
+    """A LLaVA-NeXT of 2-patch tiles (28 px, patch 14), pinpoints up to 2 x 2 tiles, tiny towers."""
+    return {
+        "architectures": ["LlavaNextForConditionalGeneration"],
+        "model_type": "llava_next",
+        "image_grid_pinpoints": [[28, 56], [56, 28], [56, 56]],
+        "image_token_index": 5,
+        "vision_feature_layer": -2,
+        "vision_feature_select_strategy": "default",
+        "text_config": {"model_type": "llama", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 64},
+        "vision_config": {"model_type": "clip_vision_model", "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 28, "patch_size": 14},
+    }
+
+
+def test_trace_encode_packs_as_transformers_and_vllm_do():
+    """The family's encode on the dummy image's tiles equals transformers' own get_image_features (the same
+    spatial_unpad packing vLLM's _merge_image_patch_embeddings does) on random pixels, row for row; its rows are the
+    rule's tokens: a 56 x 56 image, 2 x 2 tiles of 2 x 2 patches: 4 x 4 = 16 + 4 newlines + 4 base = 24."""
+    import torch
+
+    from capacity.families.llava_next import FAMILY
+
+    config = tiny_config()
+    spec = model_spec(config, "tiny")
+    assert spec.modalities[0].max_tokens_per_item == 24
+    model = FAMILY.build_module(config, device="cpu", dtype="float32", init_weights=True).eval()
+    source = type("Source", (), {"config": config})()
+    item = FAMILY.encoder_input(spec, source, "cpu", torch.float32, 24)
+    pixels = torch.randn_like(item.tensors["pixel_values"])
+    item = type(item)({"pixel_values": pixels}, item.note, item.host)
+    with torch.no_grad():
+        ours = FAMILY.encode(model, item, 2)
+        theirs = model.model.get_image_features(
+            pixel_values=pixels, image_sizes=torch.tensor([[56, 56]]), vision_feature_layer=-2, vision_feature_select_strategy="default"
+        )
+    theirs = getattr(theirs, "pooler_output", theirs)
+    reference = theirs[0] if isinstance(theirs, (list, tuple)) else theirs
+    assert len(ours) == 2 and tuple(ours[0].shape) == (24, 32)
+    torch.testing.assert_close(ours[0], reference.reshape(24, 32))
+    torch.testing.assert_close(ours[1], ours[0])

@@ -115,6 +115,14 @@ class Family:
         family tells configs apart)."""
         return self.vllm_unsharded_modules
 
+    def column_parallel_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
+        """Regexes of modules vLLM builds as ColumnParallelLinear although their names do not say so; none by default."""
+        return ()
+
+    def row_parallel_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
+        """Regexes of modules vLLM builds as RowParallelLinear although their names do not say so; none by default."""
+        return ()
+
     def towers(self, config: dict[str, Any]) -> tuple[Tower, ...]:
         """The model's tower modules as vLLM marks them; () where capacity does not model skipping them (their
         weights are then counted whatever the limits)."""

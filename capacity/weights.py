@@ -107,6 +107,10 @@ class WeightLayout:
     num_experts: int = 0  # routed experts per MoE layer (0: dense)
     tie_word_embeddings: bool = False
     replicated_modules: tuple[str, ...] = ()  # module names vLLM builds unsharded for this family (regexes)
+    # module names (regexes) the family says vLLM builds as ColumnParallelLinear / RowParallelLinear, where the
+    # name alone does not tell (LLaVA's multi_modal_projector.linear_1 / linear_2; other models' are nn.Linear)
+    column_modules: tuple[str, ...] = ()
+    row_modules: tuple[str, ...] = ()
     # Layers (regexes) whose bias vLLM allocates although the checkpoint has none: a fused qkv_proj built with
     # bias=True allocates the K part too (Whisper's k_proj has no bias; vLLM's QKVParallelLinear does).
     added_biases: tuple[str, ...] = ()
@@ -346,8 +350,6 @@ _REPLICATED_LINEAR_LAYERS = {"q_a_proj", "kv_a_proj_with_mqa", "fused_qkv_a_proj
 _EXPERT_PATH = re.compile(r"\.experts\.")
 _EXPERT_INDEX = re.compile(r"\.experts\.(\d+)\.")
 _MERGER_MLP = re.compile(r"merger\.mlp\.(\d+)$")  # Qwen2-VL's patch merger: mlp.0 column, mlp.2 row
-# llava.py LlavaMultiModalProjector (LLaVA, LLaVA-NeXT): linear_1 ColumnParallelLinear, linear_2 RowParallelLinear
-_LLAVA_PROJECTOR = re.compile(r"multi_modal_projector\.linear_(1|2)$")
 # LFM2's gated short convolution (transformers' Lfm2ShortConv at `<layer>.conv`; vLLM ShortConv): conv
 # (ColumnParallelLinear conv_L_cache -> conv_dim) and in_proj (MergedColumnParallelLinear, 3 x conv_dim) column, out_proj row.
 _SHORT_CONV = re.compile(r"\.conv\.(conv|in_proj|out_proj)$")
@@ -358,6 +360,10 @@ def classify(tensor: StoredTensor, layout: WeightLayout) -> ParallelKind:
     module, layer = tensor.module, tensor.layer
     if any(re.search(p, module) for p in layout.replicated_modules):
         return REPLICATED
+    if any(re.search(p, module) for p in layout.column_modules):
+        return COLUMN
+    if any(re.search(p, module) for p in layout.row_modules):
+        return ROW
     if layout.mxfp4 is not None and module.endswith(".experts"):
         if tensor.leaf == MXFP4_CONVERSION_LEAF:
             return MXFP4_CONVERSION
@@ -381,9 +387,6 @@ def classify(tensor: StoredTensor, layout: WeightLayout) -> ParallelKind:
     merger = _MERGER_MLP.search(module)
     if merger:
         return COLUMN if merger.group(1) == "0" else ROW
-    projector = _LLAVA_PROJECTOR.search(module)
-    if projector:
-        return COLUMN if projector.group(1) == "1" else ROW
     if layer in _KV_LAYERS:
         return KV if _decoder_kv_width(tensor, layout) else COLUMN
     if layer in _QKV_LAYERS:

@@ -60,6 +60,10 @@ UNSHARDED_MODULES: dict[str, tuple[str, ...]] = {
     "lfm2_vl": (r"(^|\.)multi_modal_projector\.linear_[12]$",),  # Lfm2VLMultiModalProjector: ReplicatedLinear
 }
 
+# Modules vLLM 0.33 builds column- / row-parallel whose names the weights rules do not know, by model_type.
+LLAVA_PROJECTOR = ((r"(^|\.)multi_modal_projector\.linear_1$",), (r"(^|\.)multi_modal_projector\.linear_2$",))  # llava.py LlavaMultiModalProjector
+SHARDED_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {"llava": LLAVA_PROJECTOR}
+
 # The largest side tried when a processor caps images by pixels rather than by a fixed size.
 HUGE_SIDE = 8192
 
@@ -195,6 +199,12 @@ class GenericFamily(Family):
 
     def unsharded_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
         return UNSHARDED_MODULES.get(str(config.get("model_type")), ())
+
+    def column_parallel_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
+        return SHARDED_MODULES.get(str(config.get("model_type")), ((), ()))[0]
+
+    def row_parallel_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
+        return SHARDED_MODULES.get(str(config.get("model_type")), ((), ()))[1]
 
     def hf_class_name(self, config: dict[str, Any]) -> str:
         """`architectures[0]` when transformers has that class, else the model_type's image/audio-text-to-text class."""

@@ -8,6 +8,7 @@ What differs from the generic family, each from vllm/model_executor/models/llava
   (image_size // patch_size)^2 + 1 positions;
 - the tower vLLM builds under `_mark_tower_model("image")`: vision_tower and multi_modal_projector, left out at
   --limit-mm-per-prompt image=0 (image_newline, a bare parameter built there, stays);
+- the projector: LlavaMultiModalProjector's linear_1 column-parallel, linear_2 row-parallel;
 - the vision tower vLLM allocates: `init_vision_tower_for_llava` builds only the layers up to the deepest
   vision_feature_layer (get_layer_index: -2 of 24 -> 23) and no post_layernorm (require_post_norm=False);
 - the fake-tensor trace runs the tower and projector on the dummy image's tiles and packs them as vLLM's
@@ -19,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from capacity.families.generic import GenericFamily, ItemTokens, materialized
+from capacity.families.generic import LLAVA_PROJECTOR, GenericFamily, ItemTokens, materialized
 from capacity.families.llava_next_images import AnyresImages
 from capacity.family import EncoderInput, Tower
 
@@ -75,6 +76,12 @@ class LlavaNextFamily(GenericFamily):
 
     def towers(self, config: dict[str, Any]) -> tuple[Tower, ...]:
         return (LLAVA_NEXT_TOWER,)
+
+    def column_parallel_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
+        return LLAVA_PROJECTOR[0]  # LlavaMultiModalProjector.linear_1: ColumnParallelLinear
+
+    def row_parallel_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
+        return LLAVA_PROJECTOR[1]  # LlavaMultiModalProjector.linear_2: RowParallelLinear
 
     def vllm_tensors(self, tensors: tuple[StoredTensor, ...], config: dict[str, Any]) -> tuple[StoredTensor, ...]:
         """Without the vision layers past the deepest feature layer and the post_layernorm, which vLLM never builds."""

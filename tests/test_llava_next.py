@@ -181,3 +181,8 @@ def test_trace_encode_packs_as_transformers_and_vllm_do():
     assert len(ours) == 2 and tuple(ours[0].shape) == (24, 32)
     torch.testing.assert_close(ours[0], reference.reshape(24, 32))
     torch.testing.assert_close(ours[1], ours[0])
+
+
+def test_a_feature_layer_that_is_not_an_integer_is_refused():
+    with pytest.raises(BadInput, match="vision_feature_layer"):
+        tower_layers_built({**materialized(CONFIG), "vision_feature_layer": "last"})

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from capacity.errors import BadInput
 from capacity.families.generic import LLAVA_PROJECTOR, GenericFamily, ItemTokens, materialized
 from capacity.families.llava_next_images import AnyresImages
 from capacity.family import EncoderInput, Tower
@@ -45,10 +46,12 @@ _POST_NORM = re.compile(r"(^|\.)vision_tower\.(vision_model\.)?post_layernorm\."
 def tower_layers_built(full: dict[str, Any]) -> int:
     """Vision layers vLLM builds (llava.py _get_num_hidden_layers with utils.get_layer_index): up to the deepest
     feature layer; a negative index counts from the end (num_hidden_layers + index + 1)."""
-    total = int((full.get("vision_config") or {}).get("num_hidden_layers", 0))
+    total = (full.get("vision_config") or {}).get("num_hidden_layers")
     feature = full.get("vision_feature_layer", -2)
-    layers = feature if isinstance(feature, (list, tuple)) else [feature]
-    return max(total + int(i) + 1 if int(i) < 0 else int(i) for i in layers)
+    layers = list(feature) if isinstance(feature, (list, tuple)) else [feature]
+    if not isinstance(total, int) or not layers or not all(isinstance(i, int) and not isinstance(i, bool) for i in layers):
+        raise BadInput(f"llava_next: vision_feature_layer {feature!r} / vision_config.num_hidden_layers {total!r}: vLLM needs integers to build its vision tower")
+    return max(total + i + 1 if i < 0 else i for i in layers)
 
 
 class LlavaNextFamily(GenericFamily):

@@ -205,6 +205,8 @@ def weight_layout(spec: ModelSpec, config: dict[str, Any], class_default_tie: bo
         num_experts=_first_int(text, ("num_experts", "n_routed_experts", "num_local_experts")) or _first_int(config, ("num_experts", "n_routed_experts", "num_local_experts")),
         tie_word_embeddings=bool(tie),
         replicated_modules=spec.family.unsharded_modules(config),
+        column_modules=spec.family.column_parallel_modules(config),
+        row_modules=spec.family.row_parallel_modules(config),
         added_biases=spec.family.vllm_added_biases,
         kv_shapes=tuple(sorted((int(h), s) for h, s in shapes if h and s)),
     )

@@ -32,9 +32,9 @@ VLLM_LAYOUT_INTERLEAVED = {
 def modelled_layers_note(count: int) -> str:
     """The words every figure measured with these modules carries (MemoryProfile.modelled_layers)."""
     return (
-        f"{count} Gated DeltaNet layers allocate what vLLM 0.33's profile run allocates for them "
-        "(capacity/gated_delta_net.py, modelled from vLLM's source: projections, layout copies, zero output, the "
-        "64-token kernel warmup; its core is skipped without attention metadata), their values not computed"
+        f"{count} Gated DeltaNet layers allocate what vLLM 0.33's profile run allocates for them, estimated from vLLM's "
+        "source (capacity/gated_delta_net.py: projections, layout copies, zero output, the 64-token kernel warmup; its "
+        "core is skipped without attention metadata), not transformers' PyTorch fallback; their values are not computed"
     )
 
 

@@ -51,13 +51,19 @@ Outside the profile run (warmup_kernels, serving) vLLM also runs the conv path
 and fused_post_conv_prep (q, k [T, Hk, K] d, v [T, Hv, V] d, g, beta [T, Hv] f32) before `chunk_program`; those
 batches do not set vLLM's KV budget, so capacity does not model them.
 
+`run_as_vllm` makes transformers' modules allocate `profile_run_program` while the profiler or the fake-tensor trace
+runs them (the `Family.run_layers_as_vllm` hook; torch imported inside).
+
 Sizes here are per module as built: the fake-tensor trace builds the whole model (TP 1) and the planner turns its
 terms into one rank's (capacity/memory.py RankScaling).
 """
 
 from __future__ import annotations
 
+import math
+import types
 from dataclasses import dataclass
+from typing import Any
 
 from capacity.kv_layers import DTYPE_BYTES, GatedDeltaNetLayer
 
@@ -226,3 +232,57 @@ def held_bytes(program: tuple[Step, ...]) -> int:
         else:
             del live[step.name]
     return sum(live.values())
+
+
+# --- transformers' modules made to allocate this (the profiler and the fake-tensor trace; torch inside) -----------
+
+# transformers' module class -> vLLM's gqa_interleaved_layout for the model that has it
+# (vllm/model_executor/models/qwen3_next.py: True; qwen3_5.py, which Qwen3.5-MoE uses too: False).
+VLLM_LAYOUT_INTERLEAVED = {
+    "Qwen3NextGatedDeltaNet": True,
+    "Qwen3_5GatedDeltaNet": False,
+    "Qwen3_5MoeGatedDeltaNet": False,
+}
+
+
+def run_as_vllm(model: Any, layer: GatedDeltaNetLayer | None) -> str:
+    """Replace the `forward` of every transformers Gated DeltaNet module of `model` by one that allocates, in order
+    and for as long, the tensors `profile_run_program` lists for its batch, and returns zeros of the output's shape
+    as vLLM's profile run does (its core is skipped, so `core_attn_out` stays zeros). Memory only: the layer's values
+    are not computed. Later calls of a module (capacity's warmup batches, CUDA-graph captures) allocate the same
+    program without the one-time kernel warmup. Returns the words every figure measured so carries; "" for none."""
+    count = 0
+    for module in model.modules():
+        interleaved = VLLM_LAYOUT_INTERLEAVED.get(type(module).__name__)
+        if interleaved is not None:
+            module.forward = types.MethodType(_profile_run_forward(interleaved, layer.ssm_dtype if layer else None), module)
+            count += 1
+    if not count:
+        return ""
+    return (
+        f"{count} Gated DeltaNet layers allocate what vLLM 0.33's profile run allocates for them, estimated from vLLM's "
+        "source (capacity/gated_delta_net.py: projections, layout copies, zero output, the 64-token kernel warmup; its "
+        "core is skipped without attention metadata), not transformers' PyTorch fallback; their values are not computed"
+    )
+
+
+def _profile_run_forward(interleaved: bool, ssm_dtype: str | None) -> Any:
+    called = [False]
+
+    def forward(self: Any, hidden_states: Any, *args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        dtype = str(hidden_states.dtype).removeprefix("torch.")
+        dims = GatedDeltaNetDims(self.num_k_heads, self.num_v_heads, self.head_k_dim, self.head_v_dim, self.hidden_size, dtype, ssm_dtype or dtype, interleaved)
+        *batch, _ = hidden_states.shape
+        live: dict[str, Any] = {}
+        for step in profile_run_program(dims, math.prod(batch), first_call=not called[0]):
+            if isinstance(step, Alloc):
+                make = torch.zeros if step.name in ("core_attn_out", "output") else torch.empty
+                live[step.name] = make(step.shape, dtype=getattr(torch, step.dtype), device=hidden_states.device)
+            else:
+                del live[step.name]
+        called[0] = True
+        return live.pop("output").view(*batch, dims.hidden_size)
+
+    return forward

@@ -1,5 +1,5 @@
 """Gated DeltaNet layers as vLLM 0.33's profile run allocates them (capacity/gated_delta_net.py), and the trace of
-transformers' modules made to allocate the same (profilers/gated_delta_net.py) instead of the PyTorch fallback.
+transformers' modules made to allocate the same (gated_delta_net.run_as_vllm) instead of the PyTorch fallback.
 
 Expected bytes are worked by hand from vLLM's source (QwenGatedDeltaNetAttention.forward_cuda with no attention
 metadata, _warmup_prefill_kernels, chunk.py:chunk_gated_delta_rule_fwd), each allocation rounded up to 512 B as the
@@ -19,7 +19,9 @@ FIXTURES = Path(__file__).parent / "fixtures" / "configs"
 
 
 def dims(interleaved: bool, state_dtype: str = "bfloat16") -> GatedDeltaNetDims:
-    return GatedDeltaNetDims(num_k_heads=2, num_v_heads=4, head_k_dim=16, head_v_dim=16, hidden_size=64, dtype="bfloat16", state_dtype=state_dtype, interleaved=interleaved)
+    return GatedDeltaNetDims(
+        num_k_heads=2, num_v_heads=4, head_k_dim=16, head_v_dim=16, hidden_size=64, dtype="bfloat16", state_dtype=state_dtype, interleaved=interleaved
+    )
 
 
 # Qwen3-Next (interleaved layout), T = 1,000, bf16:
@@ -101,7 +103,6 @@ def traced_layer(config: dict, adapt: bool) -> tuple[list[tuple[tuple[int, ...],
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from capacity.families import family_for, model_spec
-    from profilers.gated_delta_net import run_as_vllm
     from profilers.probes import FakeProbe
 
     spec = model_spec(config, "tiny")
@@ -121,7 +122,7 @@ def traced_layer(config: dict, adapt: bool) -> tuple[list[tuple[tuple[int, ...],
             model = family_for(config).build_module(config, device="meta", dtype="bfloat16")
         model = probe.adopt_module(model).eval()
         if adapt:
-            assert run_as_vllm(model, spec) == 3
+            assert spec.family.run_layers_as_vllm(model, spec).startswith("3 Gated DeltaNet layers")
         layer = next(m for m in model.modules() if type(m).__name__.endswith("GatedDeltaNet"))
         hidden = torch.zeros(8, 125, 64, dtype=torch.bfloat16)
         probe.reset_peak()

@@ -97,6 +97,17 @@ CASES: list[dict] = [
     {"model": "openai/gpt-oss-20b", "tp": 1, "mxfp4_backend": "MARLIN"},
     {"model": "openai/gpt-oss-20b", "tp": 2, "mxfp4_backend": "MARLIN"},
     {"model": "openai/gpt-oss-20b", "tp": 2, "mxfp4_backend": "FLASHINFER_TRTLLM_MXFP4_BF16"},
+    # hybrids: gated delta net (Qwen3-Next, Qwen3.5: in_proj_qkvz / in_proj_ba / conv1d column-parallel, A_log and
+    # dt_bias split by heads, out_proj row) and Mamba-2 mixers (Nemotron-H), at TP 1, 2 and 4
+    {"model": "Qwen/Qwen3-Next-80B-A3B-Thinking", "tp": 1},
+    {"model": "Qwen/Qwen3-Next-80B-A3B-Thinking", "tp": 2},
+    {"model": "Qwen/Qwen3-Next-80B-A3B-Thinking", "tp": 4},
+    {"model": "Qwen/Qwen3.5-27B", "tp": 1},
+    {"model": "Qwen/Qwen3.5-27B", "tp": 2},
+    {"model": "Qwen/Qwen3.5-0.8B", "tp": 2},
+    {"model": "nvidia/Nemotron-H-56B-Base-8K", "tp": 1},
+    {"model": "nvidia/Nemotron-H-56B-Base-8K", "tp": 2},
+    {"model": "nvidia/Nemotron-H-56B-Base-8K", "tp": 4},
 ]
 
 TP = {"size": 1, "rank": 0}

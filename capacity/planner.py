@@ -83,6 +83,30 @@ def block_tables_term(groups: list[KVGroup], widths: list[int], serving: Serving
     )
 
 
+def graphs_set_aside(
+    spec: ModelSpec, serving: ServingConfig, gpu: Gpu, semantics: VllmSemantics | None, mrv2: bool
+) -> tuple[MemoryTerm, int]:
+    """The CUDA-graph memory a version takes out of the KV budget (Worker.determine_available_memory's
+    cudagraph_memory_estimate_applied), and the number of graphs capacity's form counts."""
+    graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
+    if semantics is None or not graphs.bytes:
+        return graphs, n_graphs
+    would_be = f"capacity's estimate would be {graphs.bytes:,} B"
+    if not semantics.subtracts_cudagraph_estimate:
+        return MemoryTerm(0, EXACT, f"vLLM {semantics.name} sets no memory aside for CUDA graphs (they come out of the utilization headroom); {would_be}"), n_graphs
+    if gpu.platform == "rocm" and not semantics.cudagraph_estimate_on_rocm:
+        return MemoryTerm(0, EXACT, f"vLLM {semantics.name} profiles CUDA graphs on CUDA only (current_platform.is_cuda()): no estimate on ROCm"), n_graphs
+    if not mrv2:
+        return v1_cuda_graph_term(spec, serving, gpu.sm100)
+    if not semantics.mrv2_cudagraph_estimate:
+        return MemoryTerm(
+            0,
+            EXACT,
+            f"vLLM {semantics.name}'s Model Runner V2 returns 0 from profile_cudagraph_memory: its graphs come out of the utilization headroom; {would_be}",
+        ), n_graphs
+    return graphs, n_graphs
+
+
 def build_plan(
     source: ModelSource,
     spec: ModelSpec,
@@ -96,21 +120,12 @@ def build_plan(
     budget: MultiModalBudget = build_budget(spec, serving, enable_cache=False)
     weights, n_params, per_rank = weights_term(spec, source, serving, gpu)
     loads = load_buffers_term(spec, source, serving, per_rank, semantics or LATEST)
+    mrv2 = semantics is None or semantics.runs_mrv2(spec.architecture, **runner_facts(spec, source, per_rank))
     sampler = sampler_form(gpu, (semantics or LATEST).sampler_warmup_pass)
-    if semantics is not None and semantics.engine == "V1" and not semantics.runs_mrv2(spec.architecture, **runner_facts(spec, source, per_rank)):
+    if semantics is not None and semantics.engine == "V1" and not mrv2:
         sampler = v1_sampler_form(gpu, semantics)  # the V1 model runner's _dummy_sampler_run
     activations = activation_estimate(spec, budget, serving, sampler)
-    graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
-    if semantics is not None and not semantics.subtracts_cudagraph_estimate and graphs.bytes:
-        graphs = MemoryTerm(
-            0,
-            EXACT,
-            f"vLLM {semantics.name} sets no memory aside for CUDA graphs (they come out of the utilization headroom); capacity's estimate would be {graphs.bytes:,} B",
-        )
-    elif semantics is not None and graphs.bytes and gpu.platform == "rocm" and not semantics.cudagraph_estimate_on_rocm:
-        graphs = MemoryTerm(0, EXACT, f"vLLM {semantics.name} profiles CUDA graphs on CUDA only (current_platform.is_cuda()): no estimate on ROCm")
-    elif semantics is not None and graphs.bytes and not semantics.runs_mrv2(spec.architecture, **runner_facts(spec, source, per_rank)):
-        graphs, n_graphs = v1_cuda_graph_term(spec, serving, gpu.sm100)
+    graphs, n_graphs = graphs_set_aside(spec, serving, gpu, semantics, mrv2)
     memory: dict[str, MemoryTerm] = {
         "weights": weights,
         "load_buffers": loads,

@@ -15,8 +15,15 @@ Sources (read from the wheels, /work/shared/reference/vllm-memory-model.md, and 
 | 0.20 - 0.22 | 0.92 (0.20.0) | yes (0.20.0 `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` default "1"; a 0.23.0 log: "enabled (default since v0.21.0)"); V1 runner's estimate (MRV2 off: 0.20.0, 0.21.0 `VLLM_USE_V2_MODEL_RUNNER` default 0); 0 on ROCm (0.21.0 `is_cuda()`) | no | `max_num_batched_tokens` |
 | 0.23 | 0.92 | yes, 0 on ROCm (0.21.0, 0.23.0 and 0.24.0 profile graphs only when `current_platform.is_cuda()`); MRV2 for Llama / Mistral / Qwen3ForCausalLM (not MoE, not quantized), V1 for the rest (0.23.0 `DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`) | no | `max_num_batched_tokens` |
 | 0.24 - 0.26 | 0.92 | yes, 0 on ROCm; MRV2 for the six listed architectures (Qwen3, Llama, Mistral, DeepseekV2, Qwen2Moe, GraniteMoe: 0.24.0), V1 for the rest | no | `max_num_batched_tokens` |
-| 0.27 - 0.32 | 0.92 | yes; MRV2 for every dense model, V1 for MoE and hybrid models not listed (0.27.1, 0.28.0 `_is_default_v2_model_runner_model`) | yes (PR #51726, reported against 2026-08 releases in vllm#53961; the first release is not pinned down) | `max_num_batched_tokens` |
+| 0.27 - 0.28 | 0.92 | the V1 runner's estimate; MRV2 (every dense model, V1 for MoE and hybrid models not listed: 0.27.1, 0.28.0 `_is_default_v2_model_runner_model`) sets none aside (see below) | yes (PR #51726, reported against 2026-08 releases in vllm#53961; the first release is not pinned down) | `max_num_batched_tokens` |
+| 0.29 - 0.32 | 0.92 | yes (MRV2 for every model: 0.29.0 to 0.32.0 `use_v2_model_runner` has no architecture test; on ROCm 0.29.0 keeps DeepseekV32 / DeepseekV4 on V1) | yes | `max_num_batched_tokens` |
 | 0.33 | 0.92 | yes (MRV2 extrapolation) | yes | `max_num_batched_tokens` |
+
+Model Runner V2's own estimate (`GPUModelRunner.profile_cudagraph_memory` in `vllm/v1/worker/gpu/model_runner.py`) is
+`return 0` ("NOTE(woosuk): It is TBD whether we keep this API or not") in 0.23.0, 0.24.0, 0.27.1 and 0.28.0: where those
+versions run MRV2, nothing is set aside for CUDA graphs (`mrv2_cudagraph_estimate` False) and the capture after the KV
+cache comes out of the (1 - gpu_memory_utilization) headroom. From 0.29.0 it calls cudagraph_utils.profile_cudagraph_memory,
+the form capacity models for 0.33 (0.29.0 to 0.32.0 differ from 0.33.0 only in the KV-config builder they call).
 
 The sampler's warmup-param pass in profile_run (`sampler_warmup_pass`) is new in 0.33.0: the 0.29.0, 0.30.0, 0.31.0
 and 0.32.0 wheels' MRV2 `_dummy_sampler_run` samples once with no request registered (model-dtype logits, no
@@ -61,7 +68,7 @@ MRV2_NEVER = "never"  # 0.20.0, 0.21.0: VLLM_USE_V2_MODEL_RUNNER defaults to 0 (
 MRV2_LISTED = "listed"  # 0.23.0: DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, not MoE, not quantized
 MRV2_LISTED_ANY = "listed, any"  # 0.24.0: DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, MoE and quantized too (0.25, 0.26 not read)
 MRV2_DENSE = "dense"  # 0.27.1, 0.28.0: listed architectures, or any generate model that is not MoE (hybrid: listed only)
-MRV2_ALL = "all"  # 0.33.0
+MRV2_ALL = "all"  # 0.29.0 to 0.33.0
 MRV2_ARCHITECTURES_0_23 = frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"})  # 0.23.0 vllm/config/vllm.py
 MRV2_ARCHITECTURES_0_24 = frozenset(
     {"Qwen3ForCausalLM", "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM", "LlamaForCausalLM", "MistralForCausalLM"}
@@ -106,6 +113,9 @@ class VllmSemantics:
     # Which model runner vLLM picks by default (VllmConfig.use_v2_model_runner with VLLM_USE_V2_MODEL_RUNNER unset):
     # MRV2_NEVER, MRV2_LISTED, MRV2_DENSE or MRV2_ALL (see runs_mrv2)
     mrv2_default: str = MRV2_ALL
+    # Model Runner V2 measures its graphs before the KV cache is sized (cudagraph_utils.profile_cudagraph_memory, 0.29.0+);
+    # 0.23.0 to 0.28.0's MRV2 profile_cudagraph_memory returns 0
+    mrv2_cudagraph_estimate: bool = True
     # determine_available_memory profiles CUDA graphs on ROCm too (is_cuda_alike: 0.27.1, 0.28.0, 0.33.0); 0.23.0 asks
     # current_platform.is_cuda(), so on ROCm its estimate is 0
     cudagraph_estimate_on_rocm: bool = True
@@ -277,6 +287,7 @@ _RANGES: tuple[VllmSemantics, ...] = (
         non_kv_formula="weights + torch peak increase + non-torch increase + CUDA-graph estimate",
         mrv2_default=MRV2_LISTED,
         cudagraph_estimate_on_rocm=False,
+        mrv2_cudagraph_estimate=False,
     ),
     VllmSemantics(
         name="0.24-0.26",
@@ -289,17 +300,29 @@ _RANGES: tuple[VllmSemantics, ...] = (
         non_kv_formula="weights + torch peak increase + non-torch increase + CUDA-graph estimate",
         mrv2_default=MRV2_LISTED_ANY,
         cudagraph_estimate_on_rocm=False,
+        mrv2_cudagraph_estimate=False,
     ),
     VllmSemantics(
-        name="0.27-0.32",
+        name="0.27-0.28",
         first=(0, 27),
         engine="V1",
         default_gpu_memory_utilization=0.92,
         subtracts_cudagraph_estimate=True,
         batch_tier_160gib=True,
         cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
-        non_kv_formula="consumed (mem_get_info) + peak activation + CUDA-graph estimate",
+        non_kv_formula="consumed (mem_get_info) + peak activation + CUDA-graph estimate (V1 runner; 0 under MRV2)",
         mrv2_default=MRV2_DENSE,
+        mrv2_cudagraph_estimate=False,
+    ),
+    VllmSemantics(
+        name="0.29-0.32",
+        first=(0, 29),
+        engine="MRV2",
+        default_gpu_memory_utilization=0.92,
+        subtracts_cudagraph_estimate=True,
+        batch_tier_160gib=True,
+        cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
+        non_kv_formula="consumed (mem_get_info) + peak activation + CUDA-graph estimate",
     ),
     VllmSemantics(
         name="0.33",

@@ -16,6 +16,8 @@ it into, and that layer's rule gives the bytes one tensor-parallel rank holds:
 - MoE experts (`FusedMoE`): all experts resident on every rank, each expert's intermediate size split
   by TP; with --enable-expert-parallel the experts are divided instead (`determine_expert_map`: the
   first `num_experts % ep` ranks hold one more, rank 0 is the largest) and not split;
+- state-space mixers (Mamba-2 `MambaMixer2`, the gated delta net of Qwen3-Next / Qwen3.5): conv1d column-parallel,
+  the per-head A / A_log / D / dt_bias divided by TP (A and A_log in float32), Mamba-2's gated norm divided;
 - replicated: norms, convolutions, position and patch embeddings, routers, scalars, and anything no
   rule names (counted whole, and listed as unclassified).
 
@@ -147,6 +149,10 @@ class ParallelKind(ABC):
 
     name: str
 
+    def loaded_bytes(self, tensor: StoredTensor, par: Parallelism) -> int:
+        """The whole tensor's bytes once loaded (dense floats in the model dtype, quantized ones as stored)."""
+        return tensor.loaded_bytes(par.dtype_bytes)
+
     @abstractmethod
     def rank_bytes(self, tensor: StoredTensor, full: int, layout: WeightLayout, par: Parallelism) -> int: ...
 
@@ -200,6 +206,16 @@ class ColumnParallel(ParallelKind):
         if axis is None or tensor.numel <= 1 or tensor.shape[axis] <= 1:
             return full
         return split_bytes(full, tensor.shape[axis], par.tensor_parallel_size)
+
+
+class Float32PerHead(ColumnParallel):
+    """A per-head parameter vLLM allocates in float32 whatever the model dtype, divided by TP: MambaMixer2's A
+    (the checkpoint's A_log, `torch.empty(num_heads // tp, dtype=torch.float32)`) and the gated delta net's A_log."""
+
+    name = "per-head float32 (column-parallel)"
+
+    def loaded_bytes(self, tensor: StoredTensor, par: Parallelism) -> int:
+        return tensor.numel * 4
 
 
 class KVProjection(ColumnParallel):
@@ -313,6 +329,7 @@ REPLICATED = Replicated()
 REPLICATED_LINEAR = ReplicatedLinear()
 UNCLASSIFIED = Unclassified()
 COLUMN = ColumnParallel()
+FLOAT32_PER_HEAD = Float32PerHead()
 KV = KVProjection()
 QKV = FusedQKV()
 ROW = RowParallel()
@@ -329,6 +346,9 @@ _COLUMN_LAYERS = {
     "q_proj", "query", "q", "q_b_proj", "kv_b_proj", "gate_proj", "up_proj", "gate_up_proj", "fc1", "wi", "wi_0",
     "wi_1", "c_fc", "w1", "w3", "sum_proj", "linear_fc1", "in_proj", "c_attn", "dense_h_to_4h",
     "per_layer_model_projection",  # Gemma-4 / Gemma-3n: ColumnParallelLinear(hidden, layers x per-layer width)
+    # gated delta net (qwen_gdn_linear_attn.py): MergedColumnParallelLinear in_proj_qkvz / in_proj_ba (Qwen3-Next),
+    # in_proj_qkv / in_proj_z / in_proj_b / in_proj_a as Qwen3.5 stores them
+    "in_proj_qkvz", "in_proj_ba", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a",
 }  # fmt: skip
 _KV_LAYERS = {"k_proj", "v_proj", "key", "value", "k", "v", "kv_proj"}
 _QKV_LAYERS = {"qkv_proj", "qkv", "query_key_value", "Wqkv"}
@@ -342,13 +362,34 @@ _REPLICATED_PATH = re.compile(
     re.IGNORECASE,
 )
 _ROUTER_LAYERS = {"gate", "router", "e_score_correction_bias"}
-_REPLICATED_LINEAR_LAYERS = {"q_a_proj", "kv_a_proj_with_mqa", "fused_qkv_a_proj"}  # deepseek_v2.py: ReplicatedLinear
+# ReplicatedLinear: deepseek_v2.py's q_a_proj / kv_a_proj_with_mqa, qwen3_next.py's shared_expert_gate (hidden -> 1)
+_REPLICATED_LINEAR_LAYERS = {"q_a_proj", "kv_a_proj_with_mqa", "fused_qkv_a_proj", "shared_expert_gate"}
 _EXPERT_PATH = re.compile(r"\.experts\.")
 _EXPERT_INDEX = re.compile(r"\.experts\.(\d+)\.")
 _MERGER_MLP = re.compile(r"merger\.mlp\.(\d+)$")  # Qwen2-VL's patch merger: mlp.0 column, mlp.2 row
 # LFM2's gated short convolution (transformers' Lfm2ShortConv at `<layer>.conv`; vLLM ShortConv): conv
 # (ColumnParallelLinear conv_L_cache -> conv_dim) and in_proj (MergedColumnParallelLinear, 3 x conv_dim) column, out_proj row.
 _SHORT_CONV = re.compile(r"\.conv\.(conv|in_proj|out_proj)$")
+# State-space mixers: Mamba-2 (vLLM MambaMixer2, transformers `<layer>.mixer`) and the gated delta net (vLLM
+# qwen_gdn_linear_attn.py, `<layer>.linear_attn`). conv1d is a ColumnParallelLinear (conv channels / TP, its bias
+# too); the per-head A / A_log / D / dt_bias are divided by TP, A and A_log in float32; Mamba-2's gated norm
+# (Mixer2RMSNormGated) holds intermediate / TP, the gated delta net's (head_v_dim wide) is whole.
+_STATE_MIXER = re.compile(r"\.(mixer|linear_attn)$")
+_STATE_HEADS = {"A", "A_log", "D", "dt_bias"}
+# Nemotron-H's embedding (vLLM nemotron_h.py maps `embeddings` to its VocabParallelEmbedding `embed_tokens`)
+_HYBRID_EMBEDDING = re.compile(r"^(model|backbone)\.embeddings\.weight$")
+
+
+def _state_mixer_kind(tensor: StoredTensor) -> ParallelKind | None:
+    """The parallel kind of a Mamba-2 / gated-delta-net mixer's own tensors (conv1d, per-head scalars, gated norm)."""
+    if tensor.leaf in _STATE_HEADS and _STATE_MIXER.search(tensor.module):
+        return FLOAT32_PER_HEAD if tensor.leaf in ("A", "A_log") else COLUMN
+    parent, _, layer = tensor.module.rpartition(".")
+    if layer == "conv1d" and _STATE_MIXER.search(parent):
+        return COLUMN
+    if layer == "norm" and parent.endswith(".mixer") and _STATE_MIXER.search(parent):
+        return COLUMN
+    return None
 
 
 def classify(tensor: StoredTensor, layout: WeightLayout) -> ParallelKind:
@@ -367,11 +408,14 @@ def classify(tensor: StoredTensor, layout: WeightLayout) -> ParallelKind:
         return COLUMN  # make_attention_sink(num_attention_heads // tp): one value per local head
     if layer in _HEAD_LAYERS:
         return TIED if layout.tie_word_embeddings else VOCAB
-    if layer in _VOCAB_LAYERS:
+    if layer in _VOCAB_LAYERS or _HYBRID_EMBEDDING.match(tensor.name):
         return VOCAB
     short_conv = _SHORT_CONV.search(module)
     if short_conv:
         return ROW if short_conv.group(1) == "out_proj" else COLUMN
+    state = _state_mixer_kind(tensor)
+    if state is not None:
+        return state
     if _REPLICATED_PATH.search(tensor.name) or layer in _ROUTER_LAYERS or tensor.numel <= 1:
         return REPLICATED
     if layer in _REPLICATED_LINEAR_LAYERS:
@@ -495,7 +539,7 @@ def weights_per_rank(tensors: Iterable[StoredTensor], layout: WeightLayout, par:
     unclassified: list[str] = []
     for t in tensors:
         kind = classify(t, layout)
-        full = t.loaded_bytes(par.dtype_bytes)
+        full = kind.loaded_bytes(t, par)
         rank = kind.rank_bytes(t, full, layout, par)  # at TP 1 too: vocab padding, tied heads
         if kind.name not in sums:
             sums[kind.name] = [0, 0, 0]

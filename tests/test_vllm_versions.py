@@ -48,6 +48,8 @@ def test_v1_ranges_have_no_v0_long_context_rule() -> None:
         ("0.27.1", "Qwen2MoeForCausalLM", True, False, False, True),  # MoE, listed
         ("0.28.0", "Qwen3ForCausalLM", False, False, False, True),
         ("0.28.0", "NemotronHForCausalLM", False, False, True, False),  # hybrid, not listed
+        ("0.29.0", "Qwen3MoeForCausalLM", True, False, False, True),  # 0.29.0+: no architecture test
+        ("0.32.0", "NemotronHForCausalLM", False, False, True, True),
         ("0.33.0", "Qwen3MoeForCausalLM", True, True, True, True),
     ],
 )
@@ -65,11 +67,28 @@ def test_v1_runner_cuda_graph_lower_bound() -> None:
 
     args = ServingArgs(max_model_len=8192)
     v023 = plan_for("Qwen/Qwen2.5-VL-7B-Instruct", args, "A100-80GB", semantics=semantics_for("0.23.0"))
-    v027 = plan_for("Qwen/Qwen2.5-VL-7B-Instruct", args, "A100-80GB", semantics=semantics_for("0.27.1"))
-    assert v023.serving.max_num_seqs == v027.serving.max_num_seqs == 256
-    assert v023.memory["cuda_graphs"].bytes == v027.memory["cuda_graphs"].bytes + 50 * MiB
+    v029 = plan_for("Qwen/Qwen2.5-VL-7B-Instruct", args, "A100-80GB", semantics=semantics_for("0.29.0"))
+    assert v023.serving.max_num_seqs == v029.serving.max_num_seqs == 256
+    assert v023.memory["cuda_graphs"].bytes == v029.memory["cuda_graphs"].bytes + 50 * MiB
     assert v023.memory["cuda_graphs"].kind == "estimated" and "V1 model runner" in v023.memory["cuda_graphs"].method
-    assert "V1 model runner" not in v027.memory["cuda_graphs"].method
+    assert "V1 model runner" not in v029.memory["cuda_graphs"].method
+
+
+@pytest.mark.parametrize(("version", "set_aside"), [("0.23.0", False), ("0.24.0", False), ("0.27.1", False), ("0.28.0", False), ("0.29.0", True), ("0.32.0", True)])
+def test_mrv2_cuda_graph_estimate_by_version(version: str, set_aside: bool) -> None:
+    """Model Runner V2's profile_cudagraph_memory is `return 0` in the 0.23.0, 0.24.0, 0.27.1 and 0.28.0 wheels and
+    calls cudagraph_utils.profile_cudagraph_memory from 0.29.0 (read in each wheel's vllm/v1/worker/gpu/model_runner.py):
+    Llama-3.1-8B (an MRV2 architecture in all of them) has nothing set aside before 0.29, and 0.33's form after."""
+    from capacity.planner import plan_for
+    from capacity.serving import ServingArgs
+
+    args = ServingArgs(max_model_len=8192)
+    latest = plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "H100-SXM").memory["cuda_graphs"]
+    graphs = plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "H100-SXM", semantics=semantics_for(version)).memory["cuda_graphs"]
+    assert latest.bytes > 0
+    assert graphs.bytes == (latest.bytes if set_aside else 0)
+    if not set_aside:
+        assert graphs.kind == "exact" and "returns 0 from profile_cudagraph_memory" in graphs.method
 
 
 def test_rocm_has_no_estimate_in_0_23() -> None:
@@ -78,4 +97,4 @@ def test_rocm_has_no_estimate_in_0_23() -> None:
 
     args = ServingArgs(max_model_len=8192)
     assert plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "MI300X", semantics=semantics_for("0.23.0")).memory["cuda_graphs"].bytes == 0
-    assert plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "MI300X", semantics=semantics_for("0.28.0")).memory["cuda_graphs"].bytes > 0
+    assert plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "MI300X", semantics=semantics_for("0.29.0")).memory["cuda_graphs"].bytes > 0  # is_cuda_alike()

@@ -43,8 +43,8 @@ from capacity.planner import plan_for  # noqa: E402
 from capacity.reconcile import tokens_are_per_request  # noqa: E402
 from capacity.serving import ServingArgs  # noqa: E402
 from capacity.units import GiB  # noqa: E402
-from capacity.vllm_log import VllmLogFacts, load_vllm_startups  # noqa: E402
-from capacity.vllm_versions import ENCODER_LENGTH, VllmSemantics, log_semantics, semantics_for  # noqa: E402
+from capacity.vllm_log import VllmLogFacts, load_vllm_startups, with_stated_version  # noqa: E402
+from capacity.vllm_versions import ENCODER_LENGTH, VllmSemantics, log_semantics  # noqa: E402
 
 LOGS = ROOT / "bench" / "vllm_logs"
 TERMS = ("weights", "non_kv", "available_kv", "kv_tokens", "concurrency")
@@ -156,10 +156,10 @@ def predict(log: Path, *, formula: bool) -> Row:
     meta = json.loads(log.with_suffix(".json").read_text())
     startups = load_vllm_startups(log)
     facts = startups[meta.get("engine", 1) - 1]
-    version = meta.get("vllm_version") or facts.version
-    sem = semantics_for(version) if version else log_semantics(facts)
-    if facts.engine == "V0":
-        sem = log_semantics(facts)
+    if meta.get("vllm_version"):  # the sidecar's version, read as reconcile's --vllm-version reads it
+        facts = with_stated_version(facts, meta["vllm_version"], f"the sidecar's vllm_version ({meta.get('version_basis', 'stated')})")
+    version = facts.version
+    sem = log_semantics(facts)
     if sem is not None:  # the sampler the startup used: its TopKTopPSampler line, then the env its sidecar states
         sem = sem.with_flashinfer_sampler(facts.flashinfer_sampler).with_sampler_env(meta.get("env", {}).get("VLLM_USE_FLASHINFER_SAMPLER"))
     row = Row(log.name, split_of(log.name), meta.get("model"), meta.get("gpu"), version, sem.name if sem else None)

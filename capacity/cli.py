@@ -716,6 +716,10 @@ def reconcile(
     engine: Annotated[
         int | None, typer.Option("--engine", help="Which startup of a paste holding several (1 = the first); default: each one, in order.")
     ] = None,
+    vllm_version: Annotated[
+        str | None,
+        typer.Option("--vllm-version", help="The vLLM version that printed the log (e.g. 0.28.0), when the paste does not state it: its rules are used."),
+    ] = None,
     profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Compare with the plan made from this saved profile.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON on stdout.")] = False,
 ) -> None:
@@ -730,9 +734,11 @@ def reconcile(
     from capacity.log_plan import log_plan_inputs
     from capacity.planner import plan_for
     from capacity.reconcile import reconcile_facts
-    from capacity.vllm_log import load_vllm_startups
+    from capacity.vllm_log import load_vllm_startups, with_stated_version
 
     startups = load_vllm_startups(log)  # a file that is not a vLLM log is refused before any planning (or torch import)
+    if vllm_version is not None:
+        startups = tuple(with_stated_version(f, vllm_version, "--vllm-version") for f in startups)
     measured = None
     if profile is not None:
         from capacity.profile import load_profile, tensor_parallel_of

@@ -658,6 +658,20 @@ def _guess_version(facts: VllmLogFacts, values: dict[str, Any]) -> tuple[str, st
     return "unknown", "no line whose format tells the version"
 
 
+def with_stated_version(facts: VllmLogFacts, version: str, basis: str) -> VllmLogFacts:
+    """The startup with its vLLM version given from outside the text (`--vllm-version`, a benchmark sidecar), so that
+    every reading of the version's rules (capacity.vllm_versions.log_semantics) takes it. BadInput when it is not a
+    version, or when the log states another release line."""
+    from capacity.vllm_versions import version_tuple
+
+    given = version_tuple(version)
+    if given is None:
+        raise BadInput(f"{basis} {version!r}: not a vLLM version; give one such as 0.28.0")
+    if facts.version is not None and version_tuple(facts.version) not in (None, given):
+        raise BadInput(f"{basis} {version}: {facts.source} states vLLM {facts.version}; drop {basis} or check which log this is")
+    return replace(facts, version=version, version_guess=version, version_basis=basis)
+
+
 def cross_attention_rule(facts: VllmLogFacts) -> str | None:
     """'encoder length' (0.11 and before sized cross-attention by the encoder's length), 'max_num_batched_tokens'
     (0.15+), or None when the version is not known."""

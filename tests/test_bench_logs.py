@@ -49,6 +49,8 @@ def _flags(log: Path) -> list[str] | None:
     flags = [str(log), "--model", str(ROOT / model) if (ROOT / model).exists() else model, "--json"]
     if meta.get("gpu") and _in_catalog(meta["gpu"]):
         flags += ["--gpu", meta["gpu"]]
+    if meta.get("vllm_version"):
+        flags += ["--vllm-version", meta["vllm_version"]]
     return flags + _knob_flags(meta.get("knobs", {}))
 
 

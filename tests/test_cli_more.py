@@ -128,3 +128,42 @@ def test_a_prefix_caching_choice_is_kept_in_the_suggested_command(capsys):
     out = capsys.readouterr()
     assert code == 0, out.err
     assert json.loads(out.out)["suggested_command"].endswith("--no-enable-prefix-caching")
+
+
+# bench/vllm_logs/qwen3-14b-l40s-v0.28.0-excerpt.log: four lines without a version (the blog post states 0.28.0)
+_UNVERSIONED = """Model loading took 27.52 GiB and 6.27 seconds
+Available KV cache memory: 11.57 GiB
+GPU KV cache size: 75,824 tokens
+Maximum concurrency for 40,960 tokens per request: 1.85x
+"""
+_QWEN3_14B = str(Path(__file__).resolve().parents[1] / "bench" / "vllm_logs" / "configs" / "Qwen--Qwen3-14B")
+
+
+def test_reconcile_takes_the_version_the_paste_does_not_state(tmp_path: Path, capsys):
+    """Without a version the two-line format reads as 0.15-0.20 (utilization 0.9); --vllm-version 0.28.0 gives
+    0.27-0.28's rules: utilization 0.92, and MRV2 (Qwen3ForCausalLM, dense) with nothing set aside for CUDA graphs
+    (0.28.0's GPUModelRunner.profile_cudagraph_memory returns 0)."""
+    log = tmp_path / "qwen3-14b.log"
+    log.write_text(_UNVERSIONED)
+    base = ["reconcile", str(log), "--model", _QWEN3_14B, "--gpu", "L40S", "--json"]
+    assert main(base) == 0
+    guessed = json.loads(capsys.readouterr().out)
+    assert main([*base, "--vllm-version", "0.28.0"]) == 0
+    stated = json.loads(capsys.readouterr().out)
+    assert guessed["plan_semantics"] == "0.12-0.15" and stated["plan_semantics"] == "0.27-0.28"
+    assert stated["vllm_version"] == "0.28.0" and stated["vllm_version_basis"] == "--vllm-version"
+
+
+@pytest.mark.parametrize(
+    ("text", "version", "message"),
+    [
+        (_UNVERSIONED, "latest", "--vllm-version 'latest': not a vLLM version"),
+        ("INFO 10-01 12:00:00 [api_server.py:1] vLLM API server version 0.10.2\n" + _UNVERSIONED, "0.28.0", "states vLLM 0.10.2"),
+    ],
+)
+def test_reconcile_refuses_a_version_it_cannot_use(tmp_path: Path, capsys, text: str, version: str, message: str):
+    log = tmp_path / "paste.log"
+    log.write_text(text)
+    code = main(["reconcile", str(log), "--model", _QWEN3_14B, "--gpu", "L40S", "--vllm-version", version])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1

@@ -27,6 +27,11 @@ skip_attn=True)` (vllm/v1/worker/gpu/model_runner.py), which builds no attention
                                             into one kernel: its float32 temporaries are not materialised
     output       [T, D] d                   out_proj (RowParallelLinear)
 
+Lifetimes are those of that Python source run eagerly. vLLM compiles the ops around its custom op with Inductor by
+default, which can free mixed_qkvz and ba once the copies exist and fuse Qwen3-Next's query / key / value copies into
+the cat: for the layer an upper bound, by up to those tensors. With one key head per rank the Qwen3-Next reshapes are
+views, not copies; the program keeps them (the trace builds the whole model, with every key head).
+
 `warmup_program` is `_warmup_prefill_kernels` at T = FLA_CHUNK_SIZE = 64: its dummy inputs, fused_post_conv_prep's
 q/k/v/g/beta, a zero initial state, then the chunked delta rule (`chunk_program`, the Triton/FLA path). On compute
 capability 9.0 (and 10.x / 12.x with CUDA 13) vLLM 0.33 picks FlashInfer's GDN prefill instead, whose allocations

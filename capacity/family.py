@@ -215,6 +215,16 @@ class Family:
         """The decoder's last hidden states for `input_ids` (cross-attending `encoder_states` when given)."""
         return model.model(input_ids=input_ids, use_cache=False).last_hidden_state
 
+    def run_layers_as_vllm(self, model: Any, spec: ModelSpec) -> str:
+        """Make the built model's layers whose transformers code holds what vLLM's never allocates allocate vLLM's
+        tensors instead, while the profiler or the fake-tensor trace runs it; returns the words saying which ("" for
+        none), which every figure measured with them carries. Default: the Gated DeltaNet layers, which Qwen3-Next
+        (decoder_only) and Qwen3.5 (generic) share (capacity/gated_delta_net.py)."""
+        from capacity.gated_delta_net import run_as_vllm
+        from capacity.kv_layers import GatedDeltaNetLayer
+
+        return run_as_vllm(model, next((x for x in spec.layers if isinstance(x, GatedDeltaNetLayer)), None))
+
     def lm_head(self, model: Any, hidden: torch.Tensor) -> torch.Tensor:
         return model.lm_head(hidden)
 

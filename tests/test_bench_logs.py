@@ -192,3 +192,21 @@ def test_an_engine_that_turned_prefix_caching_off_plans_the_unaligned_hybrid_blo
     assert [(g["kind"], g["block_size"], g["page_size_bytes"]) for g in groups if g["kind"] == "full"] == [("full", 544, 544 * 1_024)]
     assert {g["page_size_bytes"] for g in groups} == {544 * 1_024}  # the state pages padded to the attention page
     assert 973_760 % 544 == 0
+
+
+def test_every_miss_cause_names_a_bench_log_with_its_sidecar(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/predict_logs.py's CAUSES texts (the README's 'Cause of every miss above 3 %') are keyed by log file name:
+    a key that names no log (a typo, a renamed log) would leave that log's miss 'not analysed' in the README."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("predict_logs", ROOT / "bench" / "predict_logs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    names = {p.name for p in LOGS}
+    for log, cause in module.CAUSES.items():
+        assert log in names, log
+        assert (ROOT / "bench" / "vllm_logs" / log).with_suffix(".json").is_file(), log
+        assert cause.strip() and "not analysed" not in cause, log

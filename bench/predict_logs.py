@@ -297,8 +297,8 @@ CAUSES: dict[str, str] = {
     "capacity's activation 0.87 GiB. The rest is about the GPU total: the catalog's RTX-6000-Ada total is nvidia-smi's "
     "49,140 MiB (47.99 GiB), while the same transcript prints 'VRAM: 47.5 GB' (the DPO script's own line; GiB by the "
     "arithmetic, as 0.9 x 47.5e9 B = 39.8 GiB could not hold 14.99 + 26.54 GiB), so CUDA's total is about 0.5 GiB below the "
-    "catalog's: about 0.44 GiB at 0.9 (CUDA's total is below nvidia-smi's on every GPU where both are known: H200 0.60, "
-    "L40S 0.57, L4 0.46, H100 0.40-0.46 GiB). Weights agree (14.99 GiB).",
+    "catalog's: about 0.44 GiB at 0.9 (on Linux, CUDA's total is below nvidia-smi's wherever the project has both: H200 "
+    "0.60, L40S 0.57, L4 0.46, H100 0.40-0.46, RTX 3090 0.42 GiB; under WSL2 the two agree). Weights agree (14.99 GiB).",
     "llama-3.1-8b-ft-rtx6000ada-len8192-v0.15.1.log": "non-KV -3.8 %, available KV +2.4 %: the same start as the 128000 one "
     "at max_model_len 8192 (vLLM non-KV 16.76 GiB, capacity 16.13): the sort-based dummy sampler run is counted (0.87 GiB "
     "of activation); what is left is about the catalog's nvidia-smi total against the transcript's 'VRAM: 47.4 GB' (about "
@@ -447,9 +447,9 @@ CAUSES: dict[str, str] = {
     "so V2's graphs come out of the headroom, after the KV budget. The same notes report a later start of the same command "
     "at 95,936 tokens (prose, not a log line: 0.85 GiB besides the weights; capacity's 98,208 tokens are within 2.4 % of "
     "it), a 0.95 GiB swing between two starts of one command that the author puts down to the CUDA-graph cache. Part may be "
-    "the total: the catalog's RTX-5090 total is nvidia-smi's 32,607 MiB, and CUDA's total is 0.40-0.60 GiB below "
-    "nvidia-smi's on every GPU where both are known (about 0.4 GiB at 0.92; not measured for the 5090). The rest is not "
-    "identified: the quote prints no breakdown.",
+    "the total: the catalog's RTX-5090 total is nvidia-smi's 32,607 MiB, and on Linux CUDA's total is 0.40-0.60 GiB "
+    "below nvidia-smi's wherever the project has both (H200, H100, L40S, L4, RTX 3090): about 0.4 GiB at 0.92, not "
+    "measured for the 5090. The rest is not identified: the quote prints no breakdown.",
     "qwen3-14b-l40s-v0.28.0-excerpt.log": "available KV / tokens / concurrency +10.6 %, non-KV -4.2 %: vLLM's non-weights "
     "memory is 1.78 GiB (0.92 x 44.42 - 11.57 - 27.52; the excerpt prints no requested memory), capacity's 0.55 GiB "
     "(activation 0.28, non-torch 0.27). It is not CUDA graphs: vLLM 0.28.0 runs this dense Qwen3ForCausalLM on Model "

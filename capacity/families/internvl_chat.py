@@ -276,12 +276,6 @@ class InternVLChatFamily(Family):
                 f"--mm-processor-kwargs {', '.join(unknown)}: not modelled for InternVL (capacity models {', '.join(TILING_KWARGS)}; "
                 "vLLM's InternVLChatImageProcessor takes no other key and fails at startup); plan without it"
             )
-        for key, value in kwargs.items():
-            kind = TILING_KWARGS[key]
-            if kind is bool and not isinstance(value, bool):
-                raise BadInput(f"--mm-processor-kwargs {key}: {value!r} is not true or false (vLLM would take any non-empty value as true)")
-            if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise BadInput(f"--mm-processor-kwargs {key}: {value!r} is not a positive integer number of tiles")
         llm_type = str(sub(config, "llm_config", WHERE).get("model_type"))
         if llm_type in VIDEO_CONTEXT_TOKENS:
             raise BadInput(
@@ -289,6 +283,12 @@ class InternVLChatFamily(Family):
                 f"token ({VIDEO_CONTEXT_TOKENS[llm_type]}), so vLLM builds InternVLChatVideoProcessor with the same kwargs and it takes none of them "
                 "(TypeError: unexpected keyword argument); set the tiling in config.json (or vLLM's --hf-overrides) instead"
             )
+        for key, value in kwargs.items():
+            kind = TILING_KWARGS[key]
+            if kind is bool and not isinstance(value, bool):
+                raise BadInput(f"--mm-processor-kwargs {key}: {value!r} is not true or false (vLLM would take any non-empty value as true)")
+            if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise BadInput(f"--mm-processor-kwargs {key}: {value!r} is not a positive integer number of tiles")
         Tiling.from_config(config, sub(config, "vision_config", WHERE), kwargs)  # refused here when vLLM finds no grid
         processor = {**(files.get("processor_config.json") or {}), MM_KWARGS_KEY: dict(kwargs)}
         return {**files, "processor_config.json": processor}

@@ -220,3 +220,15 @@ def test_internvl3_with_its_video_processor_fails_in_vllm_and_is_refused(row: di
 def test_internvl3_without_kwargs_is_vllms_default() -> None:
     row = next(r for r in REFERENCE["internvl"] if r["tokenizer_has_video_token"] and not r["mm_processor_kwargs"])
     assert image_tokens("OpenGVLab/InternVL3-8B", None) == row["max_image_tokens"] == 3_328
+
+
+@pytest.mark.parametrize("seq_len", [16_384, 32_768])
+def test_internvl3_video_frames_equal_vllms_get_num_frames_with_most_features(seq_len: int) -> None:
+    # vLLM: (seq_len - max image tokens x images) // 256 frames of one 256-token tile (the video processor's tiling is one
+    # tile per frame whatever the image kwargs); with images off, the sequence holds seq_len // 256 frames
+    row = next(r for r in REFERENCE["internvl"] if r["tokenizer_has_video_token"] and not r["mm_processor_kwargs"])
+    frames = {(f["seq_len"], "image" in f["mm_counts"]): f["frames"] for f in row["num_frames_with_most_features"]}
+    both = plan_for("OpenGVLab/InternVL3-8B", ServingArgs(max_model_len=seq_len), "H200").budget.max_tokens_per_item
+    video_only = plan_for("OpenGVLab/InternVL3-8B", ServingArgs(max_model_len=seq_len, limit_mm_per_prompt={"image": 0}), "H200").budget.max_tokens_per_item
+    assert both["video"] == frames[(seq_len, True)] * 256
+    assert video_only["video"] == frames[(seq_len, False)] * 256

@@ -84,7 +84,7 @@ def test_gemma3_pan_and_scan_worked_by_hand() -> None:
     assert plan.budget.max_tokens_per_item["image"] == 1_280
     assert plan.spec.encoder_positions("image", 1_280) == 20_480
     assert plan.budget.profile_items == 6
-    assert any("--mm-processor-kwargs" in note and "applied" in note and "5 crops" in note for note in plan.spec.notes)
+    assert any("--mm-processor-kwargs" in note and "applied" in note and "(4 crops + the whole image) x 256" in note for note in plan.spec.notes)
     # without the kwargs: one 896 x 896 image, 256 embeddings, 4,096 positions, 8,192 // 256 = 32 images profiled
     plain = plan_for("google/gemma-3-27b-it", ServingArgs(max_num_batched_tokens=8192), "H200")
     assert (plain.budget.max_tokens_per_item["image"], plain.spec.encoder_positions("image", 256), plain.budget.profile_items) == (256, 4_096, 32)
@@ -153,7 +153,7 @@ def test_the_command_line_plans_pan_and_scan_and_refuses_a_bad_value(capsys: pyt
     code = main(["plan", "--model", "google/gemma-3-4b-it", "--gpu", "H200", "--estimate", "formula", "--mm-processor-kwargs", '{"do_pan_and_scan": true}', "--json", "-"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert "1280 embeddings per image = 5 crops" in out
+    assert "1280 embeddings per image = (4 crops + the whole image) x 256" in out
     code = main(["plan", "--model", "google/gemma-3-4b-it", "--estimate", "formula", "--mm-processor-kwargs", '{"pan_and_scan_max_num_crops": 0}'])
     out, err = capsys.readouterr()
     assert code == 2 and out == "" and err.count("\n") == 1 and "pan_and_scan_max_num_crops" in err

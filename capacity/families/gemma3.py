@@ -62,8 +62,9 @@ class Gemma3Family(Family):
         crops = scan.crops_of_largest_image(vision["image_size"])
         width, height = scan.largest_image(vision["image_size"])
         max_len, key = derive_max_model_len(text)
+        side = vision["image_size"]
         image_note = (
-            f"{crops * tokens} embeddings per image = {crops} crop{'s' if crops > 1 else ''} of {vision['image_size']} x {vision['image_size']} x {tokens} "
+            f"{crops * tokens} embeddings per image = ({crops - 1} crops + the whole image) x {tokens}, each {side} x {side} in the tower "
             f"({scan.describe()}; vLLM's largest image {width} x {height}, get_num_image_tokens)"
         )
         if (processor or {}).get(MM_KWARGS_KEY):

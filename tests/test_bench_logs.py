@@ -151,6 +151,22 @@ def test_the_new_logs_read_back_as_printed() -> None:
     assert (nxt.kv_cache_gib, nxt.kv_cache_tokens, nxt.max_concurrency) == (44.59, 973760, 14.77)
 
 
+def test_the_second_batch_of_2026_12_01_reads_back_as_printed() -> None:
+    # a committed log with mixed CR / CRLF / LF line ends (gemma-3-4b on an MI300X, vLLM 0.23.0)
+    gemma = _facts("gemma-3-4b-mi300x-rocm-len8192-v0.23.0.log")
+    assert (gemma.version, gemma.model_loading_gib, gemma.kv_cache_gib) == ("0.23.0", 8.58, 162.84)
+    assert (gemma.kv_cache_tokens, gemma.max_concurrency) == (1217591, 148.63)
+    # a failed start whose available KV memory is negative (llava-1.5-7b fp16 on a 16 GB card, vLLM 0.10.2)
+    llava = _facts("llava-1.5-7b-rtx4080-wsl-fp16-len4096-v0.10.2.log")
+    assert (llava.model_loading_gib, llava.kv_cache_gib, llava.kv_cache_tokens) == (13.1343, -0.17, None)
+    # eight ranks print their own figures; the first printed is read (Qwen3-235B-A22B-FP8, TP 8 + EP, vLLM 0.10.0)
+    big = _facts("qwen3-235b-a22b-fp8-8xh100-tp8-ep-kvfp8-v0.10.0.log")
+    assert (big.model_loading_gib, big.kv_cache_gib, big.kv_cache_tokens, big.max_concurrency) == (27.6656, 35.74, 1594928, 48.67)
+    # a hybrid (Gated DeltaNet) model at TP 4 in eager mode (Qwen3.5-27B, vLLM 0.19.0)
+    hybrid = _facts("qwen3.5-27b-4xrtx3090-tp4-eager-len32768-v0.19.0.log")
+    assert (hybrid.model_loading_gib, hybrid.kv_cache_gib, hybrid.kv_cache_tokens, hybrid.max_concurrency) == (13.01, 7.47, 122304, 13.87)
+
+
 def test_the_235b_log_is_planned_at_the_layout_its_source_states() -> None:
     meta = _meta(ROOT / "bench" / "vllm_logs" / "qwen3-235b-fp8-l40s-tp4.log")
     assert meta["vllm_version"] == "0.10.2"

@@ -63,8 +63,9 @@ class Gemma3Family(Family):
         width, height = scan.largest_image(vision["image_size"])
         max_len, key = derive_max_model_len(text)
         side = vision["image_size"]
+        parts = f"({crops - 1} crops + the whole image) x {tokens}, each {side} x {side}" if crops > 1 else f"one {side} x {side} image"
         image_note = (
-            f"{crops * tokens} embeddings per image = ({crops - 1} crops + the whole image) x {tokens}, each {side} x {side} in the tower "
+            f"{crops * tokens} embeddings per image = {parts} in the tower "
             f"({scan.describe()}; vLLM's largest image {width} x {height}, get_num_image_tokens)"
         )
         if (processor or {}).get(MM_KWARGS_KEY):

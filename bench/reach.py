@@ -74,6 +74,8 @@ VLLM_DOCUMENTED: dict[str, tuple[dict[str, int | str], str]] = {
     "Qwen--Qwen2.5-VL-7B-Instruct": ({"image": 16384}, "qwen2_vl.py get_max_image_tokens: max_pixels 12,845,056 // 28^2 = 16,384"),
     "allenai--olmOCR-2-7B-1025": ({"image": 16384}, "qwen2_vl.py get_max_image_tokens at the default max_pixels (no preprocessor config in the catalog)"),
     "openai--whisper-large-v3": ({"audio": 1500}, "whisper.py get_num_audio_tokens = max_source_positions (1500)"),
+    "default:llava_next": ({"image": 2928}, "llava_next.py get_num_image_tokens at get_image_size_with_most_features 672x672: 2 x 2 tiles -> 48 x 48 = 2,304 + 48 newlines + 576 base"),
+    "llava-hf--llava-v1.6-vicuna-7b-hf": ({"image": 2928}, "llava_next.py get_num_image_tokens at get_image_size_with_most_features 672x672: 2 x 2 tiles -> 48 x 48 = 2,304 + 48 newlines + 576 base"),
     "llava-hf--llava-1.5-7b-hf": ({"image": 576}, "llava.py get_max_image_tokens: CLIP (336 // 14)^2 = 576 patch features, 'default' strategy drops the CLS"),
     "allenai--olmOCR-7B-0225-preview": (
         {"image": 16384, "video": 32768},

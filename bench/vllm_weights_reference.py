@@ -91,6 +91,11 @@ CASES: list[dict] = [
     {"model": "google/gemma-3-4b-it", "tp": 1, "limit_mm": {"image": 0}},
     {"model": "Qwen/Qwen2-Audio-7B-Instruct", "tp": 1, "limit_mm": {"audio": 0}},
     {"model": "Qwen/Qwen3-VL-4B-Instruct", "tp": 1, "limit_mm": {"image": 0, "video": 0}},
+    # LLaVA-NeXT (published llava-v1.6-vicuna-7b-hf config): the CLIP tower built to vision_feature_layer -2 (23 of 24
+    # layers, no post_layernorm), image_newline and the projector; left out at image=0
+    {"model": "llava-hf/llava-v1.6-vicuna-7b-hf", "tp": 1},
+    {"model": "llava-hf/llava-v1.6-vicuna-7b-hf", "tp": 2},
+    {"model": "llava-hf/llava-v1.6-vicuna-7b-hf", "tp": 1, "limit_mm": {"image": 0}},
     {"model": "openai/gpt-oss-20b", "tp": 1, "mxfp4_backend": "TRITON"},
     {"model": "openai/gpt-oss-20b", "tp": 2, "mxfp4_backend": "TRITON"},
     {"model": "openai/gpt-oss-20b", "tp": 2, "ep": True, "mxfp4_backend": "TRITON"},
@@ -197,6 +202,16 @@ def after_load_bytes(model, backend: str) -> int:
     return total
 
 
+def no_compiled_activation_kernels() -> None:
+    """QuickGELU (CLIP's activation) binds torch.ops._C.gelu_quick in its constructor on the CPU platform too, and
+    this CPU install has no vllm._C: the constructor is run without the binding. The module holds no parameters,
+    so the bytes summed do not change."""
+    from vllm.model_executor.custom_op import CustomOp
+    from vllm.model_executor.layers import activation
+
+    activation.QuickGELU.__init__ = lambda self: CustomOp.__init__(self)
+
+
 def main() -> None:
     import torch
     import vllm
@@ -206,6 +221,7 @@ def main() -> None:
     from vllm.model_executor.model_loader.utils import get_model_architecture
 
     out_path = Path(sys.argv[1])
+    no_compiled_activation_kernels()
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -78,7 +78,8 @@ class Family:
     # checkpoint lacks (regexes over parameter names; read from vllm/model_executor/models, see capacity/weights.py).
     vllm_unsharded_modules: ClassVar[tuple[str, ...]] = ()
     vllm_added_biases: ClassVar[tuple[str, ...]] = ()
-    # vllm_tensors adds tensors the checkpoint lacks: a header summary's total (no names) is then not vLLM's.
+    # vllm_tensors changes the checkpoint's tensors (adds what it lacks, or drops what vLLM never builds): a header
+    # summary's total (no names) is then not vLLM's.
     adds_vllm_tensors: ClassVar[bool] = False
     # Which modules are which of vLLM's parallel layers, for the tensor-parallel profiler (profilers/sharding.py);
     # None = tensor-parallel profiling of this family is refused (planning at TP > 1 stays arithmetic).
@@ -114,6 +115,14 @@ class Family:
         """Regexes of the modules vLLM builds whole on every rank for this config (`vllm_unsharded_modules` unless a
         family tells configs apart)."""
         return self.vllm_unsharded_modules
+
+    def column_parallel_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
+        """Regexes of modules vLLM builds as ColumnParallelLinear although their names do not say so; none by default."""
+        return ()
+
+    def row_parallel_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
+        """Regexes of modules vLLM builds as RowParallelLinear although their names do not say so; none by default."""
+        return ()
 
     def towers(self, config: dict[str, Any]) -> tuple[Tower, ...]:
         """The model's tower modules as vLLM marks them; () where capacity does not model skipping them (their
@@ -206,6 +215,16 @@ class Family:
     def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
         """The decoder's last hidden states for `input_ids` (cross-attending `encoder_states` when given)."""
         return model.model(input_ids=input_ids, use_cache=False).last_hidden_state
+
+    def run_layers_as_vllm(self, model: Any, spec: ModelSpec) -> str:
+        """Make the built model's layers whose transformers code holds what vLLM's never allocates allocate vLLM's
+        tensors instead, while the profiler or the fake-tensor trace runs it; returns the words saying which ("" for
+        none), which every figure measured with them carries. Default: the Gated DeltaNet layers, which Qwen3-Next
+        (decoder_only) and Qwen3.5 (generic) share (capacity/gated_delta_net.py)."""
+        from capacity.gated_delta_net import run_as_vllm
+        from capacity.kv_layers import GatedDeltaNetLayer
+
+        return run_as_vllm(model, next((x for x in spec.layers if isinstance(x, GatedDeltaNetLayer)), None))
 
     def lm_head(self, model: Any, hidden: torch.Tensor) -> torch.Tensor:
         return model.lm_head(hidden)

@@ -205,6 +205,8 @@ def weight_layout(spec: ModelSpec, config: dict[str, Any], class_default_tie: bo
         num_experts=_first_int(text, ("num_experts", "n_routed_experts", "num_local_experts")) or _first_int(config, ("num_experts", "n_routed_experts", "num_local_experts")),
         tie_word_embeddings=bool(tie),
         replicated_modules=spec.family.unsharded_modules(config),
+        column_modules=spec.family.column_parallel_modules(config),
+        row_modules=spec.family.row_parallel_modules(config),
         added_biases=spec.family.vllm_added_biases,
         kv_shapes=tuple(sorted((int(h), s) for h, s in shapes if h and s)),
     )
@@ -852,12 +854,13 @@ def measured_terms(
     activations and CUDA graphs divided as the formula divides them (RankScaling).
     """
     where = f"measured on {profile.fingerprint.gpu_name} ({profile.fingerprint.created})"
+    modelled = f" ({profile.modelled_layers})" if profile.modelled_layers else ""
     terms = {
         "weights": MemoryTerm(profile.weights_bytes, MEASURED, f"allocated growth across model load, {profile.fingerprint.weights} weights; {where}"),
         "encoder_cache": MemoryTerm(
             profile.encoder_cache_bytes, MEASURED, f"{profile.encoder_items} encoder outputs of {profile.encoder_tokens_per_item} tokens held; {where}"
         ),
-        "activation_peak": MemoryTerm(profile.activation_peak_bytes, MEASURED, f"profile peak - allocated after - encoder outputs; {where}"),
+        "activation_peak": MemoryTerm(profile.activation_peak_bytes, MEASURED, f"profile peak - allocated after - encoder outputs{modelled}; {where}"),
         "non_torch": MemoryTerm(
             profile.non_torch_and_reserve_bytes, MEASURED, f"total_consumed - weights (non-torch growth + allocator reserve); {where}"
         ),

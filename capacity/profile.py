@@ -101,6 +101,9 @@ class MemoryProfile:
     # Every rank of a tensor-parallel profile (each with its own `rank`); this profile's own fields are those of
     # the rank with the least KV budget (`deciding_rank`), the one vLLM's minimum over ranks follows.
     ranks: tuple[MemoryProfile, ...] = field(default=())
+    # Layers that ran as vLLM allocates for them rather than as transformers computes them, in words (every figure
+    # measured with them says so); "": every layer ran transformers' own code.
+    modelled_layers: str = ""
 
     @property
     def activation_peak_bytes(self) -> int:
@@ -159,6 +162,7 @@ class MemoryProfile:
                 rank=int(data.get("rank", 0)),
                 measured_tensor_parallel_size=int(data.get("measured_tensor_parallel_size", 1)),
                 communicator_bytes=None if comm is None else int(comm),
+                modelled_layers=str(data.get("modelled_layers", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise BadInput(f"profile JSON is missing or has a wrong field ({exc}): re-run `capacity profile`") from exc

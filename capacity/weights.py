@@ -109,6 +109,10 @@ class WeightLayout:
     num_experts: int = 0  # routed experts per MoE layer (0: dense)
     tie_word_embeddings: bool = False
     replicated_modules: tuple[str, ...] = ()  # module names vLLM builds unsharded for this family (regexes)
+    # module names (regexes) the family says vLLM builds as ColumnParallelLinear / RowParallelLinear, where the
+    # name alone does not tell (LLaVA's multi_modal_projector.linear_1 / linear_2; other models' are nn.Linear)
+    column_modules: tuple[str, ...] = ()
+    row_modules: tuple[str, ...] = ()
     # Layers (regexes) whose bias vLLM allocates although the checkpoint has none: a fused qkv_proj built with
     # bias=True allocates the K part too (Whisper's k_proj has no bias; vLLM's QKVParallelLinear does).
     added_biases: tuple[str, ...] = ()
@@ -397,6 +401,10 @@ def classify(tensor: StoredTensor, layout: WeightLayout) -> ParallelKind:
     module, layer = tensor.module, tensor.layer
     if any(re.search(p, module) for p in layout.replicated_modules):
         return REPLICATED
+    if any(re.search(p, module) for p in layout.column_modules):
+        return COLUMN
+    if any(re.search(p, module) for p in layout.row_modules):
+        return ROW
     if layout.mxfp4 is not None and module.endswith(".experts"):
         if tensor.leaf == MXFP4_CONVERSION_LEAF:
             return MXFP4_CONVERSION

@@ -271,6 +271,8 @@ def run_profile(
     result: dict[str, Any] = {"parameters": 0, "weights": 0, "encoder_cache": 0, "consumed": 0, "headroom": 0, "graphs": None, "warmup": None}
     weights_kind = "random (same memory as real weights)"
     inputs_note = ""
+    modelled_layers = ""
+
     def snapshot(done: tuple[PhaseMeasurement, ...] = (), oom: OomResult | None = None) -> MemoryProfile:
         """The profile of what was measured so far (the warmup is sized from one without its own phases)."""
         fingerprint = Fingerprint(
@@ -311,12 +313,14 @@ def run_profile(
             rank=placement.rank,
             measured_tensor_parallel_size=placement.world_size,
             communicator_bytes=placement.communicator_bytes,
+            modelled_layers=modelled_layers,
         )
 
     with released(state, probe) as caught, probe.tracking(), torch.inference_mode():
         with phases.phase("weights", f"{spec.architecture} {placement.describe()} on {device_str} in {serving.dtype}"):
             state["model"], weights_kind = placement.load(spec, source, serving, probe, device_str, attn_implementation)
         model = state["model"]
+        modelled_layers = family.run_layers_as_vllm(model, spec)
         result["parameters"] = sum(p.numel() for p in model.parameters())
         result["weights"] = phases.done[-1].allocated_after_bytes - phases.done[-1].allocated_before_bytes
 

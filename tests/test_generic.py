@@ -117,9 +117,10 @@ def _without_conv_dim(config: dict) -> dict:
         (lambda: _without_conv_dim(published("LiquidAI--LFM2.5-VL-1.6B")), "needs a positive 'conv_dim'"),
         (lambda: default_config("gemma3n", "Gemma3nForConditionalGeneration"), "vision_config lacks image_size / patch_size"),
         (lambda: published("Qwen--Qwen3-VL-32B-Instruct"), "resizes images by size.longest_edge"),
-        (lambda: default_config("llava_next", "LlavaNextForConditionalGeneration"), "tiles or caps images by image_grid_pinpoints"),
+        # (llava_next, refused here before for its image_grid_pinpoints, is planned by its own family: test_llava_next.py)
+        (lambda: default_config("llava_onevision", "LlavaOnevisionForConditionalGeneration"), "tiles or caps images by image_grid_pinpoints"),
     ],
-    ids=["qwen3.5-no-preprocessor", "lfm2.5-conv-without-conv-dim", "gemma3n-no-image-size", "qwen3-vl-no-preprocessor", "llava-next-no-preprocessor"],
+    ids=["qwen3.5-no-preprocessor", "lfm2.5-conv-without-conv-dim", "gemma3n-no-image-size", "qwen3-vl-no-preprocessor", "llava-onevision-no-preprocessor"],
 )
 def test_what_it_cannot_read_is_refused_in_one_line(config, field):
     with pytest.raises(BadInput, match=field.replace("(", r"\(").replace("[", r"\[")) as exc:

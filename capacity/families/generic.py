@@ -60,6 +60,10 @@ UNSHARDED_MODULES: dict[str, tuple[str, ...]] = {
     "lfm2_vl": (r"(^|\.)multi_modal_projector\.linear_[12]$",),  # Lfm2VLMultiModalProjector: ReplicatedLinear
 }
 
+# Modules vLLM 0.33 builds column- / row-parallel whose names the weights rules do not know, by model_type.
+LLAVA_PROJECTOR = ((r"(^|\.)multi_modal_projector\.linear_1$",), (r"(^|\.)multi_modal_projector\.linear_2$",))  # llava.py LlavaMultiModalProjector
+SHARDED_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {"llava": LLAVA_PROJECTOR}
+
 # The largest side tried when a processor caps images by pixels rather than by a fixed size.
 HUGE_SIDE = 8192
 
@@ -74,6 +78,7 @@ class ItemTokens:
     detail: str
     unmodelled: str = ""  # why vLLM's tokens for this item cannot be counted ("" = they are; tokens is then 0)
     image_size: tuple[int, int] | None = None  # (height, width) of the dummy image those tokens were counted on
+    encoder_positions: int | None = None  # positions the encoder runs for the item, when not its tokens (LLaVA-NeXT tiles)
 
 
 class GenericFamily(Family):
@@ -143,7 +148,7 @@ class GenericFamily(Family):
         aligned = ALIGNED_STATE_CHANNELS.get(str(config.get("model_type")))
         if aligned is not None:  # the model class sizes hybrid pages from another text-config field
             layers = tuple(layer.with_aligned_channels(int(text[aligned])) for layer in layers)
-        items = [item_tokens(modality, config, full, preprocessor, processor) for key, modality in MODALITY_SUBCONFIGS if isinstance(full.get(key), dict)]
+        items = [self.item_tokens(modality, config, full, preprocessor, processor) for key, modality in MODALITY_SUBCONFIGS if isinstance(full.get(key), dict)]
         items = [item for item in items if item.tokens > 0 or item.unmodelled]
         counted = [item for item in items if not item.unmodelled]
         if not items:
@@ -152,9 +157,9 @@ class GenericFamily(Family):
         max_len, key = derive_max_model_len(text)
         supported = architecture in MULTIMODAL_ARCHITECTURES
         notes = [
-            f"generic family: {item.modality} tokens not counted ({item.unmodelled})"
+            f"{self.name} family: {item.modality} tokens not counted ({item.unmodelled})"
             if item.unmodelled
-            else f"generic family: {item.tokens} tokens per {item.modality} ({item.method}: {item.detail})"
+            else f"{self.name} family: {item.tokens} tokens per {item.modality} ({item.method}: {item.detail})"
             for item in items
         ]
         notes.append("generic family: text config read through transformers' config class (its defaults filled, as vLLM's AutoConfig does)")
@@ -167,7 +172,9 @@ class GenericFamily(Family):
             is_encoder_decoder=False,
             config_dtype=config_dtype(config, text),
             layers=layers,
-            modalities=tuple(Modality(item.modality, item.tokens, None, unmodelled=item.unmodelled) for item in items),
+            modalities=tuple(
+                Modality(item.modality, item.tokens, None, encoder_positions=item.encoder_positions, unmodelled=item.unmodelled) for item in items
+            ),
             derived_max_model_len=max_len,
             max_len_key=f"text_config.{key}" if text is not full else key,
             max_source_positions=None,
@@ -181,11 +188,23 @@ class GenericFamily(Family):
             notes=tuple(notes),
         )
 
+    def item_tokens(
+        self, modality: str, config: dict[str, Any], full: dict[str, Any], preprocessor: dict[str, Any] | None, processor: dict[str, Any] | None
+    ) -> ItemTokens:
+        """Tokens of one max-size item of `modality` (a family built on this one overrides it with its model's rule)."""
+        return item_tokens(modality, config, full, preprocessor, processor)
+
     def towers(self, config: dict[str, Any]) -> tuple[Tower, ...]:
         return TOWERS.get(str(config.get("model_type")), ())
 
     def unsharded_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
         return UNSHARDED_MODULES.get(str(config.get("model_type")), ())
+
+    def column_parallel_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
+        return SHARDED_MODULES.get(str(config.get("model_type")), ((), ()))[0]
+
+    def row_parallel_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
+        return SHARDED_MODULES.get(str(config.get("model_type")), ((), ()))[1]
 
     def hf_class_name(self, config: dict[str, Any]) -> str:
         """`architectures[0]` when transformers has that class, else the model_type's image/audio-text-to-text class."""

@@ -42,6 +42,10 @@ CASES = (
     # Gemma-4: Gemma4DecoderLayer passes per_layer_config[i].head_dim (global_head_dim on full layers) to get_rope
     ("gemma-4-26b-a4b", CATALOG / "google--gemma-4-26B-A4B", "bfloat16"),
     ("gemma-4-e2b-it", CATALOG / "google--gemma-4-E2B-it", "bfloat16"),
+    # Gemma-3: legacy configs (rope_scaling + defaults) normalised by transformers into rope_parameters per layer type:
+    # full layers linear x 8 over theta 1e6, sliding layers default over 1e4 (Gemma3Attention: rope_parameters[layer_type])
+    ("gemma-3-4b-it", CATALOG / "google--gemma-3-4b-it", "bfloat16"),
+    ("gemma-3-27b-it", CATALOG / "google--gemma-3-27b-it", "bfloat16"),
 )
 
 

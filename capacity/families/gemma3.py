@@ -28,6 +28,7 @@ TEXT_DEFAULTS: dict[str, Any] = {
     "sliding_window_pattern": 6,
     "hidden_activation": "gelu_pytorch_tanh",
 }
+ROPE_THETA = {"full_attention": 1_000_000.0, "sliding_attention": 10_000.0}  # Gemma3TextConfig.default_theta
 SIGLIP_DEFAULTS: dict[str, Any] = {"image_size": 224, "patch_size": 16, "hidden_size": 768, "intermediate_size": 3072, "num_hidden_layers": 12}
 # where with_processor_kwargs leaves vLLM's --mm-processor-kwargs in the processor config the spec reads
 MM_KWARGS_KEY = "mm_processor_kwargs"
@@ -44,18 +45,43 @@ def layer_types(num_layers: int, pattern: int) -> list[str]:
     return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(num_layers)]
 
 
+def rope_parameters(text: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The rope parameters per layer type as transformers' Gemma3TextConfig builds them from a legacy config: full
+    layers take `rope_scaling` (the 4B-27B configs: linear, factor 8) over rope_theta (default 1e6), sliding layers a
+    default rope of rope_local_base_freq (default 1e4). vLLM's Gemma3Attention calls get_rope with
+    config.rope_parameters[layer_type]: two caches (vllm/model_executor/models/gemma3.py)."""
+    given = text.get("rope_parameters")
+    if isinstance(given, dict) and all(isinstance(v, dict) for v in given.values()) and given:
+        return given
+    scaling = text.get("rope_scaling") if isinstance(text.get("rope_scaling"), dict) else {}
+    full = {"rope_type": "default", **scaling, "rope_theta": text.get("rope_theta", ROPE_THETA["full_attention"])}
+    sliding = {"rope_type": "default", "rope_theta": text.get("rope_local_base_freq", ROPE_THETA["sliding_attention"])}
+    return {"sliding_attention": sliding, "full_attention": full}
+
+
+def text_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The decoder's config as vLLM reads it (transformers' Gemma3TextConfig): defaults filled, layer types and rope
+    parameters per layer type."""
+    text = {**TEXT_DEFAULTS, **sub(config, "text_config", "gemma3")}
+    n_layers = need(text, "num_hidden_layers", "gemma3")
+    types = text.get("layer_types") or layer_types(n_layers, text["sliding_window_pattern"])
+    return {**text, "layer_types": types, "rope_parameters": rope_parameters(text)}
+
+
 class Gemma3Family(Family):
     name = "gemma3"
     model_types = ("gemma3",)
     hf_class = "Gemma3ForConditionalGeneration"
 
+    def text_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        return text_config(config)
+
     def spec(
         self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
     ) -> ModelSpec:
-        text = {**TEXT_DEFAULTS, **sub(config, "text_config", "gemma3")}
+        text = text_config(config)
         vision = {**SIGLIP_DEFAULTS, **sub(config, "vision_config", "gemma3")}
-        n_layers = need(text, "num_hidden_layers", "gemma3")
-        types = text.get("layer_types") or layer_types(n_layers, text["sliding_window_pattern"])
+        types = text["layer_types"]
         tokens = config.get("mm_tokens_per_image", 256)  # per crop: vLLM's image_seq_length
         patches = (vision["image_size"] // vision["patch_size"]) ** 2
         scan = pan_and_scan(processor)

@@ -97,7 +97,11 @@ MmKwargsOpt = Annotated[
     str | None,
     typer.Option(
         "--mm-processor-kwargs",
-        help="vLLM's HF processor overrides as JSON, e.g. '{\"max_pixels\": 1003520}' (modelled: the Qwen-VL size keys; others are refused).",
+        help=(
+            "vLLM's HF processor overrides as JSON, e.g. '{\"max_pixels\": 1003520}' (modelled: the Qwen-VL size keys, Gemma-4's "
+            "max_soft_tokens, Gemma-3's do_pan_and_scan / pan_and_scan_*, InternVL's min/max_dynamic_patch, dynamic_image_size, "
+            "use_thumbnail; others are refused)."
+        ),
     ),
 ]
 SpecTokensOpt = Annotated[int | None, typer.Option("--num-speculative-tokens", help="Speculative tokens per step (k).")]

@@ -137,7 +137,8 @@ class Family:
         to the profiled item is this family's to say."""
         raise BadInput(
             f"--mm-processor-kwargs {', '.join(sorted(kwargs))}: not modelled for the {self.name} family (capacity models "
-            "the Qwen-VL size keys min_pixels / max_pixels / size and Gemma-4's max_soft_tokens); plan without it"
+            "the Qwen-VL size keys min_pixels / max_pixels / size, Gemma-4's max_soft_tokens, Gemma-3's do_pan_and_scan / "
+            "pan_and_scan_*, and InternVL's min/max_dynamic_patch / dynamic_image_size / use_thumbnail); plan without it"
         )
 
     def load_buffers(self, config: dict[str, Any], max_num_batched_tokens: int, dtype_bytes: int) -> tuple[ModelBuffer, ...]:

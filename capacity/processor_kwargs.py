@@ -7,7 +7,8 @@ refuses every other key in one line: a knob that changes the encoder budget is n
 
 Modelled: the Qwen-VL size keys (`min_pixels`, `max_pixels`, `size.shortest_edge`, `size.longest_edge`), given
 flat, for the models vLLM counts with `Qwen2VLProcessingInfo` and its subclasses (Qwen2-VL, Qwen2.5-VL, Qwen2.5-Omni,
-Qwen3-VL, Qwen3.5), here; Gemma-4's `max_soft_tokens` in capacity/families/gemma4.py. Each family says what the kwargs
+Qwen3-VL, Qwen3.5), here; Gemma-4's `max_soft_tokens` in capacity/families/gemma4.py; Gemma-3's pan and scan in
+capacity/pan_and_scan.py; InternVL's tiling keys in capacity/families/internvl_chat.py. Each family says what the kwargs
 do to its planning files (`Family.with_processor_kwargs`).
 """
 

@@ -71,9 +71,9 @@ def test_what_is_not_modelled_is_refused(kwargs: dict, needle: str) -> None:
         plan_for("Qwen/Qwen2.5-VL-7B-Instruct", ServingArgs(mm_processor_kwargs=kwargs), "L40S")
 
 
-def test_other_families_refuse_any_key() -> None:  # gemma3: no --mm-processor-kwargs rule
-    with pytest.raises(BadInput, match="not modelled for the gemma3 family"):
-        plan_for("google/gemma-3-4b-it", ServingArgs(mm_processor_kwargs={"do_pan_and_scan": True}), "L40S")
+def test_other_families_refuse_any_key() -> None:  # mllama: no --mm-processor-kwargs rule
+    with pytest.raises(BadInput, match="not modelled for the mllama family"):
+        plan_for("meta-llama/Llama-3.2-11B-Vision-Instruct", ServingArgs(mm_processor_kwargs={"do_pan_and_scan": True}), "L40S")
 
 
 def test_the_command_line_and_the_serve_yaml_take_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,6 +15,7 @@ config, so nothing here is built through transformers' InternVL classes:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -29,6 +30,11 @@ WHERE = "internvl_chat"
 # InternVLProcessingInfo.ctx_video_token: the LLM types whose tokenizer names a video context token.
 VIDEO_CONTEXT_TOKENS = {"qwen2": "<|video_pad|>", "qwen3": "<|video_pad|>", "qwen3_moe": "<|video_pad|>", "gpt_oss": "<|reserved_200000|>"}
 NORM_TYPES = ("layer_norm", "rms_norm")  # intern_vit.py NORM2FN
+# --mm-processor-kwargs vLLM's InternVLChatImageProcessor takes (InternVLProcessingInfo.get_image_processor setdefaults
+# them from config.json; image_size is left out: it would change the tiles but not InternViT's position table)
+TILING_KWARGS: dict[str, type] = {"min_dynamic_patch": int, "max_dynamic_patch": int, "dynamic_image_size": bool, "use_thumbnail": bool}
+# where with_processor_kwargs leaves them in the processor config the spec reads
+MM_KWARGS_KEY = "mm_processor_kwargs"
 
 
 def llm_config(config: dict[str, Any]) -> dict[str, Any]:
@@ -57,7 +63,9 @@ class Tiling:
     use_thumbnail: bool
 
     @classmethod
-    def from_config(cls, config: dict[str, Any], vision: dict[str, Any]) -> Tiling:
+    def from_config(cls, config: dict[str, Any], vision: dict[str, Any], kwargs: dict[str, Any] | None = None) -> Tiling:
+        """The tiling of config.json, with --mm-processor-kwargs over it (vLLM: kwargs.setdefault(key, config.key))."""
+        config = {**config, **(kwargs or {})}
         image_size = need(vision, "image_size", WHERE)
         forced = config.get("force_image_size")
         if forced is not None and forced != image_size:
@@ -74,7 +82,7 @@ class Tiling:
         thumbnail = config.get("use_thumbnail")
         if not isinstance(thumbnail, bool):
             raise BadInput("config.json (internvl_chat) lacks 'use_thumbnail' (true or false), which decides the tiling")
-        return cls(
+        tiling = cls(
             image_size=image_size,
             patch_size=need(vision, "patch_size", WHERE),
             downsample_ratio=float(ratio),
@@ -83,6 +91,13 @@ class Tiling:
             dynamic_image_size=dynamic,
             use_thumbnail=thumbnail,
         )
+        if tiling.dynamic_image_size and tiling.min_dynamic_patch > tiling.max_dynamic_patch:
+            # get_internvl_target_ratios is then empty: get_image_size_with_most_features raises at startup
+            raise BadInput(
+                f"internvl_chat: min_dynamic_patch {tiling.min_dynamic_patch} exceeds max_dynamic_patch {tiling.max_dynamic_patch}: vLLM finds no "
+                "tile grid (\"Cannot have a largest feature size of 0!\") and fails at startup"
+            )
+        return tiling
 
     @property
     def patches_per_tile(self) -> int:
@@ -197,7 +212,8 @@ class InternVLChatFamily(Family):
             )
         vision = sub(config, "vision_config", WHERE)
         llm = llm_config(config)
-        tiling = Tiling.from_config(config, vision)
+        kwargs = (processor or {}).get(MM_KWARGS_KEY) or {}
+        tiling = Tiling.from_config(config, vision, kwargs)
         vision_tensors(config)  # its fields checked now, not when the weights are counted
         tile = tiling.tokens_per_tile
         image = tiling.max_tiles * tile
@@ -206,7 +222,8 @@ class InternVLChatFamily(Family):
         notes = [
             f"internvl_chat: {image} tokens per image = {tiling.max_tiles} tiles x {tile} ((image_size {tiling.image_size} // patch "
             f"{tiling.patch_size})^2 x downsample_ratio {tiling.downsample_ratio}^2); "
-            + (f"{tiling.max_dynamic_patch} tiles + thumbnail" if tiling.max_tiles > 1 else "one tile"),
+            + (f"{tiling.max_tiles - tiling.use_thumbnail} tiles" + (" + thumbnail" if tiling.use_thumbnail else "") if tiling.max_tiles > 1 else "one tile")
+            + (f"; --mm-processor-kwargs {json.dumps(kwargs, sort_keys=True)} applied over config.json's tiling" if kwargs else ""),
         ]
         if llm_type in VIDEO_CONTEXT_TOKENS:
             modalities.append(Modality("video", tile, None, frame_tokens=tile))
@@ -246,6 +263,35 @@ class InternVLChatFamily(Family):
             vllm_support=VllmSupport("native", "InternVLChatModel (vllm/model_executor/models/internvl.py, intern_vit.py)"),
             notes=tuple(notes),
         )
+
+    def with_processor_kwargs(self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """The tiling keys vLLM's InternVLChatImageProcessor takes (min/max_dynamic_patch, dynamic_image_size, use_thumbnail)
+        set the largest image's tiles; the processor config carries them to the spec. Refused where vLLM fails: any
+        other key (InternVLChatImageProcessor.__init__ takes no other), and every key when vLLM also builds the video
+        processor (an LLM with a video context token): InternVLChatVideoProcessor takes only image_size and raises
+        TypeError on the merged kwargs at startup (bench/results/vllm-mm-kwargs-reference-2026-12-01)."""
+        unknown = sorted(set(kwargs) - set(TILING_KWARGS))
+        if unknown:
+            raise BadInput(
+                f"--mm-processor-kwargs {', '.join(unknown)}: not modelled for InternVL (capacity models {', '.join(TILING_KWARGS)}; "
+                "vLLM's InternVLChatImageProcessor takes no other key and fails at startup); plan without it"
+            )
+        llm_type = str(sub(config, "llm_config", WHERE).get("model_type"))
+        if llm_type in VIDEO_CONTEXT_TOKENS:
+            raise BadInput(
+                f"--mm-processor-kwargs {', '.join(sorted(kwargs))}: vLLM 0.33 fails at startup for this InternVL: its {llm_type} LLM has a video "
+                f"token ({VIDEO_CONTEXT_TOKENS[llm_type]}), so vLLM builds InternVLChatVideoProcessor with the same kwargs and it takes none of them "
+                "(TypeError: unexpected keyword argument); set the tiling in config.json (or vLLM's --hf-overrides) instead"
+            )
+        for key, value in kwargs.items():
+            kind = TILING_KWARGS[key]
+            if kind is bool and not isinstance(value, bool):
+                raise BadInput(f"--mm-processor-kwargs {key}: {value!r} is not true or false (vLLM would take any non-empty value as true)")
+            if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise BadInput(f"--mm-processor-kwargs {key}: {value!r} is not a positive integer number of tiles")
+        Tiling.from_config(config, sub(config, "vision_config", WHERE), kwargs)  # refused here when vLLM finds no grid
+        processor = {**(files.get("processor_config.json") or {}), MM_KWARGS_KEY: dict(kwargs)}
+        return {**files, "processor_config.json": processor}
 
     def parameter_shapes(self, config: dict[str, Any]) -> tuple[tuple[str, tuple[int, ...]], ...]:
         """InternViT + mlp1 listed from the config; the LLM's parameters from its class built on the meta device."""

@@ -393,6 +393,36 @@ def detect_local_gpu(index: int = 0) -> Gpu | None:
             pynvml.nvmlShutdown()
 
 
+# (GPU kind, nvidia-smi's total in MiB, CUDA's total in B) where both were read for one kind: the references of the
+# catalog entries above (the H200 measured, the others from vLLM logs and CUDA OOMs). Under WSL2 the two agree (RTX 4090
+# logs print 23.99 GiB for nvidia-smi's 24,564 MiB).
+SMI_AND_CUDA_TOTALS: tuple[tuple[str, int, int], ...] = (
+    ("H200", 143_771, 150_109_880_320),
+    ("A100-80GB", 81_920, _log_gib("79.15")),
+    ("A100-40GB", 40_960, _log_gib("39.39")),
+    ("L40S", 46_068, _log_gib("44.42")),
+    ("L4", 23_034, _log_gib("22.03")),
+    ("A10G", 23_028, _log_gib("22.06")),
+    ("T4", 15_360, _log_gib("14.74")),
+    ("RTX-3090", 24_576, _log_gib("23.58")),
+)
+
+
+def nvidia_smi_total_caveat(gpu: Gpu, utilization: float) -> str | None:
+    """For a catalog GPU whose total is nvidia-smi's: how much lower CUDA's total (which vLLM multiplies) has been
+    where both were read, and what that does to the KV cache; None for every other total."""
+    entry = catalog_entry(gpu.name) if gpu.source == "catalog" else None
+    if entry is None or entry.source != "nvidia-smi" or entry.total_memory_bytes != gpu.total_memory_bytes:
+        return None
+    gaps = [smi * MiB - cuda for _, smi, cuda in SMI_AND_CUDA_TOTALS]
+    return (
+        f"{gpu.name}: capacity's total is nvidia-smi's ({entry.reference}); CUDA's total, which vLLM multiplies by "
+        f"gpu_memory_utilization, was {min(gaps) // MiB}-{max(gaps) // MiB} MiB lower on the {len(gaps)} GPU kinds where both were read "
+        f"(equal to it under WSL2), so the KV cache may be up to {max(gaps) * utilization / GiB:.2f} GiB smaller than planned; "
+        "pass --gpu with the total vLLM prints in 'Free memory on device (F/T GiB)' for an exact plan"
+    )
+
+
 # NVML's total minus cudaMemGetInfo's, measured on the project's H200 (150,754,820,096 - 150,109,880,320 B); an
 # L40S shows about 590 MiB (vLLM log 44.42 GiB vs nvidia-smi 46,068 MiB). The larger gap is the safe estimate.
 NVML_OVER_CUDA_BYTES = 644_939_776

@@ -9,7 +9,7 @@ from dataclasses import replace
 from capacity.budget import MultiModalBudget, build_budget
 from capacity.errors import BadInput
 from capacity.families import model_spec
-from capacity.gpus import Gpu, resolve_gpu
+from capacity.gpus import Gpu, nvidia_smi_total_caveat, resolve_gpu
 from capacity.hazards import find_hazards
 from capacity.kv_model import block_context, block_table_max_len, block_table_max_len_pre_fix, kv_groups_for
 from capacity.kv_spec import BlockContext, KVGroup, bytes_per_block
@@ -312,7 +312,7 @@ def plan_for(
             prefix_caching=bool(args.enable_prefix_caching),
         )
         serving = resolve_serving(replace(args, max_num_batched_tokens=tokens), spec, gpu, base_batch)
-    notes = tuple(n for n in (source.alias_note, gpu_note) if n)
+    notes = tuple(n for n in (source.alias_note, gpu_note, nvidia_smi_total_caveat(gpu, serving.gpu_memory_utilization)) if n)
     if semantics is not None and semantics is not LATEST:
         notes += (
             f"planned with vLLM {semantics.name} semantics: utilization default {semantics.default_gpu_memory_utilization}, "

@@ -11,6 +11,13 @@ Sources (read from the wheels, /work/shared/reference/vllm-memory-model.md, and 
 |---|---|---|---|---|
 | V0 engine (any version) | 0.9 | no (graphs captured after the KV cache) | no; without chunked prefill a batch holds a whole prompt: max_num_batched_tokens = max(max_model_len, 2048), 256 sequences; above 32,768 tokens V0 turns chunked prefill on by itself (EngineArgs, index id 356895891: CUDA, no sliding window, no prefix caching, no LoRA or speculative model) and batches 2048 tokens (0.6.6.post1 SchedulerConfig, index id 59727640247; 5120 for multimodal models; 0.6.4 logs print 512, index ids 49009726947, 19400629813) | encoder length |
 | 0.8 - 0.11 (V1) | 0.9 (0.11.0 `CacheConfig`) | no (0.11.0) | no | encoder length (0.11.0 sets `max_num_encoder_input_tokens` to it) |
+
+The V1 worker of 0.9.2 and 0.10.2 takes its startup memory snapshot before `init_worker_distributed_environment`; 0.11.0
+and later (0.12.0, 0.19.1, 0.33.0 read) take it after ("Initialize the distributed environment BEFORE taking memory
+snapshot"). At TP > 1 the 0.8-0.10 non-torch figure therefore holds NCCL's communicators and vLLM's all-reduce buffers
+(`communicators_in_non_kv`): a 0.10.2 Qwen3-Next log at TP 2 on NVLinked H200s prints 1.38 GiB of non-torch memory, an
+L40S (PCIe) TP 8 log of the same version 0.21 GiB. capacity's plan does not add them there (NCCL's memory depends on the
+interconnect: 975 MB measured on the NVLinked H200 pair, not measured over PCIe); reconcile says so.
 | 0.12 - 0.19 | 0.9 (0.15.0; a 0.19.1 log: "increase --gpu-memory-utilization from 0.9000") | no (a 0.19.1 log: "In v0.19, CUDA graph memory profiling will be enabled by default") | no | `max_num_batched_tokens` (0.15.0) |
 | 0.20 - 0.22 | 0.92 (0.20.0) | yes (0.20.0 `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` default "1"; a 0.23.0 log: "enabled (default since v0.21.0)"); V1 runner's estimate (MRV2 off: 0.20.0, 0.21.0 `VLLM_USE_V2_MODEL_RUNNER` default 0); 0 on ROCm (0.21.0 `is_cuda()`) | no | `max_num_batched_tokens` |
 | 0.23 | 0.92 | yes, 0 on ROCm (0.21.0, 0.23.0 and 0.24.0 profile graphs only when `current_platform.is_cuda()`); MRV2 for Llama / Mistral / Qwen3ForCausalLM (not MoE, not quantized), V1 for the rest (0.23.0 `DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`) | no | `max_num_batched_tokens` |
@@ -116,6 +123,10 @@ class VllmSemantics:
     # Model Runner V2 measures its graphs before the KV cache is sized (cudagraph_utils.profile_cudagraph_memory, 0.29.0+);
     # 0.23.0 to 0.28.0's MRV2 profile_cudagraph_memory returns 0
     mrv2_cudagraph_estimate: bool = True
+    # The V1 worker takes its startup memory snapshot before init_worker_distributed_environment (0.9.2, 0.10.2): NCCL's
+    # communicators and vLLM's all-reduce buffers then count as non-torch growth, inside the non-KV memory; from 0.11.0
+    # the snapshot follows them (as in 0.33), so they sit outside it
+    communicators_in_non_kv: bool = False
     # determine_available_memory profiles CUDA graphs on ROCm too (is_cuda_alike: 0.27.1, 0.28.0, 0.33.0); 0.23.0 asks
     # current_platform.is_cuda(), so on ROCm its estimate is 0
     cudagraph_estimate_on_rocm: bool = True
@@ -220,8 +231,24 @@ V0 = VllmSemantics(
 
 _RANGES: tuple[VllmSemantics, ...] = (
     VllmSemantics(
-        name="0.8-0.11",
+        name="0.8-0.10",
         first=(0, 8),
+        engine="V1",
+        default_gpu_memory_utilization=0.9,
+        subtracts_cudagraph_estimate=False,
+        batch_tier_160gib=False,
+        cross_attention_per_request=ENCODER_LENGTH,
+        non_kv_formula="weights + torch peak increase + non-torch increase",
+        vision_rope_cache=False,
+        mrv2_default=MRV2_NEVER,
+        native_top_k_top_p="sort",
+        flashinfer_sampler_by_default=False,  # used when installed, but no Requires-Dist (0.9.2; 0.10.2: an extra)
+        warms_native_sampler=False,
+        communicators_in_non_kv=True,
+    ),
+    VllmSemantics(
+        name="0.11",
+        first=(0, 11),
         engine="V1",
         default_gpu_memory_utilization=0.9,
         subtracts_cudagraph_estimate=False,

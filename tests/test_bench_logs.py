@@ -210,3 +210,19 @@ def test_every_miss_cause_names_a_bench_log_with_its_sidecar(monkeypatch: pytest
         assert log in names, log
         assert (ROOT / "bench" / "vllm_logs" / log).with_suffix(".json").is_file(), log
         assert cause.strip() and "not analysed" not in cause, log
+
+
+def test_reconcile_says_a_0_10_non_torch_figure_holds_the_communicators(capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM 0.10.2's V1 worker takes its memory snapshot before init_worker_distributed_environment (0.11.0 and later
+    after it): at TP 8 the log's non-torch figure (0.21 GiB on these PCIe L40Ss) holds NCCL's communicators too."""
+    from capacity.vllm_versions import semantics_for
+
+    assert semantics_for("0.10.2").communicators_in_non_kv and not semantics_for("0.11.0").communicators_in_non_kv
+    assert not semantics_for("0.33.0").communicators_in_non_kv
+    log = ROOT / "bench" / "vllm_logs" / "qwen3-235b-fp8-l40s-tp4.log"
+    flags = _flags(log)
+    assert flags is not None
+    assert main(["reconcile", *flags]) == EXIT_FITS
+    doc = json.loads(capsys.readouterr().out)
+    rows = [r for e in doc.get("engines", [doc]) for r in e["rows"] if r["key"] == "non_torch"]
+    assert rows and all("before initialising NCCL" in r["explanation"] for r in rows)

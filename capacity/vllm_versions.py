@@ -229,38 +229,27 @@ V0 = VllmSemantics(
     long_context_chunking=32768,
 )
 
+# 0.8-0.10: the first V1 range; 0.11 differs only in taking its memory snapshot after NCCL's initialisation
+_V1_FIRST = VllmSemantics(
+    name="0.8-0.10",
+    first=(0, 8),
+    engine="V1",
+    default_gpu_memory_utilization=0.9,
+    subtracts_cudagraph_estimate=False,
+    batch_tier_160gib=False,
+    cross_attention_per_request=ENCODER_LENGTH,
+    non_kv_formula="weights + torch peak increase + non-torch increase",
+    vision_rope_cache=False,
+    mrv2_default=MRV2_NEVER,
+    native_top_k_top_p="sort",
+    flashinfer_sampler_by_default=False,  # used when installed, but no Requires-Dist (0.9.2; 0.10.2: an extra)
+    warms_native_sampler=False,
+    communicators_in_non_kv=True,
+)
+
 _RANGES: tuple[VllmSemantics, ...] = (
-    VllmSemantics(
-        name="0.8-0.10",
-        first=(0, 8),
-        engine="V1",
-        default_gpu_memory_utilization=0.9,
-        subtracts_cudagraph_estimate=False,
-        batch_tier_160gib=False,
-        cross_attention_per_request=ENCODER_LENGTH,
-        non_kv_formula="weights + torch peak increase + non-torch increase",
-        vision_rope_cache=False,
-        mrv2_default=MRV2_NEVER,
-        native_top_k_top_p="sort",
-        flashinfer_sampler_by_default=False,  # used when installed, but no Requires-Dist (0.9.2; 0.10.2: an extra)
-        warms_native_sampler=False,
-        communicators_in_non_kv=True,
-    ),
-    VllmSemantics(
-        name="0.11",
-        first=(0, 11),
-        engine="V1",
-        default_gpu_memory_utilization=0.9,
-        subtracts_cudagraph_estimate=False,
-        batch_tier_160gib=False,
-        cross_attention_per_request=ENCODER_LENGTH,
-        non_kv_formula="weights + torch peak increase + non-torch increase",
-        vision_rope_cache=False,
-        mrv2_default=MRV2_NEVER,
-        native_top_k_top_p="sort",
-        flashinfer_sampler_by_default=False,  # used when installed, but no Requires-Dist (0.9.2; 0.10.2: an extra)
-        warms_native_sampler=False,
-    ),
+    _V1_FIRST,
+    replace(_V1_FIRST, name="0.11", first=(0, 11), communicators_in_non_kv=False),  # snapshot after NCCL from 0.11.0
     VllmSemantics(
         name="0.12-0.15",
         first=(0, 12),

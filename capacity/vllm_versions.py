@@ -229,8 +229,9 @@ V0 = VllmSemantics(
     long_context_chunking=32768,
 )
 
-# 0.8-0.10: the first V1 range; 0.11 differs only in taking its memory snapshot after NCCL's initialisation
-_V1_FIRST = VllmSemantics(
+# Each range is the one before it with what that release changed (the tables in the module docstring say where each
+# change was read).
+_V0_8 = VllmSemantics(
     name="0.8-0.10",
     first=(0, 8),
     engine="V1",
@@ -246,112 +247,46 @@ _V1_FIRST = VllmSemantics(
     warms_native_sampler=False,
     communicators_in_non_kv=True,
 )
-
-_RANGES: tuple[VllmSemantics, ...] = (
-    _V1_FIRST,
-    replace(_V1_FIRST, name="0.11", first=(0, 11), communicators_in_non_kv=False),  # snapshot after NCCL from 0.11.0
-    VllmSemantics(
-        name="0.12-0.15",
-        first=(0, 12),
-        engine="V1",
-        default_gpu_memory_utilization=0.9,
-        subtracts_cudagraph_estimate=False,
-        batch_tier_160gib=False,
-        cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
-        non_kv_formula="weights + torch peak increase + non-torch increase",
-        vision_rope_cache=False,
-        mrv2_default=MRV2_NEVER,
-        native_top_k_top_p="sort",
-        flashinfer_sampler_by_default=False,  # 0.15.1: opt in with VLLM_USE_FLASHINFER_SAMPLER=1
-        warms_native_sampler=False,
-    ),
-    VllmSemantics(
-        name="0.16-0.19",
-        first=(0, 16),
-        engine="V1",
-        default_gpu_memory_utilization=0.9,
-        subtracts_cudagraph_estimate=False,
-        batch_tier_160gib=False,
-        cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
-        non_kv_formula="weights + torch peak increase + non-torch increase",
-        vision_rope_cache=False,
-        mrv2_default=MRV2_NEVER,
-        native_top_k_top_p="triton",
-        flashinfer_sampler_by_default=False,  # 0.18.0, 0.19.1: opt in with VLLM_USE_FLASHINFER_SAMPLER=1
-        warms_native_sampler=False,
-    ),
-    VllmSemantics(
-        name="0.20-0.22",
-        first=(0, 20),
-        engine="V1",
-        default_gpu_memory_utilization=0.92,
-        subtracts_cudagraph_estimate=True,
-        batch_tier_160gib=False,
-        cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
-        non_kv_formula="weights + torch peak increase + non-torch increase + CUDA-graph estimate",
-        mrv2_default=MRV2_NEVER,
-        cudagraph_estimate_on_rocm=False,
-    ),
-    VllmSemantics(
-        name="0.23",
-        first=(0, 23),
-        engine="V1",
-        default_gpu_memory_utilization=0.92,
-        subtracts_cudagraph_estimate=True,
-        batch_tier_160gib=False,
-        cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
-        non_kv_formula="weights + torch peak increase + non-torch increase + CUDA-graph estimate",
-        mrv2_default=MRV2_LISTED,
-        cudagraph_estimate_on_rocm=False,
-        mrv2_cudagraph_estimate=False,
-    ),
-    VllmSemantics(
-        name="0.24-0.26",
-        first=(0, 24),
-        engine="V1",
-        default_gpu_memory_utilization=0.92,
-        subtracts_cudagraph_estimate=True,
-        batch_tier_160gib=False,
-        cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
-        non_kv_formula="weights + torch peak increase + non-torch increase + CUDA-graph estimate",
-        mrv2_default=MRV2_LISTED_ANY,
-        cudagraph_estimate_on_rocm=False,
-        mrv2_cudagraph_estimate=False,
-    ),
-    VllmSemantics(
-        name="0.27-0.28",
-        first=(0, 27),
-        engine="V1",
-        default_gpu_memory_utilization=0.92,
-        subtracts_cudagraph_estimate=True,
-        batch_tier_160gib=True,
-        cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
-        non_kv_formula="consumed (mem_get_info) + peak activation + CUDA-graph estimate (V1 runner; 0 under MRV2)",
-        mrv2_default=MRV2_DENSE,
-        mrv2_cudagraph_estimate=False,
-    ),
-    VllmSemantics(
-        name="0.29-0.32",
-        first=(0, 29),
-        engine="MRV2",
-        default_gpu_memory_utilization=0.92,
-        subtracts_cudagraph_estimate=True,
-        batch_tier_160gib=True,
-        cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
-        non_kv_formula="consumed (mem_get_info) + peak activation + CUDA-graph estimate",
-    ),
-    VllmSemantics(
-        name="0.33",
-        first=(0, 33),
-        engine="MRV2",
-        default_gpu_memory_utilization=0.92,
-        subtracts_cudagraph_estimate=True,
-        batch_tier_160gib=True,
-        cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
-        non_kv_formula="consumed (mem_get_info) + transient peak + CUDA-graph estimate",
-        sampler_warmup_pass=True,
-    ),
+_V0_11 = replace(_V0_8, name="0.11", first=(0, 11), communicators_in_non_kv=False)  # snapshot after NCCL from 0.11.0
+# 0.15.1: opt in with VLLM_USE_FLASHINFER_SAMPLER=1 (as 0.18.0, 0.19.1)
+_V0_12 = replace(_V0_11, name="0.12-0.15", first=(0, 12), cross_attention_per_request=MAX_NUM_BATCHED_TOKENS)
+_V0_16 = replace(_V0_12, name="0.16-0.19", first=(0, 16), native_top_k_top_p="triton")
+_V0_20 = replace(
+    _V0_16,
+    name="0.20-0.22",
+    first=(0, 20),
+    default_gpu_memory_utilization=0.92,
+    subtracts_cudagraph_estimate=True,
+    non_kv_formula="weights + torch peak increase + non-torch increase + CUDA-graph estimate",
+    vision_rope_cache=True,
+    flashinfer_sampler_by_default=True,
+    warms_native_sampler=True,
+    cudagraph_estimate_on_rocm=False,
 )
+_V0_23 = replace(_V0_20, name="0.23", first=(0, 23), mrv2_default=MRV2_LISTED, mrv2_cudagraph_estimate=False)
+_V0_24 = replace(_V0_23, name="0.24-0.26", first=(0, 24), mrv2_default=MRV2_LISTED_ANY)
+_V0_27 = replace(
+    _V0_24,
+    name="0.27-0.28",
+    first=(0, 27),
+    batch_tier_160gib=True,
+    non_kv_formula="consumed (mem_get_info) + peak activation + CUDA-graph estimate (V1 runner; 0 under MRV2)",
+    mrv2_default=MRV2_DENSE,
+    cudagraph_estimate_on_rocm=True,
+)
+_V0_29 = replace(
+    _V0_27,
+    name="0.29-0.32",
+    first=(0, 29),
+    engine="MRV2",
+    non_kv_formula="consumed (mem_get_info) + peak activation + CUDA-graph estimate",
+    mrv2_default=MRV2_ALL,
+    mrv2_cudagraph_estimate=True,
+)
+_V0_33 = replace(
+    _V0_29, name="0.33", first=(0, 33), non_kv_formula="consumed (mem_get_info) + transient peak + CUDA-graph estimate", sampler_warmup_pass=True
+)
+_RANGES: tuple[VllmSemantics, ...] = (_V0_8, _V0_11, _V0_12, _V0_16, _V0_20, _V0_23, _V0_24, _V0_27, _V0_29, _V0_33)
 LATEST = _RANGES[-1]
 
 

@@ -434,12 +434,10 @@ class Gemma4Family(Family):
     ) -> Any:
         """transformers' Gemma4ForConditionalGeneration; its audio tower (Gemma4AudioModel) supports no SDPA, so it
         gets eager attention when another implementation is asked for the rest."""
-        from capacity.arch import build_hf_class
-
         attn: Any = attn_implementation
         if isinstance(attn, str) and config.get("audio_config") is not None:
             attn = {"": attn, "text_config": attn, "vision_config": attn, "audio_config": "eager"}
-        return build_hf_class(self.hf_class_name(config), self.hf_config(config), device=device, dtype=dtype, init_weights=init_weights, attn_implementation=attn)
+        return super().build_module(config, device=device, dtype=dtype, init_weights=init_weights, attn_implementation=attn)
 
     def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
         """vLLM's dummy item as Gemma4's processor hands it over: a 224 x 224 image (or 32 such frames) resized to

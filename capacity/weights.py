@@ -391,7 +391,7 @@ def _state_mixer_kind(tensor: StoredTensor) -> ParallelKind | None:
     parent, _, layer = tensor.module.rpartition(".")
     if layer == "conv1d" and _STATE_MIXER.search(parent):
         return COLUMN
-    if layer == "norm" and parent.endswith(".mixer") and _STATE_MIXER.search(parent):
+    if layer == "norm" and parent.endswith(".mixer"):  # Mamba-2's gated norm; the gated delta net's is whole
         return COLUMN
     return None
 

@@ -215,28 +215,28 @@ def profile_run_program(d: GatedDeltaNetDims, tokens: int, *, first_call: bool) 
     return tuple(steps)
 
 
-def peak_bytes(program: tuple[Step, ...]) -> int:
-    """The most the program holds at once, each allocation as the CUDA caching allocator rounds it."""
+def held_after_each_step(program: tuple[Step, ...]) -> list[int]:
+    """The bytes the program holds after each step, each allocation as the CUDA caching allocator rounds it."""
     live: dict[str, int] = {}
-    peak = 0
+    held = []
     for step in program:
         if isinstance(step, Alloc):
             live[step.name] = step.allocator_bytes
-            peak = max(peak, sum(live.values()))
         else:
             del live[step.name]
-    return peak
+        held.append(sum(live.values()))
+    return held
+
+
+def peak_bytes(program: tuple[Step, ...]) -> int:
+    """The most the program holds at once."""
+    return max(held_after_each_step(program), default=0)
 
 
 def held_bytes(program: tuple[Step, ...]) -> int:
     """What the program still holds at its end (the layer's output)."""
-    live: dict[str, int] = {}
-    for step in program:
-        if isinstance(step, Alloc):
-            live[step.name] = step.allocator_bytes
-        else:
-            del live[step.name]
-    return sum(live.values())
+    held = held_after_each_step(program)
+    return held[-1] if held else 0
 
 
 # --- transformers' modules made to allocate this (the profiler and the fake-tensor trace; torch inside) -----------

@@ -88,7 +88,7 @@ def _gpu(meta: dict[str, Any], facts: VllmLogFacts) -> tuple[Gpu | None, str]:
             catalog = None
     if logged is not None:
         if catalog is not None:
-            logged = replace(logged, name=catalog.name, sm100=catalog.sm100, platform=catalog.platform, unified_memory=catalog.unified_memory)
+            logged = replace(catalog, total_memory_bytes=logged.total_memory_bytes, source=logged.source, provenance=logged.provenance)
         return logged, ""
     if catalog is not None:
         return catalog, ""

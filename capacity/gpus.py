@@ -41,6 +41,7 @@ class Gpu:
     unified_memory: bool = False  # GB10: CPU and GPU share one LPDDR5X pool
     compute_capability_major: int = 9  # picks vLLM's attention backends (MLA block size, GDN prefill kernel)
     defaulted: bool = False  # no --gpu and no local GPU: the plan assumed DEFAULT_GPU
+    nvlink: bool = False  # GPUs of one node talk over NVLink (SXM / HGX boards, NVL bridges), see _NVLINK
 
     @property
     def label(self) -> str:
@@ -74,6 +75,7 @@ class CatalogEntry:
             platform=self.platform,
             unified_memory=self.unified_memory,
             compute_capability_major=_COMPUTE_CAPABILITY.get(self.name, 8),
+            nvlink=self.name in _NVLINK,
         )
 
 
@@ -86,6 +88,12 @@ _COMPUTE_CAPABILITY = {
     **dict.fromkeys(("RTX-5080", "RTX-5090", "RTX-PRO-6000", "GB10"), 12),
     **dict.fromkeys(("T4", "V100-32GB"), 7),
 }
+
+# Form factors whose GPUs of one node are linked by NVLink: SXM modules on HGX boards (H100 SXM, H200, H800, H20, B200,
+# B300) and the H100 NVL's bridged pairs. Where a name covers both an SXM and a PCIe part (A100-40GB, A100-80GB) or
+# the link is not NVLink (AMD Instinct: xGMI and RCCL; PCIe cards), it is False. It only decides whether NCCL's
+# communicator is charged where a version counts it in the non-KV memory (memory.communicators_in_profile).
+_NVLINK = frozenset(("H200", "H100-SXM", "H100-NVL", "H800", "H20", "B200", "B300"))
 
 
 def _smi(mib: int) -> int:

@@ -639,6 +639,27 @@ def collectives_term(serving: ServingConfig, gpu: Gpu, profile: MemoryProfile | 
     return MemoryTerm(nccl + buffers.total_bytes, ESTIMATED, f"{how} + {buffers.describe()}; before the baseline snapshot")
 
 
+# The only non-torch figure a PCIe log at TP > 1 of a version that counts the communicators prints: 0.21 GiB on an
+# L40S at TP 4, vLLM 0.10.2 (bench/vllm_logs/qwen3-235b-fp8-l40s-tp4.log, calibration half), where NVLinked H200s
+# at TP 2 print 1.38 GiB (qwen3-next-80b-instruct-2xh200-tp2-v0.10.2.log). Over PCIe NCCL's device buffers are
+# not measured; they are left out there.
+def communicators_in_profile(non_torch: MemoryTerm, collectives: MemoryTerm, gpu: Gpu, version: str) -> MemoryTerm:
+    """The non-torch growth of a version whose startup snapshot precedes NCCL's initialisation (vLLM 0.8-0.10's
+    Worker.init_device): it holds the communicators and all-reduce buffers too, measured over NVLink."""
+    if not gpu.nvlink:
+        return replace(
+            non_torch,
+            method=f"{non_torch.method}; vLLM {version} also counts NCCL's communicator here, not added: {gpu.name} is not "
+            "known to be NVLinked and NCCL's buffers over PCIe are not measured",
+        )
+    return MemoryTerm(
+        non_torch.bytes + collectives.bytes,
+        ESTIMATED,
+        f"{non_torch.method} + the communicators ({collectives.bytes:,} B: {collectives.method}); vLLM {version} takes its "
+        "startup snapshot before init_worker_distributed_environment",
+    )
+
+
 def non_torch_term() -> MemoryTerm:
     return MemoryTerm(NON_TORCH_INCREASE_BYTES, ESTIMATED, "constant: non-torch growth during profile_run (kernel modules)")
 

@@ -23,6 +23,7 @@ from capacity.memory import (
     activation_estimate,
     activation_term,
     collectives_term,
+    communicators_in_profile,
     cuda_context_term,
     cuda_graph_term,
     encoder_cache_term,
@@ -146,8 +147,12 @@ def build_plan(
                 (p.peak_above_start_bytes for p in profile.phases if p.name not in ("weights", "encoder")), default=0
             )
             memory["activation_peak"] = vllm_encoder_activation(spec.family, memory["activation_peak"], dominates)
+    before_snapshot = memory["cuda_context"].bytes + memory["collectives"].bytes
+    if semantics is not None and semantics.communicators_in_non_kv and serving.tensor_parallel_size > 1:
+        memory["non_torch"] = communicators_in_profile(memory["non_torch"], memory["collectives"], gpu, semantics.name)
+        before_snapshot = memory["cuda_context"].bytes  # NCCL starts after that version's snapshot
     requested = requested_memory(gpu, serving.gpu_memory_utilization)
-    free_at_startup = gpu.total_memory_bytes - memory["cuda_context"].bytes - memory["collectives"].bytes - gpu.used_by_others_bytes
+    free_at_startup = gpu.total_memory_bytes - before_snapshot - gpu.used_by_others_bytes
     non_kv = sum(memory[k].bytes for k in NON_KV_TERMS)
     if serving.kv_cache_memory_bytes is not None:
         available = serving.kv_cache_memory_bytes

@@ -372,13 +372,6 @@ def _term_rows(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> li
             )
         if fm.non_torch_gib is not None:
             why = f"vLLM 0.8-0.20: growth of (used - torch reserved) since the startup snapshot; capacity: {nt.method} ({nt.kind})."
-            if sem is not None and sem.communicators_in_non_kv and plan.serving.tensor_parallel_size > 1:
-                coll = mem["collectives"]
-                why += (
-                    f" vLLM {sem.name} took that snapshot before initialising NCCL (init_worker_distributed_environment), so its figure "
-                    f"also holds the communicators and all-reduce buffers, which capacity counts outside the non-KV memory as 0.33 does "
-                    f"(collectives: {coll.bytes:,} B, {coll.kind}; NCCL's share measured over NVLink, not over PCIe)."
-                )
             rows.append(_gib_row("non_torch", "non-torch memory", fm.non_torch_gib, nt.bytes, why))
         if fm.peak_activation_gib is not None:
             act, enc, cg = mem["activation_peak"], mem["encoder_cache"], mem["cuda_graphs"]

@@ -16,8 +16,9 @@ The V1 worker of 0.9.2 and 0.10.2 takes its startup memory snapshot before `init
 and later (0.12.0, 0.19.1, 0.33.0 read) take it after ("Initialize the distributed environment BEFORE taking memory
 snapshot"). At TP > 1 the 0.8-0.10 non-torch figure therefore holds NCCL's communicators and vLLM's all-reduce buffers
 (`communicators_in_non_kv`): a 0.10.2 Qwen3-Next log at TP 2 on NVLinked H200s prints 1.38 GiB of non-torch memory, an
-L40S (PCIe) TP 8 log of the same version 0.21 GiB. capacity's plan does not add them there (NCCL's memory depends on the
-interconnect: 975 MB measured on the NVLinked H200 pair, not measured over PCIe); reconcile says so.
+L40S (PCIe) TP 4 log of the same version 0.21 GiB. Under these semantics capacity's plan adds them to the non-torch
+memory on NVLinked GPUs (`Gpu.nvlink`: NCCL's 975 MB measured on the NVLinked H200 pair + vLLM's buffers) and not over
+PCIe, where NCCL's device buffers are not measured (memory.communicators_in_profile).
 | 0.12 - 0.19 | 0.9 (0.15.0; a 0.19.1 log: "increase --gpu-memory-utilization from 0.9000") | no (a 0.19.1 log: "In v0.19, CUDA graph memory profiling will be enabled by default") | no | `max_num_batched_tokens` (0.15.0) |
 | 0.20 - 0.22 | 0.92 (0.20.0) | yes (0.20.0 `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` default "1"; a 0.23.0 log: "enabled (default since v0.21.0)"); V1 runner's estimate (MRV2 off: 0.20.0, 0.21.0 `VLLM_USE_V2_MODEL_RUNNER` default 0); 0 on ROCm (0.21.0 `is_cuda()`) | no | `max_num_batched_tokens` |
 | 0.23 | 0.92 | yes, 0 on ROCm (0.21.0, 0.23.0 and 0.24.0 profile graphs only when `current_platform.is_cuda()`); MRV2 for Llama / Mistral / Qwen3ForCausalLM (not MoE, not quantized), V1 for the rest (0.23.0 `DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`) | no | `max_num_batched_tokens` |

@@ -113,3 +113,12 @@ def test_a_plan_on_an_nvidia_smi_total_says_how_far_cudas_may_be_below() -> None
     assert nvidia_smi_total_caveat(gpu_by_name("H200"), 0.92) is None  # measured with cudaMemGetInfo
     assert nvidia_smi_total_caveat(gpu_by_name("L40S"), 0.92) is None  # a vLLM log's CUDA total
     assert nvidia_smi_total_caveat(gpu_by_name("79.19GiB"), 0.92) is None  # a size the user gave
+
+
+@pytest.mark.parametrize(
+    ("name", "nvlink"),
+    [("H200", True), ("H100-SXM", True), ("H100-NVL", True), ("B200", True), ("H100-PCIe", False), ("A100-80GB", False), ("L40S", False), ("MI300X", False)],
+)
+def test_nvlink_by_form_factor(name: str, nvlink: bool) -> None:
+    """SXM / HGX boards and NVL bridges link GPUs by NVLink; PCIe cards, names covering both (A100) and AMD's xGMI do not."""
+    assert gpu_by_name(name).nvlink is nvlink

@@ -98,3 +98,35 @@ def test_rocm_has_no_estimate_in_0_23() -> None:
     args = ServingArgs(max_model_len=8192)
     assert plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "MI300X", semantics=semantics_for("0.23.0")).memory["cuda_graphs"].bytes == 0
     assert plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "MI300X", semantics=semantics_for("0.29.0")).memory["cuda_graphs"].bytes > 0  # is_cuda_alike()
+
+
+@pytest.mark.parametrize(("gpu", "charged"), [("H200", True), ("L40S", False)])
+def test_0_10_charges_the_communicators_on_nvlinked_gpus(gpu: str, charged: bool) -> None:
+    """vLLM 0.9.2 / 0.10.2 take the startup snapshot before init_worker_distributed_environment, 0.11.0 after: at TP 2
+    on NVLinked H200s the 0.10 non-torch memory holds NCCL's communicator (975,175,680 B measured on the H200 pair) and
+    vLLM's buffers for capability 9.0 at world size 2 (symmetric memory 64 MiB + custom all-reduce: signal 8 MiB, IPC
+    max(8, 2, 16) = 16 MiB, rank data 8 MiB: 96 MiB). Over PCIe (L40S) nothing is added, and the method says why."""
+    from capacity.planner import plan_for
+    from capacity.serving import ServingArgs
+    from capacity.units import MiB
+
+    args = ServingArgs(max_model_len=8192, tensor_parallel_size=2)
+    v010 = plan_for("meta-llama/Llama-3.1-8B-Instruct", args, gpu, semantics=semantics_for("0.10.2"))
+    v011 = plan_for("meta-llama/Llama-3.1-8B-Instruct", args, gpu, semantics=semantics_for("0.11.0"))
+    added = v010.memory["non_torch"].bytes - v011.memory["non_torch"].bytes
+    assert added == ((975_175_680 + 96 * MiB) if charged else 0)
+    assert v010.kv.available_bytes == v011.kv.available_bytes - added
+    # the snapshot precedes NCCL in 0.10: the GPU starts with the communicators' memory still free
+    assert v010.free_at_startup_bytes - v011.free_at_startup_bytes == v011.memory["collectives"].bytes
+    if not charged:
+        assert "not added" in v010.memory["non_torch"].method
+
+
+def test_0_11_and_tp1_charge_no_communicators() -> None:
+    from capacity.planner import plan_for
+    from capacity.serving import ServingArgs
+
+    tp1 = ServingArgs(max_model_len=8192)
+    a = plan_for("meta-llama/Llama-3.1-8B-Instruct", tp1, "H200", semantics=semantics_for("0.10.2")).memory["non_torch"]
+    b = plan_for("meta-llama/Llama-3.1-8B-Instruct", tp1, "H200", semantics=semantics_for("0.11.0")).memory["non_torch"]
+    assert a == b

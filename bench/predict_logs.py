@@ -66,6 +66,7 @@ class Row:
     vllm_version: str | None
     semantics: str | None
     path: str = ""  # "trace" | "formula" | ""
+    compile_cache: str = ""  # what the log shows of its torch.compile cache: cold | warm | mixed | eager | not shown
     plannable: bool = True
     reason: str = ""
     vllm: dict[str, float | None] = field(default_factory=dict)
@@ -163,6 +164,8 @@ def predict(log: Path, *, formula: bool) -> Row:
     if sem is not None:  # the sampler the startup used: its TopKTopPSampler line, then the env its sidecar states
         sem = sem.with_flashinfer_sampler(facts.flashinfer_sampler).with_sampler_env(meta.get("env", {}).get("VLLM_USE_FLASHINFER_SAMPLER"))
     row = Row(log.name, split_of(log.name), meta.get("model"), meta.get("gpu"), version, sem.name if sem else None)
+    eager = bool(meta.get("knobs", {}).get("enforce_eager") or facts.engine_config.get("enforce_eager") or facts.log_knobs.get("enforce_eager"))
+    row.compile_cache = "eager" if eager else facts.compile_cache.state if facts.compile_cache is not None else "not shown"
     in_use = facts.free_memory.kv_cache_in_use_gib if facts.free_memory is not None else None
     row.vllm = {
         "weights": facts.model_loading_gib,
@@ -251,10 +254,14 @@ def _fmt(x: float | None, pct: bool = True) -> str:
     return f"{x:+.1f} %" if pct else f"{x:,.2f}"
 
 
-def summary(rows: list[Row], split: str) -> dict[str, dict[str, float | int | None]]:
+def summary(rows: list[Row], split: str, cache: str | None = None) -> dict[str, dict[str, float | int | None]]:
     out: dict[str, dict[str, float | int | None]] = {}
     for t in TERMS:
-        errs = [abs(r.error_percent[t]) for r in rows if r.plannable and r.split == split and r.error_percent.get(t) is not None]
+        errs = [
+            abs(r.error_percent[t])
+            for r in rows
+            if r.plannable and r.split == split and r.error_percent.get(t) is not None and cache in (None, r.compile_cache)
+        ]
         out[t] = {
             "n": len(errs),
             "median_abs_percent": round(statistics.median(errs), 2) if errs else None,
@@ -475,6 +482,9 @@ CAUSES: dict[str, str] = {
 }
 
 
+CACHE_STATES = ("warm", "cold", "mixed", "eager", "not shown")
+
+
 def _cell(row: Row, term: str) -> str:
     v = row.error_percent.get(term)
     return "-" if v is None else f"{v:+.1f}"
@@ -515,14 +525,33 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[s
             lines.append(f"| {half} | {t} | {sm['n']} | {med} | {worst} |")
     lines += [
         "",
+        "## By the torch.compile cache the log shows",
+        "",
+        "capacity plans a warm start (capacity/compile_cache.py): vLLM compiles inside the memory profile, so a start that",
+        "compiled (cold: 'Compiling a graph for ...', 'saved AOT compiled function') gets less KV cache than a restart",
+        "(bench/compile_cache/EVIDENCE.md). 'not shown': the log (often an excerpt) has no compile line; 'eager': nothing compiles.",
+        "Median |error| of available KV / KV tokens (n):",
+        "",
+        "| half | cache | available KV | KV tokens |",
+        "|---|---|---:|---:|",
+    ]
+    for half in ("calibration", "held-out"):
+        for c in CACHE_STATES:
+            sm = doc["summary_by_compile_cache"][half][c]
+            cells = [
+                "-" if sm[t]["median_abs_percent"] is None else f"{sm[t]['median_abs_percent']:.2f} % ({sm[t]['n']})" for t in ("available_kv", "kv_tokens")
+            ]
+            lines.append(f"| {half} | {c} | {cells[0]} | {cells[1]} |")
+    lines += [
+        "",
         "## Per log (error in %)",
         "",
-        "| log | half | vLLM rules | GPU | path | weights | non-KV | available KV | KV tokens | concurrency |",
-        "|---|---|---|---|---|---:|---:|---:|---:|---:|",
+        "| log | half | vLLM rules | GPU | path | compile cache | weights | non-KV | available KV | KV tokens | concurrency |",
+        "|---|---|---|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in plannable:
         lines.append(
-            f"| {r.log} | {r.split} | {r.semantics} | {r.gpu} | {r.path} | {_cell(r, 'weights')} | {_cell(r, 'non_kv')} | "
+            f"| {r.log} | {r.split} | {r.semantics} | {r.gpu} | {r.path} | {r.compile_cache} | {_cell(r, 'weights')} | {_cell(r, 'non_kv')} | "
             f"{_cell(r, 'available_kv')} | {_cell(r, 'kv_tokens')} | {_cell(r, 'concurrency')} |"
         )
     if before is not None:
@@ -577,6 +606,7 @@ def main() -> None:
     doc = {
         "split_rule": "held-out when sha256(file name)[0] is odd, else calibration (fixed before looking at errors)",
         "summary": {s: summary(rows, s) for s in ("calibration", "held-out")},
+        "summary_by_compile_cache": {s: {c: summary(rows, s, c) for c in CACHE_STATES} for s in ("calibration", "held-out")},
         "rows": [r.__dict__ for r in rows],
     }
     a.out.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from capacity.compile_cache import COLD_START_HIGH_BYTES, COLD_START_LOW_BYTES, COLD_START_SOURCES
 from capacity.kv_spec import MambaSpec, kv_heads_per_rank
 from capacity.plan import ERROR, INFO, WARNING, Hazard
 from capacity.units import MiB, gib
@@ -309,6 +310,26 @@ def warmup(plan: Plan) -> Iterator[Hazard]:
             "the speculator's own KV layers (EAGLE/MTP/draft model) are not counted in this plan",
             "add the draft model's KV to the non-KV budget when planning tight",
         )
+
+
+@check
+def cold_compile_cache(plan: Plan) -> Iterator[Hazard]:
+    """The first start on an empty torch.compile cache gets less KV cache than this warm-start plan (compile_cache)."""
+    s, kv = plan.serving, plan.kv
+    if s.enforce_eager or s.kv_cache_memory_bytes is not None or kv.available_bytes <= 0:
+        return
+    room = kv.available_bytes - kv.bytes_per_block - kv.needed_for_one_request_bytes  # what a start can lose before it refuses
+    tight = room < COLD_START_HIGH_BYTES
+    share = f"{COLD_START_LOW_BYTES / kv.available_bytes:.0%} to {COLD_START_HIGH_BYTES / kv.available_bytes:.0%} of this plan's KV cache"
+    yield Hazard(
+        "cold_compile_cache",
+        WARNING if tight else INFO,
+        "a start on an empty torch.compile cache (a new vLLM version, dtype, TP, --max-num-batched-tokens or --max-model-len, or a "
+        "container whose VLLM_CACHE_ROOT is not kept) compiles inside vLLM's memory profile and gets a smaller KV cache than this "
+        f"warm-start plan: {COLD_START_SOURCES}; {share}"
+        + (f"; only {gib(max(room, 0))} separates this plan from vLLM's refusal to start (no room for one request)" if tight else ""),
+        "start once to fill the cache (keep ~/.cache/vllm on a volume) and restart, or pass --kv-cache-memory with a warm start's suggested value",
+    )
 
 
 @check

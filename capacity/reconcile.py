@@ -13,6 +13,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from capacity import compile_cache
 from capacity.memory import CUDA_CONTEXT_BYTES
 from capacity.plan import Plan, loaded_bytes
 from capacity.units import GiB, MiB, cdiv
@@ -648,6 +649,9 @@ def _notes(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> tuple[
             f"vLLM refused to start: free memory {fm.free_gib} GiB < requested {fm.requested_gib} GiB (total {fm.total_gib} GiB x {fm.gpu_memory_utilization}); "
             f"capacity: free {_gib(plan.free_at_startup_bytes)}, requested {_gib(plan.requested_memory_bytes)}"
         )
+    cache_note = compile_cache.log_note(facts.compile_cache, plan.serving.enforce_eager)
+    if cache_note is not None:
+        notes.append(cache_note)
     no_graph_lines = sem is not None and not sem.subtracts_cudagraph_estimate
     missing = [m for m in facts.missing if not (m == "CUDA graph pool memory" and no_graph_lines)]
     if missing:

@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from capacity.compile_cache import CompileCacheEvidence, compile_cache_evidence, is_compile_line
 from capacity.errors import BadInput
 
 KEY_LINES = (
@@ -151,6 +152,7 @@ class VllmLogFacts:
     log_knobs: dict[str, Any] = field(default_factory=dict)  # knobs the user gave (vLLM's 'non-default args: {...}')
     engine_config: dict[str, Any] = field(default_factory=dict)  # what the engine ran with (its config line: dtype, enforce_eager, TP, ...)
     effective_max_num_batched_tokens: int | None = None  # 'Chunked prefill is enabled with max_num_batched_tokens=N'
+    compile_cache: CompileCacheEvidence | None = None  # what the torch.compile lines say of the cache (cold / warm)
     gpu: GpuEvidence = field(default_factory=GpuEvidence)
     index: int = 1  # 1-based position of this startup in the pasted text
     first_line: int = 1
@@ -700,6 +702,7 @@ class _Startup:
     knobs: dict[str, Any] = field(default_factory=dict)
     engine_cfg: dict[str, Any] = field(default_factory=dict)
     mnbt: int | None = None
+    compile_lines: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     last_line: int = 0
     has_kv: bool = False
@@ -796,6 +799,7 @@ def _finish(cur: _Startup, source: str, index: int, gpu: GpuEvidence, inherited_
         log_knobs=dict(cur.knobs),
         engine_config=dict(cur.engine_cfg),
         effective_max_num_batched_tokens=cur.mnbt,
+        compile_cache=compile_cache_evidence(cur.compile_lines),
         gpu=gpu,
         index=index,
         first_line=cur.first_line,
@@ -839,6 +843,8 @@ def parse_vllm_startups(text: str, source: str = "log") -> tuple[VllmLogFacts, .
             cur.max_seq_len = cur.max_seq_len or int(m[1])
         if "Chunked prefill is enabled" in line and (m := _CHUNKED.search(line)) is not None:
             cur.mnbt = int(m[1])
+        if is_compile_line(line):
+            cur.compile_lines.append(line)
         for reader in reader_hits:
             found = None
             for pattern, handler in reader.formats:

@@ -27,10 +27,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-INDUCTOR_OPTIONS = {"combo_kernels": True, "benchmark_combo_kernel": True}  # vLLM 0.33's defaults on torch >= 2.9
+OPTIONS = {"vllm": {"combo_kernels": True, "benchmark_combo_kernel": True}, "none": {}}  # vLLM 0.33's defaults on torch >= 2.9; Inductor's
 
 
-def child(config_dir: str, layers: int, tokens: int, mode: str) -> dict[str, object]:
+def child(config_dir: str, layers: int, tokens: int, mode: str, options: str) -> dict[str, object]:
     import gc
 
     import torch
@@ -49,7 +49,7 @@ def child(config_dir: str, layers: int, tokens: int, mode: str) -> dict[str, obj
     run = decoder
     if mode != "eager":
         torch._dynamo.mark_dynamic(ids, 1)
-        run = torch.compile(decoder, dynamic=True, options=INDUCTOR_OPTIONS)
+        run = torch.compile(decoder, dynamic=True, options=OPTIONS[options])
     gc.collect()
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
@@ -73,6 +73,7 @@ def child(config_dir: str, layers: int, tokens: int, mode: str) -> dict[str, obj
     consumed = free_before - free_after
     return {
         "mode": mode,
+        "options": options,
         "tokens": tokens,
         "layers": layers,
         "seconds": round(seconds, 2),
@@ -91,10 +92,11 @@ def main() -> None:
     ap.add_argument("--config", default=str(ROOT / "bench" / "vllm_logs" / "configs" / "Qwen--Qwen3-8B"))
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--tokens", type=int, nargs="+", default=[2048, 8192])
+    ap.add_argument("--options", choices=sorted(OPTIONS), default="vllm", help="Inductor options: vLLM 0.33's, or Inductor's defaults")
     ap.add_argument("--child", nargs=2, metavar=("TOKENS", "MODE"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        print(json.dumps(child(a.config, a.layers, int(a.child[0]), a.child[1])))
+        print(json.dumps(child(a.config, a.layers, int(a.child[0]), a.child[1], a.options)))
         return
     a.out.mkdir(parents=True, exist_ok=True)
     import torch
@@ -104,7 +106,7 @@ def main() -> None:
         cache = tempfile.mkdtemp(prefix=f"inductor-{tokens}-")
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "TRITON_CACHE_DIR": os.path.join(cache, "triton"), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1"}
         for mode in ("cold", "warm", "eager"):
-            cmd = [sys.executable, __file__, str(a.out), "--config", a.config, "--layers", str(a.layers), "--child", str(tokens), mode]
+            cmd = [sys.executable, __file__, str(a.out), "--config", a.config, "--layers", str(a.layers), "--options", a.options, "--child", str(tokens), mode]
             done = subprocess.run(cmd, env=env, capture_output=True, text=True)
             if done.returncode != 0:
                 results.append({"mode": mode, "tokens": tokens, "error": done.stderr[-2000:]})
@@ -115,7 +117,7 @@ def main() -> None:
         "what": __doc__.splitlines()[0],
         "config": a.config,
         "layers": a.layers,
-        "inductor_options": INDUCTOR_OPTIONS,
+        "inductor_options": OPTIONS[a.options],
         "gpu": torch.cuda.get_device_name(0),
         "torch": torch.__version__,
         "date": time.strftime("%Y-%m-%d"),

@@ -227,3 +227,28 @@ def test_reconcile_says_a_0_10_non_torch_figure_holds_the_communicators(capsys: 
     doc = json.loads(capsys.readouterr().out)
     rows = [r for e in doc.get("engines", [doc]) for r in e["rows"] if r["key"] == "non_torch"]
     assert rows and all("also counts NCCL's communicator here, not added" in r["explanation"] for r in rows)
+
+
+def test_the_replay_sim_cold_and_warm_starts_read_back_as_printed() -> None:
+    """vitalyrodnenko/replay-sim's two never-booted shapes (Qwen3-32B-AWQ, TP 2 on 2 x RTX 4090, vLLM 0.28.0): the first
+    boot compiles ('Compiling a graph for compile range', 'saved AOT compiled function'), the repeat loads the AOT
+    compilation. Figures as the logs print them (TP0's KV lines; the first printed 'Free memory' line)."""
+    pairs = {
+        1536: ((10.1, 82_688, 10.09, 0.8, 9_971_943_015), (10.75, 88_096, 10.75, 0.14, 10_679_082_599)),
+        3072: ((10.04, 82_256, 10.04, 0.82, 9_350_130_791), (10.56, 86_528, 10.56, 0.29, 9_911_000_167)),
+    }
+    penalty = {1536: 707_139_584, 3072: 560_869_376}
+    for mbt, expected in pairs.items():
+        starts = [_facts(f"qwen3-32b-awq-2xrtx4090-tp2-mbt{mbt}-v0.28.0-{state}.log") for state in ("cold", "warm")]
+        for facts, (kv_gib, tokens, concurrency, peak, fit_bytes), state in zip(starts, expected, ("cold", "warm"), strict=True):
+            assert facts.compile_cache is not None and facts.compile_cache.state == state
+            assert (facts.version, facts.model_loading_gib, facts.gpu.cuda_total_gib) == ("0.28.0", 9.01, 23.52)
+            assert (facts.kv_cache_gib, facts.kv_cache_tokens, facts.max_concurrency) == (kv_gib, tokens, concurrency)
+            assert facts.free_memory is not None
+            assert (facts.free_memory.peak_activation_gib, facts.free_memory.kv_cache_memory_to_requested_bytes) == (peak, fit_bytes)
+        cold, warm = (s.free_memory for s in starts)
+        assert cold is not None and warm is not None
+        assert cold.consumed_gib == warm.consumed_gib  # the whole cold penalty is peak activation on this box
+        # bench/compile_cache/EVIDENCE.md D1 / D2: the warm start's 'fit into requested memory' suggestion (the same on both
+        # ranks) exceeds the cold one's by 707,139,584 B (0.659 GiB) at mbt 1536 and 560,869,376 B (0.522 GiB) at mbt 3072
+        assert warm.kv_cache_memory_to_requested_bytes - cold.kv_cache_memory_to_requested_bytes == penalty[mbt]

@@ -95,7 +95,7 @@ _COMPUTE_CAPABILITY = {
     **dict.fromkeys(("H200", "H100-SXM", "H100-PCIe", "H100-NVL", "H800", "H20", "GH200", "MI300X", "MI325X"), 9),
     **dict.fromkeys(("B200", "B300"), 10),
     **dict.fromkeys(("RTX-5060-Ti-16GB", "RTX-5070-Ti", "RTX-5080", "RTX-5090", "RTX-PRO-6000", "GB10"), 12),
-    **dict.fromkeys(("T4", "V100-32GB", "V100-16GB"), 7),
+    **dict.fromkeys(("T4", "V100-32GB", "V100-16GB", "RTX-2080-Ti"), 7),
     # Jetson Thor: 11.0 since CUDA 13.0 (JetPack 7), which renamed its sm_101 to sm_110 (the GCC nvptx patch 'CUDA 13's
     # renaming of Jetson Thor's compute capability from 101 to 110'; ollama PR #11999 'AGX Thor is CC 11.0, which requires
     # CUDA v13'; llama.cpp and ollama logs print 'NVIDIA Thor, compute capability 11.0'). A CUDA 12.8/12.9 build calls it 10.1.
@@ -227,7 +227,14 @@ CATALOG: tuple[CatalogEntry, ...] = (
         "'Free memory on device (43.93/44.42 GiB)' on an L40S (index id 38962983769); nvidia-smi shows 46,068 MiB",
         ("NVIDIA L40S",),
     ),
-    CatalogEntry("L40", _smi(46_068), "nvidia-smi", "46,068 MiB", ("NVIDIA L40",)),
+    CatalogEntry(
+        "L40",
+        _log_gib("44.40"),
+        "cuda oom",
+        "'GPU 0 has a total capacity of 44.40 GiB' on a single L40 (github.com/QwenLM/Qwen3-VL/issues/2097, the same report in "
+        "github.com/NVlabs/Eagle/issues/68); nvidia-smi shows 46,068 MiB",
+        ("NVIDIA L40",),
+    ),
     CatalogEntry("L20", _smi(46_068), "nvidia-smi", "46,068 MiB, NVIDIA L20 (index id 67533193225)", ("NVIDIA L20",)),
     CatalogEntry(
         "L4",
@@ -245,11 +252,26 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
     CatalogEntry(
         "RTX-A5000",
-        _props(24_138),
-        "cuda properties",
-        "torch's _CudaDeviceProperties(name='NVIDIA RTX A5000', ..., total_memory=24138MB) on a cloud pod (index id 29664974753; "
-        "another reads 24114MB, index id 36903445345)",
+        _log_gib("23.68"),
+        "cuda oom",
+        "'GPU 0 has a total capacity of 23.68 GiB' beside an nvidia-smi table of four NVIDIA RTX A5000 at 24,564 MiB "
+        "(github.com/zai-org/GLM-4/issues/730); torch prints total_memory=24138MB (23.57 GiB) on a cloud pod (index id 29664974753)",
         ("A5000", "NVIDIA RTX A5000"),
+    ),
+    CatalogEntry(
+        "RTX-A4000",
+        _log_gib("15.61"),
+        "cuda oom",
+        "'GPU 0 has a total capacity of 15.61 GiB' on an NVIDIA RTX A4000 16GB (github.com/DengKaiCQ/VGGT-Long/issues/6)",
+        ("A4000", "NVIDIA RTX A4000"),
+    ),
+    CatalogEntry(
+        "A800-80GB",
+        _log_gib("79.33"),
+        "cuda oom",
+        "'GPU 3 has a total capacity of 79.33 GiB' on 4x A800 (github.com/sgl-project/sglang/issues/21730; the form factor is not "
+        "stated)",
+        ("A800-SXM4-80GB", "NVIDIA A800-SXM4-80GB", "NVIDIA A800 80GB PCIe"),
     ),
     CatalogEntry(
         "A10G",
@@ -285,8 +307,8 @@ CATALOG: tuple[CatalogEntry, ...] = (
         _props(16_160),
         "cuda properties",
         "torch's _CudaDeviceProperties(name='Tesla V100-SXM2-16GB', major=7, minor=0, total_memory=16160MB) (index ids 3651776778, "
-        "18215037660, 3846184127)",
-        ("Tesla V100-SXM2-16GB", "V100-SXM2-16GB"),
+        "18215037660, 3846184127); the same for a Tesla V100-PCIE-16GB (index id 21232746912)",
+        ("Tesla V100-SXM2-16GB", "V100-SXM2-16GB", "Tesla V100-PCIE-16GB"),
     ),
     CatalogEntry(
         "RTX-3090",
@@ -301,6 +323,22 @@ CATALOG: tuple[CatalogEntry, ...] = (
         "nvidia-smi",
         "24,564 MiB, NVIDIA GeForce RTX 3090 Ti (index id 69133493032)",
         ("3090-Ti", "RTX3090Ti", "GeForce RTX 3090 Ti", "NVIDIA GeForce RTX 3090 Ti"),
+    ),
+    CatalogEntry(
+        "RTX-2080-Ti",
+        _props(11_019),
+        "cuda properties",
+        "torch's _CudaDeviceProperties(name='GeForce RTX 2080 Ti', major=7, minor=5, total_memory=11019MB) on Linux servers (index "
+        "ids 24144733103, 21232746912, 29283747073); the 22 GB modded cards need --gpu with their size",
+        ("2080-Ti", "RTX2080Ti", "GeForce RTX 2080 Ti", "NVIDIA GeForce RTX 2080 Ti"),
+    ),
+    CatalogEntry(
+        "RTX-3080-10GB",
+        _log_gib("9.78"),
+        "cuda oom",
+        "'GPU 0; 9.78 GiB total capacity' on an RTX 3080 under Linux (github.com/zai-org/CogVideo/issues/34); Windows reads 10239 MiB "
+        "(index id 55044591858). A 12 GB RTX 3080 exists under the same name: give its size",
+        ("RTX3080-10GB", "3080-10GB"),
     ),
     CatalogEntry(
         "RTX-3060-12GB",
@@ -324,6 +362,14 @@ CATALOG: tuple[CatalogEntry, ...] = (
         "torch's _CudaDeviceProperties(name='NVIDIA GeForce RTX 4080', major=8, minor=9, total_memory=16049MB) (index id 22567041692); "
         "under WSL2 vLLM prints 'Free memory on device (14.66/15.99 GiB)' (github.com/mrpid12org/imageworks, bench/vllm_logs/llava-1.5-7b-rtx4080-wsl-*)",
         ("4080", "RTX4080", "GeForce RTX 4080", "NVIDIA GeForce RTX 4080"),
+    ),
+    CatalogEntry(
+        "RTX-4080-Super",
+        _props(15_937),
+        "cuda properties",
+        "llama.cpp's 'NVIDIA GeForce RTX 4080 SUPER, compute capability 8.9, VMM: yes, VRAM: 15937 MiB' on NixOS (index id "
+        "70844013997); Windows / WSL2 read 16375 MiB (index ids 54798121264, 57480453617)",
+        ("4080-Super", "RTX4080Super", "GeForce RTX 4080 SUPER", "NVIDIA GeForce RTX 4080 SUPER"),
     ),
     CatalogEntry(
         "RTX-5060-Ti-16GB",

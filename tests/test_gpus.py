@@ -68,6 +68,11 @@ def test_tiny_size_is_refused() -> None:
         ("RTX-4050-Laptop-WSL", "RTX-4050-Laptop-WSL", 600 * GiB // 100),  # printed as '6.0 GiB'
         # totals CUDA out-of-memory errors printed on a named GPU
         ("NVIDIA GeForce RTX 4070 Laptop GPU", "RTX-4070-Laptop-Linux", 763 * GiB // 100),
+        ("NVIDIA RTX A5000", "RTX-A5000", 2_368 * GiB // 100),
+        ("RTX A4000", "RTX-A4000", 1_561 * GiB // 100),
+        ("A800-SXM4-80GB", "A800-80GB", 7_933 * GiB // 100),
+        ("NVIDIA L40", "L40", 4_440 * GiB // 100),
+        ("RTX 3080 10GB", "RTX-3080-10GB", 978 * GiB // 100),
         # cudaDeviceProp.totalGlobalMem in MiB as llama.cpp's 'VRAM: N MiB' or torch's 'total_memory=NMB' printed it
         ("Jetson Thor", "Jetson-Thor", 125_748 * MiB),
         ("NVIDIA Thor", "Jetson-Thor", 125_748 * MiB),
@@ -80,7 +85,9 @@ def test_tiny_size_is_refused() -> None:
         ("RTX 5060 Ti 16GB", "RTX-5060-Ti-16GB", 15_850 * MiB),
         ("NVIDIA GeForce RTX 5070 Ti", "RTX-5070-Ti", 15_842 * MiB),
         ("NVIDIA A40", "A40", 45_416 * MiB),
-        ("NVIDIA RTX A5000", "RTX-A5000", 24_138 * MiB),
+        ("GeForce RTX 2080 Ti", "RTX-2080-Ti", 11_019 * MiB),
+        ("NVIDIA GeForce RTX 4080 SUPER", "RTX-4080-Super", 15_937 * MiB),
+        ("Tesla V100-PCIE-16GB", "V100-16GB", 16_160 * MiB),
         ("Tesla V100-SXM2-16GB", "V100-16GB", 16_160 * MiB),
         # published sizes (AMD counts GiB) less the 0.02 GiB an MI300X's 192 GiB loses (191.98 GiB in its vLLM log)
         ("AMD Instinct MI355X", "MI355X", 288 * GiB - (192 * GiB - 19_198 * GiB // 100)),
@@ -173,7 +180,7 @@ def test_wsl_total_is_the_windows_drivers() -> None:
 
 @pytest.mark.parametrize(
     ("name", "major"),
-    [("Jetson-Thor", 11), ("Jetson-AGX-Orin-64GB", 8), ("V100-16GB", 7), ("RTX-5070-Ti", 12), ("RTX-5060-Ti-16GB", 12), ("RTX-4080", 8), ("MI355X", 9)],
+    [("Jetson-Thor", 11), ("Jetson-AGX-Orin-64GB", 8), ("V100-16GB", 7), ("RTX-2080-Ti", 7), ("RTX-5070-Ti", 12), ("RTX-5060-Ti-16GB", 12), ("RTX-4080", 8), ("MI355X", 9)],
 )
 def test_compute_capability_major(name: str, major: int) -> None:
     """Thor is sm_110 since CUDA 13.0 (renamed from sm_101); Orin 8.7; V100 7.0; RTX 50xx 12.0; Ada 8.9; gfx950 9.5."""

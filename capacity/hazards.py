@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from capacity.compile_cache import COLD_START_HIGH_BYTES, COLD_START_LOW_BYTES, COLD_START_SOURCES
+from capacity.kv_model import max_model_len_that_fits
 from capacity.kv_spec import MambaSpec, kv_heads_per_rank
 from capacity.plan import ERROR, INFO, WARNING, Hazard
 from capacity.units import MiB, gib
@@ -321,6 +322,14 @@ def cold_compile_cache(plan: Plan) -> Iterator[Hazard]:
     room = kv.available_bytes - kv.bytes_per_block - kv.needed_for_one_request_bytes  # what a start can lose before it refuses
     tight = room < COLD_START_HIGH_BYTES
     share = f"{COLD_START_LOW_BYTES / kv.available_bytes:.0%} to {COLD_START_HIGH_BYTES / kv.available_bytes:.0%} of this plan's KV cache"
+    fix = "start once to fill the cache (keep ~/.cache/vllm on a volume) and restart, or pass --kv-cache-memory with a warm start's suggested value"
+    knobs: tuple[tuple[str, int], ...] = ()
+    if tight:
+        groups = [g.group for g in kv.groups]
+        cold_len = max_model_len_that_fits(groups, kv.bytes_per_block, s, kv.available_bytes - COLD_START_HIGH_BYTES, s.max_model_len)
+        if cold_len:
+            fix = f"use --max-model-len {cold_len} (what fits {gib(COLD_START_HIGH_BYTES)} less KV cache), or " + fix
+            knobs = (("max_model_len", cold_len),)
     yield Hazard(
         "cold_compile_cache",
         WARNING if tight else INFO,
@@ -328,7 +337,8 @@ def cold_compile_cache(plan: Plan) -> Iterator[Hazard]:
         "container whose VLLM_CACHE_ROOT is not kept) compiles inside vLLM's memory profile and gets a smaller KV cache than this "
         f"warm-start plan: {COLD_START_SOURCES}; {share}"
         + (f"; only {gib(max(room, 0))} separates this plan from vLLM's refusal to start (no room for one request)" if tight else ""),
-        "start once to fill the cache (keep ~/.cache/vllm on a volume) and restart, or pass --kv-cache-memory with a warm start's suggested value",
+        fix,
+        knobs,
     )
 
 

@@ -10,6 +10,7 @@ Layers that read another layer's KV (kv_sharing_target_layer_name) build no spec
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import replace
 from typing import Any
 
@@ -145,3 +146,19 @@ def block_table_max_len_pre_fix(spec: ModelSpec, serving: ServingConfig) -> int:
     if not spec.is_encoder_decoder:
         return serving.max_model_len
     return max(serving.max_model_len, spec.max_source_positions or 0)
+
+
+def max_model_len_that_fits(groups: list[KVGroup], bpb: int, serving: ServingConfig, available: int, upper: int) -> int:
+    """vLLM: _estimate_max_model_len_from_groups: binary search in [1, upper]; 0 when one token does not fit."""
+    budget = available - bpb  # the null block is held back
+    # Groups of one spec need the same blocks: count each distinct spec once per step (Gemma-3: 6 equal sliding groups).
+    distinct = list(Counter(g.spec for g in groups).items())
+    lo, hi, best = 1, upper, 0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        ctx = block_context(serving, mid)
+        if bpb * sum(n * spec.blocks_per_request_vllm(ctx) for spec, n in distinct) <= budget:
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best

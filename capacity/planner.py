@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import replace
 
 from capacity.budget import MultiModalBudget, build_budget
@@ -11,7 +10,7 @@ from capacity.errors import BadInput
 from capacity.families import model_spec
 from capacity.gpus import Gpu, nvidia_smi_total_caveat, resolve_gpu
 from capacity.hazards import find_hazards
-from capacity.kv_model import block_context, block_table_max_len, block_table_max_len_pre_fix, kv_groups_for
+from capacity.kv_model import block_context, block_table_max_len, block_table_max_len_pre_fix, kv_groups_for, max_model_len_that_fits
 from capacity.kv_spec import BlockContext, KVGroup, bytes_per_block
 from capacity.memory import (
     ESTIMATED,
@@ -55,22 +54,6 @@ def requested_memory(gpu: Gpu, utilization: float) -> int:
 def needed_bytes(groups: list[KVGroup], bpb: int, ctx: BlockContext) -> int:
     """vLLM: _max_memory_usage_bytes_from_groups = bytes_per_block x sum of per-group blocks."""
     return bpb * sum(g.spec.blocks_per_request_vllm(ctx) for g in groups)
-
-
-def max_model_len_that_fits(groups: list[KVGroup], bpb: int, serving: ServingConfig, available: int, upper: int) -> int:
-    """vLLM: _estimate_max_model_len_from_groups: binary search in [1, upper]; 0 when one token does not fit."""
-    budget = available - bpb  # the null block is held back
-    # Groups of one spec need the same blocks: count each distinct spec once per step (Gemma-3: 6 equal sliding groups).
-    distinct = list(Counter(g.spec for g in groups).items())
-    lo, hi, best = 1, upper, 0
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        ctx = block_context(serving, mid)
-        if bpb * sum(n * spec.blocks_per_request_vllm(ctx) for spec, n in distinct) <= budget:
-            best, lo = mid, mid + 1
-        else:
-            hi = mid - 1
-    return best
 
 
 def block_tables_term(groups: list[KVGroup], widths: list[int], serving: ServingConfig) -> MemoryTerm:

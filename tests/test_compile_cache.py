@@ -67,6 +67,12 @@ def test_hazard_warns_when_a_cold_start_can_refuse() -> None:
     room = tight.kv.available_bytes - tight.kv.bytes_per_block - tight.kv.needed_for_one_request_bytes
     assert 0 < room < COLD_START_HIGH_BYTES
     assert hazard is not None and hazard.severity == "warning" and "refusal to start" in hazard.message
+    # the fix: the longest max_model_len whose blocks (16 tokens of 144 KiB each) fit 0.97 GiB less KV memory,
+    # less the null block (vLLM's _estimate_max_model_len_from_groups)
+    block = 16 * 144 * 1024
+    assert tight.kv.bytes_per_block == block
+    cold_blocks = (tight.kv.available_bytes - COLD_START_HIGH_BYTES - block) // block
+    assert dict(hazard.knobs) == {"max_model_len": cold_blocks * 16}
     roomy, hazard = _cold_hazard(max_model_len=16_384)
     assert roomy.kv.available_bytes - roomy.kv.needed_for_one_request_bytes > COLD_START_HIGH_BYTES
     assert hazard is not None and hazard.severity == "info"

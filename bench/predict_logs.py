@@ -81,12 +81,12 @@ def _gpu(meta: dict[str, Any], facts: VllmLogFacts) -> tuple[Gpu | None, str]:
     """CUDA's total from the log when it prints one; else the stated GPU from the catalog; else None."""
     logged = gpu_from_evidence(facts.gpu) if facts.gpu.cuda_total_gib is not None else None
     stated = meta.get("gpu")
-    catalog = None
+    catalog, refused = None, ""
     if stated:
         try:
             catalog = gpu_by_name(stated)
-        except CapacityError:
-            catalog = None
+        except CapacityError as exc:  # unknown, or ambiguous (a laptop part's Linux and WSL2 totals): the catalog says which
+            refused = str(exc)
     if logged is not None:
         if catalog is not None:
             logged = replace(catalog, total_memory_bytes=logged.total_memory_bytes, source=logged.source, provenance=logged.provenance)
@@ -94,7 +94,7 @@ def _gpu(meta: dict[str, Any], facts: VllmLogFacts) -> tuple[Gpu | None, str]:
     if catalog is not None:
         return catalog, ""
     if stated:
-        return None, f"GPU '{stated}' is not in capacity's catalog and the log prints no CUDA total"
+        return None, f"the log prints no CUDA total and capacity's catalog refuses the stated GPU: {refused}"
     return None, "the GPU is not stated"
 
 
@@ -289,6 +289,13 @@ CAUSES: dict[str, str] = {
     "estimate of 1.10 GiB where capacity has 0.04-0.06 GiB (see that log), and GB10's unified memory moves vLLM's "
     "mem_get_info figures with host allocations. Planned by formula (the gpt-oss trace is not run). Not fitted: a "
     "held-out log.",
+    "qwen2.5-7b-jetson-thor-test-fixture.log": "available KV / KV tokens / concurrency +201 %, non-KV -79 %: not identified "
+    "from the log. The excerpt prints no gpu_memory_utilization, no 'Free memory on device' line and no engine config, and "
+    "its sidecar states none, so capacity plans the 0.92 default on the catalog's Jetson Thor (125,748 MiB = 122.80 GiB, "
+    "llama.cpp's totalGlobalMem): 112.98 GiB requested. vLLM's 597,776 tokens x 57,344 B (28 layers x 4 KV heads x 128 x "
+    "2 x bf16) = 31.92 GiB of KV plus capacity's 16.88 GiB of non-KV is 48.8 GiB, 0.40 x 122.80 GiB: the start most likely "
+    "ran at a utilization near 0.40 that the excerpt cuts off (or with other processes holding the unified memory). The "
+    "same catalog total plans the Thor 0.10.2 start, whose utilization (0.85) is printed, within 0.8 % on every term.",
     # --- V0 engine ---
     "llama-3.2-3b-t4-v0-engine-v0.8.2-unsloth.log": "non-KV -7.2 %, available KV +8.0 %: vLLM's activation peak is 0.90 GiB, "
     "capacity's 0.17 GiB. The V0 profile run samples max_num_seqs = 192 dummy sequences with top_k = vocab - 1 and top_p = 0.99 "

@@ -7,11 +7,20 @@ Each catalog total states its source:
   cudaMemGetInfo's total rounded to 0.01 GiB (so +-5 MiB), the figure `gpu_memory_utilization` multiplies.
 - `cuda oom`: the total a CUDA out-of-memory error printed (`GPU 0 has a total capacity of T GiB`), which is
   torch's total_memory, the same figure as cudaMemGetInfo's total, to 0.01 GiB.
+- `cuda properties`: cudaDeviceProp.totalGlobalMem, floored to MiB, as printed by llama.cpp's ggml_cuda_init
+  (`Device 0: NAME, compute capability X.Y, VMM: yes, VRAM: N MiB`) or torch's device properties
+  (`_CudaDeviceProperties(name=..., total_memory=NMB)`, MiB); the same figure as cudaMemGetInfo's total (a GB10's
+  llama.cpp `VRAM: 124610 MiB` is its vLLM log's 121.69 GiB; an RTX 3060's 11,906-11,907 MiB its vLLM log's 11.63 GiB).
 - `nvidia-smi`: the `Memory-Usage` total (MiB) of an nvidia-smi table pasted in a public repository. CUDA reports
   less than nvidia-smi: 615 MiB less on the H200 (measured), about 590 MiB less on an L40S (vLLM log 44.42 GiB vs
   46,068 MiB). A plan on an nvidia-smi total therefore over-states the requested memory by ~0.5 GiB x utilization.
 - `published`: the vendor's marketing size (decimal GB or GiB as the vendor counts), used only where no real log or
   table was found; estimated.
+
+Consumer (GeForce) cards report less to CUDA on native Linux than on Windows: an 8 GB RTX 4060 Laptop is 7,815 MiB on
+Linux and 8,187 MiB under Windows, whose total WSL2's CUDA shares (an RTX 5090 under WSL2 prints 31.84 GiB, nvidia-smi's
+32,607 MiB). A laptop part therefore has a `-Linux` and a `-WSL` entry where both were found, and its bare name is
+ambiguous.
 
 The marketing size is not what vLLM multiplies: an "80 GB" H100 reports 81,559 MiB in nvidia-smi and ~79.1 GiB to
 CUDA; a "141 GB" H200 150,109,880,320 B (139.80 GiB) to CUDA.
@@ -56,7 +65,7 @@ class Gpu:
 class CatalogEntry:
     name: str
     total_memory_bytes: int
-    source: str  # measured | vllm log | nvidia-smi | published
+    source: str  # measured | vllm log | cuda oom | cuda properties | nvidia-smi | published
     reference: str  # where the figure was read
     aliases: tuple[str, ...] = ()
     sm100: bool = False
@@ -85,8 +94,14 @@ class CatalogEntry:
 _COMPUTE_CAPABILITY = {
     **dict.fromkeys(("H200", "H100-SXM", "H100-PCIe", "H100-NVL", "H800", "H20", "GH200", "MI300X", "MI325X"), 9),
     **dict.fromkeys(("B200", "B300"), 10),
-    **dict.fromkeys(("RTX-5080", "RTX-5090", "RTX-PRO-6000", "GB10"), 12),
-    **dict.fromkeys(("T4", "V100-32GB"), 7),
+    **dict.fromkeys(("RTX-5060-Ti-16GB", "RTX-5070-Ti", "RTX-5080", "RTX-5090", "RTX-PRO-6000", "GB10"), 12),
+    **dict.fromkeys(("T4", "V100-32GB", "V100-16GB", "RTX-2080-Ti"), 7),
+    # Jetson Thor: 11.0 since CUDA 13.0 (JetPack 7), which renamed its sm_101 to sm_110 (the GCC nvptx patch 'CUDA 13's
+    # renaming of Jetson Thor's compute capability from 101 to 110'; ollama PR #11999 'AGX Thor is CC 11.0, which requires
+    # CUDA v13'; llama.cpp and ollama logs print 'NVIDIA Thor, compute capability 11.0'). A CUDA 12.8/12.9 build calls it 10.1.
+    "Jetson-Thor": 11,
+    # ROCm: torch reports gfx90a (MI250X) as 9.0 and gfx950 (MI355X) as 9.5, like gfx942 (MI300X) as 9.4.
+    **dict.fromkeys(("MI250X", "MI355X"), 9),
 }
 
 # Form factors whose GPUs of one node are linked by NVLink: SXM modules on HGX boards (H100 SXM, H200, H800, H20, B200,
@@ -97,6 +112,12 @@ _NVLINK = frozenset(("H200", "H100-SXM", "H100-NVL", "H800", "H20", "B200", "B30
 
 
 def _smi(mib: int) -> int:
+    return mib * MiB
+
+
+def _props(mib: int) -> int:
+    """cudaDeviceProp.totalGlobalMem as llama.cpp (`VRAM: N MiB`) or torch (`total_memory=NMB`) print it: floored to MiB,
+    so the true total is up to 1 MiB more."""
     return mib * MiB
 
 
@@ -117,6 +138,16 @@ _GB10 = (
     "figure drops with the page cache and every host process, so vLLM's startup check (free >= total x utilization) "
     "fails at the 0.92 default unless the page cache is dropped; vLLM gives GB10 the small batch defaults (2048 tokens, "
     "256 seqs) like an A100"
+)
+
+_JETSON = (
+    "unified memory (Jetson): CUDA's total is the LPDDR5X the OS sees, and its free figure drops with the page cache and "
+    "every host process, like a GB10's; vLLM's startup check (free >= total x utilization) can fail until the page cache "
+    "is dropped"
+)
+_WSL = (
+    "under WSL2 CUDA's total is the Windows driver's (nvidia-smi's MiB, no native-Linux reservation); the same card on native "
+    "Linux reports ~0.37 GiB less"
 )
 
 CATALOG: tuple[CatalogEntry, ...] = (
@@ -155,6 +186,25 @@ CATALOG: tuple[CatalogEntry, ...] = (
         note=_GB10,
     ),
     CatalogEntry(
+        "Jetson-Thor",
+        _props(125_748),
+        "cuda properties",
+        "llama.cpp's 'NVIDIA Thor, compute capability 11.0, VMM: yes, VRAM: 125748 MiB' on a Jetson AGX Thor (index ids 68871145596, "
+        "69031658908); a CUDA test harness there prints '131.9 GB total' (index id 60815229375: 125,748 MiB = 131.86 GB)",
+        ("Jetson Thor", "Jetson-AGX-Thor", "Thor", "NVIDIA Thor"),
+        unified_memory=True,
+        note=_JETSON,
+    ),
+    CatalogEntry(
+        "Jetson-AGX-Orin-64GB",
+        _props(62_827),
+        "cuda properties",
+        "llama.cpp's 'Orin, compute capability 8.7, VMM: yes, VRAM: 62827 MiB' (built for Linux aarch64, index ids 57965154363, 58111358145)",
+        ("AGX-Orin-64GB", "Jetson AGX Orin 64GB"),
+        unified_memory=True,
+        note=_JETSON,
+    ),
+    CatalogEntry(
         "A100-80GB",
         _log_gib("79.15"),
         "cuda oom",
@@ -177,7 +227,14 @@ CATALOG: tuple[CatalogEntry, ...] = (
         "'Free memory on device (43.93/44.42 GiB)' on an L40S (index id 38962983769); nvidia-smi shows 46,068 MiB",
         ("NVIDIA L40S",),
     ),
-    CatalogEntry("L40", _smi(46_068), "nvidia-smi", "46,068 MiB", ("NVIDIA L40",)),
+    CatalogEntry(
+        "L40",
+        _log_gib("44.40"),
+        "cuda oom",
+        "'GPU 0 has a total capacity of 44.40 GiB' on a single L40 (github.com/QwenLM/Qwen3-VL/issues/2097, the same report in "
+        "github.com/NVlabs/Eagle/issues/68); nvidia-smi shows 46,068 MiB",
+        ("NVIDIA L40",),
+    ),
     CatalogEntry("L20", _smi(46_068), "nvidia-smi", "46,068 MiB, NVIDIA L20 (index id 67533193225)", ("NVIDIA L20",)),
     CatalogEntry(
         "L4",
@@ -185,6 +242,36 @@ CATALOG: tuple[CatalogEntry, ...] = (
         "cuda oom",
         "'NVIDIA L4 (22.03 GiB visible to PyTorch)' and its OOM 'total capacity of 22.03 GiB' (index id 55497994311); nvidia-smi shows 23,034 MiB",
         ("NVIDIA L4",),
+    ),
+    CatalogEntry(
+        "A40",
+        _props(45_416),
+        "cuda properties",
+        "torch's _CudaDeviceProperties(name='NVIDIA A40', ..., total_memory=45416MB) (index ids 31224020222, 31219571458)",
+        ("NVIDIA A40",),
+    ),
+    CatalogEntry(
+        "RTX-A5000",
+        _log_gib("23.68"),
+        "cuda oom",
+        "'GPU 0 has a total capacity of 23.68 GiB' beside an nvidia-smi table of four NVIDIA RTX A5000 at 24,564 MiB "
+        "(github.com/zai-org/GLM-4/issues/730); torch prints total_memory=24138MB (23.57 GiB) on a cloud pod (index id 29664974753)",
+        ("A5000", "NVIDIA RTX A5000"),
+    ),
+    CatalogEntry(
+        "RTX-A4000",
+        _log_gib("15.61"),
+        "cuda oom",
+        "'GPU 0 has a total capacity of 15.61 GiB' on an NVIDIA RTX A4000 16GB (github.com/DengKaiCQ/VGGT-Long/issues/6)",
+        ("A4000", "NVIDIA RTX A4000"),
+    ),
+    CatalogEntry(
+        "A800-80GB",
+        _log_gib("79.33"),
+        "cuda oom",
+        "'GPU 3 has a total capacity of 79.33 GiB' on 4x A800 (github.com/sgl-project/sglang/issues/21730; the form factor is not "
+        "stated)",
+        ("A800-SXM4-80GB", "NVIDIA A800-SXM4-80GB", "NVIDIA A800 80GB PCIe"),
     ),
     CatalogEntry(
         "A10G",
@@ -216,6 +303,14 @@ CATALOG: tuple[CatalogEntry, ...] = (
         ("Tesla V100-SXM2-32GB", "Tesla V100-PCIE-32GB", "V100S"),
     ),
     CatalogEntry(
+        "V100-16GB",
+        _props(16_160),
+        "cuda properties",
+        "torch's _CudaDeviceProperties(name='Tesla V100-SXM2-16GB', major=7, minor=0, total_memory=16160MB) (index ids 3651776778, "
+        "18215037660, 3846184127); the same for a Tesla V100-PCIE-16GB (index id 21232746912)",
+        ("Tesla V100-SXM2-16GB", "V100-SXM2-16GB", "Tesla V100-PCIE-16GB"),
+    ),
+    CatalogEntry(
         "RTX-3090",
         _smi(24_576),
         "nvidia-smi",
@@ -228,6 +323,110 @@ CATALOG: tuple[CatalogEntry, ...] = (
         "nvidia-smi",
         "24,564 MiB, NVIDIA GeForce RTX 3090 Ti (index id 69133493032)",
         ("3090-Ti", "RTX3090Ti", "GeForce RTX 3090 Ti", "NVIDIA GeForce RTX 3090 Ti"),
+    ),
+    CatalogEntry(
+        "RTX-2080-Ti",
+        _props(11_019),
+        "cuda properties",
+        "torch's _CudaDeviceProperties(name='GeForce RTX 2080 Ti', major=7, minor=5, total_memory=11019MB) on Linux servers (index "
+        "ids 24144733103, 21232746912, 29283747073); the 22 GB modded cards need --gpu with their size",
+        ("2080-Ti", "RTX2080Ti", "GeForce RTX 2080 Ti", "NVIDIA GeForce RTX 2080 Ti"),
+    ),
+    CatalogEntry(
+        "RTX-3080-10GB",
+        _log_gib("9.78"),
+        "cuda oom",
+        "'GPU 0; 9.78 GiB total capacity' on an RTX 3080 under Linux (github.com/zai-org/CogVideo/issues/34); Windows reads 10239 MiB "
+        "(index id 55044591858). A 12 GB RTX 3080 exists under the same name: give its size",
+        ("RTX3080-10GB", "3080-10GB"),
+    ),
+    CatalogEntry(
+        "RTX-3060-12GB",
+        _log_gib("11.63"),
+        "vllm log",
+        "'Free memory on device cuda:0 (9.02/11.63 GiB)' on an RTX 3060 12GB (index id 62571909065, bench/vllm_logs/qwen3-0.6b-rtx3060-*); "
+        "llama.cpp prints 'VRAM: 11906 MiB' / '11907 MiB' for others on Linux (index ids 69765842106, 61698967414)",
+        ("RTX3060-12GB", "3060-12GB"),
+    ),
+    CatalogEntry(
+        "RTX-4060-Ti-16GB",
+        _props(15_944),
+        "cuda properties",
+        "llama.cpp's 'NVIDIA GeForce RTX 4060 Ti, compute capability 8.9, VMM: yes, VRAM: 15944 MiB' in a Linux container (index id 57745939478)",
+        ("RTX4060Ti-16GB", "4060-Ti-16GB"),
+    ),
+    CatalogEntry(
+        "RTX-4080",
+        _props(16_049),
+        "cuda properties",
+        "torch's _CudaDeviceProperties(name='NVIDIA GeForce RTX 4080', major=8, minor=9, total_memory=16049MB) (index id 22567041692); "
+        "under WSL2 vLLM prints 'Free memory on device (14.66/15.99 GiB)' (github.com/mrpid12org/imageworks, bench/vllm_logs/llava-1.5-7b-rtx4080-wsl-*)",
+        ("4080", "RTX4080", "GeForce RTX 4080", "NVIDIA GeForce RTX 4080"),
+    ),
+    CatalogEntry(
+        "RTX-4080-Super",
+        _props(15_937),
+        "cuda properties",
+        "llama.cpp's 'NVIDIA GeForce RTX 4080 SUPER, compute capability 8.9, VMM: yes, VRAM: 15937 MiB' on NixOS (index id "
+        "70844013997); Windows / WSL2 read 16375 MiB (index ids 54798121264, 57480453617)",
+        ("4080-Super", "RTX4080Super", "GeForce RTX 4080 SUPER", "NVIDIA GeForce RTX 4080 SUPER"),
+    ),
+    CatalogEntry(
+        "RTX-5060-Ti-16GB",
+        _props(15_850),
+        "cuda properties",
+        "llama.cpp's 'NVIDIA GeForce RTX 5060 Ti, compute capability 12.0, VMM: yes, VRAM: 15850 MiB' in a Linux container (index id "
+        "53499544829); other Linux cards read 15825-15888 MiB (index ids 56630343702, 56711454996), Windows 16310 MiB",
+        ("RTX5060Ti-16GB", "5060-Ti-16GB"),
+    ),
+    CatalogEntry(
+        "RTX-5070-Ti",
+        _props(15_842),
+        "cuda properties",
+        "llama.cpp's 'NVIDIA GeForce RTX 5070 Ti, compute capability 12.0, VMM: yes, VRAM: 15842 MiB' in a Linux container (index id "
+        "53499544829; 15808 MiB in index id 53250428215); Windows reads 16302 MiB (index id 52509346253)",
+        ("5070-Ti", "RTX5070Ti", "GeForce RTX 5070 Ti", "NVIDIA GeForce RTX 5070 Ti"),
+    ),
+    CatalogEntry(
+        "RTX-4050-Laptop-WSL",
+        _log_gib("6.0"),
+        "vllm log",
+        "'Free memory on device (4.95/6.0 GiB)' on an RTX 4050 Laptop 6 GB under WSL2 (index id 68573043236, "
+        "bench/vllm_logs/qwen2.5-3b-awq-rtx4050-laptop-wsl-*); nvidia-smi shows 6141 MiB",
+        ("RTX4050-Laptop-WSL",),
+        note=_WSL,
+    ),
+    CatalogEntry(
+        "RTX-4060-Laptop-Linux",
+        _props(7_815),
+        "cuda properties",
+        "llama.cpp's 'RTX 4060 Laptop GPU, compute capability 8.9, VMM: yes, VRAM: 7815 MiB' on native Linux (Ubuntu 24.04, driver "
+        "570.211.01, 'no WSL2'; nvidia-smi 8188 MiB; index id 57488598479)",
+        ("NVIDIA GeForce RTX 4060 Laptop GPU", "GeForce RTX 4060 Laptop GPU"),
+    ),
+    CatalogEntry(
+        "RTX-4060-Laptop-WSL",
+        _props(8_187),
+        "cuda properties",
+        "llama.cpp's 'NVIDIA GeForce RTX 4060 Laptop GPU, compute capability 8.9, VMM: yes, VRAM: 8187 MiB' built with MSVC on Windows "
+        "(index ids 69082520931, 68952056531)",
+        note=_WSL,
+    ),
+    CatalogEntry(
+        "RTX-4070-Laptop-Linux",
+        _log_gib("7.63"),
+        "cuda oom",
+        "'GPU 0 has a total capacity of 7.63 GiB' on an RTX 4070 Laptop ('8188 MiB totais, 7.63 GiB utilizáveis', Linux driver "
+        "590.48.01; index ids 54536269902, 54513273754)",
+        ("NVIDIA GeForce RTX 4070 Laptop GPU", "GeForce RTX 4070 Laptop GPU"),
+    ),
+    CatalogEntry(
+        "RTX-4070-Laptop-WSL",
+        _props(8_187),
+        "cuda properties",
+        "llama.cpp's 'NVIDIA GeForce RTX 4070 Laptop GPU, compute capability 8.9, VMM: yes, VRAM: 8187 MiB' run from PowerShell "
+        "(Windows, index ids 68739863494, 68711858341); nvidia-smi shows 8188 MiB (WSL2 and Windows, index ids 59589865832, 71577517085)",
+        note=_WSL,
     ),
     CatalogEntry(
         "RTX-4090",
@@ -287,6 +486,27 @@ CATALOG: tuple[CatalogEntry, ...] = (
         platform="rocm",
         note=_ROCM,
     ),
+    CatalogEntry(
+        "MI355X",
+        288 * GiB - (192 * GiB - _log_gib("191.98")),
+        "published",
+        "288 GB HBM3E (AMD counts GiB; e.g. index id 67108253158 '8x AMD Instinct MI355X, 288GB VRAM each'), less the 0.02 GiB an "
+        "MI300X's 192 GB loses to the driver (estimated)",
+        ("AMD Instinct MI355X",),
+        platform="rocm",
+        note=_ROCM,
+    ),
+    CatalogEntry(
+        "MI250X",
+        64 * GiB - (192 * GiB - _log_gib("191.98")),
+        "published",
+        "64 GB HBM2e per GCD (an MI250X is two GCDs of 64 GB, each one device to HIP and vLLM), less the 0.02 GiB an MI300X loses "
+        "(estimated); HIP out-of-memory errors of unnamed 64 GB ROCm devices print 'total capacity of 63.98 GiB' (index ids "
+        "26211555743, 57038549763)",
+        ("AMD Instinct MI250X", "AMD Instinct MI250X / MI250"),
+        platform="rocm",
+        note=_ROCM,
+    ),
 )
 
 # Names that stand for several catalog GPUs of different memory (or form factors): refused with the choices.
@@ -295,6 +515,10 @@ AMBIGUOUS: dict[str, tuple[str, ...]] = {
     "H100": ("H100-SXM", "H100-PCIe", "H100-NVL"),
     "RTX-6000": ("RTX-6000-Ada", "RTX-PRO-6000", "RTX-A6000"),
     "MI300": ("MI300X", "MI325X"),
+    "V100": ("V100-16GB", "V100-32GB"),
+    # laptop parts: native Linux and WSL2 report different totals for the same card (see the module docstring)
+    "RTX-4060-Laptop": ("RTX-4060-Laptop-Linux", "RTX-4060-Laptop-WSL"),
+    "RTX-4070-Laptop": ("RTX-4070-Laptop-Linux", "RTX-4070-Laptop-WSL"),
 }
 
 
@@ -434,7 +658,7 @@ def nvidia_smi_total_caveat(gpu: Gpu, utilization: float) -> str | None:
 # NVML's total minus cudaMemGetInfo's, measured on the project's H200 (150,754,820,096 - 150,109,880,320 B); an
 # L40S shows about 590 MiB (vLLM log 44.42 GiB vs nvidia-smi 46,068 MiB). The larger gap is the safe estimate.
 NVML_OVER_CUDA_BYTES = 644_939_776
-_CUDA_SIDE_SOURCES = ("measured", "vllm log", "cuda oom")  # catalog totals that are cudaMemGetInfo's
+_CUDA_SIDE_SOURCES = ("measured", "vllm log", "cuda oom", "cuda properties")  # catalog totals that are cudaMemGetInfo's
 
 
 def with_cuda_total(local: Gpu) -> Gpu:

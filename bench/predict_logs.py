@@ -289,13 +289,14 @@ CAUSES: dict[str, str] = {
     "estimate of 1.10 GiB where capacity has 0.04-0.06 GiB (see that log), and GB10's unified memory moves vLLM's "
     "mem_get_info figures with host allocations. Planned by formula (the gpt-oss trace is not run). Not fitted: a "
     "held-out log.",
-    "qwen2.5-7b-jetson-thor-test-fixture.log": "available KV / KV tokens / concurrency +201 %, non-KV -79 %: not identified "
-    "from the log. The excerpt prints no gpu_memory_utilization, no 'Free memory on device' line and no engine config, and "
-    "its sidecar states none, so capacity plans the 0.92 default on the catalog's Jetson Thor (125,748 MiB = 122.80 GiB, "
-    "llama.cpp's totalGlobalMem): 112.98 GiB requested. vLLM's 597,776 tokens x 57,344 B (28 layers x 4 KV heads x 128 x "
-    "2 x bf16) = 31.92 GiB of KV plus capacity's 16.88 GiB of non-KV is 48.8 GiB, 0.40 x 122.80 GiB: the start most likely "
-    "ran at a utilization near 0.40 that the excerpt cuts off (or with other processes holding the unified memory). The "
-    "same catalog total plans the Thor 0.10.2 start, whose utilization (0.85) is printed, within 0.8 % on every term.",
+    "qwen2.5-1.5b-rtx4070-laptop-wsl-util0.8-len4096-v0.30.0.log": "available KV / KV tokens / concurrency +50.5 %, "
+    "non-KV -22.2 %: not identified. The excerpt prints three lines (load 2.98 GiB, KV 1.95 GiB, 72,992 tokens), no "
+    "requested memory, no CUDA total and no compile line, so capacity uses 0.8 x the catalog's RTX-4070-Laptop-WSL total "
+    "(8,187 MiB) and a warm compile cache: vLLM's non-weights memory is then 1.47 GiB where capacity has 0.58 "
+    "(activation 0.26, non-torch 0.27, graphs 0.05). A cold start would add 0.34 GiB (S = 151,936 x 1536 x 2 + 2048 x "
+    "1536 x 2 B + the L2 upper bound, 0.60 GiB, above the 0.26 GiB warm peak); WSL2's driver keeps memory besides "
+    "(its RTX 4050 pair: 0.53 GiB more consumed on the cold start). The weights' -3.2 % (2.98 against 2.88 GiB) is the "
+    "same 0.1 GiB the Qwen2.5-1.5B sm75 log shows, not identified either.",
     # --- V0 engine ---
     "llama-3.2-3b-t4-v0-engine-v0.8.2-unsloth.log": "non-KV -7.2 %, available KV +8.0 %: vLLM's activation peak is 0.90 GiB, "
     "capacity's 0.17 GiB. The V0 profile run samples max_num_seqs = 192 dummy sequences with top_k = vocab - 1 and top_p = 0.99 "

@@ -110,6 +110,14 @@ KvDtypeOpt = Annotated[str | None, typer.Option("--kv-cache-dtype", help="auto, 
 KvBytesOpt = Annotated[str | None, typer.Option("--kv-cache-memory-bytes", help="Fixed KV cache size (e.g. 10G); skips profiling like vLLM.")]
 DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="Model dtype: auto, bfloat16, float16, float32.")]
 EagerOpt = Annotated[bool | None, typer.Option("--enforce-eager", help="No CUDA graphs.")]
+CompileCacheOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--compile-cache",
+        help="The torch.compile cache the start finds: warm (default: a restart with the same flags) or cold (the first start: vLLM "
+        "compiles inside its memory profile and sizes a smaller KV cache).",
+    ),
+]
 LanguageModelOnlyOpt = Annotated[
     bool | None, typer.Option("--language-model-only", help="vLLM's --language-model-only: every modality limit 0 (no encoder budget, towers not loaded).")
 ]
@@ -231,6 +239,7 @@ KNOBS = (
     "kv_cache_memory_bytes",
     "dtype",
     "enforce_eager",
+    "compile_cache",
     "language_model_only",
     "enable_expert_parallel",
     "enable_prefix_caching",
@@ -375,6 +384,7 @@ def plan(
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    compile_cache: CompileCacheOpt = None,
     language_model_only: LanguageModelOnlyOpt = None,
     enable_expert_parallel: ExpertParallelOpt = None,
     enable_prefix_caching: PrefixCachingOpt = None,
@@ -713,6 +723,7 @@ def reconcile(
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    compile_cache: CompileCacheOpt = None,
     language_model_only: LanguageModelOnlyOpt = None,
     enable_expert_parallel: ExpertParallelOpt = None,
     enable_prefix_caching: PrefixCachingOpt = None,
@@ -799,6 +810,7 @@ def check(
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    compile_cache: CompileCacheOpt = None,
     language_model_only: LanguageModelOnlyOpt = None,
     enable_expert_parallel: ExpertParallelOpt = None,
     enable_prefix_caching: PrefixCachingOpt = None,
@@ -865,6 +877,7 @@ def sweep(
     kv_cache_memory_bytes: KvBytesOpt = None,
     dtype: DtypeOpt = None,
     enforce_eager: EagerOpt = None,
+    compile_cache: CompileCacheOpt = None,
     language_model_only: LanguageModelOnlyOpt = None,
     enable_expert_parallel: ExpertParallelOpt = None,
     enable_prefix_caching: PrefixCachingOpt = None,

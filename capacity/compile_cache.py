@@ -5,7 +5,9 @@ vLLM compiles the decoder during the profile run that sizes the KV cache: `Worke
 section 3a), and nothing runs the model before it. On a cold cache, Inductor's autotuning, the AOT export and
 JIT-compiled kernels allocate inside that window: vLLM counts the freed part as peak activation and the code that stays
 as consumed (non-torch) memory, so the first start gets a smaller KV cache than a restart with the same flags (vLLM
-issues #54383, #54122; PR #54479 is open, 0.33.0 unchanged). capacity plans a warm start, the steady state.
+issues #54383, #54122; PR #54479 is open, 0.33.0 unchanged). capacity plans a warm start by default (the steady
+state, `--compile-cache warm`); `--compile-cache cold` plans the first start, and `reconcile` takes the state a log's
+lines show.
 
 The cache key holds the vLLM version, dtype, quantization, tensor parallelism, `max_num_batched_tokens` and
 `max_model_len` (and, from 0.29, `max_num_seqs` through the graph sizes), not `gpu_memory_utilization`
@@ -13,29 +15,45 @@ The cache key holds the vLLM version, dtype, quantization, tensor parallelism, `
 whose cache directory (VLLM_CACHE_ROOT, ~/.cache/vllm) is not kept. `--enforce-eager` compiles nothing
 (VllmConfig sets CompilationMode.NONE) and `--kv-cache-memory` skips the measurement.
 
-How much a cold start costs is not predictable from the model, GPU and flags with the public data (EVIDENCE.md
-section 4): eight cold/warm observations on consumer GPUs (RTX 3090, 4090, 4050 Laptop; vLLM 0.28-0.29) lost 0.47 to
-0.97 GiB per GPU; a V100 and one RTX 3090 on 0.28.0 lost nothing; an RTX 8000 (a fork) lost 2.50 GiB and RTX PRO 6000
-Blackwell GPUs (a nightly) "tens of GiB". capacity gives that range, estimated, not a figure.
+**What a cold compile allocates** (`cold_compile_scratch`). From 0.12.0 vLLM turns on Inductor's combo kernels and
+their benchmarking (`benchmark_combo_kernel`, torch >= 2.9). Compiling, Inductor times the kernel that gathers the
+token embeddings on fresh copies of its arguments: the whole embedding table of the rank, the [tokens, hidden] output,
+and its cache-flush buffer of the GPU's L2 size. The torch peak of a cold first forward is then
+
+    S = vocab_per_rank x hidden x dtype + max_num_batched_tokens x hidden x dtype + L2 size
+
+above what was allocated before it, whatever the warm forward needs: vLLM's transient peak on a cold start is
+max(warm peak, S). Measured on the H200 (bench/results/h200-compile-cold-warm-2026-12-01: torch 2.11, transformers'
+decoders under vLLM 0.33's Inductor options): Qwen3-8B at 2048 and 8192 tokens, Llama-3.1-8B, phi-4 and Qwen3-0.6B
+peak within 1.2 MiB of S; with Inductor's default options (no combo benchmarking) the cold peak is the warm one plus
+the flush buffer. The public vLLM pairs agree: Qwen3-32B-AWQ at TP 2 on RTX 4090s (0.28.0) printed cold peaks of 0.80
+and 0.82 GiB where S is 0.809 and 0.824; Qwen2.5-3B-AWQ on an RTX 4050 Laptop (0.29.0) 0.67 where S is about 0.61.
+Where the compiled model takes embeddings instead of token ids (a multimodal model with an input allowed: MRV2's
+`uses_inputs_embeds`), the table is not its argument and S is the output and the buffer only.
+
+A cold start can also leave part of that scratch reserved by the allocator (a split segment empty_cache cannot free:
+phi-4 on the H200 kept 0.96 GiB; the RTX 4050 pair 0.53 GiB more "consumed"), which versions without the profile-time
+split limit (`_scoped_allocator_max_split` around profile_run, 0.31.0+) count as consumed: not modelled. Nor is a
+report of "tens of GiB" on RTX PRO 6000 Blackwell GPUs (a nightly, vllm#54122), which S does not explain.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from capacity.units import GiB
+from capacity.memory import ESTIMATED, MemoryTerm
+from capacity.units import MiB
 
-# The observed range of the eight consumer-GPU pairs (bench/compile_cache/evidence.json): D3, "0.47 GiB/GPU"
-# (2 x RTX 4090, Qwen3-32B-AWQ, 0.28.0, vllm PR #54479), to D4, 1,044,393,984 B (RTX 4050 Laptop, Qwen2.5-3B-AWQ,
-# 0.29.0: this benchmark's cold/warm pair, the difference of vLLM's two --kv-cache-memory suggestions).
-COLD_START_LOW_BYTES = round(0.47 * GiB)
-COLD_START_HIGH_BYTES = 1_044_393_984
-COLD_START_SOURCES = (
-    "0.47-0.97 GiB per GPU in 8 public cold/warm pairs on RTX 3090 / 4090 / 4050 Laptop (vLLM 0.28-0.29); "
-    "none on a V100; 2.5 GiB on an RTX 8000 and more on RTX PRO 6000 Blackwell (bench/compile_cache/EVIDENCE.md)"
-)
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from capacity.gpus import Gpu
+    from capacity.serving import ServingConfig
+    from capacity.spec import ModelSpec
+
+# Inductor's flush buffer where the catalog does not know the GPU's L2: the largest L2 of a CUDA GPU it lists (the RTX
+# PRO 6000's 128 MiB), an upper bound.
+L2_UPPER_BOUND_BYTES = 128 * MiB
 
 COLD = "cold"
 WARM = "warm"
@@ -80,15 +98,60 @@ def compile_cache_evidence(lines: list[str]) -> CompileCacheEvidence | None:
 
 
 def log_note(evidence: CompileCacheEvidence | None, enforce_eager: bool) -> str | None:
-    """What reconcile says of a log's compile cache against capacity's warm-start plan."""
+    """What reconcile says of the compile cache a log's start found (and so how it planned it)."""
     if enforce_eager:
         return None
     if evidence is None:
-        return "the log shows no torch.compile line, so whether its start found a cold or a warm compile cache is not known (capacity plans a warm one)"
+        return "the log shows no torch.compile line: its start is planned with a warm compile cache (--compile-cache cold plans a first start)"
     if evidence.state == WARM:
-        return f"this start loaded the compiled model from the cache ('{evidence.line}'): a warm start, as capacity plans"
-    head = "this start compiled the model" if evidence.state == COLD else "this start both loaded and compiled graphs (a draft head or an encoder can be cold while the decoder is warm)"
+        return f"this start loaded the compiled model from the cache ('{evidence.line}'): planned with a warm compile cache"
+    if evidence.state == COLD:
+        return (
+            f"this start compiled the model ('{evidence.line}'): planned with --compile-cache cold, vLLM's profile peak "
+            "holding the compile's scratch (capacity/compile_cache.py)"
+        )
     return (
-        f"{head} ('{evidence.line}'): vLLM charged the compile's scratch to the profile run, so its KV cache is smaller than a "
-        f"restart with the same flags gets; capacity plans the warm start ({COLD_START_SOURCES})"
+        f"this start both loaded and compiled graphs ('{evidence.line}': a draft head or an encoder can be cold while the "
+        "decoder is warm): planned with a warm compile cache"
     )
+
+@dataclass(frozen=True)
+class ColdCompileScratch:
+    """What a cold compile adds to the profile's torch peak (S above), by part; bytes on one rank."""
+
+    embedding_bytes: int  # the rank's embedding table (0 when the compiled model takes embeddings)
+    output_bytes: int  # the gather's [max_num_batched_tokens, hidden] output
+    flush_bytes: int  # Inductor's cache-flush buffer: the GPU's L2
+    flush_known: bool  # False: the catalog does not know the L2, the upper bound stands in
+
+    @property
+    def bytes(self) -> int:
+        return self.embedding_bytes + self.output_bytes + self.flush_bytes
+
+    def describe(self) -> str:
+        l2 = "the GPU's L2" if self.flush_known else "an L2 upper bound"
+        table = f"embedding table {self.embedding_bytes:,} B + " if self.embedding_bytes else "no embedding table (the model takes embeddings) + "
+        return f"{table}[tokens, hidden] output {self.output_bytes:,} B + flush buffer {self.flush_bytes:,} B ({l2})"
+
+
+def cold_compile_scratch(spec: ModelSpec, serving: ServingConfig, gpu: Gpu, benchmarks_combo_kernels: bool) -> ColdCompileScratch:
+    """S: the torch peak a cold compile reaches above what was allocated before the profile run."""
+    from capacity.weights import pad_vocab_size
+
+    d = spec.decoder
+    takes_embeddings = any(serving.limit_mm_per_prompt.get(m.name, 0) > 0 for m in spec.modalities)
+    table = 0
+    if benchmarks_combo_kernels and not takes_embeddings:
+        table = pad_vocab_size(d.vocab_size) // serving.tensor_parallel_size * d.hidden_size * serving.dtype_bytes
+    output = serving.max_num_batched_tokens * d.hidden_size * serving.dtype_bytes
+    known = gpu.l2_cache_bytes > 0
+    return ColdCompileScratch(table, output, gpu.l2_cache_bytes if known else L2_UPPER_BOUND_BYTES, known)
+
+
+def cold_start_activation(activation: MemoryTerm, encoder_cache: MemoryTerm, scratch: ColdCompileScratch) -> MemoryTerm:
+    """vLLM's transient peak on a cold start, max(warm peak, S), charged to the activation term (the warm peak being
+    activation + the encoder outputs held during the decoder pass)."""
+    warm = activation.bytes + encoder_cache.bytes
+    extra = max(scratch.bytes - warm, 0)
+    how = f"cold compile cache: max(warm peak {warm:,} B, compile scratch {scratch.bytes:,} B = {scratch.describe()})"
+    return MemoryTerm(activation.bytes + extra, ESTIMATED, f"{activation.method}; {how}")

@@ -51,6 +51,7 @@ class Gpu:
     compute_capability_major: int = 9  # picks vLLM's attention backends (MLA block size, GDN prefill kernel)
     defaulted: bool = False  # no --gpu and no local GPU: the plan assumed DEFAULT_GPU
     nvlink: bool = False  # GPUs of one node talk over NVLink (SXM / HGX boards, NVL bridges), see _NVLINK
+    l2_cache_bytes: int = 0  # the L2 size CUDA reports (device properties), 0 when not known; see _L2_CACHE_MIB
 
     @property
     def label(self) -> str:
@@ -85,6 +86,7 @@ class CatalogEntry:
             unified_memory=self.unified_memory,
             compute_capability_major=_COMPUTE_CAPABILITY.get(self.name, 8),
             nvlink=self.name in _NVLINK,
+            l2_cache_bytes=_L2_CACHE_MIB.get(self.name, 0) * MiB,
         )
 
 
@@ -109,6 +111,25 @@ _COMPUTE_CAPABILITY = {
 # the link is not NVLink (AMD Instinct: xGMI and RCCL; PCIe cards), it is False. It only decides whether NCCL's
 # communicator is charged where a version counts it in the non-KV memory (memory.communicators_in_profile).
 _NVLINK = frozenset(("H200", "H100-SXM", "H100-NVL", "H800", "H20", "B200", "B300"))
+
+# L2 cache sizes (MiB), as cudaGetDeviceProperties reports them: Inductor sizes its benchmark's cache-flush buffer by
+# it (capacity/compile_cache.py). H200 measured (its 62,914,560 B buffer, bench/results/h200-compile-cold-warm-*);
+# the others published by NVIDIA per chip (architecture whitepapers): GH100 50 MiB as H100 / H800 parts, GA100 40,
+# AD102 96 as L40 / L40S / RTX 6000 Ada (72 on the RTX 4090), AD103 64, AD104 48 as the L4, GA102 6, TU104 4,
+# GV100 6, GB202 96 as the RTX 5090 (128 on the RTX PRO 6000), GB203 64. GPUs not listed are not known (0).
+_L2_CACHE_MIB = {
+    "H200": 60,
+    **dict.fromkeys(("H100-SXM", "H100-PCIe", "H100-NVL", "H800"), 50),
+    **dict.fromkeys(("A100-80GB", "A100-40GB", "A800-80GB"), 40),
+    **dict.fromkeys(("L40S", "L40", "RTX-6000-Ada"), 96),
+    "L4": 48,
+    "RTX-4090": 72,
+    **dict.fromkeys(("RTX-4080", "RTX-4080-Super", "RTX-5080"), 64),
+    "RTX-5090": 96,
+    "RTX-PRO-6000": 128,
+    **dict.fromkeys(("A10", "A10G", "A40", "RTX-A6000", "RTX-A5000", "RTX-3090", "RTX-3090-Ti", "V100-32GB", "V100-16GB"), 6),
+    "T4": 4,
+}
 
 
 def _smi(mib: int) -> int:

@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from capacity.compile_cache import COLD_START_HIGH_BYTES, COLD_START_LOW_BYTES, COLD_START_SOURCES
+from capacity.compile_cache import COLD, cold_compile_scratch
 from capacity.kv_model import max_model_len_that_fits
 from capacity.kv_spec import MambaSpec, kv_heads_per_rank
 from capacity.plan import ERROR, INFO, WARNING, Hazard
@@ -315,28 +315,33 @@ def warmup(plan: Plan) -> Iterator[Hazard]:
 
 @check
 def cold_compile_cache(plan: Plan) -> Iterator[Hazard]:
-    """The first start on an empty torch.compile cache gets less KV cache than this warm-start plan (compile_cache)."""
-    s, kv = plan.serving, plan.kv
-    if s.enforce_eager or s.kv_cache_memory_bytes is not None or kv.available_bytes <= 0:
+    """The first start on an empty torch.compile cache: vLLM's profile peak holds the compile's scratch
+    (capacity/compile_cache.py), so that start gets less KV cache than a restart."""
+    s, kv, m = plan.serving, plan.kv, plan.memory
+    if s.enforce_eager or s.kv_cache_memory_bytes is not None or kv.available_bytes <= 0 or s.compile_cache == COLD:
         return
-    room = kv.available_bytes - kv.bytes_per_block - kv.needed_for_one_request_bytes  # what a start can lose before it refuses
-    tight = room < COLD_START_HIGH_BYTES
-    share = f"{COLD_START_LOW_BYTES / kv.available_bytes:.0%} to {COLD_START_HIGH_BYTES / kv.available_bytes:.0%} of this plan's KV cache"
-    fix = "start once to fill the cache (keep ~/.cache/vllm on a volume) and restart, or pass --kv-cache-memory with a warm start's suggested value"
+    scratch = cold_compile_scratch(plan.spec, s, plan.gpu, benchmarks_combo_kernels=True)
+    extra = scratch.bytes - (m["activation_peak"].bytes + m["encoder_cache"].bytes)
+    if extra <= 0:
+        return
+    cold_available = kv.available_bytes - extra
+    lost_blocks = kv.num_blocks - max(cold_available, 0) // kv.bytes_per_block
+    refuses = cold_available - kv.bytes_per_block < kv.needed_for_one_request_bytes
+    fix = "start once to fill the cache (keep ~/.cache/vllm on a volume) and restart, or plan the first start with --compile-cache cold"
     knobs: tuple[tuple[str, int], ...] = ()
-    if tight:
-        groups = [g.group for g in kv.groups]
-        cold_len = max_model_len_that_fits(groups, kv.bytes_per_block, s, kv.available_bytes - COLD_START_HIGH_BYTES, s.max_model_len)
+    if refuses:
+        cold_len = max_model_len_that_fits([g.group for g in kv.groups], kv.bytes_per_block, s, cold_available, s.max_model_len)
         if cold_len:
-            fix = f"use --max-model-len {cold_len} (what fits {gib(COLD_START_HIGH_BYTES)} less KV cache), or " + fix
+            fix = f"use --max-model-len {cold_len} (what the first start fits), or " + fix
             knobs = (("max_model_len", cold_len),)
     yield Hazard(
         "cold_compile_cache",
-        WARNING if tight else INFO,
-        "a start on an empty torch.compile cache (a new vLLM version, dtype, TP, --max-num-batched-tokens or --max-model-len, or a "
-        "container whose VLLM_CACHE_ROOT is not kept) compiles inside vLLM's memory profile and gets a smaller KV cache than this "
-        f"warm-start plan: {COLD_START_SOURCES}; {share}"
-        + (f"; only {gib(max(room, 0))} separates this plan from vLLM's refusal to start (no room for one request)" if tight else ""),
+        WARNING if refuses else INFO,
+        "the first start on an empty torch.compile cache (a new vLLM version, dtype, TP, --max-num-batched-tokens or "
+        "--max-model-len, or a container whose VLLM_CACHE_ROOT is not kept) compiles inside vLLM's memory profile: its peak "
+        f"holds {gib(scratch.bytes)} of compile scratch ({scratch.describe()}), {gib(extra)} above this warm plan's, so "
+        f"that start's KV cache is {gib(extra)} ({lost_blocks:,} blocks, {extra / kv.available_bytes:.0%}) smaller"
+        + ("; it then has no room for one request and vLLM refuses to start (a restart, warm, would start)" if refuses else ""),
         fix,
         knobs,
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from capacity.compile_cache import COLD, WARM
 from capacity.errors import BadInput
 from capacity.gpus import CATALOG, Gpu, gpu_by_name
 from capacity.serving import ServingArgs
@@ -91,6 +92,8 @@ def knobs_from_log(facts: VllmLogFacts, *, effective: bool) -> dict[str, Any]:
             if key == "limit_mm_per_prompt" and isinstance(value, dict):
                 value = {str(k): int(v["count"] if isinstance(v, dict) else v) for k, v in value.items()}
             out[key] = value
+    if facts.compile_cache is not None and facts.compile_cache.state in (COLD, WARM):
+        out["compile_cache"] = facts.compile_cache.state  # a fact of that start, not a default
     return out
 
 

@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 
 from capacity.budget import MultiModalBudget, build_budget
+from capacity.compile_cache import COLD, cold_compile_scratch, cold_start_activation
 from capacity.errors import BadInput
 from capacity.families import model_spec
 from capacity.gpus import Gpu, nvidia_smi_total_caveat, resolve_gpu
@@ -130,6 +131,9 @@ def build_plan(
                 (p.peak_above_start_bytes for p in profile.phases if p.name not in ("weights", "encoder")), default=0
             )
             memory["activation_peak"] = vllm_encoder_activation(spec.family, memory["activation_peak"], dominates)
+    if serving.compile_cache == COLD and not serving.enforce_eager:
+        scratch = cold_compile_scratch(spec, serving, gpu, (semantics or LATEST).benchmarks_combo_kernels)
+        memory["activation_peak"] = cold_start_activation(memory["activation_peak"], memory["encoder_cache"], scratch)
     before_snapshot = memory["cuda_context"].bytes + memory["collectives"].bytes
     if semantics is not None and semantics.communicators_in_non_kv and serving.tensor_parallel_size > 1:
         memory["non_torch"] = communicators_in_profile(memory["non_torch"], memory["collectives"], gpu, semantics.name)

@@ -47,6 +47,7 @@ class ServingArgs:
     kv_cache_memory_bytes: int | None = None
     dtype: str = "auto"
     enforce_eager: bool = False
+    compile_cache: str = "warm"  # the torch.compile cache the start finds: "warm" or "cold" (capacity.compile_cache)
     usage_context: str = "openai_api_server"  # `vllm serve`; "llm_class" for the offline LLM class
     enable_prefix_caching: bool | None = None  # None: vLLM's default (on, except for encoder-decoder models)
     revision: str | None = None  # `vllm serve --revision`: the Hub revision of --model (resolution only, no memory effect)
@@ -79,6 +80,7 @@ class ServingConfig:
     enable_prefix_caching: bool = True  # hybrid Mamba models then keep Mamba state in "align" mode
     mm_processor_kwargs: dict[str, Any] = field(default_factory=dict)  # applied to the model's processor configs
     language_model_only: bool = False  # every limit above is then 0
+    compile_cache: str = "warm"  # "cold": the first start, whose profile holds the compile's scratch
     defaulted: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
@@ -107,6 +109,7 @@ class ServingConfig:
             kv_cache_memory_bytes=self.kv_cache_memory_bytes,
             dtype=self.dtype,
             enforce_eager=self.enforce_eager,
+            compile_cache=self.compile_cache,
             enable_expert_parallel=self.enable_expert_parallel,
             enable_prefix_caching=given("enable_prefix_caching", self.enable_prefix_caching),
             usage_context=self.usage_context,
@@ -256,8 +259,16 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu, base_batch: tu
         enable_expert_parallel=args.enable_expert_parallel,
         enable_prefix_caching=prefix_caching,
         mm_processor_kwargs=dict(args.mm_processor_kwargs or {}),
+        compile_cache=compile_cache_state(args.compile_cache),
         defaulted=tuple(defaulted),
     )
+
+
+def compile_cache_state(value: str) -> str:
+    """--compile-cache: "warm" or "cold" (capacity.compile_cache); BadInput for anything else."""
+    if value not in ("warm", "cold"):
+        raise BadInput(f"--compile-cache {value!r}: give warm (a restart with the same flags) or cold (the first start)")
+    return value
 
 
 # --- `vllm serve --config serve.yaml` -------------------------------------------------------------

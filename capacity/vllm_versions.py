@@ -128,6 +128,10 @@ class VllmSemantics:
     # communicators and vLLM's all-reduce buffers then count as non-torch growth, inside the non-KV memory; from 0.11.0
     # the snapshot follows them (as in 0.33), so they sit outside it
     communicators_in_non_kv: bool = False
+    # CompilationConfig sets Inductor's combo_kernels and benchmark_combo_kernel when torch >= 2.9 (0.12.0 pins torch
+    # 2.9.0; 0.11.0's compilation.py has no such line): a cold compile then benchmarks the embedding's kernel on
+    # random copies of its arguments (capacity/compile_cache.py)
+    benchmarks_combo_kernels: bool = True
     # determine_available_memory profiles CUDA graphs on ROCm too (is_cuda_alike: 0.27.1, 0.28.0, 0.33.0); 0.23.0 asks
     # current_platform.is_cuda(), so on ROCm its estimate is 0
     cudagraph_estimate_on_rocm: bool = True
@@ -228,6 +232,7 @@ V0 = VllmSemantics(
     mrv2_default=MRV2_NEVER,
     whole_prompt_batches=True,
     long_context_chunking=32768,
+    benchmarks_combo_kernels=False,
 )
 
 # Each range is the one before it with what that release changed (the tables in the module docstring say where each
@@ -247,10 +252,11 @@ _V0_8 = VllmSemantics(
     flashinfer_sampler_by_default=False,  # used when installed, but no Requires-Dist (0.9.2; 0.10.2: an extra)
     warms_native_sampler=False,
     communicators_in_non_kv=True,
+    benchmarks_combo_kernels=False,
 )
 _V0_11 = replace(_V0_8, name="0.11", first=(0, 11), communicators_in_non_kv=False)  # snapshot after NCCL from 0.11.0
 # 0.15.1: opt in with VLLM_USE_FLASHINFER_SAMPLER=1 (as 0.18.0, 0.19.1)
-_V0_12 = replace(_V0_11, name="0.12-0.15", first=(0, 12), cross_attention_per_request=MAX_NUM_BATCHED_TOKENS)
+_V0_12 = replace(_V0_11, name="0.12-0.15", first=(0, 12), cross_attention_per_request=MAX_NUM_BATCHED_TOKENS, benchmarks_combo_kernels=True)
 _V0_16 = replace(_V0_12, name="0.16-0.19", first=(0, 16), native_top_k_top_p="triton")
 _V0_20 = replace(
     _V0_16,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from capacity.cli import main
-from capacity.compile_cache import COLD, COLD_START_HIGH_BYTES, MIXED, WARM, compile_cache_evidence
+from capacity.compile_cache import COLD, MIXED, WARM, compile_cache_evidence
 from capacity.errors import EXIT_FITS
 from capacity.vllm_log import load_vllm_startups
 
@@ -48,48 +48,108 @@ def test_mixed_and_aot_lines() -> None:
     assert compile_cache_evidence(["INFO [gpu_worker.py:1] Available KV cache memory: 5.0 GiB"]) is None
 
 
-def _cold_hazard(**knobs: object):
-    from capacity.hazards import find_hazards
+def _plan(**knobs: object):
     from capacity.planner import plan_for
     from capacity.serving import ServingArgs
 
-    plan = plan_for("Qwen/Qwen3-8B", ServingArgs(**knobs), "RTX-4090")
-    found = [h for h in find_hazards(plan) if h.id == "cold_compile_cache"]
-    return plan, (found[0] if found else None)
+    return plan_for("Qwen/Qwen3-8B", ServingArgs(**knobs), "RTX-4090")
 
 
-def test_hazard_warns_when_a_cold_start_can_refuse() -> None:
-    """Qwen3-8B on a 24 GiB RTX 4090: 144 KiB of KV per token (36 layers x 8 KV heads x 128 x 2 x 2 B), so one
-    40,960-token request needs 5.625 GiB and leaves less than the 0.97 GiB a cold start can lose; at 16,384 tokens
-    (2.25 GiB) it does not."""
-    tight, hazard = _cold_hazard(max_model_len=40_960)
-    assert tight.kv.needed_for_one_request_bytes == 40_960 * 144 * 1024
-    room = tight.kv.available_bytes - tight.kv.bytes_per_block - tight.kv.needed_for_one_request_bytes
-    assert 0 < room < COLD_START_HIGH_BYTES
-    assert hazard is not None and hazard.severity == "warning" and "refusal to start" in hazard.message
-    # the fix: the longest max_model_len whose blocks (16 tokens of 144 KiB each) fit 0.97 GiB less KV memory,
-    # less the null block (vLLM's _estimate_max_model_len_from_groups)
+def _cold_hazard(plan):
+    return next((h for h in plan.hazards if h.id == "cold_compile_cache"), None)
+
+
+# Qwen3-8B (vocab 151,936, a multiple of 64; hidden 4096; bfloat16) on an RTX 4090 (L2 72 MiB), the API server's
+# 2048 batched tokens: S = 151,936 x 4096 x 2 + 2048 x 4096 x 2 + 72 MiB.
+QWEN3_8B_4090_SCRATCH = 151_936 * 4096 * 2 + 2048 * 4096 * 2 + 72 * 2**20
+
+
+def test_scratch_by_hand() -> None:
+    from capacity.compile_cache import cold_compile_scratch
+
+    plan = _plan(max_model_len=16_384)
+    scratch = cold_compile_scratch(plan.spec, plan.serving, plan.gpu, benchmarks_combo_kernels=True)
+    assert scratch.bytes == QWEN3_8B_4090_SCRATCH == 1_336_934_400
+    assert cold_compile_scratch(plan.spec, plan.serving, plan.gpu, benchmarks_combo_kernels=False).bytes == 2048 * 4096 * 2 + 72 * 2**20
+
+
+def test_scratch_matches_the_h200_measurements() -> None:
+    """bench/results/h200-compile-cold-warm-2026-12-01: each cold first forward's torch peak above what was allocated
+    before it, against S for that decoder (8 layers: S has no per-layer term) with the H200's 60 MiB L2."""
+    import json
+
+    folder = ROOT / "bench" / "results" / "h200-compile-cold-warm-2026-12-01"
+    cases = {  # vocab, hidden of the configs the runs used
+        folder / "qwen3-8b" / "compile-cold-warm.json": (151_936, 4096),
+        folder / "llama-3.1-8b" / "compile-cold-warm.json": (128_256, 4096),
+        folder / "run2" / "phi-4" / "compile-cold-warm.json": (100_352, 5120),
+        folder / "run2" / "qwen3-0.6b" / "compile-cold-warm.json": (151_936, 1024),
+    }
+    for path, (vocab, hidden) in cases.items():
+        doc = json.loads(path.read_text())
+        assert doc["inductor_options"] == {"combo_kernels": True, "benchmark_combo_kernel": True}
+        for r in doc["results"]:
+            if r["mode"] == "cold":
+                s = vocab * hidden * 2 + r["tokens"] * hidden * 2 + 60 * 2**20
+                assert abs(r["torch_peak_above_before"] - s) <= 1_200_000, (path, r)
+
+
+def test_cold_plan_takes_the_scratch_as_its_peak() -> None:
+    warm, cold = _plan(max_model_len=16_384), _plan(max_model_len=16_384, compile_cache="cold")
+    warm_peak = warm.memory["activation_peak"].bytes + warm.memory["encoder_cache"].bytes
+    assert warm_peak < QWEN3_8B_4090_SCRATCH
+    assert cold.memory["activation_peak"].bytes == QWEN3_8B_4090_SCRATCH
+    assert warm.kv.available_bytes - cold.kv.available_bytes == QWEN3_8B_4090_SCRATCH - warm_peak
+    assert cold.serving.compile_cache == "cold" and _cold_hazard(cold) is None
+
+
+def test_hazard_warns_when_the_first_start_refuses() -> None:
+    """One 40,960-token request needs 40,960 x 144 KiB (36 layers x 8 KV heads x 128 x 2 x 2 B): the warm plan fits
+    it, the first start (S above the warm peak) does not; the fix is the longest max_model_len the cold plan fits."""
+    warm = _plan(max_model_len=40_960)
+    cold = _plan(max_model_len=40_960, compile_cache="cold")
     block = 16 * 144 * 1024
-    assert tight.kv.bytes_per_block == block
-    cold_blocks = (tight.kv.available_bytes - COLD_START_HIGH_BYTES - block) // block
-    assert dict(hazard.knobs) == {"max_model_len": cold_blocks * 16}
-    roomy, hazard = _cold_hazard(max_model_len=16_384)
-    assert roomy.kv.available_bytes - roomy.kv.needed_for_one_request_bytes > COLD_START_HIGH_BYTES
-    assert hazard is not None and hazard.severity == "info"
+    assert warm.kv.needed_for_one_request_bytes == 40_960 * 144 * 1024 and warm.kv.bytes_per_block == block
+    assert warm.kv.available_bytes - block >= warm.kv.needed_for_one_request_bytes > cold.kv.available_bytes - block
+    hazard = _cold_hazard(warm)
+    assert hazard is not None and hazard.severity == "warning" and "refuses to start" in hazard.message
+    assert dict(hazard.knobs) == {"max_model_len": (cold.kv.available_bytes - block) // block * 16}
+    roomy = _cold_hazard(_plan(max_model_len=16_384))
+    assert roomy is not None and roomy.severity == "info"
 
 
 @pytest.mark.parametrize("knobs", [{"enforce_eager": True}, {"kv_cache_memory_bytes": 4 * 2**30}])
 def test_no_hazard_without_a_measured_compile(knobs: dict[str, object]) -> None:
     """--enforce-eager compiles nothing (VllmConfig: CompilationMode.NONE); --kv-cache-memory skips the profile's figure."""
-    _, hazard = _cold_hazard(max_model_len=16_384, **knobs)
-    assert hazard is None
+    assert _cold_hazard(_plan(max_model_len=16_384, **knobs)) is None
+
+
+def test_multimodal_model_takes_no_embedding_table() -> None:
+    """MRV2 feeds a multimodal model inputs_embeds (uses_inputs_embeds): the table is not an argument of its compiled
+    kernels; with --language-model-only it takes token ids again."""
+    from capacity.compile_cache import cold_compile_scratch
+    from capacity.planner import plan_for
+    from capacity.serving import ServingArgs
+
+    mm = plan_for("Qwen/Qwen2.5-VL-7B-Instruct", ServingArgs(max_model_len=8192), "H200")
+    text = plan_for("Qwen/Qwen2.5-VL-7B-Instruct", ServingArgs(max_model_len=8192, language_model_only=True), "H200")
+    assert cold_compile_scratch(mm.spec, mm.serving, mm.gpu, True).embedding_bytes == 0
+    # Qwen2.5-VL-7B: vocab 152,064 (a multiple of 64), hidden 3584, bfloat16
+    assert cold_compile_scratch(text.spec, text.serving, text.gpu, True).embedding_bytes == 152_064 * 3584 * 2
+
+
+def test_bad_compile_cache_value() -> None:
+    from capacity.errors import BadInput
+
+    with pytest.raises(BadInput, match="--compile-cache 'hot'"):
+        _plan(max_model_len=16_384, compile_cache="hot")
 
 
 @pytest.mark.parametrize(
     ("log", "gpu", "version", "says"),
     [
-        ("llama-3.1-8b-l4-len32000-util0.92-v0.11.0.log", "L4", "0.11.0", "this start compiled the model"),
-        ("qwen3-8b-a100-40gb-v0.19.1.log", "A100-40GB", "0.19.1", "a warm start, as capacity plans"),
+        ("llama-3.1-8b-l4-len32000-util0.92-v0.11.0.log", "L4", "0.11.0", "planned with --compile-cache cold"),
+        ("qwen3-8b-a100-40gb-v0.19.1.log", "A100-40GB", "0.19.1", "planned with a warm compile cache"),
     ],
 )
 def test_reconcile_says_what_cache_the_start_found(log: str, gpu: str, version: str, says: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -161,3 +161,20 @@ def test_reconcile_says_what_cache_the_start_found(log: str, gpu: str, version: 
     doc = json.loads(capsys.readouterr().out)
     notes = [n for e in doc.get("engines", [doc]) for n in e["notes"]]
     assert any(says in n for n in notes)
+
+
+@pytest.mark.parametrize("tokens", [1536, 3072])
+def test_scratch_matches_the_public_cold_warm_pair(tokens: int) -> None:
+    """Qwen3-32B-AWQ at TP 2 on two RTX 4090s (vLLM 0.28.0, vitalyrodnenko/replay-sim): the cold start's printed peak
+    activation is S to the printed 0.01 GiB, the warm one's is below it. S by hand: Qwen3-32B's vocab 151,936 (a
+    multiple of 64) / 2 ranks x hidden 5120 x 2 B (AWQ leaves the embedding in float16; the unquantized config in
+    ai-dynamo/aiconfigurator) + tokens x 5120 x 2 B + the RTX 4090's 72 MiB L2."""
+    s = 151_936 // 2 * 5120 * 2 + tokens * 5120 * 2 + 72 * 2**20
+    peaks = {}
+    for state in ("cold", "warm"):
+        facts = load_vllm_startups(LOGS / f"qwen3-32b-awq-2xrtx4090-tp2-mbt{tokens}-v0.28.0-{state}.log")[0]
+        assert facts.compile_cache is not None and facts.compile_cache.state == state
+        assert facts.free_memory is not None and facts.free_memory.peak_activation_gib is not None
+        peaks[state] = facts.free_memory.peak_activation_gib
+    assert abs(peaks["cold"] - s / 2**30) <= 0.01
+    assert peaks["warm"] < s / 2**30 - 0.4

@@ -166,6 +166,10 @@ def predict(log: Path, *, formula: bool) -> Row:
     row = Row(log.name, split_of(log.name), meta.get("model"), meta.get("gpu"), version, sem.name if sem else None)
     eager = bool(meta.get("knobs", {}).get("enforce_eager") or facts.engine_config.get("enforce_eager") or facts.log_knobs.get("enforce_eager"))
     row.compile_cache = "eager" if eager else facts.compile_cache.state if facts.compile_cache is not None else "not shown"
+    stated_cache = meta.get("compile_cache")  # what the log's source says of the cache where its lines show none
+    if row.compile_cache == "not shown" and stated_cache:
+        row.compile_cache = stated_cache
+        row.notes.append(f"compile cache {stated_cache}, from the sidecar: {meta.get('compile_cache_basis', 'stated')}")
     in_use = facts.free_memory.kv_cache_in_use_gib if facts.free_memory is not None else None
     row.vllm = {
         "weights": facts.model_loading_gib,
@@ -196,6 +200,8 @@ def predict(log: Path, *, formula: bool) -> Row:
     assert gpu is not None and model is not None
     knobs = {k: v for k, v in meta.get("knobs", {}).items() if k != "quantization"}
     values = {**knobs_from_log(facts, effective=False), **knobs}
+    if row.compile_cache in ("cold", "warm"):
+        values.setdefault("compile_cache", row.compile_cache)
     args = ServingArgs(**values)
     started = time.perf_counter()
     try:
@@ -320,15 +326,11 @@ CAUSES: dict[str, str] = {
     "memory is not in the log: not identified (if capacity's activation holds, this start's non-torch memory was about "
     "0.09 GiB). No CUDA-graph term on either side (0.8-0.11 capture after the KV budget; the 0.38 GiB capture comes out "
     "of the headroom).",
-    "llama-3.1-8b-ft-rtx6000ada-len128000-fp16-v0.15.1.log": "non-KV -3.1 %, available KV +2.0 %: vLLM kept 0.52 GiB more "
-    "non-KV memory than capacity (16.65 GiB against 16.13; the transcript prints no requested memory, so capacity's is used). "
-    "0.15.1's TopKTopPSampler takes forward_native unless VLLM_USE_FLASHINFER_SAMPLER=1, and its apply_top_k_top_p sorts: "
-    "the dummy sampler run on 256 x 128,256 logits holds 26 B per logit above them (measured with 0.15.1's own Sampler), "
-    "capacity's activation 0.87 GiB. The rest is about the GPU total: the catalog's RTX-6000-Ada total is nvidia-smi's "
-    "49,140 MiB (47.99 GiB), while the same transcript prints 'VRAM: 47.5 GB' (the DPO script's own line; GiB by the "
-    "arithmetic, as 0.9 x 47.5e9 B = 39.8 GiB could not hold 14.99 + 26.54 GiB), so CUDA's total is about 0.5 GiB below the "
-    "catalog's: about 0.44 GiB at 0.9 (on Linux, CUDA's total is below nvidia-smi's wherever the project has both: H200 "
-    "0.60, L40S 0.57, L4 0.46, H100 0.40-0.46, RTX 3090 0.42 GiB; under WSL2 the two agree). Weights agree (14.99 GiB).",
+    "llama-3.1-8b-ft-rtx6000ada-len128000-fp16-v0.15.1.log": "(below 3 % since the cold compile is planned: non-KV -1.8 %, "
+    "available KV +1.1 %.) This start compiled ('Compiling a graph for compile range (1, 2048)'): S = 128,256 x 4096 x 2 + "
+    "2048 x 4096 x 2 B + 96 MiB of L2 = 1.09 GiB against the 0.87 GiB warm peak (the dummy sampler run on 256 x 128,256 "
+    "logits, 26 B per logit with 0.15.1's sort). The rest is about the GPU total: the catalog's RTX-6000-Ada total is "
+    "nvidia-smi's 49,140 MiB (47.99 GiB), while CUDA's is about 0.5 GiB lower on Linux (the transcript's 'VRAM: 47.5 GB').",
     "llama-3.1-8b-ft-rtx6000ada-len8192-v0.15.1.log": "non-KV -3.8 %, available KV +2.4 %: the same start as the 128000 one "
     "at max_model_len 8192 (vLLM non-KV 16.76 GiB, capacity 16.13): the sort-based dummy sampler run is counted (0.87 GiB "
     "of activation); what is left is about the catalog's nvidia-smi total against the transcript's 'VRAM: 47.4 GB' (about "
@@ -380,29 +382,30 @@ CAUSES: dict[str, str] = {
     "0.92 x 23.58 - 7.47 = 14.22 GiB and capacity's KV 7.46 GiB: both within 0.1 %. The 0.39 GiB is 0.92 x (24.00 - 23.58), "
     "the catalog total, not a memory term (23.58 was printed on another RTX 3090, not this machine). Weights agree "
     "(-0.1 %). Path: formula (the fake trace stops at a DynamicOutputShapeException).",
-    "qwen3-235b-a22b-fp8-8xh100-tp8-ep-kvfp8-v0.10.0.log": "available KV / tokens / concurrency +10.9 %, non-KV -10.8 %: "
+    "qwen3-235b-a22b-fp8-8xh100-tp8-ep-kvfp8-v0.10.0.log": "available KV / tokens / concurrency +8.1 %, non-KV -8.1 %: "
     "per rank vLLM kept 8.28 GiB besides the 27.67 GiB it loaded (0.9 x 79.65 - 35.74 - 27.67 on rank 0; 8.37 on ranks 1-6, "
-    "7.90 on rank 7; the log prints no requested memory, so capacity's is used), capacity 4.39 GiB: activation 4.12 (the "
+    "7.90 on rank 7; the log prints no requested memory, so capacity's is used), capacity 5.38 GiB: activation 4.12 (the "
     "V1 runner's dummy sampler run on 1,024 x 151,936 logits with the sort-based top-k/top-p, which every rank's 'FlashInfer "
-    "is not available' line confirms) and non-torch 0.27; no graph term (0.10 captures after the KV budget). The weights "
-    "agree (27.6656). 0.10.0 prints no breakdown line, so the 3.9 GiB is not identified. What the log does show: the "
-    "ranks' budgets differ by up to 0.47 GiB with identical weights and shapes, which only device-wide (non-torch) memory "
-    "can do; the catalog's H100-SXM total is nvidia-smi's 81,559 MiB (79.65 GiB) where two H100 logs of the bench print "
-    "CUDA's 79.19 and 79.25 GiB (0.39 GiB at 0.9); and on NVLink machines at TP > 1 vLLM's non-torch memory has been far "
-    "above capacity's 0.27 GiB (1.38 GiB a rank in the TP 2 H200 Qwen3-Next log). NCCL's buffers at TP 8 with expert "
-    "parallelism are the likely rest, not measured.",
+    "is not available' line confirms) and non-torch 1.26 (0.27 + the communicators, which 0.10's snapshot counts: NCCL's "
+    "NVLinked-H200 measurement and vLLM's buffers at TP 8); no graph term (0.10 captures after the KV budget). The weights "
+    "agree (27.6656). 0.10.0 prints no breakdown line, so the remaining 2.9 GiB is not identified. What the log does show: "
+    "the ranks' budgets differ by up to 0.47 GiB with identical weights and shapes, which only device-wide (non-torch) "
+    "memory can do; the catalog's H100-SXM total is nvidia-smi's 81,559 MiB (79.65 GiB) where two H100 logs of the bench "
+    "print CUDA's 79.19 and 79.25 GiB (0.39 GiB at 0.9). NCCL at TP 8 with expert parallelism (all-to-all buffers) is not "
+    "measured. The log compiles (cold), but 0.10 predates the combo-kernel benchmark, so no scratch term applies.",
     "qwen3-235b-fp8-l40s-tp4.log": "available KV +3.4 %, tokens / concurrency +3.2 %: the log's own breakdown line (rank 2) "
     "says 27.72 GiB for weight, 1.4 GiB for peak activation, 0.21 GiB for non-torch memory; capacity has 27.66 (with load "
     "buffers), 1.03 and 0.27. The activation peak is the V1 runner's dummy sampler run (vLLM 0.10.2 sorts without "
     "FlashInfer: 256 x 151,936 logits at 26 + 2 B, 1.01 GiB, measured with 0.10.2's own Sampler); 0.37 GiB of vLLM's "
     "1.4 GiB is not identified (FlashInfer's presence on that machine is not in the log). Weights agree within 0.3 %.",
-    "qwen3-next-80b-instruct-2xh200-tp2-v0.10.2.log": "available KV +5.8 %, KV tokens / concurrency +5.8 %, non-KV -3.2 %: "
-    "the log's own breakdown (per rank) says 74.28 GiB for weight, 5.58 GiB for peak activation, 1.38 GiB for non-torch "
-    "memory; capacity has 74.28, 4.09 and 0.27. The Gated DeltaNet layers are charged what vLLM's profile run allocates "
-    "for them (capacity/gated_delta_net.py: its core is skipped without attention metadata), so the activation peak is the "
-    "V1 runner's dummy sampler run (1,024 rows x 151,936 logits, top-k/top-p sort), and no convolution runs, so no cuDNN "
-    "constant is added (vLLM's conv1d is a Triton kernel, skipped in the profile run too). 1.5 GiB of vLLM's activation "
-    "and 1.1 GiB of its non-torch memory at TP 2 are not identified (not itemised in the log). Nothing was tuned to this "
+    "qwen3-next-80b-instruct-2xh200-tp2-v0.10.2.log": "available KV +3.6 %, KV tokens / concurrency +3.6 %: the log's "
+    "own breakdown (per rank) says 74.28 GiB for weight, 5.58 GiB for peak activation, 1.38 GiB for non-torch memory; "
+    "capacity has 74.28, 4.09 and 1.27. The non-torch figure of 0.10.2 holds NCCL's communicators (its snapshot precedes "
+    "init_worker_distributed_environment): capacity adds its NVLinked-H200 measurement (975,175,680 B) and vLLM's buffers "
+    "to its 0.27 GiB, 0.11 GiB short. The activation peak is the V1 runner's dummy sampler run (1,024 rows x 151,936 "
+    "logits, top-k/top-p sort: 26 B per logit measured with 0.10.2's own Sampler) over the bf16 logits; 0.10.2's Gated "
+    "DeltaNet layers return before their input projection in the profile run (attn_metadata None), so they add nothing; "
+    "the 1.5 GiB left of vLLM's activation is not identified (the log does not itemise it). Nothing was tuned to this "
     "held-out log. Stand-in config: the catalog's Qwen3-Next-80B-A3B-Thinking (the same architecture as the Instruct "
     "checkpoint served).",
     "qwen2.5-vl-7b-2xl4-tp2-len8192-excerpt.log": "available KV / tokens / concurrency +3.2 %, non-KV -3.2 %: per rank vLLM "
@@ -453,9 +456,10 @@ CAUSES: dict[str, str] = {
     "for non-KV memory: 2.34 GiB besides the 14.25 GiB capacity's load figure (parameters + 64 MiB of rotary cache and "
     "rounding) gives, where capacity has 0.54 GiB (activation 0.27, non-torch 0.27; no graph term: Model Runner V2 0.27 "
     "returns 0 from profile_cudagraph_memory) and the same author's Qwen3-8B starts on this machine and vLLM version imply "
-    "0.45 GiB. The run came from a benchmark script ('the same configuration as bench_worker.py', with "
-    "VLLM_USE_FLASHINFER_SAMPLER=0) whose other flags the notes do not list; 'VRAM used: 22951 MiB' is below the 0.92 "
-    "budget plus the desktop's memory, consistent with memory reserved but not used. Not fitted: a held-out log.",
+    "0.45 GiB. The run served three models in turn, each a first start of its flags; a cold compile would add 0.9 GiB "
+    "(S = 152,064 x 3584 x 2 + 2048 x 3584 x 2 B + 72 MiB = 1.1 GiB against the warm peak), leaving 1.4 GiB; the excerpt "
+    "shows no compile line, so the log is planned warm. The benchmark script's other flags are not listed "
+    "(VLLM_USE_FLASHINFER_SAMPLER=0 is). Not fitted: a held-out log.",
     "qwen2.5-vl-7b-rtx4090-wsl-len8192-v0.27.1-excerpt.log": "KV tokens +6.7 %, concurrency +6.6 %: vLLM's non-KV memory "
     "is 18.24 GiB (0.9 x 23.99 - 62,736 tokens x 56 KiB = 21.59 - 3.35; the excerpt prints no 'Available KV cache memory' "
     "line), capacity's 18.02, 0.22 GiB on a 3.35 GiB KV budget. Of it, 0.045 GiB is in the weights (vLLM loads 15.67 GiB, "
@@ -470,23 +474,20 @@ CAUSES: dict[str, str] = {
     "activation (capacity 0.26). On an integrated GPU vLLM 0.27's MemorySnapshot takes the free memory from "
     "psutil.virtual_memory().available, so 'non-torch' includes every host-side allocation of the process and the system "
     "between its snapshots; capacity's 0.27 GiB does not model that.",
-    "qwen3-8b-rtx5090-len32768-util0.92-v0.24.0-quoted.log": "KV tokens +10.3 %: vLLM kept 0.92 x 31.84 - 89,040 tokens x "
-    "144 KiB = 17.07 GiB for non-KV memory, 1.80 GiB besides the 15.27 GiB loaded, where capacity has 0.54 GiB (activation "
-    "0.27, non-torch 0.27). It is not CUDA graphs: vLLM 0.24.0 runs Qwen3ForCausalLM on Model Runner V2 "
-    "(DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES), whose profile_cudagraph_memory returns 0 in 0.23-0.28 (read in the wheels), "
-    "so V2's graphs come out of the headroom, after the KV budget. The same notes report a later start of the same command "
-    "at 95,936 tokens (prose, not a log line: 0.85 GiB besides the weights; capacity's 98,208 tokens are within 2.4 % of "
-    "it), a 0.95 GiB swing between two starts of one command that the author puts down to the CUDA-graph cache. Part may be "
-    "the total: the catalog's RTX-5090 total is nvidia-smi's 32,607 MiB, and on Linux CUDA's total is 0.40-0.60 GiB "
-    "below nvidia-smi's wherever the project has both (H200, H100, L40S, L4, RTX 3090): about 0.4 GiB at 0.92, not "
-    "measured for the 5090. The rest is not identified: the quote prints no breakdown.",
+    "qwen3-8b-rtx5090-len32768-util0.92-v0.24.0-quoted.log": "(below 3 % since this start is planned cold: +2.1 % KV "
+    "tokens; it was +10.3 % planned warm.) vLLM kept 0.92 x 31.84 - 89,040 tokens x 144 KiB = 17.07 GiB for non-KV "
+    "memory, 1.80 GiB besides the 15.27 GiB loaded. The same notes report another start of the same command at 95,936 "
+    "tokens and put the 0.95 GiB swing down to the cache; the sidecar records this start as the cold one. capacity's cold "
+    "start adds S - warm peak = 151,936 x 4096 x 2 + 2048 x 4096 x 2 B + 96 MiB of L2 - 0.27 GiB = 1.0 GiB "
+    "(capacity/compile_cache.py), the swing the author saw. No graph term: vLLM 0.24.0 runs Qwen3ForCausalLM on Model "
+    "Runner V2, whose profile_cudagraph_memory returns 0 in 0.23-0.28.",
     "qwen3-14b-l40s-v0.28.0-excerpt.log": "available KV / tokens / concurrency +10.6 %, non-KV -4.2 %: vLLM's non-weights "
     "memory is 1.78 GiB (0.92 x 44.42 - 11.57 - 27.52; the excerpt prints no requested memory), capacity's 0.55 GiB "
-    "(activation 0.28, non-torch 0.27). It is not CUDA graphs: vLLM 0.28.0 runs this dense Qwen3ForCausalLM on Model "
-    "Runner V2 (_is_default_v2_model_runner_model), whose profile_cudagraph_memory returns 0 in 0.23-0.28 (read in the "
-    "wheels), so no graph memory enters the KV budget. The GPU total is CUDA's 44.42 GiB (the catalog's L40S, from an L40S "
-    "log); the author's nvidia-smi line shows 46,068 MiB total. The excerpt has no breakdown line: the 1.23 GiB is not "
-    "identified. Not fitted: a held-out log.",
+    "(activation 0.28, non-torch 0.27), planned warm: the excerpt (four lines) shows no compile line and its source does "
+    "not say. A cold start would account for it: S = 151,936 x 5120 x 2 + 2048 x 5120 x 2 B + the L40S's 96 MiB of L2 = "
+    "1.56 GiB against the 0.28 GiB warm peak, 1.28 GiB more (capacity/compile_cache.py; `--compile-cache cold` plans it), "
+    "and the source is a blog's first serve of the model on a fresh AWS g6e instance. Not CUDA graphs: vLLM 0.28.0's Model "
+    "Runner V2 returns 0 from profile_cudagraph_memory. Not fitted: a held-out log, planned warm as its lines give no state.",
 }
 
 

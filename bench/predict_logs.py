@@ -494,6 +494,10 @@ CAUSES: dict[str, str] = {
 CACHE_STATES = ("warm", "cold", "mixed", "eager", "not shown")
 
 
+def _percent(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f} %"
+
+
 def _cell(row: Row, term: str) -> str:
     v = row.error_percent.get(term)
     return "-" if v is None else f"{v:+.1f}"
@@ -529,9 +533,7 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[s
     for half in ("calibration", "held-out"):
         for t in TERMS:
             sm = doc["summary"][half][t]
-            med = "-" if sm["median_abs_percent"] is None else f"{sm['median_abs_percent']:.2f} %"
-            worst = "-" if sm["worst_abs_percent"] is None else f"{sm['worst_abs_percent']:.2f} %"
-            lines.append(f"| {half} | {t} | {sm['n']} | {med} | {worst} |")
+            lines.append(f"| {half} | {t} | {sm['n']} | {_percent(sm['median_abs_percent'])} | {_percent(sm['worst_abs_percent'])} |")
     lines += [
         "",
         "## By the torch.compile cache the log shows",
@@ -547,9 +549,7 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[s
     for half in ("calibration", "held-out"):
         for c in CACHE_STATES:
             sm = doc["summary_by_compile_cache"][half][c]
-            cells = [
-                "-" if sm[t]["median_abs_percent"] is None else f"{sm[t]['median_abs_percent']:.2f} % ({sm[t]['n']})" for t in ("available_kv", "kv_tokens")
-            ]
+            cells = [f"{_percent(sm[t]['median_abs_percent'])} ({sm[t]['n']})" for t in ("available_kv", "kv_tokens")]
             lines.append(f"| {half} | {c} | {cells[0]} | {cells[1]} |")
     lines += [
         "",

@@ -171,6 +171,16 @@ _WSL = (
     "Linux reports ~0.37 GiB less"
 )
 
+# What an MI300X's driver keeps of its 192 GiB (vLLM logs print 191.98 GiB): taken off the other Instinct parts'
+# published sizes, which no log here prints.
+_INSTINCT_DRIVER_BYTES = 192 * GiB - _log_gib("191.98")
+
+
+def _instinct_published(name: str, gib: int, reference: str, aliases: tuple[str, ...]) -> CatalogEntry:
+    """An AMD Instinct part known by its published size (AMD counts GiB), less what the MI300X's driver keeps."""
+    return CatalogEntry(name, gib * GiB - _INSTINCT_DRIVER_BYTES, "published", reference, aliases, platform="rocm", note=_ROCM)
+
+
 CATALOG: tuple[CatalogEntry, ...] = (
     CatalogEntry(
         "H200",
@@ -498,35 +508,26 @@ CATALOG: tuple[CatalogEntry, ...] = (
         platform="rocm",
         note=_ROCM,
     ),
-    CatalogEntry(
+    _instinct_published(
         "MI325X",
-        256 * GiB - (192 * GiB - _log_gib("191.98")),
-        "published",
+        256,
         "256 GB HBM3E (AMD counts GiB), less the 0.02 GiB an MI300X's 192 GB loses to the driver (estimated)",
         ("AMD Instinct MI325X",),
-        platform="rocm",
-        note=_ROCM,
     ),
-    CatalogEntry(
+    _instinct_published(
         "MI355X",
-        288 * GiB - (192 * GiB - _log_gib("191.98")),
-        "published",
+        288,
         "288 GB HBM3E (AMD counts GiB; e.g. index id 67108253158 '8x AMD Instinct MI355X, 288GB VRAM each'), less the 0.02 GiB an "
         "MI300X's 192 GB loses to the driver (estimated)",
         ("AMD Instinct MI355X",),
-        platform="rocm",
-        note=_ROCM,
     ),
-    CatalogEntry(
+    _instinct_published(
         "MI250X",
-        64 * GiB - (192 * GiB - _log_gib("191.98")),
-        "published",
+        64,
         "64 GB HBM2e per GCD (an MI250X is two GCDs of 64 GB, each one device to HIP and vLLM), less the 0.02 GiB an MI300X loses "
         "(estimated); HIP out-of-memory errors of unnamed 64 GB ROCm devices print 'total capacity of 63.98 GiB' (index ids "
         "26211555743, 57038549763)",
         ("AMD Instinct MI250X", "AMD Instinct MI250X / MI250"),
-        platform="rocm",
-        note=_ROCM,
     ),
 )
 

@@ -115,6 +115,7 @@ def log_note(evidence: CompileCacheEvidence | None, enforce_eager: bool) -> str 
         "decoder is warm): planned with a warm compile cache"
     )
 
+
 @dataclass(frozen=True)
 class ColdCompileScratch:
     """What a cold compile adds to the profile's torch peak (S above), by part; bytes on one rank."""

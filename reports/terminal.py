@@ -43,7 +43,8 @@ def _header(plan: Plan) -> Table:
             f"max_model_len {knob('max_model_len', s.max_model_len)} | max_num_seqs {knob('max_num_seqs', s.max_num_seqs)} | "
             f"max_num_batched_tokens {knob('max_num_batched_tokens', s.max_num_batched_tokens)} | "
             f"gpu_memory_utilization {knob('gpu_memory_utilization', s.gpu_memory_utilization)} | block_size {knob('block_size', s.block_size)} | "
-            f"TP {s.tensor_parallel_size} | kv dtype {s.kv_cache_dtype} | spec tokens {s.num_speculative_tokens}"
+            f"TP {s.tensor_parallel_size} | kv dtype {s.kv_cache_dtype} | spec tokens {s.num_speculative_tokens} | "
+            f"compile cache {s.compile_cache}" + (" (first start)" if s.compile_cache == "cold" else "")
         ),
     )
     for note in plan.notes:

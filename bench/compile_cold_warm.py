@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OPTIONS = {"vllm": {"combo_kernels": True, "benchmark_combo_kernel": True}, "none": {}}  # vLLM 0.33's defaults on torch >= 2.9; Inductor's
 
 
-def child(config_dir: str, layers: int, tokens: int, mode: str, options: str) -> dict[str, object]:
+def child(config_dir: str, layers: int, tokens: int, mode: str, options: str, embeds: bool) -> dict[str, object]:
     import gc
 
     import torch
@@ -46,9 +46,12 @@ def child(config_dir: str, layers: int, tokens: int, mode: str, options: str) ->
     model.eval()
     decoder = model.model
     ids = torch.randint(0, config.vocab_size, (1, tokens), device=device)
+    # --inputs-embeds: the embeddings are looked up outside the compiled graph, as vLLM does for a multimodal model
+    with torch.inference_mode():
+        inputs = {"inputs_embeds": decoder.embed_tokens(ids)} if embeds else {"input_ids": ids}
     run = decoder
     if mode != "eager":
-        torch._dynamo.mark_dynamic(ids, 1)
+        torch._dynamo.mark_dynamic(next(iter(inputs.values())), 1)
         run = torch.compile(decoder, dynamic=True, options=OPTIONS[options])
     gc.collect()
     torch.cuda.synchronize()
@@ -59,7 +62,7 @@ def child(config_dir: str, layers: int, tokens: int, mode: str, options: str) ->
     reserved_before = torch.cuda.memory_reserved()
     started = time.perf_counter()
     with torch.inference_mode():
-        hidden = run(input_ids=ids, use_cache=False).last_hidden_state
+        hidden = run(**inputs, use_cache=False).last_hidden_state
     torch.cuda.synchronize()
     seconds = time.perf_counter() - started
     peak = torch.cuda.max_memory_allocated()
@@ -74,6 +77,7 @@ def child(config_dir: str, layers: int, tokens: int, mode: str, options: str) ->
     return {
         "mode": mode,
         "options": options,
+        "inputs_embeds": embeds,
         "tokens": tokens,
         "layers": layers,
         "seconds": round(seconds, 2),
@@ -93,10 +97,11 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--tokens", type=int, nargs="+", default=[2048, 8192])
     ap.add_argument("--options", choices=sorted(OPTIONS), default="vllm", help="Inductor options: vLLM 0.33's, or Inductor's defaults")
+    ap.add_argument("--inputs-embeds", action="store_true", help="feed embeddings looked up outside the compiled graph")
     ap.add_argument("--child", nargs=2, metavar=("TOKENS", "MODE"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        print(json.dumps(child(a.config, a.layers, int(a.child[0]), a.child[1], a.options)))
+        print(json.dumps(child(a.config, a.layers, int(a.child[0]), a.child[1], a.options, a.inputs_embeds)))
         return
     a.out.mkdir(parents=True, exist_ok=True)
     import torch
@@ -106,7 +111,7 @@ def main() -> None:
         cache = tempfile.mkdtemp(prefix=f"inductor-{tokens}-")
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "TRITON_CACHE_DIR": os.path.join(cache, "triton"), "TORCHINDUCTOR_FX_GRAPH_CACHE": "1"}
         for mode in ("cold", "warm", "eager"):
-            cmd = [sys.executable, __file__, str(a.out), "--config", a.config, "--layers", str(a.layers), "--options", a.options, "--child", str(tokens), mode]
+            cmd = [sys.executable, __file__, str(a.out), "--config", a.config, "--layers", str(a.layers), "--options", a.options, *(["--inputs-embeds"] if a.inputs_embeds else []), "--child", str(tokens), mode]
             done = subprocess.run(cmd, env=env, capture_output=True, text=True)
             if done.returncode != 0:
                 results.append({"mode": mode, "tokens": tokens, "error": done.stderr[-2000:]})

@@ -22,14 +22,15 @@ and its cache-flush buffer of the GPU's L2 size. The torch peak of a cold first 
 
     S = vocab_per_rank x hidden x dtype + max_num_batched_tokens x hidden x dtype + L2 size
 
-above what was allocated before it, whatever the warm forward needs: vLLM's transient peak on a cold start is
-max(warm peak, S). Measured on the H200 (bench/results/h200-compile-cold-warm-2026-12-01: torch 2.11, transformers'
+above what was allocated before it, while little else is live. The first launch of each kernel then autotunes it on
+top of the live activations, with the same flush buffer and copies of what it writes (A = max_num_batched_tokens x
+hidden x dtype + L2 size): vLLM's transient peak on a cold start is max(warm peak + A, S). Measured on the H200 (bench/results/h200-compile-cold-warm-2026-12-01: torch 2.11, transformers'
 decoders under vLLM 0.33's Inductor options): Qwen3-8B at 2048 and 8192 tokens, Llama-3.1-8B, phi-4 and Qwen3-0.6B
 peak within 1.2 MiB of S; with Inductor's default options (no combo benchmarking) the cold peak is the warm one plus
-the flush buffer. The public vLLM pairs agree: Qwen3-32B-AWQ at TP 2 on RTX 4090s (0.28.0) printed cold peaks of 0.80
+71 MB, and with the embeddings looked up outside the compiled graph plus 89 MB, where A is 80 MB. The public vLLM pairs agree: Qwen3-32B-AWQ at TP 2 on RTX 4090s (0.28.0) printed cold peaks of 0.80
 and 0.82 GiB where S is 0.809 and 0.824; Qwen2.5-3B-AWQ on an RTX 4050 Laptop (0.29.0) 0.67 where S is about 0.61.
 Where the compiled model takes embeddings instead of token ids (a multimodal model with an input allowed: MRV2's
-`uses_inputs_embeds`), the table is not its argument and S is the output and the buffer only.
+`uses_inputs_embeds`), or before 0.12, there is no S: the cold peak is the warm one + A.
 
 A cold start can also leave part of that scratch reserved by the allocator (a split segment empty_cache cannot free:
 phi-4 on the H200 kept 0.96 GiB; the RTX 4050 pair 0.53 GiB more "consumed"), which versions without the profile-time
@@ -118,25 +119,37 @@ def log_note(evidence: CompileCacheEvidence | None, enforce_eager: bool) -> str 
 
 @dataclass(frozen=True)
 class ColdCompileScratch:
-    """What a cold compile adds to the profile's torch peak (S above), by part; bytes on one rank."""
+    """What a cold compile adds to the profile's torch peak, by part; bytes on one rank."""
 
-    embedding_bytes: int  # the rank's embedding table (0 when the compiled model takes embeddings)
-    output_bytes: int  # the gather's [max_num_batched_tokens, hidden] output
+    embedding_bytes: int  # the rank's embedding table, benchmarked at compile time (0: not in the graph, or no benchmark)
+    output_bytes: int  # the [max_num_batched_tokens, hidden] output the benchmark and the autotuning write
     flush_bytes: int  # Inductor's cache-flush buffer: the GPU's L2
     flush_known: bool  # False: the catalog does not know the L2, the upper bound stands in
 
     @property
-    def bytes(self) -> int:
-        return self.embedding_bytes + self.output_bytes + self.flush_bytes
+    def benchmark_bytes(self) -> int:
+        """S: the combo-kernel benchmark of the embedding gather, at compile time (0 without it)."""
+        return self.embedding_bytes + self.output_bytes + self.flush_bytes if self.embedding_bytes else 0
+
+    @property
+    def autotune_bytes(self) -> int:
+        """A: a kernel's first launch autotuning it over the live activations."""
+        return self.output_bytes + self.flush_bytes
+
+    def cold_peak(self, warm_peak: int) -> int:
+        """vLLM's transient peak on a cold start: max(warm peak + A, S)."""
+        return max(warm_peak + self.autotune_bytes, self.benchmark_bytes)
 
     def describe(self) -> str:
         l2 = "the GPU's L2" if self.flush_known else "an L2 upper bound"
-        table = f"embedding table {self.embedding_bytes:,} B + " if self.embedding_bytes else "no embedding table (the model takes embeddings) + "
-        return f"{table}[tokens, hidden] output {self.output_bytes:,} B + flush buffer {self.flush_bytes:,} B ({l2})"
+        a = f"A = [tokens, hidden] output {self.output_bytes:,} B + flush buffer {self.flush_bytes:,} B ({l2})"
+        if not self.embedding_bytes:
+            return a
+        return f"S = embedding table {self.embedding_bytes:,} B + output + flush buffer = {self.benchmark_bytes:,} B; {a}"
 
 
 def cold_compile_scratch(spec: ModelSpec, serving: ServingConfig, gpu: Gpu, benchmarks_combo_kernels: bool) -> ColdCompileScratch:
-    """S: the torch peak a cold compile reaches above what was allocated before the profile run."""
+    """The benchmark (S) and autotuning (A) scratch of a cold compile of this model's decoder."""
     from capacity.weights import pad_vocab_size
 
     d = spec.decoder
@@ -150,9 +163,9 @@ def cold_compile_scratch(spec: ModelSpec, serving: ServingConfig, gpu: Gpu, benc
 
 
 def cold_start_activation(activation: MemoryTerm, encoder_cache: MemoryTerm, scratch: ColdCompileScratch) -> MemoryTerm:
-    """vLLM's transient peak on a cold start, max(warm peak, S), charged to the activation term (the warm peak being
+    """The activation term of a cold start: max(warm peak + A, S) less the encoder outputs (the warm peak being
     activation + the encoder outputs held during the decoder pass)."""
     warm = activation.bytes + encoder_cache.bytes
-    extra = max(scratch.bytes - warm, 0)
-    how = f"cold compile cache: max(warm peak {warm:,} B, compile scratch {scratch.bytes:,} B = {scratch.describe()})"
+    extra = scratch.cold_peak(warm) - warm
+    how = f"cold compile cache: max(warm peak {warm:,} B + A, S): {scratch.describe()}"
     return MemoryTerm(activation.bytes + extra, ESTIMATED, f"{activation.method}; {how}")

@@ -313,6 +313,9 @@ def warmup(plan: Plan) -> Iterator[Hazard]:
         )
 
 
+COLD_START_NOTEWORTHY_BYTES = 256 * MiB  # below this, a first start that still fits is not worth a finding
+
+
 @check
 def cold_compile_cache(plan: Plan) -> Iterator[Hazard]:
     """The first start on an empty torch.compile cache: vLLM's profile peak holds the compile's scratch
@@ -321,12 +324,13 @@ def cold_compile_cache(plan: Plan) -> Iterator[Hazard]:
     if s.enforce_eager or s.kv_cache_memory_bytes is not None or kv.available_bytes <= 0 or s.compile_cache == COLD:
         return
     scratch = cold_compile_scratch(plan.spec, s, plan.gpu, benchmarks_combo_kernels=True)
-    extra = scratch.bytes - (m["activation_peak"].bytes + m["encoder_cache"].bytes)
-    if extra <= 0:
-        return
+    warm = m["activation_peak"].bytes + m["encoder_cache"].bytes
+    extra = scratch.cold_peak(warm) - warm
     cold_available = kv.available_bytes - extra
     lost_blocks = kv.num_blocks - max(cold_available, 0) // kv.bytes_per_block
     refuses = cold_available - kv.bytes_per_block < kv.needed_for_one_request_bytes
+    if not refuses and extra < COLD_START_NOTEWORTHY_BYTES:
+        return
     fix = "start once to fill the cache (keep ~/.cache/vllm on a volume) and restart, or plan the first start with --compile-cache cold"
     knobs: tuple[tuple[str, int], ...] = ()
     if refuses:
@@ -339,7 +343,7 @@ def cold_compile_cache(plan: Plan) -> Iterator[Hazard]:
         WARNING if refuses else INFO,
         "the first start on an empty torch.compile cache (a new vLLM version, dtype, TP, --max-num-batched-tokens or "
         "--max-model-len, or a container whose VLLM_CACHE_ROOT is not kept) compiles inside vLLM's memory profile: its peak "
-        f"holds {gib(scratch.bytes)} of compile scratch ({scratch.describe()}), {gib(extra)} above this warm plan's, so "
+        f"is max(warm peak + A, S) ({scratch.describe()}), {gib(extra)} above this warm plan's, so "
         f"that start's KV cache is {gib(extra)} ({lost_blocks:,} blocks, {extra / kv.available_bytes:.0%}) smaller"
         + ("; it then has no room for one request and vLLM refuses to start (a restart, warm, would start)" if refuses else ""),
         fix,

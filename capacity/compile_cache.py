@@ -23,11 +23,14 @@ and its cache-flush buffer of the GPU's L2 size. The torch peak of a cold first 
     S = vocab_per_rank x hidden x dtype + max_num_batched_tokens x hidden x dtype + L2 size
 
 above what was allocated before it, while little else is live. The first launch of each kernel then autotunes it on
-top of the live activations, with the same flush buffer and copies of what it writes (A = max_num_batched_tokens x
-hidden x dtype + L2 size): vLLM's transient peak on a cold start is max(warm peak + A, S). Measured on the H200 (bench/results/h200-compile-cold-warm-2026-12-01: torch 2.11, transformers'
+top of the activations live at that moment, with the same flush buffer and copies of what it writes (A =
+max_num_batched_tokens x hidden x dtype + L2 size): vLLM's transient peak on a cold start is at least max(warm peak,
+S) and at most max(warm peak + A, S), which capacity takes (an upper bound by up to A: A lands on the peak when the
+forward's own peak is the warm one, not when a later or larger allocation is). Measured on the H200 (bench/results/h200-compile-cold-warm-2026-12-01: torch 2.11, transformers'
 decoders under vLLM 0.33's Inductor options): Qwen3-8B at 2048 and 8192 tokens, Llama-3.1-8B, phi-4 and Qwen3-0.6B
 peak within 1.2 MiB of S; with Inductor's default options (no combo benchmarking) the cold peak is the warm one plus
-71 MB, and with the embeddings looked up outside the compiled graph plus 89 MB, where A is 80 MB. The public vLLM pairs agree: Qwen3-32B-AWQ at TP 2 on RTX 4090s (0.28.0) printed cold peaks of 0.80
+71 MB, and with the embeddings looked up outside the compiled graph plus 89 MB, where A is 80 MB; at 16,384 and 32,768
+tokens (Llama-3.1-8B, Qwen3-0.6B), where the warm peak is far above S, cold and warm peaks are equal. The public vLLM pairs agree: Qwen3-32B-AWQ at TP 2 on RTX 4090s (0.28.0) printed cold peaks of 0.80
 and 0.82 GiB where S is 0.809 and 0.824; Qwen2.5-3B-AWQ on an RTX 4050 Laptop (0.29.0) 0.67 where S is about 0.61.
 Where the compiled model takes embeddings instead of token ids (a multimodal model with an input allowed: MRV2's
 `uses_inputs_embeds`), or before 0.12, there is no S: the cold peak is the warm one + A.
@@ -137,7 +140,7 @@ class ColdCompileScratch:
         return self.output_bytes + self.flush_bytes
 
     def cold_peak(self, warm_peak: int) -> int:
-        """vLLM's transient peak on a cold start: max(warm peak + A, S)."""
+        """vLLM's transient peak on a cold start, as an upper bound: max(warm peak + A, S)."""
         return max(warm_peak + self.autotune_bytes, self.benchmark_bytes)
 
     def describe(self) -> str:

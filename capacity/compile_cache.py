@@ -170,5 +170,5 @@ def cold_start_activation(activation: MemoryTerm, encoder_cache: MemoryTerm, scr
     activation + the encoder outputs held during the decoder pass)."""
     warm = activation.bytes + encoder_cache.bytes
     extra = scratch.cold_peak(warm) - warm
-    how = f"cold compile cache: max(warm peak {warm:,} B + A, S): {scratch.describe()}"
+    how = f"cold compile cache: max(warm peak {warm:,} B + A, S), an upper bound by up to A: {scratch.describe()}"
     return MemoryTerm(activation.bytes + extra, ESTIMATED, f"{activation.method}; {how}")

@@ -343,8 +343,8 @@ def cold_compile_cache(plan: Plan) -> Iterator[Hazard]:
         WARNING if refuses else INFO,
         "the first start on an empty torch.compile cache (a new vLLM version, dtype, TP, --max-num-batched-tokens or "
         "--max-model-len, or a container whose VLLM_CACHE_ROOT is not kept) compiles inside vLLM's memory profile: its peak "
-        f"is max(warm peak + A, S) ({scratch.describe()}), {gib(extra)} above this warm plan's, so "
-        f"that start's KV cache is {gib(extra)} ({lost_blocks:,} blocks, {extra / kv.available_bytes:.0%}) smaller"
+        f"is up to max(warm peak + A, S) ({scratch.describe()}), {gib(extra)} above this warm plan's, so "
+        f"that start's KV cache is up to {gib(extra)} ({lost_blocks:,} blocks, {extra / kv.available_bytes:.0%}) smaller"
         + ("; it then has no room for one request and vLLM refuses to start (a restart, warm, would start)" if refuses else ""),
         fix,
         knobs,

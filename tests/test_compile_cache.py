@@ -208,3 +208,17 @@ def test_scratch_matches_the_public_cold_warm_pair(tokens: int) -> None:
         peaks[state] = facts.free_memory.peak_activation_gib
     assert abs(peaks["cold"] - s / 2**30) <= 0.01
     assert peaks["warm"] < s / 2**30 - 0.4
+
+
+def test_cli_compile_cache(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--compile-cache cold` reaches the plan's JSON; a bad value is one line on stderr and exit 2."""
+    from capacity.errors import EXIT_BAD_INPUT
+
+    args = ["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "RTX-4090", "--max-model-len", "16384", "--estimate", "formula", "--json"]
+    assert main([*args, "--compile-cache", "cold"]) == EXIT_FITS
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["serving"]["compile_cache"] == "cold"
+    assert "cold compile cache" in doc["memory"]["activation_peak"]["method"]
+    assert main([*args, "--compile-cache", "hot"]) == EXIT_BAD_INPUT
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--compile-cache 'hot'" in err[0]

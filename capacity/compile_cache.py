@@ -143,6 +143,9 @@ class ColdCompileScratch:
         """vLLM's transient peak on a cold start, as an upper bound: max(warm peak + A, S)."""
         return max(warm_peak + self.autotune_bytes, self.benchmark_bytes)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "benchmark_bytes": self.benchmark_bytes, "autotune_bytes": self.autotune_bytes}
+
     def describe(self) -> str:
         l2 = "the GPU's L2" if self.flush_known else "an L2 upper bound"
         a = f"A = [tokens, hidden] output {self.output_bytes:,} B + flush buffer {self.flush_bytes:,} B ({l2})"

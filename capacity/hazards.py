@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from capacity.compile_cache import COLD, cold_compile_scratch
+from capacity.compile_cache import COLD
 from capacity.kv_model import max_model_len_that_fits
 from capacity.kv_spec import MambaSpec, kv_heads_per_rank
 from capacity.plan import ERROR, INFO, WARNING, Hazard
@@ -320,10 +320,9 @@ COLD_START_NOTEWORTHY_BYTES = 256 * MiB  # below this, a first start that still 
 def cold_compile_cache(plan: Plan) -> Iterator[Hazard]:
     """The first start on an empty torch.compile cache: vLLM's profile peak holds the compile's scratch
     (capacity/compile_cache.py), so that start gets less KV cache than a restart."""
-    s, kv, m = plan.serving, plan.kv, plan.memory
-    if s.enforce_eager or s.kv_cache_memory_bytes is not None or kv.available_bytes <= 0 or s.compile_cache == COLD:
+    s, kv, m, scratch = plan.serving, plan.kv, plan.memory, plan.cold_compile
+    if scratch is None or kv.available_bytes <= 0 or s.compile_cache == COLD:
         return
-    scratch = cold_compile_scratch(plan.spec, s, plan.gpu, benchmarks_combo_kernels=True)
     warm = m["activation_peak"].bytes + m["encoder_cache"].bytes
     extra = scratch.cold_peak(warm) - warm
     cold_available = kv.available_bytes - extra

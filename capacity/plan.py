@@ -7,6 +7,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from capacity.budget import MultiModalBudget
+from capacity.compile_cache import ColdCompileScratch
 from capacity.gpus import Gpu
 from capacity.kv_spec import KVGroup, group_to_dict
 from capacity.memory import MemoryTerm
@@ -129,6 +130,9 @@ class Plan:
     profile: MemoryProfile | None = None
     weights_per_rank: WeightsBreakdown | None = None  # the weights term's breakdown by parallel kind (capacity/weights.py)
     ranks: tuple[RankBudget, ...] = ()  # a tensor-parallel profile's ranks, the spread of their KV budgets
+    # What a cold torch.compile adds to the profile's peak (capacity/compile_cache.py); None when nothing compiles
+    # (--enforce-eager) or the profile's figure is not used (--kv-cache-memory-bytes)
+    cold_compile: ColdCompileScratch | None = None
 
     @property
     def kv_spread_bytes(self) -> int:
@@ -234,6 +238,7 @@ class Plan:
             "profile": None if self.profile is None else self.profile.to_dict(),
             "ranks": [r.to_dict() for r in self.ranks],
             "kv_spread_bytes": self.kv_spread_bytes,
+            "cold_compile": None if self.cold_compile is None else self.cold_compile.to_dict(),
         }
 
 

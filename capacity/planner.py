@@ -131,9 +131,11 @@ def build_plan(
                 (p.peak_above_start_bytes for p in profile.phases if p.name not in ("weights", "encoder")), default=0
             )
             memory["activation_peak"] = vllm_encoder_activation(spec.family, memory["activation_peak"], dominates)
-    if serving.compile_cache == COLD and not serving.enforce_eager:
+    scratch = None
+    if not serving.enforce_eager and serving.kv_cache_memory_bytes is None:
         scratch = cold_compile_scratch(spec, serving, gpu, (semantics or LATEST).benchmarks_combo_kernels)
-        memory["activation_peak"] = cold_start_activation(memory["activation_peak"], memory["encoder_cache"], scratch)
+        if serving.compile_cache == COLD:
+            memory["activation_peak"] = cold_start_activation(memory["activation_peak"], memory["encoder_cache"], scratch)
     before_snapshot = memory["cuda_context"].bytes + memory["collectives"].bytes
     if semantics is not None and semantics.communicators_in_non_kv and serving.tensor_parallel_size > 1:
         memory["non_torch"] = communicators_in_profile(memory["non_torch"], memory["collectives"], gpu, semantics.name)
@@ -226,6 +228,7 @@ def build_plan(
         profile=profile,
         weights_per_rank=per_rank,
         ranks=rank_budgets(profile, memory, requested, spec, serving, sampler) if profile is not None and profile.ranks else (),
+        cold_compile=scratch,
     )
     return replace(plan, hazards=tuple(find_hazards(plan)))
 

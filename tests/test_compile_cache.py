@@ -219,6 +219,10 @@ def test_cli_compile_cache(capsys: pytest.CaptureFixture[str]) -> None:
     doc = json.loads(capsys.readouterr().out)
     assert doc["serving"]["compile_cache"] == "cold"
     assert "cold compile cache" in doc["memory"]["activation_peak"]["method"]
+    assert doc["cold_compile"]["benchmark_bytes"] == QWEN3_8B_4090_SCRATCH
+    assert doc["cold_compile"]["autotune_bytes"] == 2048 * 4096 * 2 + 72 * 2**20
+    assert main([*args, "--enforce-eager"]) == EXIT_FITS
+    assert json.loads(capsys.readouterr().out)["cold_compile"] is None
     assert main([*args, "--compile-cache", "hot"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--compile-cache 'hot'" in err[0]

@@ -501,6 +501,12 @@ def _percent(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f} %"
 
 
+def _table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[str]:
+    """A markdown table: text columns (the first two) left, figures right."""
+    align = ["---" if i < 2 else "---:" for i in range(len(header))]
+    return ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|", *("| " + " | ".join(str(c) for c in row) + " |" for row in rows)]
+
+
 def _cell(row: Row, term: str) -> str:
     v = row.error_percent.get(term)
     return "-" if v is None else f"{v:+.1f}"
@@ -530,13 +536,15 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[s
         "",
         "## Summary: median and worst |error| per term",
         "",
-        "| half | term | n | median | worst |",
-        "|---|---|---:|---:|---:|",
     ]
-    for half in ("calibration", "held-out"):
-        for t in TERMS:
-            sm = doc["summary"][half][t]
-            lines.append(f"| {half} | {t} | {sm['n']} | {_percent(sm['median_abs_percent'])} | {_percent(sm['worst_abs_percent'])} |")
+    lines += _table(
+        ("half", "term", "n", "median", "worst"),
+        [
+            (half, t, doc["summary"][half][t]["n"], _percent(doc["summary"][half][t]["median_abs_percent"]), _percent(doc["summary"][half][t]["worst_abs_percent"]))
+            for half in ("calibration", "held-out")
+            for t in TERMS
+        ],
+    )
     lines += [
         "",
         "## By the torch.compile cache the log shows",
@@ -546,14 +554,16 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[s
         "Each log is planned in the state its lines show, or its sidecar states from its source; 'not shown' (often an",
         "excerpt without a compile line) is planned warm; 'eager' compiles nothing. Median |error| of available KV / KV tokens (n):",
         "",
-        "| half | cache | available KV | KV tokens |",
-        "|---|---|---:|---:|",
     ]
-    for half in ("calibration", "held-out"):
-        for c in CACHE_STATES:
-            sm = doc["summary_by_compile_cache"][half][c]
-            cells = [f"{_percent(sm[t]['median_abs_percent'])} ({sm[t]['n']})" for t in ("available_kv", "kv_tokens")]
-            lines.append(f"| {half} | {c} | {cells[0]} | {cells[1]} |")
+    by_cache = doc["summary_by_compile_cache"]
+    lines += _table(
+        ("half", "cache", "available KV", "KV tokens"),
+        [
+            (half, c, *(f"{_percent(by_cache[half][c][t]['median_abs_percent'])} ({by_cache[half][c][t]['n']})" for t in ("available_kv", "kv_tokens")))
+            for half in ("calibration", "held-out")
+            for c in CACHE_STATES
+        ],
+    )
     lines += [
         "",
         "## Per log (error in %)",

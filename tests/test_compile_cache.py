@@ -226,3 +226,14 @@ def test_cli_compile_cache(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*args, "--compile-cache", "hot"]) == EXIT_BAD_INPUT
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--compile-cache 'hot'" in err[0]
+
+
+def test_scratch_is_per_rank() -> None:
+    """At TP 2 the gather's table is the rank's: Llama-3.1-8B's 128,256 rows (a multiple of 64) / 2 x 4096 x 2 B."""
+    from capacity.planner import plan_for
+    from capacity.serving import ServingArgs
+
+    plan = plan_for("meta-llama/Llama-3.1-8B-Instruct", ServingArgs(max_model_len=8192, tensor_parallel_size=2), "H100-SXM")
+    assert plan.cold_compile is not None
+    assert plan.cold_compile.embedding_bytes == 128_256 // 2 * 4096 * 2
+    assert plan.cold_compile.flush_bytes == 50 * 2**20  # GH100's L2

@@ -132,13 +132,9 @@ _L2_CACHE_MIB = {
 }
 
 
-def _smi(mib: int) -> int:
-    return mib * MiB
-
-
-def _props(mib: int) -> int:
-    """cudaDeviceProp.totalGlobalMem as llama.cpp (`VRAM: N MiB`) or torch (`total_memory=NMB`) print it: floored to MiB,
-    so the true total is up to 1 MiB more."""
+def _mib(mib: int) -> int:
+    """A total printed in MiB: nvidia-smi's Memory-Usage total, or cudaDeviceProp.totalGlobalMem as llama.cpp
+    (`VRAM: N MiB`) or torch (`total_memory=NMB`) print it, floored to MiB (the true total up to 1 MiB more)."""
     return mib * MiB
 
 
@@ -191,18 +187,18 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
     CatalogEntry(
         "H100-SXM",
-        _smi(81_559),
+        _mib(81_559),
         "nvidia-smi",
         "81,559 MiB, NVIDIA H100 80GB HBM3 (index id 59132971245)",
         ("H100-80GB", "H100-80GB-HBM3", "NVIDIA H100 80GB HBM3"),
     ),
-    CatalogEntry("H100-PCIe", _smi(81_559), "nvidia-smi", "81,559 MiB, NVIDIA H100 PCIe (index id 31353373741)", ("NVIDIA H100 PCIe",)),
-    CatalogEntry("H100-NVL", _smi(95_830), "nvidia-smi", "95,830 MiB, NVIDIA H100 NVL (index id 14249706504)", ("H100-94GB", "NVIDIA H100 NVL")),
-    CatalogEntry("H800", _smi(81_559), "nvidia-smi", "81,559 MiB, NVIDIA H800 (index id 40223502532)", ("H800-80GB", "NVIDIA H800")),
-    CatalogEntry("H20", _smi(97_871), "nvidia-smi", "97,871 MiB, NVIDIA H20 (index id 69782509629)", ("H20-96GB", "NVIDIA H20")),
+    CatalogEntry("H100-PCIe", _mib(81_559), "nvidia-smi", "81,559 MiB, NVIDIA H100 PCIe (index id 31353373741)", ("NVIDIA H100 PCIe",)),
+    CatalogEntry("H100-NVL", _mib(95_830), "nvidia-smi", "95,830 MiB, NVIDIA H100 NVL (index id 14249706504)", ("H100-94GB", "NVIDIA H100 NVL")),
+    CatalogEntry("H800", _mib(81_559), "nvidia-smi", "81,559 MiB, NVIDIA H800 (index id 40223502532)", ("H800-80GB", "NVIDIA H800")),
+    CatalogEntry("H20", _mib(97_871), "nvidia-smi", "97,871 MiB, NVIDIA H20 (index id 69782509629)", ("H20-96GB", "NVIDIA H20")),
     CatalogEntry(
         "GH200",
-        _smi(97_871),
+        _mib(97_871),
         "nvidia-smi",
         "97,871 MiB of HBM3, NVIDIA GH200 480GB (index id 11944879968)",
         ("GH200-96GB", "GH200-480GB", "NVIDIA GH200 480GB"),
@@ -218,7 +214,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
     CatalogEntry(
         "Jetson-Thor",
-        _props(125_748),
+        _mib(125_748),
         "cuda properties",
         "llama.cpp's 'NVIDIA Thor, compute capability 11.0, VMM: yes, VRAM: 125748 MiB' on a Jetson AGX Thor (index ids 68871145596, "
         "69031658908); a CUDA test harness there prints '131.9 GB total' (index id 60815229375: 125,748 MiB = 131.86 GB)",
@@ -228,7 +224,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
     CatalogEntry(
         "Jetson-AGX-Orin-64GB",
-        _props(62_827),
+        _mib(62_827),
         "cuda properties",
         "llama.cpp's 'Orin, compute capability 8.7, VMM: yes, VRAM: 62827 MiB' (built for Linux aarch64, index ids 57965154363, 58111358145)",
         ("AGX-Orin-64GB", "Jetson AGX Orin 64GB"),
@@ -266,7 +262,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
         "github.com/NVlabs/Eagle/issues/68); nvidia-smi shows 46,068 MiB",
         ("NVIDIA L40",),
     ),
-    CatalogEntry("L20", _smi(46_068), "nvidia-smi", "46,068 MiB, NVIDIA L20 (index id 67533193225)", ("NVIDIA L20",)),
+    CatalogEntry("L20", _mib(46_068), "nvidia-smi", "46,068 MiB, NVIDIA L20 (index id 67533193225)", ("NVIDIA L20",)),
     CatalogEntry(
         "L4",
         _log_gib("22.03"),
@@ -276,7 +272,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
     CatalogEntry(
         "A40",
-        _props(45_416),
+        _mib(45_416),
         "cuda properties",
         "torch's _CudaDeviceProperties(name='NVIDIA A40', ..., total_memory=45416MB) (index ids 31224020222, 31219571458)",
         ("NVIDIA A40",),
@@ -335,7 +331,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
     CatalogEntry(
         "V100-16GB",
-        _props(16_160),
+        _mib(16_160),
         "cuda properties",
         "torch's _CudaDeviceProperties(name='Tesla V100-SXM2-16GB', major=7, minor=0, total_memory=16160MB) (index ids 3651776778, "
         "18215037660, 3846184127); the same for a Tesla V100-PCIE-16GB (index id 21232746912)",
@@ -343,21 +339,21 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
     CatalogEntry(
         "RTX-3090",
-        _smi(24_576),
+        _mib(24_576),
         "nvidia-smi",
         "24,576 MiB, NVIDIA GeForce RTX 3090 (index id 49287497547)",
         ("3090", "RTX3090", "GeForce RTX 3090", "NVIDIA GeForce RTX 3090"),
     ),
     CatalogEntry(
         "RTX-3090-Ti",
-        _smi(24_564),
+        _mib(24_564),
         "nvidia-smi",
         "24,564 MiB, NVIDIA GeForce RTX 3090 Ti (index id 69133493032)",
         ("3090-Ti", "RTX3090Ti", "GeForce RTX 3090 Ti", "NVIDIA GeForce RTX 3090 Ti"),
     ),
     CatalogEntry(
         "RTX-2080-Ti",
-        _props(11_019),
+        _mib(11_019),
         "cuda properties",
         "torch's _CudaDeviceProperties(name='GeForce RTX 2080 Ti', major=7, minor=5, total_memory=11019MB) on Linux servers (index "
         "ids 24144733103, 21232746912, 29283747073); the 22 GB modded cards need --gpu with their size",
@@ -381,14 +377,14 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
     CatalogEntry(
         "RTX-4060-Ti-16GB",
-        _props(15_944),
+        _mib(15_944),
         "cuda properties",
         "llama.cpp's 'NVIDIA GeForce RTX 4060 Ti, compute capability 8.9, VMM: yes, VRAM: 15944 MiB' in a Linux container (index id 57745939478)",
         ("RTX4060Ti-16GB", "4060-Ti-16GB"),
     ),
     CatalogEntry(
         "RTX-4080",
-        _props(16_049),
+        _mib(16_049),
         "cuda properties",
         "torch's _CudaDeviceProperties(name='NVIDIA GeForce RTX 4080', major=8, minor=9, total_memory=16049MB) (index id 22567041692); "
         "under WSL2 vLLM prints 'Free memory on device (14.66/15.99 GiB)' (github.com/mrpid12org/imageworks, bench/vllm_logs/llava-1.5-7b-rtx4080-wsl-*)",
@@ -396,7 +392,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
     CatalogEntry(
         "RTX-4080-Super",
-        _props(15_937),
+        _mib(15_937),
         "cuda properties",
         "llama.cpp's 'NVIDIA GeForce RTX 4080 SUPER, compute capability 8.9, VMM: yes, VRAM: 15937 MiB' on NixOS (index id "
         "70844013997); Windows / WSL2 read 16375 MiB (index ids 54798121264, 57480453617)",
@@ -404,7 +400,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
     CatalogEntry(
         "RTX-5060-Ti-16GB",
-        _props(15_850),
+        _mib(15_850),
         "cuda properties",
         "llama.cpp's 'NVIDIA GeForce RTX 5060 Ti, compute capability 12.0, VMM: yes, VRAM: 15850 MiB' in a Linux container (index id "
         "53499544829); other Linux cards read 15825-15888 MiB (index ids 56630343702, 56711454996), Windows 16310 MiB",
@@ -412,7 +408,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
     CatalogEntry(
         "RTX-5070-Ti",
-        _props(15_842),
+        _mib(15_842),
         "cuda properties",
         "llama.cpp's 'NVIDIA GeForce RTX 5070 Ti, compute capability 12.0, VMM: yes, VRAM: 15842 MiB' in a Linux container (index id "
         "53499544829; 15808 MiB in index id 53250428215); Windows reads 16302 MiB (index id 52509346253)",
@@ -429,7 +425,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
     CatalogEntry(
         "RTX-4060-Laptop-Linux",
-        _props(7_815),
+        _mib(7_815),
         "cuda properties",
         "llama.cpp's 'RTX 4060 Laptop GPU, compute capability 8.9, VMM: yes, VRAM: 7815 MiB' on native Linux (Ubuntu 24.04, driver "
         "570.211.01, 'no WSL2'; nvidia-smi 8188 MiB; index id 57488598479)",
@@ -437,7 +433,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
     CatalogEntry(
         "RTX-4060-Laptop-WSL",
-        _props(8_187),
+        _mib(8_187),
         "cuda properties",
         "llama.cpp's 'NVIDIA GeForce RTX 4060 Laptop GPU, compute capability 8.9, VMM: yes, VRAM: 8187 MiB' built with MSVC on Windows "
         "(index ids 69082520931, 68952056531)",
@@ -453,7 +449,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
     CatalogEntry(
         "RTX-4070-Laptop-WSL",
-        _props(8_187),
+        _mib(8_187),
         "cuda properties",
         "llama.cpp's 'NVIDIA GeForce RTX 4070 Laptop GPU, compute capability 8.9, VMM: yes, VRAM: 8187 MiB' run from PowerShell "
         "(Windows, index ids 68739863494, 68711858341); nvidia-smi shows 8188 MiB (WSL2 and Windows, index ids 59589865832, 71577517085)",
@@ -461,43 +457,43 @@ CATALOG: tuple[CatalogEntry, ...] = (
     ),
     CatalogEntry(
         "RTX-4090",
-        _smi(24_564),
+        _mib(24_564),
         "nvidia-smi",
         "24,564 MiB, NVIDIA GeForce RTX 4090 (index id 69527282841)",
         ("4090", "RTX4090", "GeForce RTX 4090", "NVIDIA GeForce RTX 4090"),
     ),
     CatalogEntry(
         "RTX-5080",
-        _smi(16_303),
+        _mib(16_303),
         "nvidia-smi",
         "16,303 MiB, NVIDIA GeForce RTX 5080 (index id 60637830712)",
         ("5080", "RTX5080", "GeForce RTX 5080", "NVIDIA GeForce RTX 5080"),
     ),
     CatalogEntry(
         "RTX-5090",
-        _smi(32_607),
+        _mib(32_607),
         "nvidia-smi",
         "32,607 MiB, NVIDIA GeForce RTX 5090 (index id 34759949062)",
         ("5090", "RTX5090", "GeForce RTX 5090", "NVIDIA GeForce RTX 5090"),
     ),
     CatalogEntry(
         "RTX-A6000",
-        _smi(49_140),
+        _mib(49_140),
         "nvidia-smi",
         "49,140 MiB with ECC off (46,068 MiB with ECC on), NVIDIA RTX A6000 (index ids 47845772123, 9641821283)",
         ("A6000", "NVIDIA RTX A6000"),
     ),
-    CatalogEntry("RTX-6000-Ada", _smi(49_140), "nvidia-smi", "49,140 MiB", ("RTX6000-ADA", "NVIDIA RTX 6000 Ada Generation")),
+    CatalogEntry("RTX-6000-Ada", _mib(49_140), "nvidia-smi", "49,140 MiB", ("RTX6000-ADA", "NVIDIA RTX 6000 Ada Generation")),
     CatalogEntry(
         "RTX-PRO-6000",
-        _smi(97_887),
+        _mib(97_887),
         "nvidia-smi",
         "97,887 MiB, RTX PRO 6000 Blackwell Workstation / Server Edition (index ids 60416527314, 69814199154)",
         ("RTX-PRO-6000-Blackwell", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition", "NVIDIA RTX PRO 6000 Blackwell Server Edition"),
     ),
-    CatalogEntry("B200", _smi(183_359), "nvidia-smi", "183,359 MiB", ("NVIDIA B200",), sm100=True),
+    CatalogEntry("B200", _mib(183_359), "nvidia-smi", "183,359 MiB", ("NVIDIA B200",), sm100=True),
     CatalogEntry(
-        "B300", _smi(275_040), "nvidia-smi", "275,040 MiB, NVIDIA B300 SXM6 AC (index id 65926719034)", ("B300-SXM6", "NVIDIA B300 SXM6 AC"), sm100=True
+        "B300", _mib(275_040), "nvidia-smi", "275,040 MiB, NVIDIA B300 SXM6 AC (index id 65926719034)", ("B300-SXM6", "NVIDIA B300 SXM6 AC"), sm100=True
     ),
     CatalogEntry(
         "MI300X",

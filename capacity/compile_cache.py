@@ -143,6 +143,11 @@ class ColdCompileScratch:
         """vLLM's transient peak on a cold start, as an upper bound: max(warm peak + A, S)."""
         return max(warm_peak + self.autotune_bytes, self.benchmark_bytes)
 
+    def extra_bytes(self, activation: MemoryTerm, encoder_cache: MemoryTerm) -> int:
+        """What a cold start adds to a warm plan's peak (activation + the encoder outputs held during the decoder pass)."""
+        warm = activation.bytes + encoder_cache.bytes
+        return self.cold_peak(warm) - warm
+
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "benchmark_bytes": self.benchmark_bytes, "autotune_bytes": self.autotune_bytes}
 
@@ -171,7 +176,6 @@ def cold_compile_scratch(spec: ModelSpec, serving: ServingConfig, gpu: Gpu, benc
 def cold_start_activation(activation: MemoryTerm, encoder_cache: MemoryTerm, scratch: ColdCompileScratch) -> MemoryTerm:
     """The activation term of a cold start: max(warm peak + A, S) less the encoder outputs (the warm peak being
     activation + the encoder outputs held during the decoder pass)."""
-    warm = activation.bytes + encoder_cache.bytes
-    extra = scratch.cold_peak(warm) - warm
-    how = f"cold compile cache: max(warm peak {warm:,} B + A, S), an upper bound by up to A: {scratch.describe()}"
+    extra = scratch.extra_bytes(activation, encoder_cache)
+    how = f"cold compile cache: max(warm peak {activation.bytes + encoder_cache.bytes:,} B + A, S), an upper bound by up to A: {scratch.describe()}"
     return MemoryTerm(activation.bytes + extra, ESTIMATED, f"{activation.method}; {how}")

@@ -323,8 +323,7 @@ def cold_compile_cache(plan: Plan) -> Iterator[Hazard]:
     s, kv, m, scratch = plan.serving, plan.kv, plan.memory, plan.cold_compile
     if scratch is None or kv.available_bytes <= 0 or s.compile_cache == COLD:
         return
-    warm = m["activation_peak"].bytes + m["encoder_cache"].bytes
-    extra = scratch.cold_peak(warm) - warm
+    extra = scratch.extra_bytes(m["activation_peak"], m["encoder_cache"])
     cold_available = kv.available_bytes - extra
     lost_blocks = kv.num_blocks - max(cold_available, 0) // kv.bytes_per_block
     refuses = cold_available - kv.bytes_per_block < kv.needed_for_one_request_bytes

@@ -95,7 +95,8 @@ def check_entry(i: int, e: dict) -> list[str]:
         if eq is not None:
             need(found(lines, r"--gpu-memory-utilization=" + NUM + r" is equivalent to --gpu-memory-utilization="
                        + NUM, cur, eq), f"util_equivalent current/equivalent {cur}/{eq}")
-            need(found(lines, r"increase --gpu-memory-utilization to " + NUM, sug), f"util suggested {sug}")
+            if sug is not None:  # None where the author's copy cut the line short
+                need(found(lines, r"increase --gpu-memory-utilization to " + NUM, sug), f"util suggested {sug}")
         else:
             need(found(lines, r"increase --gpu-memory-utilization from " + NUM + " to " + NUM, cur, sug),
                  f"util_equivalent (0.19 form) {cur} -> {sug}")

@@ -1,6 +1,6 @@
 """Check bench/cuda_graphs/dataset.json against its own verbatim log lines, then print a summary table.
 
-Stdlib only. Run from anywhere:  python3 bench/cuda_graphs/check_dataset.py
+Stdlib only. Run from anywhere:  python3 bench/cuda_graphs/check_dataset.py [dataset.json]
 Exit status 0 when every check passes, 1 otherwise (each failure is printed on one line).
 
 What is checked, per entry:
@@ -51,7 +51,7 @@ def found(lines: list[str], pattern: str, *values: float) -> bool:
     """True when some line matches `pattern` with its groups equal to `values` (None values are skipped)."""
     for line in lines:
         for m in re.finditer(pattern, line):
-            if all(v is None or same(g, v) for g, v in zip(m.groups(), values)):
+            if all(v is None or same(g, v) for g, v in zip(m.groups(), values, strict=True)):
                 return True
     return False
 
@@ -146,11 +146,12 @@ def summary(entries: list[dict]) -> None:
         pool = None if e["pool_actual_gib"] is None else f"{e['pool_actual_gib']}/{e['pool_estimated_gib']}"
         row = (i, e["runner"], e["vllm_version"], e["model"], e["gpu"], e["tensor_parallel_size"], pw, fu,
                e["estimate_gib"], e["capture_took_gib"], pool, "yes" if e["in_capacity_benchmark"] else "")
-        print(" ".join(fmt(v, w) for v, (_, w) in zip(row, cols)))
+        print(" ".join(fmt(v, w) for v, (_, w) in zip(row, cols, strict=True)))
 
 
 def main() -> int:
-    entries = json.loads(DATASET.read_text(encoding="utf-8"))
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else DATASET
+    entries = json.loads(path.read_text(encoding="utf-8"))
     errors = [err for i, e in enumerate(entries) for err in check_entry(i, e)]
     summary(entries)
     n_est = sum(e["estimate_gib"] is not None for e in entries)

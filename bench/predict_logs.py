@@ -245,7 +245,7 @@ def predict(log: Path, *, formula: bool) -> Row:
         "gpu_memory_utilization": plan.serving.gpu_memory_utilization,
         "log_max_num_batched_tokens": facts.effective_max_num_batched_tokens,
         "capacity_terms_gib": {k: round(m[k].bytes / GiB, 3) for k in ("weights", "load_buffers", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs")},
-        "log_cuda_graph_estimate_gib": facts.cudagraph_estimated_gib,
+        "log_cuda_graph_estimate_gib": facts.cudagraph_estimate_gib(plan.gpu.total_memory_bytes / GiB),
         "log_graph_capture_gib": facts.graph_capture_gib if facts.graph_capture_gib is not None else facts.cudagraph_actual_gib,
         "requested_gib": {"log": requested_log, "capacity": round(plan.requested_memory_bytes / GiB, 3)},
         "vllm_non_weights_gib": None if vllm_non_kv is None or facts.model_loading_gib is None else round(vllm_non_kv - facts.model_loading_gib, 3),

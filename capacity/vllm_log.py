@@ -15,6 +15,8 @@ timestamp, a markdown quote or nothing at all; ANSI colours and CRLF endings are
 | | 0.33 | `GPU KV cache size: {tokens:,} tokens, Maximum concurrency for {max_model_len:,} tokens per request: %.2fx` |
 | Encoder cache | 0.9-0.33 | `Encoder cache will be initialized with a budget of %s tokens, and profiled with %s %s items of the maximum feature size.` |
 | CUDA graphs | 0.19-0.33 | `Estimated CUDA graph memory: %.2f GiB total`, `CUDA graph pool memory: A GiB (actual), E GiB (estimated), ...`, `Graph capturing finished in %.0f secs, took %.2f GiB` |
+| | 0.19-0.33 (V1 runner) | `Profiling CUDA graph memory: PIECEWISE=N (largest=L), FULL=M (largest=K)` |
+| | 0.19-0.33 | the estimate as utilizations (gpu_worker.py, the only trace of MRV2's estimate): `The current --gpu-memory-utilization=%.4f is equivalent to --gpu-memory-utilization=%.4f without CUDA graph memory profiling`; with the estimate off, `increase --gpu-memory-utilization from %.4f to %.4f` |
 | Free memory on device | 0.11-0.33 | `Free memory on device (F/T GiB) on startup. Desired GPU memory utilization is (U, R GiB). Actual usage is ...`, or the startup error `... is less than desired GPU memory utilization (U, R GiB)` |
 | kv_cache_memory_bytes | 0.11-0.33 | `Initial free memory F GiB, reserved K GiB memory for KV Cache as specified by kv_cache_memory_bytes config` |
 | profiling | 0.8-0.10 | `Memory profiling takes S seconds. Total non KV cache memory: N GiB; torch peak memory increase: P GiB; non-torch forward increase memory: T GiB; weights memory: W GiB.` |
@@ -139,6 +141,11 @@ class VllmLogFacts:
     cudagraph_estimated_gib: float | None = None  # ... (estimated), or "Estimated CUDA graph memory: X GiB total"
     cudagraph_difference_percent: float | None = None
     graph_capture_gib: float | None = None  # Graph capturing finished in S secs, took X GiB
+    # (current, without the estimate) from "is equivalent to ... without CUDA graph memory profiling", or (current,
+    # current + estimate) from "increase --gpu-memory-utilization from U to V" when the estimate was off
+    cudagraph_estimate_utilization: tuple[float, float] | None = None
+    cudagraph_estimate_subtracted: bool | None = None  # True: "profiling is enabled", False: the estimate was off
+    cudagraph_profile_counts: dict[str, tuple[int, int]] = field(default_factory=dict)  # mode -> (graphs, largest tokens)
     graph_capture_seconds: int | None = None
     free_memory: FreeMemoryReport | None = None
     profiled_non_kv_gib: float | None = None  # 0.8-0.10 "Total non KV cache memory", V0 weights + peak + non-torch
@@ -176,6 +183,16 @@ class VllmLogFacts:
         if self.free_memory is not None and self.free_memory.requested_gib is not None:
             return self.free_memory.requested_gib
         return self.v0_requested_gib
+
+    def cudagraph_estimate_gib(self, total_gib: float | None) -> float | None:
+        """The CUDA-graph estimate vLLM printed, else the one its utilization line implies: (current - without) x the GPU
+        total, to the line's 4 decimals (+-0.00005 x total). None when neither is in the log, or no total is known."""
+        if self.cudagraph_estimated_gib is not None:
+            return self.cudagraph_estimated_gib
+        if self.cudagraph_estimate_utilization is None or total_gib is None:
+            return None
+        current, without = self.cudagraph_estimate_utilization
+        return round((current - without) * total_gib, 3)
 
     @property
     def gpu_memory_utilization(self) -> float | None:
@@ -269,6 +286,24 @@ def _h_pool(m: re.Match[str]) -> dict[str, Any]:
     if m[3] is not None:
         out["cudagraph_difference_percent"] = _num(m[3])
     return out
+
+
+def _h_equivalent(m: re.Match[str]) -> dict[str, Any]:
+    # vLLM gpu_worker.determine_available_memory: equiv = round(current - estimate / total, 4)
+    return {"cudagraph_estimate_utilization": (_num(m[1]), _num(m[2])), "cudagraph_estimate_subtracted": True}
+
+
+def _h_from_to(m: re.Match[str]) -> dict[str, Any]:
+    # the estimate off (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0, or 0.19's opt-in): suggested = round(current + estimate / total, 4)
+    current, suggested = _num(m[1]), _num(m[2])
+    return {"cudagraph_estimate_utilization": (current, round(2 * current - suggested, 4)), "cudagraph_estimate_subtracted": False}
+
+
+_GRAPH_GROUP = re.compile(r"(PIECEWISE|FULL|ENCODER)=(\d+) \(largest=(\d+)\)")
+
+
+def _h_profile_counts(m: re.Match[str]) -> dict[str, Any]:
+    return {"cudagraph_profile_counts": {g[0]: (int(g[1]), int(g[2])) for g in _GRAPH_GROUP.findall(m[0])}}
 
 
 def _h_reserved(m: re.Match[str]) -> dict[str, Any]:
@@ -370,9 +405,24 @@ _READERS = (
     ),
     _Reader(
         "Estimated CUDA graph memory",
-        lambda s: "Estimated CUDA graph memory:" in s,
-        ((re.compile(rf"Estimated CUDA graph memory: {_N} GiB total"), lambda m: {"cudagraph_estimated_gib": _num(m[1])}),),
+        lambda s: re.search(r"Estimated (?:MRV2 )?CUDA graph memory:", s) is not None,
+        ((re.compile(rf"Estimated (?:MRV2 )?CUDA graph memory: {_N} GiB total"), lambda m: {"cudagraph_estimated_gib": _num(m[1])}),),
         "Estimated CUDA graph memory: <GiB> GiB total",
+    ),
+    _Reader(
+        "Profiling CUDA graph memory",
+        lambda s: "Profiling CUDA graph memory:" in s,
+        ((re.compile(r"Profiling CUDA graph memory: (?:(?:PIECEWISE|FULL|ENCODER)=\d+ \(largest=\d+\)(?:, )?)+"), _h_profile_counts),),
+        "Profiling CUDA graph memory: PIECEWISE=<n> (largest=<tokens>), FULL=<n> (largest=<tokens>)",
+    ),
+    _Reader(
+        "CUDA graph memory profiling is enabled",
+        lambda s: "without CUDA graph memory profiling" in s or ("CUDA graph memory" in s and "--gpu-memory-utilization from" in s),
+        (
+            (re.compile(rf"--gpu-memory-utilization={_N} is equivalent to --gpu-memory-utilization={_N} without CUDA graph memory profiling"), _h_equivalent),
+            (re.compile(rf"--gpu-memory-utilization from {_N} to {_N}"), _h_from_to),
+        ),
+        "The current --gpu-memory-utilization=<u> is equivalent to --gpu-memory-utilization=<u> without CUDA graph memory profiling",
     ),
     _Reader(
         "Graph capturing finished",

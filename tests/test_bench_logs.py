@@ -252,3 +252,20 @@ def test_the_replay_sim_cold_and_warm_starts_read_back_as_printed() -> None:
         # bench/compile_cache/EVIDENCE.md D1 / D2: the warm start's 'fit into requested memory' suggestion (the same on both
         # ranks) exceeds the cold one's by 707,139,584 B (0.659 GiB) at mbt 1536 and 560,869,376 B (0.522 GiB) at mbt 3072
         assert warm.kv_cache_memory_to_requested_bytes - cold.kv_cache_memory_to_requested_bytes == penalty[mbt]
+
+
+def test_the_cuda_graph_estimate_is_read_from_its_utilization_line() -> None:
+    # 0.30.0 MRV2 prints no estimate of its own; "0.5500 is equivalent to 0.5410" on a GB10 (121.69 GiB, the catalog's
+    # CUDA total) stands for (0.55 - 0.541) x 121.69 = 1.095 GiB (Qwen3-30B-A3B-Thinking-2507-FP8)
+    gb10 = _facts("qwen3-30b-a3b-thinking-2507-fp8-gb10-util0.55-len32768-v0.30.0-excerpt.log")
+    assert gb10.cudagraph_estimate_utilization == (0.55, 0.541) and gb10.cudagraph_estimate_subtracted is True
+    assert gb10.cudagraph_estimate_gib(121.69) == 1.095 and gb10.cudagraph_estimate_gib(None) is None
+    # 0.23.0's V1 runner prints both: 0.53 GiB, and 0.2200 -> 0.2133 on an A100-80GB (79.15 GiB): 0.0067 x 79.15 = 0.530
+    vl = _facts("qwen2.5-vl-7b-a100-80gb-util0.22-v0.23.0.log")
+    assert vl.cudagraph_estimated_gib == 0.53 and vl.cudagraph_estimate_utilization == (0.22, 0.2133)
+    assert vl.cudagraph_profile_counts == {"PIECEWISE": (51, 512), "FULL": (35, 256)}
+    # 0.19.1 with the estimate off: "increase --gpu-memory-utilization from 0.9000 to 0.9596" (Qwen3-8B, A100-40GB
+    # 39.39 GiB): 0.0596 x 39.39 = 2.35 GiB, the printed estimate; not subtracted
+    q8 = _facts("qwen3-8b-a100-40gb-v0.19.1.log")
+    assert q8.cudagraph_estimate_subtracted is False and q8.cudagraph_estimate_utilization == (0.9, 0.8404)
+    assert abs((0.9 - 0.8404) * 39.39 - q8.cudagraph_estimated_gib) < 0.005

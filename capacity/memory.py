@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from capacity.awq import awq_kernel, kernel_tensors
 from capacity.budget import MultiModalBudget
 from capacity.collectives import NCCL_COMMUNICATOR_BYTES, vllm_all_reduce_buffers
+from capacity.cuda_graphs import GraphEstimate, capture_sizes, full_decode_graph_sizes, mrv2_estimate, preset_max_capture_size, v1_estimate
 from capacity.errors import BadInput, RuntimeFailure
 from capacity.gpus import Gpu
 from capacity.load_allocations import load_allocations
@@ -51,7 +52,6 @@ MEASURED = "measured"
 # (torch 2.11, CUDA 13.0, driver 580.159.04; bench/results/calibration-h200-2026-11-30.json).
 CUDA_CONTEXT_BYTES = 753_729_536
 NON_TORCH_INCREASE_BYTES = 256 * MiB  # kernel modules loaded during profile_run (non-torch growth)
-MIN_GRAPH_BYTES = 1 * MiB  # MRV2 _extrapolate_full_graph_memory floor per extra graph
 # total_consumed - weights on the H200 (bench/results/h200-profiles-2026-11-30), what a fake-tensor trace cannot
 # see: models that run convolutions initialise cuDNN (whisper-tiny, -large-v3, -turbo, Nemotron-Parse, Gemma-3,
 # Qwen2.5-VL: 105.9 to 252.9 MB, median 134.9 MB); those that do not (BART, T5: 5.2 and 14.6 MB) stay small.
@@ -664,100 +664,44 @@ def non_torch_term() -> MemoryTerm:
     return MemoryTerm(NON_TORCH_INCREASE_BYTES, ESTIMATED, "constant: non-torch growth during profile_run (kernel modules)")
 
 
-# --- CUDA graphs (estimated) -------------------------------------------------------------------------------
+# --- CUDA graphs (estimated): capacity/cuda_graphs.py -----------------------------------------------------------
 
 
-# vLLM: MODELS_CONFIG_MAP hooks that preset compilation_config.max_cudagraph_capture_size (when the user set
-# neither it nor cudagraph_capture_sizes): GptOssForCausalLMConfig.verify_and_update_config raises it to 1024.
-PRESET_MAX_CAPTURE_SIZE = {"GptOssForCausalLM": 1024}
+def _graph_sizes(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tuple[list[int], list[int]]:
+    """(PIECEWISE sizes, FULL decode sizes) vLLM captures; encoder-decoder models capture FULL decode graphs only."""
+    sizes = capture_sizes(serving, sm100, preset_max_capture_size(spec.architecture))
+    full = full_decode_graph_sizes(serving, sizes)
+    return ([] if spec.is_encoder_decoder else sizes), full
 
 
-def preset_max_capture_size(spec: ModelSpec) -> int | None:
-    return PRESET_MAX_CAPTURE_SIZE.get(spec.architecture)
+def graph_estimate(spec: ModelSpec, serving: ServingConfig, sm100: bool, runner: str) -> GraphEstimate | None:
+    """The estimate of `runner` ("MRV2" or "V1"); None without CUDA graphs (--enforce-eager, no sizes)."""
+    piecewise, full = _graph_sizes(spec, serving, sm100)
+    if serving.enforce_eager or (not full and not piecewise):
+        return None
+    largest = max(piecewise or full)
+    activations = decoder_activation_bytes(spec.decoder, largest, serving.dtype_bytes, serving.tensor_parallel_size)
+    return (mrv2_estimate if runner == "MRV2" else v1_estimate)(spec.decoder, activations, len(piecewise), len(full))
 
 
-def capture_sizes(serving: ServingConfig, sm100: bool, preset_max: int | None = None) -> list[int]:
-    """vLLM: VllmConfig._set_cudagraph_sizes (no user capture sizes, default performance mode).
-
-    `preset_max`: a model's preset max_cudagraph_capture_size; vLLM then skips the max_num_seqs-based ceiling and
-    adds no uniform-decode sizes."""
-    q = 1 + serving.num_speculative_tokens
-    default_max = 1024 if sm100 else 512
-    if preset_max is not None:
-        cap = min(preset_max, serving.max_num_batched_tokens)
-    else:
-        cap = min(serving.max_num_seqs * q * 2, default_max, serving.max_num_batched_tokens)
-    sizes = {s for s in (1, 2, 4) if s <= cap}
-    sizes.update(range(8, min(cap + 1, 256), 8))
-    sizes.update(range(256, cap + 1, 16))
-    if serving.max_num_batched_tokens <= cap:
-        sizes.add(serving.max_num_batched_tokens)
-    if preset_max is None:  # uniform-decode sizes are added only under vLLM's own ceiling
-        if q == 1:
-            if serving.max_num_seqs <= cap:
-                sizes.add(serving.max_num_seqs)
-        else:
-            m = min(serving.max_num_seqs, default_max)
-            counts = {c for c in (1, 2, 4) if c <= m} | set(range(8, min(m + 1, 256), 8)) | set(range(256, m + 1, 16)) | {m}
-            sizes.update(n * q for n in counts if n * q <= cap)
-    return sorted(s for s in sizes if s <= serving.max_num_batched_tokens)
-
-
-def full_decode_graph_sizes(serving: ServingConfig, sizes: list[int]) -> list[int]:
-    """MRV2 CudaGraphManager FULL decode descriptors: sizes rounded up to the decode query length."""
-    q = 1 + serving.num_speculative_tokens
-    cap = max(sizes) if sizes else 0
-    out = set()
-    for s in sizes:
-        r = -(-s // q) * q
-        if r <= serving.max_num_seqs * q and r <= cap:
-            out.add(r)
-    return sorted(out)
+def _graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool, runner: str) -> tuple[MemoryTerm, int]:
+    if serving.enforce_eager:
+        return MemoryTerm(0, EXACT, "--enforce-eager: no CUDA graphs"), 0
+    estimate = graph_estimate(spec, serving, sm100, runner)
+    if estimate is None:
+        return MemoryTerm(0, EXACT, "no CUDA-graph sizes"), 0
+    mode = "FULL_DECODE_ONLY" if spec.is_encoder_decoder else "FULL_AND_PIECEWISE"
+    return MemoryTerm(estimate.total_bytes, ESTIMATED, f"{mode}; {estimate.how}"), estimate.piecewise_sizes + estimate.full_sizes
 
 
 def cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tuple[MemoryTerm, int]:
-    """MRV2 profile_cudagraph_memory's form: s1 + (N_full - 1) x max(s2, 1 MiB), s_i estimated.
-
-    s1 (the first capture, which sizes the shared graph pool) = decoder activations at the largest
-    size; s2 (each further capture) = its output buffer (tokens x hidden).
-    """
-    if serving.enforce_eager:
-        return MemoryTerm(0, EXACT, "--enforce-eager: no CUDA graphs"), 0
-    sizes = full_decode_graph_sizes(serving, capture_sizes(serving, sm100, preset_max_capture_size(spec)))
-    if not sizes:
-        return MemoryTerm(0, EXACT, "no CUDA-graph sizes"), 0
-    largest = sizes[-1]
-    dtype = serving.dtype_bytes
-    s1 = decoder_activation_bytes(spec.decoder, largest, dtype, serving.tensor_parallel_size)
-    s2 = largest * spec.decoder.hidden_size * dtype
-    total = s1 + (len(sizes) - 1) * max(s2, MIN_GRAPH_BYTES)
-    mode = "FULL_DECODE_ONLY" if spec.is_encoder_decoder else "FULL_AND_PIECEWISE (FULL decode graphs counted)"
-    return (
-        MemoryTerm(total, ESTIMATED, f"{len(sizes)} FULL decode graphs ({mode}), largest {largest} tokens; MRV2 extrapolation form"),
-        len(sizes),
-    )
+    """Model Runner V2's estimate (0.29-0.33): every PIECEWISE graph measured, FULL decode graphs extrapolated."""
+    return _graph_term(spec, serving, sm100, "MRV2")
 
 
 def v1_cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tuple[MemoryTerm, int]:
-    """The V1 model runner's estimate (gpu_model_runner.py profile_cudagraph_memory, 0.23.0), not modelled: per mode
-    it captures the first two descriptors and charges first + max(second, 1 MiB) x (n - 1); FULL and PIECEWISE share
-    one pool, so the decoder's estimate is max(firsts) + the per-graph sums. capacity keeps its MRV2-form FULL figure
-    and adds the PIECEWISE graphs (every capture size; none for FULL_DECODE_ONLY encoder-decoders) at the 1 MiB
-    floor each graph after the first costs at least: a lower bound of that mode's share."""
-    full, n_full = cuda_graph_term(spec, serving, sm100)
-    if serving.enforce_eager or not n_full:
-        return full, n_full
-    piecewise = [] if spec.is_encoder_decoder else capture_sizes(serving, sm100, preset_max_capture_size(spec))
-    floor = max(len(piecewise) - 1, 0) * MIN_GRAPH_BYTES
-    how = f"{n_full} FULL decode graphs in MRV2's extrapolation form + ({len(piecewise)} PIECEWISE - 1) x 1 MiB" if piecewise else full.method
-    return (
-        MemoryTerm(
-            full.bytes + floor,
-            ESTIMATED,
-            f"V1 model runner's estimate, not modelled (it measures its first two captures per mode): {how}, a lower bound of what it adds",
-        ),
-        n_full + len(piecewise),
-    )
+    """The V1 model runner's estimate (0.19-0.28): the first two captures of each mode, extrapolated."""
+    return _graph_term(spec, serving, sm100, "V1")
 
 
 # --- measured (from a MemoryProfile) --------------------------------------------------------------------

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from capacity.budget import MultiModalBudget, build_budget
 from capacity.compile_cache import COLD, cold_compile_scratch, cold_start_activation
+from capacity.cuda_graphs import GraphEstimate
 from capacity.errors import BadInput
 from capacity.families import model_spec
 from capacity.gpus import Gpu, nvidia_smi_total_caveat, resolve_gpu
@@ -27,6 +28,7 @@ from capacity.memory import (
     cuda_context_term,
     cuda_graph_term,
     encoder_cache_term,
+    graph_estimate,
     load_buffers_term,
     measured_terms,
     non_torch_term,
@@ -92,6 +94,18 @@ def graphs_set_aside(
     return graphs, n_graphs
 
 
+def with_piecewise_graphs(full: MemoryTerm, estimate: GraphEstimate | None) -> MemoryTerm:
+    """The profiler's FULL decode graphs (captured on transformers' modules) plus the PIECEWISE graphs, which it does
+    not capture: capacity/cuda_graphs.py's estimate of them."""
+    if estimate is None or not estimate.piecewise_bytes:
+        return full
+    return MemoryTerm(
+        full.bytes + estimate.piecewise_bytes,
+        ESTIMATED,
+        f"{full.method} ({full.kind}, FULL decode graphs) + {estimate.piecewise_bytes:,} B of PIECEWISE graphs (estimated: {estimate.how})",
+    )
+
+
 def build_plan(
     source: ModelSource,
     spec: ModelSpec,
@@ -123,6 +137,8 @@ def build_plan(
     }
     if profile is not None:
         memory.update(measured_terms(profile, memory, spec, serving, sampler))
+        if profile.cuda_graphs is not None and memory["cuda_graphs"].bytes:
+            memory["cuda_graphs"] = with_piecewise_graphs(memory["cuda_graphs"], graph_estimate(spec, serving, gpu.sm100, "MRV2" if mrv2 else "V1"))
         if profile.fingerprint.device == "cuda" and memory["weights"].kind == MEASURED:  # the measured load holds the rounding
             memory["load_buffers"] = load_buffers_term(spec, source, serving, per_rank, semantics or LATEST, rounding=False)
         if profile.fingerprint.device == "fake":

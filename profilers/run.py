@@ -28,10 +28,11 @@ from typing import Any, Protocol
 
 from capacity import __version__
 from capacity.budget import MultiModalBudget
+from capacity.cuda_graphs import MIN_GRAPH_BYTES, capture_sizes, full_decode_graph_sizes, preset_max_capture_size
 from capacity.errors import BadInput
 from capacity.family import Family
 from capacity.gpus import Gpu
-from capacity.memory import MIN_GRAPH_BYTES, capture_sizes, full_decode_graph_sizes, preset_max_capture_size, sampler_form
+from capacity.memory import sampler_form
 from capacity.models import ModelSource
 from capacity.profile import CudaGraphMeasurement, Fingerprint, MemoryProfile, OomResult, PhaseMeasurement
 from capacity.serving import ServingConfig
@@ -414,7 +415,7 @@ def _capture_graphs(
     import torch
 
     q = 1 + serving.num_speculative_tokens
-    sizes = full_decode_graph_sizes(serving, capture_sizes(serving, gpu.sm100, preset_max_capture_size(spec)))
+    sizes = full_decode_graph_sizes(serving, capture_sizes(serving, gpu.sm100, preset_max_capture_size(spec.architecture)))
     if not sizes:
         return None
     sampled = sizes[::-1][:2]

@@ -248,10 +248,13 @@ def test_h200_whisper_graph_count(make_plan):
 def test_gpt_oss_graph_ceiling_is_preset_to_1024(make_plan):
     # vLLM 0.33 GptOssForCausalLMConfig.verify_and_update_config presets max_cudagraph_capture_size = 1024 ("from 67
     # to 83" graphs in its comment): on an H200 (max_num_seqs 1024, 16384 batched tokens) the FULL decode sizes run
-    # 1, 2, 4, 8..248 step 8, 256..1024 step 16 = 3 + 31 + 49 = 83, where another model stops at 512 (51).
-    assert make_plan("openai/gpt-oss-20b").cuda_graph_count == len([1, 2, 4, *range(8, 256, 8), *range(256, 1025, 16)]) == 83
-    # capped by max_num_seqs (FULL decode graphs hold at most max_num_seqs requests) and by the batched tokens
-    assert make_plan("openai/gpt-oss-20b", max_num_seqs=300).cuda_graph_count == len([1, 2, 4, *range(8, 256, 8), *range(256, 289, 16)])
+    # 1, 2, 4, 8..248 step 8, 256..1024 step 16 = 3 + 31 + 49 = 83, where another model stops at 512 (51). The count is
+    # of capture sizes: 83 PIECEWISE + 83 FULL decode.
+    sizes = [1, 2, 4, *range(8, 256, 8), *range(256, 1025, 16)]
+    assert make_plan("openai/gpt-oss-20b").cuda_graph_count == 2 * len(sizes) == 2 * 83
+    # FULL decode graphs are capped by max_num_seqs (they hold at most max_num_seqs requests); PIECEWISE ones are not
+    full = [1, 2, 4, *range(8, 256, 8), *range(256, 289, 16)]
+    assert make_plan("openai/gpt-oss-20b", max_num_seqs=300).cuda_graph_count == len(sizes) + len(full)
 
 
 # --- fitting --------------------------------------------------------------------------------------------------

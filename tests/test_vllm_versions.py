@@ -58,20 +58,20 @@ def test_default_model_runner(version: str, architecture: str, moe: bool, quanti
     assert sem is not None and sem.runs_mrv2(architecture, moe=moe, quantized=quantized, hybrid=hybrid) is mrv2
 
 
-def test_v1_runner_cuda_graph_lower_bound() -> None:
-    """Qwen2.5-VL-7B under 0.23.0 runs the V1 runner: capacity's MRV2-form FULL figure (35 decode graphs at 256
-    sequences) + (51 PIECEWISE capture sizes - 1) x 1 MiB."""
+def test_v1_runner_and_mrv2_charge_the_same_captures_differently() -> None:
+    """Qwen2.5-VL-7B (28 decoder layers) under 0.23.0 runs the V1 runner, under 0.29.0 Model Runner V2: both capture 51
+    PIECEWISE sizes and 35 FULL decode graphs. MRV2 adds its first FULL sample (s1) to the PIECEWISE total; the V1
+    runner takes the larger first capture of the two modes once (the PIECEWISE one): one FULL graph less, 28 x 40 KiB."""
     from capacity.planner import plan_for
     from capacity.serving import ServingArgs
-    from capacity.units import MiB
 
     args = ServingArgs(max_model_len=8192)
     v023 = plan_for("Qwen/Qwen2.5-VL-7B-Instruct", args, "A100-80GB", semantics=semantics_for("0.23.0"))
     v029 = plan_for("Qwen/Qwen2.5-VL-7B-Instruct", args, "A100-80GB", semantics=semantics_for("0.29.0"))
     assert v023.serving.max_num_seqs == v029.serving.max_num_seqs == 256
-    assert v023.memory["cuda_graphs"].bytes == v029.memory["cuda_graphs"].bytes + 50 * MiB
-    assert v023.memory["cuda_graphs"].kind == "estimated" and "V1 model runner" in v023.memory["cuda_graphs"].method
-    assert "V1 model runner" not in v029.memory["cuda_graphs"].method
+    assert v023.memory["cuda_graphs"].bytes == v029.memory["cuda_graphs"].bytes - 28 * 40 * 1024
+    assert v023.memory["cuda_graphs"].kind == "estimated" and "V1 runner" in v023.memory["cuda_graphs"].method
+    assert "MRV2: 51 PIECEWISE sizes x 29 pieces" in v029.memory["cuda_graphs"].method
 
 
 @pytest.mark.parametrize(("version", "set_aside"), [("0.23.0", False), ("0.24.0", False), ("0.27.1", False), ("0.28.0", False), ("0.29.0", True), ("0.32.0", True)])

@@ -432,16 +432,19 @@ class TopKTopP:
     how: str
 
 
-# Measured by running each wheel's own Sampler.forward on CPU under capacity's CpuProbe (bench/vllm_sampler_reference.py,
-# bench/results/vllm-sampler-reference-2026-12-01/reference.json): the sort path holds the fp32 copy, the sorted values,
-# their int64 indices, the softmax / cumsum, two bool masks and the scattered result together: 26 B per logit in
-# 0.9.2, 0.10.2 and 0.15.1's `apply_top_k_top_p` (0.17.0+ keep a sort as `apply_top_k_top_p_pytorch` for fewer than 8 rows: 22 B).
+# The sort path's peak is its sort on CUDA: Sampler.forward's fp32 copy 4 + the sorted values 4 + their int64 indices 8
+# + torch.sort's device temporaries 20 (the index sequence it sorts along and the radix sort's alternate buffers) =
+# 36 B per logit, measured on the H200 with the same torch operations as vLLM 0.9.2-0.15.1's apply_top_k_top_p
+# (bench/sampler_sort_gpu.py, bench/results/h200-sampler-sort-2026-12-01: 36.0 B at six shapes, 256-1024 rows, vocab
+# 51,866-262,208). The later stages hold 26 B (each wheel's own Sampler.forward on CPU under capacity's CpuProbe,
+# bench/vllm_sampler_reference.py: the fp32 copy, sorted values, indices, softmax, two bool masks, the scattered
+# result), which a CPU sort does not exceed. 0.17.0+ keep a sort as `apply_top_k_top_p_pytorch` below 8 rows.
 TOP_K_TOP_P_SORT = TopKTopP(
     "PyTorch sort",
     "topk_topp_sampler.apply_top_k_top_p (sort)",
-    26,
+    36,
     MEASURED,
-    "fp32 copy + sorted values + int64 indices + softmax + masks + scatter (vLLM's own Sampler on CPU)",
+    "fp32 copy + sorted values + int64 indices + CUDA sort temporaries (the same torch operations on the H200; the later stages hold 26 B)",
 )
 # apply_top_k_top_p_triton masks the fp32 logits in place (a cached num_SMs x vocab fp32 buffer aside); then
 # forward_native's softmax and random_sample's exponential draw: the fp32 copy + 2 fp32 tensors.
@@ -557,7 +560,7 @@ def sampler_bytes(decoder: DecoderShape, num_reqs: int, dtype_bytes: int, tp: in
 
     vLLM 0.33 (`sampler_pass_bytes`): held decoder outputs + logits + 3 fp32 rows x vocab copies on FlashInfer GPUs,
     14 B per logits element in bf16 (1 copy, 6 B, on the Triton path). Before 0.33 under the V1 model runner: the
-    logits plus the top-k/top-p path's own bytes per logit (`TopKTopP`: 26 B sorting, 12 B Triton or FlashInfer);
+    logits plus the top-k/top-p path's own bytes per logit (`TopKTopP`: 36 B sorting on CUDA, 12 B Triton or FlashInfer);
     under MRV2 before 0.33, capacity's form: the logits in the model dtype plus one fp32 copy; with TP > 1 the
     all-gather (`logits_gather_bytes`).
     Measured on an H200 x2 with that form's emulation (bench/results/h200x2-tp-2026-11-30): whisper-large-v3's

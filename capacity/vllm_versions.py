@@ -48,15 +48,16 @@ logprobs (0.9.2 to 0.27.1 build the same metadata). Its top-k/top-p path on CUDA
 | 0.16-0.19 (0.17.0, 0.18.0, 0.19.1) | forward_native (opt in) | Triton kernel in place for >= 8 rows | no |
 | 0.20-0.32 (0.21.0, 0.23.0, 0.24.0, 0.27.1) | FlashInfer (env default True; flashinfer_sampler_supported: CUDA, FlashInferBackend's capabilities) | Triton | yes ("Also warm forward_native"): forward_native runs too |
 
-Bytes per logit above the logits: capacity.memory.TopKTopP (sort 26 B and Triton 12 B measured with the wheels' own
-Sampler, bench/results/vllm-sampler-reference-2026-12-01; FlashInfer 12 B estimated). 0.16, 0.20 and 0.22 were not
+Bytes per logit above the logits: capacity.memory.TopKTopP (sort 36 B: its CUDA sort measured on the H200,
+bench/results/h200-sampler-sort-2026-12-01, the later stages 26 B with the wheels' own Sampler on CPU; Triton 12 B
+measured with the wheels' own Sampler, bench/results/vllm-sampler-reference-2026-12-01; FlashInfer 12 B estimated). 0.16, 0.20 and 0.22 were not
 read: taken as 0.17.0 and 0.21.0. MRV2 before 0.33 keeps capacity's earlier sampler form.
 
-Versions before 0.20 ran the V1 model runner, 0.33 Model Runner V2. capacity's CUDA-graph estimate is MRV2's form;
-where a version runs the V1 runner and subtracts its estimate (`runs_mrv2` False), the plan adds the PIECEWISE graphs
-at V1's 1 MiB per-graph floor (`capacity.memory.v1_cuda_graph_term`): a lower bound, labelled estimated, not modelled
-(the V1 runner measures its first two captures per mode; a 0.23.0 Qwen2.5-VL-7B log printed 0.53 GiB, a 0.19.1
-Qwen3-8B log 2.35 GiB). Versions 0.22, 0.25 and 0.26 were not read: taken as 0.21.0 and 0.24.0.
+Versions before 0.20 ran the V1 model runner, 0.33 Model Runner V2. Where a version subtracts its estimate, capacity
+models the runner it runs (`runs_mrv2`): MRV2 measures every PIECEWISE graph, the V1 runner its first two capture
+sizes per mode, extrapolated (`capacity/cuda_graphs.py`: `mrv2_estimate`, `v1_estimate`; estimated, from capture costs
+measured on the H200). A 0.23.0 Qwen2.5-VL-7B log printed 0.53 GiB (capacity 0.43), a 0.19.1 Qwen3-8B log 2.35 GiB
+(capacity 0.47). Versions 0.22, 0.25 and 0.26 were not read: taken as 0.21.0 and 0.24.0.
 """
 
 from __future__ import annotations

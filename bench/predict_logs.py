@@ -280,29 +280,39 @@ def summary(rows: list[Row], split: str, cache: str | None = None) -> dict[str, 
 # with a miss have an entry (write_readme looks a miss's log up here; a miss without one prints "not analysed").
 # Figures are GiB; "vLLM's non-weights memory" is its requested memory - its KV memory - what it loaded.
 CAUSES: dict[str, str] = {
-    "qwen3-30b-a3b-thinking-2507-fp8-gb10-util0.55-len32768-v0.30.0-excerpt.log": "KV tokens / concurrency +3.4 %: the log's "
-    "'--gpu-memory-utilization=0.5500 is equivalent to --gpu-memory-utilization=0.5410 without CUDA graph memory profiling' "
-    "puts vLLM 0.30.0's CUDA-graph estimate at (0.55 - 0.541) x 121.69 GiB = 1.10 GiB (+-0.06), where capacity's MRV2 form "
-    "(FULL decode graphs extrapolated) gives 0.044 GiB; the KV difference, 394,016 tokens x 96 KiB = 36.08 GiB against "
-    "capacity's 37.29, is that term. On GB10 the estimate is a difference of mem_get_info's free memory over the unified "
-    "LPDDR5X pool, which host allocations move too (the DGX Spark Qwen3-0.6B log's 2.24 GiB of non-torch memory), and "
-    "0.29+ MRV2 also measures its PIECEWISE captures, which capacity leaves out: which of the two it is, the log does not "
-    "tell (an H100 0.31.0 start captured 0.23 GiB against capacity's 0.24). Stand-in config: the catalog's "
-    "Qwen3-30B-A3B-FP8 (same shapes and FP8 blocks as the Thinking-2507 checkpoint served).",
-    "gpt-oss-20b-gb10-util0.55-len32768-v0.30.0-excerpt.log": "KV tokens / concurrency +3.5 %: capacity's KV memory is about "
-    "1.8 GiB above what 1,968,672 tokens take; the excerpt prints only the load (13.8 GiB, capacity 13.69) and the KV "
-    "line, so the term is not identified. The same report's Qwen3-30B-FP8 start on this GB10 prints a CUDA-graph "
-    "estimate of 1.10 GiB where capacity has 0.04-0.06 GiB (see that log), and GB10's unified memory moves vLLM's "
-    "mem_get_info figures with host allocations. Planned by formula (the gpt-oss trace is not run). Not fitted: a "
-    "held-out log.",
-    "qwen2.5-1.5b-rtx4070-laptop-wsl-util0.8-len4096-v0.30.0.log": "available KV / KV tokens / concurrency +50.5 %, "
-    "non-KV -22.2 %: not identified. The excerpt prints three lines (load 2.98 GiB, KV 1.95 GiB, 72,992 tokens), no "
-    "requested memory, no CUDA total and no compile line, so capacity uses 0.8 x the catalog's RTX-4070-Laptop-WSL total "
-    "(8,187 MiB) and a warm compile cache: vLLM's non-weights memory is then 1.47 GiB where capacity has 0.58 "
-    "(activation 0.26, non-torch 0.27, graphs 0.05). A cold start would add 0.34 GiB (S = 151,936 x 1536 x 2 + 2048 x "
-    "1536 x 2 B + the L2 upper bound, 0.60 GiB, above the 0.26 GiB warm peak); WSL2's driver keeps memory besides "
-    "(its RTX 4050 pair: 0.53 GiB more consumed on the cold start). The weights' -3.2 % (2.98 against 2.88 GiB) is the "
-    "same 0.1 GiB the Qwen2.5-1.5B sm75 log shows, not identified either.",
+    "qwen3-30b-a3b-thinking-2507-fp8-gb10-util0.55-len32768-v0.30.0-excerpt.log":
+    "(below 3 % since the CUDA-graph estimate counts the PIECEWISE captures: KV tokens +2.0 %; it was +3.4 %.) "
+    "The log's '--gpu-memory-utilization=0.5500 is equivalent to --gpu-memory-utilization=0.5410 without CUDA "
+    "graph memory profiling' puts vLLM 0.30.0's estimate at (0.55 - 0.541) x 121.69 GiB = 1.095 GiB (+-0.006); "
+    "capacity's (capacity/cuda_graphs.py: 51 PIECEWISE sizes x 49 pieces measured in full, 35 FULL decode "
+    "graphs extrapolated, H200-measured capture costs) is 0.54 GiB. The remaining 0.55 GiB is GB10's: its "
+    "estimate is a difference of mem_get_info's free memory over the unified LPDDR5X pool, which the host side "
+    "of each graph moves too (bench/cuda_graphs/compare.md). Stand-in config: the catalog's Qwen3-30B-A3B-FP8 "
+    "(same shapes and FP8 blocks as the Thinking-2507 checkpoint served).",
+    "gpt-oss-20b-gb10-util0.55-len32768-v0.30.0-excerpt.log":
+    "(below 3 % since the CUDA-graph estimate counts the PIECEWISE captures: KV tokens +2.6 %; it was +3.5 %.) "
+    "The excerpt prints only the load (13.8 GiB, capacity 13.69) and the KV line; capacity sets aside 0.47 GiB "
+    "of graphs (0.06 before). The same report's Qwen3-30B-FP8 start on this GB10 prints an estimate of 1.10 "
+    "GiB where capacity has 0.54 (unified memory; see that log), which would account for about 1 % more. "
+    "Planned by formula (the gpt-oss trace is not run). Not fitted: a held-out log.",
+    "qwen2.5-1.5b-rtx4070-laptop-wsl-util0.8-len4096-v0.30.0.log":
+    "available KV / KV tokens / concurrency +33.2 %, non-KV -14.6 %: not identified. The excerpt prints three "
+    "lines (load 2.98 GiB, KV 1.95 GiB, 72,992 tokens), no requested memory, no CUDA total and no compile "
+    "line, so capacity uses 0.8 x the catalog's RTX-4070-Laptop-WSL total (8,187 MiB) and a warm compile "
+    "cache: vLLM's non-weights memory is then 1.47 GiB where capacity has 0.91 (activation 0.26, non-torch "
+    "0.27, graphs 0.39). A cold start would add 0.34 GiB (S = 151,936 x 1536 x 2 + 2048 x 1536 x 2 B + the L2 "
+    "upper bound, 0.60 GiB, above the 0.26 GiB warm peak); WSL2's driver keeps memory besides (its RTX 4050 "
+    "pair: 0.53 GiB more consumed on the cold start). The weights' -3.2 % (2.98 against 2.88 GiB) is the same "
+    "0.1 GiB the Qwen2.5-1.5B sm75 log shows, not identified either.",
+    "llama-3.1-8b-jetson-thor-v0.10.2.log":
+    "non-KV +7.4 % (available KV / tokens / concurrency -1.6 %): vLLM's non-weights memory is 3.60 GiB, "
+    "capacity's 4.98: activation 4.71, the V1 runner's dummy sampler run on 1,024 x 128,256 logits on the sort "
+    "path (0.10.2 without FlashInfer) at the 36 + 2 B per logit torch's CUDA sort takes on the H200 "
+    "(bench/results/h200-sampler-sort-2026-12-01). At 26 + 2 B (the later stages' peak, what the wheel's "
+    "Sampler holds on CPU) it would be 3.42 GiB and the start within 0.2 %: on this Jetson Thor (its own torch "
+    "build, unified memory) the sort's temporaries look smaller than on the H200, as in the A100 0.15.1 start "
+    "(-1.6 %) and unlike the H200 (Qwen3-Next) and L40S (Qwen3-235B) starts whose printed breakdowns agree "
+    "with 36 B. Not measured off the H200; not identified.",
     # --- V0 engine ---
     "llama-3.2-3b-t4-v0-engine-v0.8.2-unsloth.log": "non-KV -7.0 %, available KV +7.7 %: vLLM's activation peak is 0.90 GiB, "
     "capacity's 0.19 GiB (0.17 + the cold compile's autotuning term). The V0 profile run samples max_num_seqs = 192 dummy sequences with top_k = vocab - 1 and top_p = 0.99 "
@@ -316,26 +326,29 @@ CAUSES: dict[str, str] = {
     "chunked prefill on above 32K tokens), and so do the weights (14.9888 GiB with the 32 MiB rotary cache). 0.23 GiB "
     "on a 4.60 GiB KV budget.",
     # --- V1 engine, V1 model runner ---
-    "llama-3.1-8b-l4-len32000-util0.92-v0.11.0.log": "available KV -5.2 %, KV tokens -5.3 %, concurrency -5.5 %: capacity "
-    "sets aside 0.25 GiB more than vLLM on a 4.75 GiB KV budget (0.19 before the cold compile's autotuning term, 2048 x "
-    "4096 x 2 B + the L4's 48 MiB of L2, was added for the compile the log shows). vLLM's non-weights memory is 0.53 GiB (0.92 x 22.03 - "
-    "4.75 - 14.99; the log prints neither CUDA's total nor the requested memory, so the catalog's L4 total, CUDA's 22.03 GiB "
-    "from another L4 log, is used), capacity's 0.78: activation 0.51 (0.44 + 0.06 of the cold compile's autotuning; the V1 runner's dummy sampler run on 128 x 128,256 "
-    "logits with the sort-based top-k/top-p, which the log's 'FlashInfer is not available. Falling back to the PyTorch-native "
-    "implementation' line confirms; max_num_seqs = 128 from the command) and non-torch 0.27. The weights agree (14.9889). "
-    "vLLM 0.11 prints its breakdown line at DEBUG only, so how vLLM's 0.53 GiB splits between activation and non-torch "
-    "memory is not in the log: not identified (if capacity's activation holds, this start's non-torch memory was about "
-    "0.09 GiB). No CUDA-graph term on either side (0.8-0.11 capture after the KV budget; the 0.38 GiB capture comes out "
-    "of the headroom).",
-    "llama-3.1-8b-ft-rtx6000ada-len128000-fp16-v0.15.1.log": "(below 3 % since the cold compile is planned: non-KV -1.8 %, "
-    "available KV +1.1 %.) This start compiled ('Compiling a graph for compile range (1, 2048)'): S = 128,256 x 4096 x 2 + "
-    "2048 x 4096 x 2 B + 96 MiB of L2 = 1.09 GiB against the 0.87 GiB warm peak (the dummy sampler run on 256 x 128,256 "
-    "logits, 26 B per logit with 0.15.1's sort). The rest is about the GPU total: the catalog's RTX-6000-Ada total is "
-    "nvidia-smi's 49,140 MiB (47.99 GiB), while CUDA's is about 0.5 GiB lower on Linux (the transcript's 'VRAM: 47.5 GB').",
-    "llama-3.1-8b-ft-rtx6000ada-len8192-v0.15.1.log": "non-KV -3.8 %, available KV +2.4 %: the same start as the 128000 one "
-    "at max_model_len 8192 (vLLM non-KV 16.76 GiB, capacity 16.13): the sort-based dummy sampler run is counted (0.87 GiB "
-    "of activation); what is left is about the catalog's nvidia-smi total against the transcript's 'VRAM: 47.4 GB' (about "
-    "0.5 GiB at 0.9), not identified beyond that (no breakdown line at INFO in 0.15.1).",
+    "llama-3.1-8b-l4-len32000-util0.92-v0.11.0.log":
+    "available KV -8.4 %, KV tokens -8.5 %, concurrency -8.7 %: capacity sets aside 0.40 GiB more than vLLM on "
+    "a 4.75 GiB KV budget. vLLM's non-weights memory is 0.53 GiB (0.92 x 22.03 - 4.75 - 14.99; the log prints "
+    "neither CUDA's total nor the requested memory, so the catalog's L4 total, CUDA's 22.03 GiB from another "
+    "L4 log, is used), capacity's 0.93: activation 0.66 (the V1 runner's dummy sampler run on 128 x 128,256 "
+    "logits, the sort path the log's 'FlashInfer is not available. Falling back to the PyTorch-native "
+    "implementation' line confirms, at the 36 + 2 B per logit torch's CUDA sort takes on the H200: 0.58 GiB; "
+    "max_num_seqs = 128 from the command) and non-torch 0.27. vLLM's whole 0.53 GiB is below that sampler "
+    "figure alone: this start's sort held less than the H200's (at 26 + 2 B, the later stages' peak, it would "
+    "be 0.43 GiB), which the log cannot say (0.11 prints its breakdown at DEBUG only); not identified. The "
+    "weights agree (14.9889). No CUDA-graph term on either side (0.8-0.11 capture after the KV budget).",
+    "llama-3.1-8b-ft-rtx6000ada-len128000-fp16-v0.15.1.log":
+    "(below 3 %: non-KV -0.6 %, available KV +0.4 %.) This start compiled ('Compiling a graph for compile "
+    "range (1, 2048)'): S = 128,256 x 4096 x 2 + 2048 x 4096 x 2 B + 96 MiB of L2 = 1.09 GiB, below the 1.16 "
+    "GiB warm peak (the dummy sampler run on 256 x 128,256 logits, 36 + 2 B per logit with 0.15.1's sort on "
+    "CUDA), so the cold compile adds nothing. The rest is about the GPU total: the catalog's RTX-6000-Ada "
+    "total is nvidia-smi's 49,140 MiB (47.99 GiB), while CUDA's is about 0.5 GiB lower on Linux (the "
+    "transcript's 'VRAM: 47.5 GB').",
+    "llama-3.1-8b-ft-rtx6000ada-len8192-v0.15.1.log":
+    "(below 3 %: non-KV -1.9 %, available KV +1.2 %.) The same start as the 128000 one at max_model_len 8192 "
+    "(vLLM non-KV 16.76 GiB, capacity 16.45): the sort-based dummy sampler run is counted (1.16 GiB of "
+    "activation); what is left is about the catalog's nvidia-smi total against the transcript's 'VRAM: 47.4 "
+    "GB' (about 0.5 GiB at 0.9), not identified beyond that (no breakdown line at INFO in 0.15.1).",
     "llava-1.5-7b-rtx4080-wsl-fp16-len2048-v0.10.2.log": "available KV +78.7 % of a 0.26 GiB budget (non-KV -1.4 %): "
     "a failed start, so the relative error is of a tiny figure: capacity leaves 0.47 GiB for the KV cache where vLLM left "
     "0.26, 0.21 GiB apart (0.35 before the cold compile's autotuning term for the compile the log shows: 2048 x 4096 x 2 B "
@@ -384,48 +397,59 @@ CAUSES: dict[str, str] = {
     "0.92 x 23.58 - 7.47 = 14.22 GiB and capacity's KV 7.46 GiB: both within 0.1 %. The 0.39 GiB is 0.92 x (24.00 - 23.58), "
     "the catalog total, not a memory term (23.58 was printed on another RTX 3090, not this machine). Weights agree "
     "(-0.1 %). Path: formula (the fake trace stops at a DynamicOutputShapeException).",
-    "qwen3-235b-a22b-fp8-8xh100-tp8-ep-kvfp8-v0.10.0.log": "available KV / tokens / concurrency +8.1 %, non-KV -8.1 %: "
-    "per rank vLLM kept 8.28 GiB besides the 27.67 GiB it loaded (0.9 x 79.65 - 35.74 - 27.67 on rank 0; 8.37 on ranks 1-6, "
-    "7.90 on rank 7; the log prints no requested memory, so capacity's is used), capacity 5.38 GiB: activation 4.12 (the "
-    "V1 runner's dummy sampler run on 1,024 x 151,936 logits with the sort-based top-k/top-p, which every rank's 'FlashInfer "
-    "is not available' line confirms) and non-torch 1.26 (0.27 + the communicators, which 0.10's snapshot counts: NCCL's "
-    "NVLinked-H200 measurement and vLLM's buffers at TP 8); no graph term (0.10 captures after the KV budget). The weights "
-    "agree (27.6656). 0.10.0 prints no breakdown line, so the remaining 2.9 GiB is not identified. What the log does show: "
-    "the ranks' budgets differ by up to 0.47 GiB with identical weights and shapes, which only device-wide (non-torch) "
-    "memory can do; the catalog's H100-SXM total is nvidia-smi's 81,559 MiB (79.65 GiB) where two H100 logs of the bench "
-    "print CUDA's 79.19 and 79.25 GiB (0.39 GiB at 0.9). NCCL at TP 8 with expert parallelism (all-to-all buffers) is not "
-    "measured. The log compiles (cold), but 0.10 predates the combo-kernel benchmark, so no scratch term applies.",
-    "qwen3-235b-fp8-l40s-tp4.log": "available KV +3.4 %, tokens / concurrency +3.2 %: the log's own breakdown line (rank 2) "
-    "says 27.72 GiB for weight, 1.4 GiB for peak activation, 0.21 GiB for non-torch memory; capacity has 27.66 (with load "
-    "buffers), 1.03 and 0.27. The activation peak is the V1 runner's dummy sampler run (vLLM 0.10.2 sorts without "
-    "FlashInfer: 256 x 151,936 logits at 26 + 2 B, 1.01 GiB, measured with 0.10.2's own Sampler); 0.37 GiB of vLLM's "
-    "1.4 GiB is not identified (FlashInfer's presence on that machine is not in the log). Weights agree within 0.3 %.",
-    "qwen3-next-80b-instruct-2xh200-tp2-v0.10.2.log": "available KV +3.6 %, KV tokens / concurrency +3.6 %: the log's "
-    "own breakdown (per rank) says 74.28 GiB for weight, 5.58 GiB for peak activation, 1.38 GiB for non-torch memory; "
-    "capacity has 74.28, 4.09 and 1.27. The non-torch figure of 0.10.2 holds NCCL's communicators (its snapshot precedes "
-    "init_worker_distributed_environment): capacity adds its NVLinked-H200 measurement (975,175,680 B) and vLLM's buffers "
-    "to its 0.27 GiB, 0.11 GiB short. The activation peak is the V1 runner's dummy sampler run (1,024 rows x 151,936 "
-    "logits, top-k/top-p sort: 26 B per logit measured with 0.10.2's own Sampler) over the bf16 logits; 0.10.2's Gated "
-    "DeltaNet layers return before their input projection in the profile run (attn_metadata None), so they add nothing; "
-    "the 1.5 GiB left of vLLM's activation is not identified (the log does not itemise it). Nothing was tuned to this "
-    "held-out log. Stand-in config: the catalog's Qwen3-Next-80B-A3B-Thinking (the same architecture as the Instruct "
-    "checkpoint served).",
+    "qwen3-235b-a22b-fp8-8xh100-tp8-ep-kvfp8-v0.10.0.log":
+    "available KV / tokens / concurrency +3.7 %, non-KV -3.7 %: per rank vLLM kept 8.28 GiB besides the 27.67 "
+    "GiB it loaded (0.9 x 79.65 - 35.74 - 27.67 on rank 0; 8.37 on ranks 1-6, 7.90 on rank 7; the log prints "
+    "no requested memory, so capacity's is used), capacity 6.94 GiB: activation 5.68 (the V1 runner's dummy "
+    "sampler run on 1,024 x 151,936 logits on the sort path, which every rank's 'FlashInfer is not available' "
+    "line confirms, at 36 + 2 B per logit: torch's CUDA sort as measured on the H200) and non-torch 1.26 (0.27 "
+    "+ the communicators, which 0.10's snapshot counts: NCCL's NVLinked-H200 measurement and vLLM's buffers at "
+    "TP 8); no graph term (0.10 captures after the KV budget). The weights agree (27.6656). 0.10.0 prints no "
+    "breakdown line, so the remaining 1.3 GiB is not identified. What the log does show: the ranks' budgets "
+    "differ by up to 0.47 GiB with identical weights and shapes, which only device-wide (non-torch) memory can "
+    "do; the catalog's H100-SXM total is nvidia-smi's 81,559 MiB (79.65 GiB) where two H100 logs of the bench "
+    "print CUDA's 79.19 and 79.25 GiB (0.39 GiB at 0.9). NCCL at TP 8 with expert parallelism (all-to-all "
+    "buffers) is not measured. The log compiles (cold), but 0.10 predates the combo-kernel benchmark, so no "
+    "scratch term applies.",
+    "qwen3-235b-fp8-l40s-tp4.log":
+    "(below 3 % since the sort path counts torch's CUDA sort: available KV +0.0 %; it was +3.4 %.) The log's "
+    "own breakdown line (rank 2) says 27.72 GiB for weight, 1.4 GiB for peak activation, 0.21 GiB for "
+    "non-torch memory; capacity has 27.66 (with load buffers), 1.38 and 0.27. The activation peak is the V1 "
+    "runner's dummy sampler run (vLLM 0.10.2 sorts without FlashInfer): 256 x 151,936 logits at 36 + 2 B per "
+    "logit, the CUDA sort measured on the H200 (bench/sampler_sort_gpu.py), 1.38 GiB against the log's 1.4. "
+    "Weights agree within 0.3 %.",
+    "qwen3-next-80b-instruct-2xh200-tp2-v0.10.2.log":
+    "(below 3 % since the sort path counts torch's CUDA sort: +0.3 %; it was +3.6 %.) The log's own breakdown "
+    "(per rank) says 74.28 GiB for weight, 5.58 GiB for peak activation, 1.38 GiB for non-torch memory; "
+    "capacity has 74.28, 5.54 and 1.27. The activation peak is the V1 runner's dummy sampler run, 1,024 rows x "
+    "151,936 logits on the sort path: the logits 2 B + 36 B per logit, what torch's CUDA sort holds on the "
+    "H200 (the fp32 copy, sorted values, int64 indices and the sort's 20 B of temporaries: "
+    "bench/sampler_sort_gpu.py, bench/results/h200-sampler-sort-2026-12-01) where the wheel's Sampler on CPU "
+    "holds 26. This held-out log is what sent capacity to measure the CUDA sort (its 1.5 GiB gap was 1,024 x "
+    "151,936 x 10 B); the constant is the H200's measurement, not fitted to the log, and the calibration "
+    "half's L40S 235B breakdown (1.4 GiB printed, 1.38 capacity) agrees with it. The non-torch figure of "
+    "0.10.2 holds NCCL's communicators (its snapshot precedes init_worker_distributed_environment): capacity "
+    "adds its NVLinked-H200 measurement and vLLM's buffers to its 0.27 GiB, 0.11 GiB short. Stand-in config: "
+    "the catalog's Qwen3-Next-80B-A3B-Thinking (the same architecture as the Instruct checkpoint served).",
     "qwen2.5-vl-7b-2xl4-tp2-len8192-excerpt.log": "available KV / tokens / concurrency +3.2 %, non-KV -3.2 %: per rank vLLM "
     "kept 9.79 GiB of non-KV memory (0.9 x 22.03 - 10.04; the excerpt prints no requested memory), capacity 9.47 GiB "
     "(weights 7.72 + load buffers 0.14, activation 1.11, non-torch 0.39, encoder cache 0.11): 0.32 GiB on a 10.04 GiB KV "
     "budget. The excerpt prints neither the weights nor a breakdown, so the term is not identified.",
-    "whisper-large-v3-compose-excerpt.log": "non-KV +3.4 % (available KV -0.7 %): the excerpt states no version "
-    "and its formats are guessed as 0.20, whose V1 model runner samples 256 dummy rows x 51,866 logits with top-k/top-p "
-    "(FlashInfer, then forward_native's Triton path: 12 + 2 B per logit, 0.17 GiB of capacity's 0.18 GiB activation); "
-    "capacity's non-weights memory is 0.61 GiB (with non-torch 0.39, CUDA graphs 0.04) where vLLM kept 0.49. Which "
-    "version, runner and sampler this start used is not in the six lines; not identified. Not fitted: a held-out log.",
-    "qwen2.5-vl-7b-a100-80gb-util0.22-v0.23.0.log": "available KV +10.6 % of -14.28 GiB, non-KV -4.8 %: capacity's "
-    "non-weights memory is 14.56 GiB, vLLM's 16.02. vLLM 0.23.0 runs the V1 model runner for "
-    "Qwen2_5_VLForConditionalGeneration (not in 0.23's DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES): its CUDA-graph estimate "
-    "printed 0.53 GiB where capacity's lower bound (MRV2-form FULL graphs + 50 PIECEWISE graphs at 1 MiB) is 0.14 GiB; the "
-    "vision factor, calibrated to 0.694 on the image log, gives 13.27 GiB of activation for the 114,688-token video where "
-    "this log implies about 14.34 (vLLM / trace = 0.75); and vLLM loads 15.67 GiB where capacity counts 15.62 (0.045 GiB "
-    "that 0.2x Qwen2.5-VL loads beyond the rotary caches and rounding, not identified). Not fitted: a held-out log.",
+    "whisper-large-v3-compose-excerpt.log":
+    "non-KV +7.0 % (available KV -1.4 %): the excerpt states no version and its formats are guessed as 0.20, "
+    "whose V1 model runner samples 256 dummy rows x 51,866 logits with top-k/top-p (FlashInfer, then "
+    "forward_native's Triton path: 12 + 2 B per logit, 0.17 GiB of capacity's 0.18 GiB activation); capacity's "
+    "non-weights memory is 0.73 GiB (non-torch 0.39, CUDA graphs 0.16 where the log prints an estimate of "
+    "0.18) where vLLM kept 0.49. Which version, runner and sampler this start used is not in the six lines; "
+    "not identified. Not fitted: a held-out log.",
+    "qwen2.5-vl-7b-a100-80gb-util0.22-v0.23.0.log":
+    "available KV +8.6 % of -14.28 GiB, non-KV -3.9 %: capacity's non-weights memory is 14.85 GiB, vLLM's "
+    "16.02. vLLM 0.23.0 runs the V1 model runner for Qwen2_5_VLForConditionalGeneration (not in 0.23's "
+    "DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES): its CUDA-graph estimate printed 0.53 GiB (PIECEWISE=51, FULL=35) "
+    "where capacity's V1 estimate is 0.43 GiB; the vision factor, calibrated to 0.694 on the image log, gives "
+    "13.27 GiB of activation for the 114,688-token video where this log implies about 14.3 (vLLM / trace = "
+    "0.75); and vLLM loads 15.67 GiB where capacity counts 15.62 (0.045 GiB that 0.2x Qwen2.5-VL loads beyond "
+    "the rotary caches and rounding, not identified). Not fitted: a held-out log.",
     "gemma-3-4b-mi300x-rocm-len8192-v0.23.0.log": "non-KV -7.8 % (available KV / tokens / concurrency +0.7 %): ROCm, "
     "vLLM 0.23.0's V1 model runner (Gemma3ForConditionalGeneration is not in 0.23's DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES; "
     "the log's loader lines are gpu_model_runner.py's). The log prints no requested memory, so capacity's is used (0.92 x "
@@ -531,6 +555,9 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[s
         "Calibration (`capacity/memory.py`: `VLLM_NON_TORCH_BYTES`, `Family.trace_encoder_to_vllm` (qwen2_5_vl.py: 0.694 since",
         "2026-12-01)) used the calibration half only. The weights column compares vLLM's 'Model loading took' with capacity's",
         "weights + load buffers (`capacity/load_allocations.py`: rotary caches, exact; CUDA caching-allocator rounding, estimated).",
+        "Measured, not fitted to any log: the CUDA-graph capture costs (`capacity/cuda_graphs.py`, bench/cuda_graph_memory.py)",
+        "and the sort path's 36 B per logit (bench/sampler_sort_gpu.py), both on the H200. The sort was measured after the",
+        "held-out Qwen3-Next log showed a 1.5 GiB activation gap; the constant is the H200's, and that log is named in its cause.",
         "",
         f"{len(rows)} logs; {len(plannable)} plannable (model, GPU and knobs known, a model capacity plans).",
         "",

@@ -269,3 +269,34 @@ def test_the_cuda_graph_estimate_is_read_from_its_utilization_line() -> None:
     q8 = _facts("qwen3-8b-a100-40gb-v0.19.1.log")
     assert q8.cudagraph_estimate_subtracted is False and q8.cudagraph_estimate_utilization == (0.9, 0.8404)
     assert abs((0.9 - 0.8404) * 39.39 - q8.cudagraph_estimated_gib) < 0.005
+
+
+def test_the_cuda_graph_dataset_logs_read_back_as_printed() -> None:
+    """Three logs of bench/cuda_graphs/dataset.json added to the benchmark: the figures as their own lines print them."""
+    # TP 4 on PCIe L40Ss, each rank printing its own lines (Qwen2.5-72B-Instruct, vLLM 0.19.0)
+    big = _facts("qwen2.5-72b-4xl40s-tp4-len8192-v0.19.0.log")
+    assert (big.version, big.model_loading_gib, big.kv_cache_gib) == ("0.19.0", 33.98, 5.11)
+    assert (big.kv_cache_tokens, big.max_concurrency, big.cudagraph_estimated_gib) == (67024, 8.18, 2.73)
+    # a hybrid through the LLM class with prefix caching off in its engine line (Qwen3.5-9B on an L40S, vLLM 0.19.0)
+    hybrid = _facts("qwen3.5-9b-l40s-llm-class-v0.19.0.log")
+    assert (hybrid.version, hybrid.model_loading_gib, hybrid.kv_cache_gib) == ("0.19.0", 17.66, 20.27)
+    assert (hybrid.kv_cache_tokens, hybrid.max_concurrency) == (165792, 2.52)
+    assert hybrid.engine_config["enable_prefix_caching"] is False
+    # a one-decimal KV figure, '4.1 GiB' (gemma-4-E4B-it on an RTX 3090 Ti, vLLM 0.22.1)
+    gemma = _facts("gemma-4-e4b-rtx3090ti-len32768-v0.22.1.log")
+    assert (gemma.version, gemma.model_loading_gib, gemma.kv_cache_gib) == ("0.22.1", 15.18, 4.1)
+    assert (gemma.kv_cache_tokens, gemma.max_concurrency, gemma.cudagraph_estimate_utilization) == (224353, 6.85, (0.9, 0.8667))
+
+
+# config.json files rebuilt from a published sibling and checked against the sha256 public records give for the Hub file
+# (bench/vllm_logs/configs/README.md names the records): the rebuild is the published file byte for byte.
+PUBLISHED_SHA256 = {
+    "Qwen--Qwen3.5-9B": "d0883072e01861ed0b2d47be3c16c36a8e81c224c7ffaa310c6558fb3f932b05",  # Qwen/Qwen3.5-9B @ c2022362
+    "google--gemma-4-E4B-it": "33b10c02df3c2e8536cf323d29d53262aaa2f4d11dbe19bc729373fbe90295d4",  # @ ee0ef602
+}
+
+
+def test_rebuilt_configs_are_the_published_bytes() -> None:
+    for folder, sha in PUBLISHED_SHA256.items():
+        assert hashlib.sha256((CONFIGS / folder / "config.json").read_bytes()).hexdigest() == sha, folder
+        assert sha in (CONFIGS / "README.md").read_text(), folder

@@ -100,20 +100,18 @@ def v1_estimate(decoder: DecoderShape, activation_bytes: int, piecewise_sizes: i
     first + (n - 1) x max(second, 1 MiB); the decoder's estimate is the larger first capture + both modes' rest."""
     pieces = pieces_per_size(decoder)
     full_graph = cost.full_graph_bytes(decoder)
-    firsts, rest = [], 0
+    full_rest = (full_sizes - 1) * max(full_graph, MIN_GRAPH_BYTES) if full_sizes else 0
     if piecewise_sizes:
-        firsts.append(cost.first_size_bytes(activation_bytes, pieces))
-        rest += (piecewise_sizes - 1) * max(pieces * cost.piece_graph_bytes, MIN_GRAPH_BYTES)
-    if full_sizes:
-        firsts.append(full_graph if piecewise_sizes else cost.first_size_bytes(activation_bytes, 0) + full_graph)
-        rest += (full_sizes - 1) * max(full_graph, MIN_GRAPH_BYTES)
-    total = max(firsts, default=0) + rest
-    piecewise = firsts[0] + (piecewise_sizes - 1) * max(pieces * cost.piece_graph_bytes, MIN_GRAPH_BYTES) if piecewise_sizes else 0
+        piecewise = cost.first_size_bytes(activation_bytes, pieces) + (piecewise_sizes - 1) * max(pieces * cost.piece_graph_bytes, MIN_GRAPH_BYTES)
+        full = full_rest  # its first capture (full_graph) is below the PIECEWISE one: max() keeps the latter
+    else:
+        piecewise = 0
+        full = cost.first_size_bytes(activation_bytes, 0) + full_graph + full_rest if full_sizes else 0
     how = (
         f"V1 runner: {piecewise_sizes} PIECEWISE sizes x {pieces} pieces and {full_sizes} FULL decode graphs, per mode "
         f"first + (n - 1) x max(second, 1 MiB), the larger first capture once; H200-measured capture costs (capacity/cuda_graphs.py)"
     )
-    return GraphEstimate(piecewise_sizes, full_sizes, piecewise, total - piecewise, total, how)
+    return GraphEstimate(piecewise_sizes, full_sizes, piecewise, full, piecewise + full, how)
 
 
 # --- which sizes vLLM captures -------------------------------------------------------------------------------

@@ -125,6 +125,13 @@ def build_plan(
         sampler = v1_sampler_form(gpu, semantics)  # the V1 model runner's _dummy_sampler_run
     activations = activation_estimate(spec, budget, serving, sampler)
     graphs, n_graphs = graphs_set_aside(spec, serving, gpu, semantics, mrv2)
+    if gpu.unified_memory and graphs.bytes:
+        graphs = MemoryTerm(
+            graphs.bytes,
+            graphs.kind,
+            graphs.method + "; on unified memory vLLM's free-memory figure also moves with each graph's host side: likely low "
+            "(a GB10 vLLM 0.30.0 start printed 1.10 GiB where this form gives 0.54: bench/cuda_graphs/compare.md)",
+        )
     memory: dict[str, MemoryTerm] = {
         "weights": weights,
         "load_buffers": loads,

@@ -66,3 +66,12 @@ def test_the_constants_reproduce_the_h200_captures(index: int) -> None:
     e = mrv2_estimate(decoder, act, case["sizes"], case["full"]["graphs"], H200_CAPTURE)
     assert abs(e.piecewise_bytes - case["free_drop_bytes"]) <= 0.05 * case["free_drop_bytes"]
     assert abs(e.full_bytes - case["full"]["free_drop_bytes"]) <= 0.20 * case["full"]["free_drop_bytes"]
+
+
+def test_unified_memory_says_the_estimate_is_likely_low() -> None:
+    from capacity.planner import plan_for
+    from capacity.serving import ServingArgs
+
+    gb10 = plan_for("Qwen/Qwen3-8B", ServingArgs(max_model_len=8192), "GB10").memory["cuda_graphs"]
+    h200 = plan_for("Qwen/Qwen3-8B", ServingArgs(max_model_len=8192), "H200").memory["cuda_graphs"]
+    assert "unified memory" in gb10.method and "unified memory" not in h200.method

@@ -23,12 +23,14 @@ from capacity.units import cdiv
 FLASH_ATTN_KERNEL_BLOCK = 16  # FlashAttention (and FlashAttention-MLA, Triton-MLA): MultipleOf(16)
 
 
-def block_context(serving: ServingConfig, max_model_len: int | None = None) -> BlockContext:
+def block_context(serving: ServingConfig, max_model_len: int | None = None, window_batches: int = 2) -> BlockContext:
+    """`window_batches`: the batches a sliding-window or chunked-local layer reserves for, vLLM 0.33's
+    max_concurrent_batches (2 with async scheduling); 1 for versions before 0.27 (VllmSemantics.window_batches)."""
     return BlockContext(
         max_model_len=serving.max_model_len if max_model_len is None else max_model_len,
         max_num_batched_tokens=serving.max_num_batched_tokens,
         decode_context_parallel_size=serving.decode_context_parallel_size,
-        max_concurrent_batches=2,
+        max_concurrent_batches=window_batches,
     )
 
 
@@ -148,7 +150,7 @@ def block_table_max_len_pre_fix(spec: ModelSpec, serving: ServingConfig) -> int:
     return max(serving.max_model_len, spec.max_source_positions or 0)
 
 
-def max_model_len_that_fits(groups: list[KVGroup], bpb: int, serving: ServingConfig, available: int, upper: int) -> int:
+def max_model_len_that_fits(groups: list[KVGroup], bpb: int, serving: ServingConfig, available: int, upper: int, window_batches: int = 2) -> int:
     """vLLM: _estimate_max_model_len_from_groups: binary search in [1, upper]; 0 when one token does not fit."""
     budget = available - bpb  # the null block is held back
     # Groups of one spec need the same blocks: count each distinct spec once per step (Gemma-3: 6 equal sliding groups).
@@ -156,7 +158,7 @@ def max_model_len_that_fits(groups: list[KVGroup], bpb: int, serving: ServingCon
     lo, hi, best = 1, upper, 0
     while lo <= hi:
         mid = (lo + hi) // 2
-        ctx = block_context(serving, mid)
+        ctx = block_context(serving, mid, window_batches)
         if bpb * sum(n * spec.blocks_per_request_vllm(ctx) for spec, n in distinct) <= budget:
             best, lo = mid, mid + 1
         else:

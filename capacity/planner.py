@@ -181,13 +181,16 @@ def build_plan(
     bpb = bytes_per_block(groups)
     num_blocks = max(available, 0) // bpb
 
-    fit_len = max_model_len_that_fits(groups, bpb, serving, available, spec.derived_max_model_len if serving.auto_fit_max_model_len else serving.max_model_len)
+    window_batches = (semantics or LATEST).window_batches
+    fit_len = max_model_len_that_fits(
+        groups, bpb, serving, available, spec.derived_max_model_len if serving.auto_fit_max_model_len else serving.max_model_len, window_batches
+    )
     if serving.auto_fit_max_model_len and 0 < fit_len < serving.max_model_len:
         notes += (f"auto-fit: max_model_len reduced from {serving.max_model_len} to {fit_len}",)
         serving = replace(serving, max_model_len=fit_len)
         budget = build_budget(spec, serving, enable_cache=False)
 
-    ctx = block_context(serving)
+    ctx = block_context(serving, window_batches=window_batches)
     bt_len = block_table_max_len(spec, serving)
     bt_len_pre = block_table_max_len_pre_fix(spec, serving)
     dcp = serving.decode_context_parallel_size

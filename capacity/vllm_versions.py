@@ -53,6 +53,11 @@ bench/results/h200-sampler-sort-2026-12-01, the later stages 26 B with the wheel
 measured with the wheels' own Sampler, bench/results/vllm-sampler-reference-2026-12-01; FlashInfer 12 B estimated). 0.16, 0.20 and 0.22 were not
 read: taken as 0.17.0 and 0.21.0. MRV2 before 0.33 keeps capacity's earlier sampler form.
 
+Sliding-window and chunked-local layers (`window_batches`): 0.27.1+ reserve each request's window for
+`max_in_flight_tokens` (max_concurrent_batches x max_num_batched_tokens: two batches with async scheduling); 0.23.0 and
+0.24.0 for max_num_batched_tokens, one batch (a 0.22.1 Gemma-4-E4B log's 6.85x concurrency agrees: 81 blocks per
+sliding group, not 145). Earlier versions are taken as 0.23.0; 0.25 and 0.26 (not read) as 0.24.0.
+
 Versions before 0.20 ran the V1 model runner, 0.33 Model Runner V2. Where a version subtracts its estimate, capacity
 models the runner it runs (`runs_mrv2`): MRV2 measures every PIECEWISE graph, the V1 runner its first two capture
 sizes per mode, extrapolated (`capacity/cuda_graphs.py`: `mrv2_estimate`, `v1_estimate`; estimated, from capture costs
@@ -147,6 +152,11 @@ class VllmSemantics:
     flashinfer_sampler_by_default: bool = True
     warms_native_sampler: bool = True
     use_flashinfer_sampler: bool | None = None
+    # The batches a sliding-window or chunked-local layer reserves KV for beyond its window: 0.27.1+ size it by
+    # VllmConfig.max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens (2 batches with async
+    # scheduling); 0.23.0 and 0.24.0's SlidingWindowSpec.max_memory_usage_bytes read scheduler_config.max_num_batched_tokens
+    # (one batch); earlier versions are taken as them, 0.25 and 0.26 (not read) as 0.24.0
+    window_batches: int = 2
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -234,6 +244,7 @@ V0 = VllmSemantics(
     whole_prompt_batches=True,
     long_context_chunking=32768,
     benchmarks_combo_kernels=False,
+    window_batches=1,
 )
 
 # Each range is the one before it with what that release changed (the tables in the module docstring say where each
@@ -254,6 +265,7 @@ _V0_8 = VllmSemantics(
     warms_native_sampler=False,
     communicators_in_non_kv=True,
     benchmarks_combo_kernels=False,
+    window_batches=1,
 )
 _V0_11 = replace(_V0_8, name="0.11", first=(0, 11), communicators_in_non_kv=False)  # snapshot after NCCL from 0.11.0
 # 0.15.1: opt in with VLLM_USE_FLASHINFER_SAMPLER=1 (as 0.18.0, 0.19.1)
@@ -281,6 +293,7 @@ _V0_27 = replace(
     non_kv_formula="consumed (mem_get_info) + peak activation + CUDA-graph estimate (V1 runner; 0 under MRV2)",
     mrv2_default=MRV2_DENSE,
     cudagraph_estimate_on_rocm=True,
+    window_batches=2,  # 0.27.1 SlidingWindowSpec.max_admission_blocks_per_request(max_in_flight_tokens)
 )
 _V0_29 = replace(
     _V0_27,

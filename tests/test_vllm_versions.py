@@ -5,9 +5,13 @@ caching) and batches 2048 tokens; multimodal models get at least 5120."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from capacity.vllm_versions import V0, semantics_for
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize(
@@ -130,3 +134,22 @@ def test_0_11_and_tp1_charge_no_communicators() -> None:
     a = plan_for("meta-llama/Llama-3.1-8B-Instruct", tp1, "H200", semantics=semantics_for("0.10.2")).memory["non_torch"]
     b = plan_for("meta-llama/Llama-3.1-8B-Instruct", tp1, "H200", semantics=semantics_for("0.11.0")).memory["non_torch"]
     assert a == b
+
+
+def test_sliding_windows_reserve_one_batch_before_0_27() -> None:
+    """Gemma-4-E4B (20 sliding layers of window 512 as 5 groups of 4, 4 full layers of head_dim 512; pages unified at
+    64 KiB, so sliding blocks hold 32 tokens) at max_model_len 32,768 and 2,048 batched tokens. vLLM 0.23/0.24
+    reserve a window for one batch: cdiv(511 + 2048, 32) + 1 = 81 blocks; 0.27.1+ for max_in_flight_tokens, two batches
+    with async scheduling: cdiv(511 + 4096, 32) + 1 = 145. The 0.22.1 log of bench/vllm_logs agrees with the former:
+    4.1 GiB / ((5 x 81 + 2048) blocks x 4 layers x 64 KiB) = 6.85x, as printed (with 145: 6.06x)."""
+    from capacity.planner import plan_for
+    from capacity.serving import ServingArgs
+
+    model = str(ROOT / "bench" / "vllm_logs" / "configs" / "google--gemma-4-E4B-it")
+    args = ServingArgs(max_model_len=32768, gpu_memory_utilization=0.9)
+    for version, window in (("0.22.1", 81), ("0.24.0", 81), ("0.27.1", 145), ("0.33.0", 145)):
+        plan = plan_for(model, args, "RTX-3090-Ti", semantics=semantics_for(version))
+        assert plan.serving.max_num_batched_tokens == 2048
+        assert [g.blocks_per_request_vllm for g in plan.kv.groups] == [window] * 5 + [2048], version
+    assert round(4.1 * 2**30 / ((5 * 81 + 2048) * 4 * 64 * 1024), 2) == 6.85
+    assert round(4.1 * 2**30 / ((5 * 145 + 2048) * 4 * 64 * 1024), 2) == 6.06

@@ -313,6 +313,16 @@ CAUSES: dict[str, str] = {
     "build, unified memory) the sort's temporaries look smaller than on the H200, as in the A100 0.15.1 start "
     "(-1.6 %) and unlike the H200 (Qwen3-Next) and L40S (Qwen3-235B) starts whose printed breakdowns agree "
     "with 36 B. Not measured off the H200; not identified.",
+    "gemma-4-e4b-rtx3090ti-len32768-v0.22.1.log":
+    "available KV / KV tokens / concurrency +18.1 %, non-KV -4.3 %: capacity leaves 4.84 GiB for the KV cache "
+    "where vLLM left 4.10, 0.74 GiB on a small budget. Identified: the CUDA-graph estimate, 0.79 GiB printed "
+    "(PIECEWISE=51, FULL=35) where capacity's V1 estimate is 0.51 (0.29 GiB); the weights, 15.18 GiB loaded "
+    "where capacity counts 15.06 (0.12); and the GPU total: the log prints none, capacity takes the catalog's "
+    "RTX-3090-Ti 23.99 GiB (nvidia-smi), while the log's own utilization line ((0.9000 - 0.8667) x total = "
+    "0.79 GiB) puts CUDA's total at 23.54-23.91 GiB, 0.07-0.41 GiB of requested memory at 0.9. What is left (0 "
+    "to 0.3 GiB of activation or non-torch memory) is not identified. The KV layout agrees once 0.22's sliding "
+    "windows reserve one batch (81 blocks per sliding group; the printed 6.85x concurrency at 4.1 GiB is that "
+    "layout's, test_vllm_versions.py).",
     # --- V0 engine ---
     "llama-3.2-3b-t4-v0-engine-v0.8.2-unsloth.log": "non-KV -7.0 %, available KV +7.7 %: vLLM's activation peak is 0.90 GiB, "
     "capacity's 0.19 GiB (0.17 + the cold compile's autotuning term). The V0 profile run samples max_num_seqs = 192 dummy sequences with top_k = vocab - 1 and top_p = 0.99 "

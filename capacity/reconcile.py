@@ -426,19 +426,13 @@ def _term_rows(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> li
     cg = mem["cuda_graphs"]
     estimate = facts.cudagraph_estimate_gib(plan.gpu.total_memory_bytes / GiB)
     if estimate is not None:
+        interval = facts.cudagraph_estimate_interval_bytes(plan.gpu.total_memory_bytes)
         source = (
             "printed ('Estimated CUDA graph memory')"
-            if facts.cudagraph_estimated_gib is not None
+            if interval is None
             else "from its utilization line: (current - equivalent utilization) x the GPU total, +-0.00005 x total"
         )
         taken = "subtracted from the KV budget" if facts.cudagraph_estimate_subtracted is not False else "printed but not subtracted (the estimate was off)"
-        interval = None
-        if facts.cudagraph_estimated_gib is None:
-            # the utilization vLLM printed is round(current -/+ estimate / total, 4)
-            total = plan.gpu.total_memory_bytes
-            current, without = facts.cudagraph_estimate_utilization or (0.0, 0.0)
-            center, half_step = round((current - without) * total), total // 20_000
-            interval = (max(center - half_step, 0), center + half_step)
         rows.append(
             _gib_row(
                 "cuda_graphs_estimate",

@@ -189,10 +189,27 @@ class VllmLogFacts:
         total, to the line's 4 decimals (+-0.00005 x total). None when neither is in the log, or no total is known."""
         if self.cudagraph_estimated_gib is not None:
             return self.cudagraph_estimated_gib
-        if self.cudagraph_estimate_utilization is None or total_gib is None:
+        implied = self._implied_by_utilization(total_gib)
+        return None if implied is None else round(implied, 3)
+
+    def cudagraph_estimate_interval_bytes(self, total_bytes: int) -> tuple[int, int] | None:
+        """The bytes an estimate read from the utilization line stands for: vLLM printed round(current - estimate /
+        total, 4), so the estimate lies within +-0.00005 x total of (current - without) x total. None when vLLM printed
+        the estimate itself (its 2 decimals are the interval) or the line is not there."""
+        if self.cudagraph_estimated_gib is not None:
+            return None
+        implied = self._implied_by_utilization(total_bytes)
+        if implied is None:
+            return None
+        center, half_step = round(implied), total_bytes // 20_000
+        return max(center - half_step, 0), center + half_step
+
+    def _implied_by_utilization(self, total: float | None) -> float | None:
+        """(current - without) x `total`, in total's unit."""
+        if self.cudagraph_estimate_utilization is None or total is None:
             return None
         current, without = self.cudagraph_estimate_utilization
-        return round((current - without) * total_gib, 3)
+        return (current - without) * total
 
     @property
     def gpu_memory_utilization(self) -> float | None:

@@ -19,9 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from capacity.cuda_graphs import capture_sizes, full_decode_graph_sizes, mrv2_estimate, preset_max_capture_size, v1_estimate  # noqa: E402
+from capacity.cuda_graphs import mrv2_estimate, v1_estimate  # noqa: E402
 from capacity.errors import BadInput  # noqa: E402
-from capacity.memory import decoder_activation_bytes  # noqa: E402
+from capacity.memory import decoder_activation_bytes, graph_estimate  # noqa: E402
 from capacity.planner import plan_for  # noqa: E402
 from capacity.serving import ServingArgs  # noqa: E402
 from capacity.units import GiB  # noqa: E402
@@ -76,17 +76,15 @@ def compare(entry: dict, index: int) -> dict | None:
     spec, serving = plan.spec, plan.serving
     version = str(entry.get("vllm_version") or "")
     runner = entry.get("runner") or ("MRV2" if version[:4] in ("0.29", "0.30", "0.31", "0.32", "0.33") else "V1")
-    if entry.get("full_graphs") is not None:
-        n_pw, n_full = entry.get("piecewise_graphs") or 0, entry["full_graphs"]
+    if entry.get("full_graphs") is not None:  # the counts the log printed, in the planner's estimate
         largest = entry.get("piecewise_largest") or entry.get("full_largest") or 512
+        act = decoder_activation_bytes(spec.decoder, largest, serving.dtype_bytes, serving.tensor_parallel_size)
+        estimate = (mrv2_estimate if runner == "MRV2" else v1_estimate)(spec.decoder, act, entry.get("piecewise_graphs") or 0, entry["full_graphs"])
         counts = "printed"
-    else:
-        sizes = capture_sizes(serving, False, preset_max_capture_size(spec.architecture))
-        full = full_decode_graph_sizes(serving, sizes)
-        n_pw, n_full, largest = (0 if spec.is_encoder_decoder else len(sizes)), len(full), max(sizes)
+    else:  # the planner's own estimate: vLLM 0.33's sizes for the start's knobs
+        estimate = graph_estimate(spec, serving, False, runner)
         counts = "vLLM 0.33's rule"
-    act = decoder_activation_bytes(spec.decoder, largest, serving.dtype_bytes, serving.tensor_parallel_size)
-    estimate = (mrv2_estimate if runner == "MRV2" else v1_estimate)(spec.decoder, act, n_pw, n_full)
+    n_pw, n_full = estimate.piecewise_sizes, estimate.full_sizes
     vllm_gib, kind = figure
     cap_gib = estimate.total_bytes / GiB
     return {

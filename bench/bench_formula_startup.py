@@ -2,7 +2,7 @@
 
     PYTHONPATH=.:tests python3 bench/bench_formula_startup.py [OUT.json]
 
-Cases (each REPEATS fresh interpreters running `capacity.cli.main`, `--gpu L4 --offline --estimate formula --json`):
+Cases (each REPEATS fresh interpreters running `capacity.cli.app.main`, `--gpu L4 --offline --estimate formula --json`):
 - hub-cache: a Hub id planned from the HF cache with HF_HUB_OFFLINE=1, its weights from the safetensors header
   summary recorded when it was fetched (the fetch is one earlier run against tests/hub_server.py on 127.0.0.1,
   timed as hub-fetch);
@@ -40,7 +40,7 @@ GOAL_S = 1.0
 FLAGS = ["--gpu", "L4", "--offline", "--estimate", "formula", "--json"]
 CHILD = """
 import sys, json
-from capacity.cli import main
+from capacity.cli.app import main
 rc = main(sys.argv[1:])
 print(json.dumps({m: m in sys.modules for m in ("torch", "transformers", "huggingface_hub", "pandas")}), file=sys.stderr)
 sys.exit(rc)
@@ -87,7 +87,7 @@ def summary(runs: list[dict[str, object]]) -> dict[str, object]:
 def main() -> None:
     from hub_server import add_repo, serve
 
-    from capacity.models import resolve_model
+    from capacity.source.resolve import resolve_model
 
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else None
     whisper = json.dumps(resolve_model("openai/whisper-tiny").config).encode()

@@ -39,8 +39,8 @@ MODELS = {
 COLD = """
 import sys, time
 t = time.perf_counter()
-from capacity.serving import ServingArgs
-from capacity.sweep import SweepAxes, run_sweep
+from capacity.serving.config import ServingArgs
+from capacity.planning.sweep import SweepAxes, run_sweep
 run_sweep({model!r}, ServingArgs(), SweepAxes(("H200",), (1,), (16,), ({first!r},)))
 first = time.perf_counter() - t
 result = run_sweep({model!r}, ServingArgs(), SweepAxes({gpus!r}, {tps!r}, {seqs!r}, {lens!r}))
@@ -60,10 +60,10 @@ def git_commit() -> str:
 
 
 def bench_model(model: str, lens: tuple[int, ...]) -> dict[str, object]:
-    from capacity.families import model_spec
-    from capacity.models import resolve_model
-    from capacity.serving import ServingArgs
-    from capacity.sweep import SweepAxes, sweep_source
+    from capacity.model.registry import spec_from_files
+    from capacity.planning.sweep import SweepAxes, sweep_source
+    from capacity.serving.config import ServingArgs
+    from capacity.source.resolve import resolve_model
     from reports.frames import sweep_frame
 
     axes = SweepAxes(GPUS, TPS, SEQS, lens)
@@ -77,7 +77,7 @@ def bench_model(model: str, lens: tuple[int, ...]) -> dict[str, object]:
     )
     cold_s, cold_points, first_s = cold.stdout.split()
     source = resolve_model(model)
-    spec = model_spec(source.config, source.name, source.preprocessor)
+    spec = spec_from_files(source.config, source.name, source.preprocessor)
     sweep_source(source, spec, ServingArgs(), SweepAxes(("H200",), (1,), (16,), (lens[0],)))  # the meta-device build, once
     warm, frame = [], []
     result = None

@@ -19,9 +19,9 @@ def main(out_dir: str) -> None:
     import torch
     import transformers
 
-    from capacity.families import family_named
-    from capacity.planner import plan_for
-    from capacity.serving import ServingArgs
+    from capacity.model.family import family_named
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
 
     pynvml.nvmlInit()
     h = pynvml.nvmlDeviceGetHandleByIndex(0)

@@ -1,6 +1,6 @@
 """What a cold torch.compile (Inductor) costs in device memory on the first forward, against a warm one.
 
-vLLM compiles its decoder inside the profile run that sizes the KV cache (capacity/compile_cache.py); the public
+vLLM compiles its decoder inside the profile run that sizes the KV cache (capacity/memory/compile_cache.py); the public
 cold/warm pairs are consumer GPUs (bench/compile_cache/EVIDENCE.md). This runs the same mechanism on the GPU at hand
 with torch's Inductor and transformers' decoder (not vLLM: its piecewise split, custom ops and AOT export are not
 here), with vLLM 0.33's Inductor options (combo_kernels and benchmark_combo_kernel on, max-autotune off for a

@@ -39,7 +39,7 @@ def capture_sizes_256() -> list[int]:
     """vLLM's capture sizes at max_num_seqs 256, max_num_batched_tokens >= 512 (51 sizes, largest 512)."""
     from types import SimpleNamespace
 
-    from capacity.cuda_graphs import capture_sizes
+    from capacity.memory.cuda_graphs import capture_sizes
 
     # capture_sizes reads these three of a ServingConfig
     return capture_sizes(SimpleNamespace(max_num_seqs=256, max_num_batched_tokens=2048, num_speculative_tokens=0), sm100=False)  # type: ignore[arg-type]

@@ -4,7 +4,7 @@
 
 For every log with a sidecar `<name>.json` (provenance, vLLM version, model, GPU, knobs), plan the model with
 `capacity plan`'s default path (the fake-tensor trace where the family has one, else the formulas; the table says
-which) with the log's knobs and the semantics of the logged vLLM version (capacity.vllm_versions: utilization
+which) with the log's knobs and the semantics of the logged vLLM version (capacity.vllm.versions: utilization
 default, batch defaults per GPU and usage context, CUDA-graph estimate in the KV budget, cross-attention rule, the V1
 runner's top-k/top-p path: the log's TopKTopPSampler line, then a sidecar's `"env": {"VLLM_USE_FLASHINFER_SAMPLER": "0"}`).
 Compare with what vLLM printed: weights, non-KV memory, available KV memory, KV tokens and the reported concurrency.
@@ -35,16 +35,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from capacity.errors import CapacityError  # noqa: E402
-from capacity.gpus import Gpu, gpu_by_name  # noqa: E402
-from capacity.log_plan import gpu_from_evidence, knobs_from_log, quantization  # noqa: E402
-from capacity.models import catalog, catalog_config  # noqa: E402
-from capacity.plan import Plan, loaded_bytes  # noqa: E402
-from capacity.planner import plan_for  # noqa: E402
-from capacity.reconcile import tokens_are_per_request  # noqa: E402
-from capacity.serving import ServingArgs  # noqa: E402
+from capacity.gpu.catalog import Gpu, gpu_by_name  # noqa: E402
+from capacity.planning.plan import Plan, loaded_bytes  # noqa: E402
+from capacity.planning.planner import plan_for  # noqa: E402
+from capacity.reconcile.compare import tokens_are_per_request  # noqa: E402
+from capacity.reconcile.log_inputs import gpu_from_evidence, knobs_from_log, quantization  # noqa: E402
+from capacity.serving.config import ServingArgs  # noqa: E402
+from capacity.source.resolve import catalog, catalog_config  # noqa: E402
 from capacity.units import GiB  # noqa: E402
-from capacity.vllm_log import VllmLogFacts, load_vllm_startups, with_stated_version  # noqa: E402
-from capacity.vllm_versions import ENCODER_LENGTH, VllmSemantics, log_semantics  # noqa: E402
+from capacity.vllm.log import VllmLogFacts, load_vllm_startups, with_stated_version  # noqa: E402
+from capacity.vllm.versions import ENCODER_LENGTH, VllmSemantics, log_semantics  # noqa: E402
 
 LOGS = ROOT / "bench" / "vllm_logs"
 TERMS = ("weights", "non_kv", "available_kv", "kv_tokens", "concurrency")
@@ -134,7 +134,7 @@ def _concurrency(plan: Plan, sem: VllmSemantics | None) -> float:
 
 
 def _config_is_quantized(model: str) -> bool:
-    """Whether the config the log is planned with carries a quantization_config (capacity.weights.quant_scheme reads it)."""
+    """Whether the config the log is planned with carries a quantization_config (capacity.weights.per_rank.quant_scheme reads it)."""
     local = ROOT / model / "config.json"
     if local.exists():
         config = json.loads(local.read_text())
@@ -284,7 +284,7 @@ CAUSES: dict[str, str] = {
     "(below 3 % since the CUDA-graph estimate counts the PIECEWISE captures: KV tokens +2.0 %; it was +3.4 %.) "
     "The log's '--gpu-memory-utilization=0.5500 is equivalent to --gpu-memory-utilization=0.5410 without CUDA "
     "graph memory profiling' puts vLLM 0.30.0's estimate at (0.55 - 0.541) x 121.69 GiB = 1.095 GiB (+-0.006); "
-    "capacity's (capacity/cuda_graphs.py: 51 PIECEWISE sizes x 49 pieces measured in full, 35 FULL decode "
+    "capacity's (capacity/memory/cuda_graphs.py: 51 PIECEWISE sizes x 49 pieces measured in full, 35 FULL decode "
     "graphs extrapolated, H200-measured capture costs) is 0.54 GiB. The remaining 0.55 GiB is GB10's: its "
     "estimate is a difference of mem_get_info's free memory over the unified LPDDR5X pool, which the host side "
     "of each graph moves too (bench/cuda_graphs/compare.md). Stand-in config: the catalog's Qwen3-30B-A3B-FP8 "
@@ -516,13 +516,13 @@ CAUSES: dict[str, str] = {
     "memory, 1.80 GiB besides the 15.27 GiB loaded. The same notes report another start of the same command at 95,936 "
     "tokens and put the 0.95 GiB swing down to the cache; the sidecar records this start as the cold one. capacity's cold "
     "start adds S - warm peak = 151,936 x 4096 x 2 + 2048 x 4096 x 2 B + 96 MiB of L2 - 0.27 GiB = 1.0 GiB "
-    "(capacity/compile_cache.py), the swing the author saw. No graph term: vLLM 0.24.0 runs Qwen3ForCausalLM on Model "
+    "(capacity/memory/compile_cache.py), the swing the author saw. No graph term: vLLM 0.24.0 runs Qwen3ForCausalLM on Model "
     "Runner V2, whose profile_cudagraph_memory returns 0 in 0.23-0.28.",
     "qwen3-14b-l40s-v0.28.0-excerpt.log": "available KV / tokens / concurrency +10.6 %, non-KV -4.2 %: vLLM's non-weights "
     "memory is 1.78 GiB (0.92 x 44.42 - 11.57 - 27.52; the excerpt prints no requested memory), capacity's 0.55 GiB "
     "(activation 0.28, non-torch 0.27), planned warm: the excerpt (four lines) shows no compile line and its source does "
     "not say. A cold start would account for it: S = 151,936 x 5120 x 2 + 2048 x 5120 x 2 B + the L40S's 96 MiB of L2 = "
-    "1.56 GiB against the 0.28 GiB warm peak, 1.28 GiB more (capacity/compile_cache.py; `--compile-cache cold` plans it), "
+    "1.56 GiB against the 0.28 GiB warm peak, 1.28 GiB more (capacity/memory/compile_cache.py; `--compile-cache cold` plans it), "
     "and the source is a blog's first serve of the model on a fresh AWS g6e instance. Not CUDA graphs: vLLM 0.28.0's Model "
     "Runner V2 returns 0 from profile_cudagraph_memory. Not fitted: a held-out log, planned warm as its lines give no state.",
 }
@@ -554,7 +554,7 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[s
         "",
         "`python bench/predict_logs.py` (this folder's `results.json` is its output; the logs, their provenance and knobs are in",
         "`bench/vllm_logs/`). Each log is planned with the knobs it states and the rules of its vLLM version",
-        "(`capacity/vllm_versions.py`); the GPU total is CUDA's total when the log prints it, else the catalog's. Errors are",
+        "(`capacity/vllm/versions.py`); the GPU total is CUDA's total when the log prints it, else the catalog's. Errors are",
         "(capacity - vLLM) / |vLLM|. Non-KV memory is vLLM's requested memory minus its KV memory (the requested memory from the",
         "log when it prints it, else capacity's: same GPU total and utilization). Path: `trace` = the fake-tensor trace of the",
         "real model (`capacity plan`'s default path) re-planned with the version's rules, `formula` = the formulas where the",
@@ -562,10 +562,10 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[s
         "machine (`seconds` in results.json).",
         "",
         "Split (fixed before any error was computed, `SPLIT.md`): held-out when the first byte of sha256(file name) is odd.",
-        "Calibration (`capacity/memory.py`: `VLLM_NON_TORCH_BYTES`, `Family.trace_encoder_to_vllm` (qwen2_5_vl.py: 0.694 since",
+        "Calibration (`capacity/memory/terms.py`: `VLLM_NON_TORCH_BYTES`, `Family.trace_encoder_to_vllm` (qwen2_5_vl.py: 0.694 since",
         "2026-12-01)) used the calibration half only. The weights column compares vLLM's 'Model loading took' with capacity's",
-        "weights + load buffers (`capacity/load_allocations.py`: rotary caches, exact; CUDA caching-allocator rounding, estimated).",
-        "Measured, not fitted to any log: the CUDA-graph capture costs (`capacity/cuda_graphs.py`, bench/cuda_graph_memory.py)",
+        "weights + load buffers (`capacity/memory/load_buffers.py`: rotary caches, exact; CUDA caching-allocator rounding, estimated).",
+        "Measured, not fitted to any log: the CUDA-graph capture costs (`capacity/memory/cuda_graphs.py`, bench/cuda_graph_memory.py)",
         "and the sort path's 36 B per logit (bench/sampler_sort_gpu.py), both on the H200. The sort was measured after the",
         "held-out Qwen3-Next log showed a 1.5 GiB activation gap; the constant is the H200's, and that log is named in its cause.",
         "",
@@ -587,7 +587,7 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[s
         "## By the torch.compile cache the log shows",
         "",
         "vLLM compiles inside the memory profile, so a start that compiled (cold: 'Compiling a graph for ...', 'saved AOT",
-        "compiled function') gets less KV cache than a restart (capacity/compile_cache.py, bench/compile_cache/EVIDENCE.md).",
+        "compiled function') gets less KV cache than a restart (capacity/memory/compile_cache.py, bench/compile_cache/EVIDENCE.md).",
         "Each log is planned in the state its lines show, or its sidecar states from its source; 'not shown' (often an",
         "excerpt without a compile line) is planned warm; 'eager' compiles nothing. Median |error| of available KV / KV tokens (n):",
         "",

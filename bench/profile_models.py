@@ -27,8 +27,8 @@ DEFAULT_MODELS = [
 
 
 def profile_one(model: str, out_dir: Path) -> dict:
-    from capacity.profile import save_profile
-    from capacity.serving import ServingArgs
+    from capacity.memory.measured_profile import save_profile
+    from capacity.serving.config import ServingArgs
     from profilers.api import profile_model
 
     name, _, kwargs = model.partition("::")
@@ -45,8 +45,8 @@ def floor_whisper() -> float:
     """Build on GPU + one max-size encoder batch + one decoder step, plain transformers, fresh process."""
     code = r'''
 import torch
-from capacity.families import family_named
-from capacity.models import resolve_model
+from capacity.model.family import family_named
+from capacity.source.resolve import resolve_model
 m = family_named("whisper").build_module(resolve_model("openai/whisper-large-v3").config, device="cuda", dtype="float16", init_weights=False, attn_implementation="sdpa").eval()
 with torch.inference_mode():
     enc = m.model.encoder(input_features=torch.randn(5, 128, 3000, device="cuda", dtype=torch.float16)).last_hidden_state
@@ -66,7 +66,7 @@ def timed(code: str) -> float:
 
 
 def full_profile_whisper() -> float:
-    code = "from capacity.serving import ServingArgs\nfrom profilers.api import profile_model\nprofile_model('openai/whisper-large-v3', ServingArgs())\n"
+    code = "from capacity.serving.config import ServingArgs\nfrom profilers.api import profile_model\nprofile_model('openai/whisper-large-v3', ServingArgs())\n"
     return timed(code)
 
 

@@ -9,7 +9,7 @@ each group (bf16, block 16, TP 1); parameters from the meta build against the sa
 the planner (H200, vLLM defaults; the trace as `capacity plan` runs it, with a timeout). Text-only decoders are
 listed, not measured.
 
-    python bench/reach.py --catalog capacity/catalog/models --out bench/results/reach-<date>
+    python bench/reach.py --catalog capacity/source/catalog/models --out bench/results/reach-<date>
 
 Writes reach.json and README.md into --out. Needs torch and transformers (the meta builds, the processors).
 """
@@ -90,7 +90,7 @@ VLLM_DOCUMENTED: dict[str, tuple[dict[str, int | str], str]] = {
 
 def catalog_unplannable() -> dict[str, str]:
     """Folder name -> reason, for the built-in catalog's entries marked `"plannable": false` (capacity refuses them)."""
-    from capacity.catalog import read_index, stem
+    from capacity.source.catalog import read_index, stem
 
     return {stem(name): meta.get("not_plannable", "") for name, meta in read_index()["models"].items() if meta.get("plannable") is False}
 
@@ -145,18 +145,18 @@ def default_processor_entries() -> list[tuple[str, dict[str, Any], dict[str, Any
 
 def tokens_at_defaults(spec: Any) -> dict[str, int]:
     """Max tokens per item as the budget sees them at vLLM's default knobs on an H200 (max_model_len included)."""
-    from capacity.budget import max_tokens_per_item
-    from capacity.gpus import gpu_by_name
-    from capacity.serving import ServingArgs, resolve_serving
+    from capacity.gpu.catalog import gpu_by_name
+    from capacity.serving.config import ServingArgs, resolve_serving
+    from capacity.serving.encoder_budget import max_tokens_per_item
 
     serving = resolve_serving(ServingArgs(), spec, gpu_by_name("H200"))
     return {m.name: max_tokens_per_item(m, serving.max_model_len) for m in spec.modalities}
 
 
 def kv_pages(spec: Any) -> list[dict[str, Any]]:
-    from capacity.gpus import gpu_by_name
-    from capacity.kv_model import kv_groups_for
-    from capacity.serving import ServingArgs, resolve_serving
+    from capacity.gpu.catalog import gpu_by_name
+    from capacity.planning.kv_groups import kv_groups_for
+    from capacity.serving.config import ServingArgs, resolve_serving
 
     gpu = gpu_by_name("H200")
     serving = resolve_serving(ServingArgs(), spec, gpu)
@@ -174,8 +174,8 @@ def _alarm(signum: int, frame: Any) -> None:
 def planned(folder: Path, estimate: str, timeout: int) -> dict[str, Any]:
     """The plan of the folder on an H200 with vLLM's defaults: from formulas, or from the fake-tensor trace
     (in this process; a trace that stops at a data-dependent op falls back to the formulas, as the CLI does)."""
-    from capacity.planner import plan_for
-    from capacity.serving import ServingArgs
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
 
     start = time.perf_counter()
     signal.signal(signal.SIGALRM, _alarm)
@@ -212,9 +212,9 @@ def planned(folder: Path, estimate: str, timeout: int) -> dict[str, Any]:
 
 def reach_one(name: str, config: dict[str, Any], pre: Any, proc: Any, total_size: int | None, trace_timeout: int, video: Any = None) -> dict[str, Any]:
     from capacity.errors import CapacityError
-    from capacity.families import model_spec
-    from capacity.memory import parameter_count
-    from capacity.models import resolve_model
+    from capacity.memory.terms import parameter_count
+    from capacity.model.registry import spec_from_files
+    from capacity.source.resolve import resolve_model
 
     row: dict[str, Any] = {"name": name, "model_type": config.get("model_type"), "architecture": (config.get("architectures") or ["?"])[0]}
     unplannable = catalog_unplannable().get(name)
@@ -222,7 +222,7 @@ def reach_one(name: str, config: dict[str, Any], pre: Any, proc: Any, total_size
         row["refused"] = f"catalog entry marked not plannable: {unplannable}"
         return row
     try:
-        spec = model_spec(config, name, pre, proc, video)
+        spec = spec_from_files(config, name, pre, proc, video)
         tokens = tokens_at_defaults(spec) if spec.modalities else {}  # refuses a modality it cannot count (videos)
     except CapacityError as exc:
         row["refused"] = str(exc)
@@ -278,11 +278,11 @@ def readme(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"(published and default configs); with the default settings of their image processor class, "
         f"{len(mechanism)} architectures go through the processor path. Every other config is refused in one line.",
         "Rows named `default:<model_type>` are transformers' default config of that class (not a published checkpoint:",
-        "no published file of those models was found, see capacity/catalog/README.md); `default+processor:<model_type>`",
+        "no published file of those models was found, see capacity/source/catalog/README.md); `default+processor:<model_type>`",
         "rows add the default settings of the model_type's image processor class as the preprocessor config, to show the",
         "processor path and the generic trace running on each architecture: a class's defaults need not match its",
         "model's (LLaVA's processor crops 224 px for a 336 px tower), so those counts are no claim about a published",
-        "model. The other rows are published configs (capacity/catalog/README.md gives source and sha256).",
+        "model. The other rows are published configs (capacity/source/catalog/README.md gives source and sha256).",
         "",
         "## Per configuration",
         "",

@@ -9,10 +9,10 @@ import json
 import sys
 from pathlib import Path
 
-from capacity.plan import NON_KV_TERMS
-from capacity.planner import plan_for
-from capacity.profile import load_profile
-from capacity.serving import ServingArgs
+from capacity.memory.measured_profile import load_profile
+from capacity.planning.plan import NON_KV_TERMS
+from capacity.planning.planner import plan_for
+from capacity.serving.config import ServingArgs
 
 MiB = 2**20
 

@@ -51,7 +51,7 @@ def case(name: str, job: Any, timeout_s: float) -> dict[str, Any]:
 
 
 def ctrl_c(model: str, out: Path) -> dict[str, Any]:
-    cmd = [sys.executable, "-c", "import sys; from capacity.cli import main; sys.argv[0] = 'capacity'; sys.exit(main())", "profile", "--model", model, "-tp", "2", "-o", str(out / "ctrl-c.json")]
+    cmd = [sys.executable, "-c", "import sys; from capacity.cli.app import main; sys.argv[0] = 'capacity'; sys.exit(main())", "profile", "--model", model, "-tp", "2", "-o", str(out / "ctrl-c.json")]
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(12)
@@ -76,11 +76,11 @@ def ctrl_c(model: str, out: Path) -> dict[str, Any]:
 
 
 def main() -> None:
-    from capacity.budget import build_budget
-    from capacity.families import model_spec
-    from capacity.gpus import detect_local_gpu, gpu_by_name
-    from capacity.models import resolve_model
-    from capacity.serving import ServingArgs, resolve_serving
+    from capacity.gpu.catalog import detect_local_gpu, gpu_by_name
+    from capacity.model.registry import spec_from_files
+    from capacity.serving.config import ServingArgs, resolve_serving
+    from capacity.serving.encoder_budget import build_budget
+    from capacity.source.resolve import resolve_model
     from profilers.tensor_parallel import free_port, tensor_parallel_job
 
     ap = argparse.ArgumentParser()
@@ -89,12 +89,12 @@ def main() -> None:
     ap.add_argument("--cases", default="oom,died,hang,ctrl_c")
     a = ap.parse_args()
     source = resolve_model(a.model)
-    spec = model_spec(source.config, source.name, source.preprocessor)
+    spec = spec_from_files(source.config, source.name, source.preprocessor)
     gpu = detect_local_gpu(0) or gpu_by_name("H200")
     serving = resolve_serving(ServingArgs(tensor_parallel_size=2), spec, gpu)
     budget = build_budget(spec, serving, enable_cache=False)
     base = tensor_parallel_job(source, spec, serving, budget, gpu, backend="nccl", collective_timeout_s=30, capture_graphs=False, warmup=False)
-    from capacity.memory import weights_term
+    from capacity.memory.terms import weights_term
 
     weights = weights_term(spec, source, serving)[0].bytes
     results: list[dict[str, Any]] = [{"case": "before", "gpus": gpu_state(), "pid": os.getpid()}]

@@ -4,9 +4,9 @@
 
 For each `*-tp2-plan.json` written by `capacity profile --tensor-parallel-size 2 --json` (the measured plan, with
 every rank's profile under profile.ranks), the arithmetic plan is built here for the same model, knobs and GPU
-(its CUDA total) with no profile: `capacity/memory.py`'s formula path at that TP. The single-GPU profile of the
+(its CUDA total) with no profile: `capacity/memory/terms.py`'s formula path at that TP. The single-GPU profile of the
 same model and knobs (bench/results/h200-profiles-2026-11-30) gives the TP 1 column. `--weights-from PATH` adds the
-weights that another checkout's `capacity.memory.weights_term` gives (e.g. the weights branch's per-rank rules),
+weights that another checkout's `capacity.memory.terms.weights_term` gives (e.g. the weights branch's per-rank rules),
 computed in a subprocess with PYTHONPATH=PATH.
 """
 
@@ -31,14 +31,14 @@ ROWS = ("weights", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs
 
 
 def arithmetic_plan(model: str, knobs: dict[str, Any], total: int) -> Any:
-    from capacity.families import model_spec
-    from capacity.gpus import gpu_by_name
-    from capacity.models import resolve_model
-    from capacity.planner import build_plan
-    from capacity.serving import ServingArgs, resolve_serving
+    from capacity.gpu.catalog import gpu_by_name
+    from capacity.model.registry import spec_from_files
+    from capacity.planning.planner import build_plan
+    from capacity.serving.config import ServingArgs, resolve_serving
+    from capacity.source.resolve import resolve_model
 
     source = resolve_model(model)
-    spec = model_spec(source.config, source.name, source.preprocessor)
+    spec = spec_from_files(source.config, source.name, source.preprocessor)
     gpu = replace(gpu_by_name("H200"), total_memory_bytes=total)
     args = ServingArgs(
         max_model_len=knobs["max_model_len"],
@@ -53,10 +53,10 @@ def arithmetic_plan(model: str, knobs: dict[str, Any], total: int) -> Any:
 def other_weights(path: Path, model: str, knobs: dict[str, Any]) -> int:
     code = (
         "import json,sys;sys.meta_path=[f for f in sys.meta_path if 'editable' not in str(f)];sys.path.insert(0,sys.argv[3]);"
-        "from capacity.families import model_spec;from capacity.gpus import gpu_by_name;"
-        "from capacity.models import resolve_model;from capacity.memory import weights_term;"
-        "from capacity.serving import ServingArgs,resolve_serving;k=json.loads(sys.argv[2]);s=resolve_model(sys.argv[1]);"
-        "spec=model_spec(s.config,s.name,s.preprocessor);"
+        "from capacity.model.registry import spec_from_files;from capacity.gpu.catalog import gpu_by_name;"
+        "from capacity.source.resolve import resolve_model;from capacity.memory.terms import weights_term;"
+        "from capacity.serving.config import ServingArgs,resolve_serving;k=json.loads(sys.argv[2]);s=resolve_model(sys.argv[1]);"
+        "spec=spec_from_files(s.config,s.name,s.preprocessor);"
         "sv=resolve_serving(ServingArgs(tensor_parallel_size=k['tensor_parallel_size'],dtype=k['dtype']),spec,gpu_by_name('H200'));"
         "import capacity;assert capacity.__file__.startswith(sys.argv[3]),capacity.__file__;print(weights_term(spec,s,sv)[0].bytes)"
     )
@@ -68,17 +68,17 @@ def pct(measured: int, planned: int) -> str:
     return "" if not measured else f"{(planned - measured) / measured:+.1%}"
 
 
-NCCL_COMMUNICATOR_BYTES = 0  # set in main() from capacity.collectives (the planner's constant)
+NCCL_COMMUNICATOR_BYTES = 0  # set in main() from capacity.memory.collectives (the planner's constant)
 
 
 def main() -> None:
     global NCCL_COMMUNICATOR_BYTES
-    from capacity.collectives import NCCL_COMMUNICATOR_BYTES as nccl
+    from capacity.memory.collectives import NCCL_COMMUNICATOR_BYTES as nccl
 
     NCCL_COMMUNICATOR_BYTES = nccl
     ap = argparse.ArgumentParser()
     ap.add_argument("folder", type=Path)
-    ap.add_argument("--weights-from", type=Path, help="a checkout whose capacity.memory.weights_term gives per-rank weights")
+    ap.add_argument("--weights-from", type=Path, help="a checkout whose capacity.memory.terms.weights_term gives per-rank weights")
     a = ap.parse_args()
     print("| model | term | TP 1 measured (B) | TP 2 rank 0 measured (B) | TP 2 rank 1 measured (B) | arithmetic TP 2 plan (B) | plan vs measured |" + (" weights branch (B) | vs measured |" if a.weights_from else ""))
     print("|---|---|---|---|---|---|---|" + ("---|---|" if a.weights_from else ""))

@@ -15,7 +15,7 @@ DEFAULT_MODELS = ["openai/whisper-large-v3", "nvidia/NVIDIA-Nemotron-Parse-v1.1"
 
 
 def main() -> None:
-    from capacity.serving import ServingArgs
+    from capacity.serving.config import ServingArgs
     from profilers.api import profile_model
     from profilers.probes import CudaProbe
     from profilers.verify import run_verify

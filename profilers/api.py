@@ -6,16 +6,15 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from capacity.budget import build_budget
-from capacity.families import model_spec
-from capacity.gpus import DEFAULT_GPU, Gpu, detect_local_gpu, gpu_by_name, resolve_gpu
-from capacity.models import ModelSource, resolve_model
-from capacity.plan import Plan
-from capacity.planner import build_plan
-from capacity.processor_kwargs import with_mm_processor_kwargs
-from capacity.profile import MemoryProfile
-from capacity.serving import ServingArgs, ServingConfig, resolve_serving
-from capacity.spec import ModelSpec
+from capacity.gpu.catalog import DEFAULT_GPU, Gpu, detect_local_gpu, gpu_by_name, resolve_gpu
+from capacity.memory.measured_profile import MemoryProfile
+from capacity.model.registry import load_model
+from capacity.model.spec import ModelSpec
+from capacity.planning.plan import Plan
+from capacity.planning.planner import build_plan
+from capacity.serving.config import ServingArgs, ServingConfig, resolve_serving
+from capacity.serving.encoder_budget import build_budget
+from capacity.source.resolve import ModelSource
 from profilers.probes import CpuProbe, CudaProbe, MemoryProbe
 from profilers.run import PhaseCallback, profiled_knobs, run_profile
 
@@ -52,8 +51,7 @@ def profile_model(
     capture_graphs: bool = True,
     warmup: bool = True,
 ) -> tuple[Plan, MemoryProfile]:
-    source = with_mm_processor_kwargs(resolve_model(model, args.revision), args.mm_processor_kwargs)
-    spec = model_spec(source.config, source.name, source.preprocessor, source.processor, source.video_preprocessor)
+    source, spec = load_model(model, args.revision, args.mm_processor_kwargs)
     if probe is None:
         probe = CudaProbe() if cuda_available() else CpuProbe()
     probe.init()
@@ -91,8 +89,7 @@ def profile_model_tensor_parallel(
     with the least KV budget. The parent process makes no CUDA context (NVML names the GPU)."""
     from profilers.tensor_parallel import require_ranks, run_tensor_parallel, tensor_parallel_job
 
-    source = with_mm_processor_kwargs(resolve_model(model), args.mm_processor_kwargs)
-    spec = model_spec(source.config, source.name, source.preprocessor, video_preprocessor=source.video_preprocessor)
+    source, spec = load_model(model, args.revision, args.mm_processor_kwargs)
     backend = "gloo" if cpu else "nccl"
     require_ranks(args.tensor_parallel_size, backend)
     gpu = gpu_by_name(gpu_name) if gpu_name else (detect_local_gpu(0) if not cpu else None) or gpu_by_name("H200")
@@ -122,7 +119,7 @@ def verify_tensor_parallel_plan(plan: Plan, *, cpu: bool = False, steps: int = 3
 
 
 # Traces by the knobs that size the traced phases. Tensor parallelism is not among them: a trace builds the whole
-# model, and the planner turns its terms into one rank's (capacity/memory.py RankScaling), so a sweep over TP
+# model, and the planner turns its terms into one rank's (capacity/memory/terms.py RankScaling), so a sweep over TP
 # traces each point once, and every point equals `capacity plan` on its knobs.
 _TRACES: dict[tuple[Any, ...], MemoryProfile] = {}
 

@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from capacity.errors import BadInput
-from capacity.plan import Plan
-from capacity.spec import ModelSpec
+from capacity.model.spec import ModelSpec
+from capacity.planning.plan import Plan
 
 MAX_SECONDS = 300  # documented in the README: a --cpu-probe run longer than this is refused
 

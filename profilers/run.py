@@ -27,16 +27,16 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from capacity import __version__
-from capacity.budget import MultiModalBudget
-from capacity.cuda_graphs import MIN_GRAPH_BYTES, capture_sizes, full_decode_graph_sizes, preset_max_capture_size
 from capacity.errors import BadInput
-from capacity.family import Family
-from capacity.gpus import Gpu
-from capacity.memory import sampler_form
-from capacity.models import ModelSource
-from capacity.profile import CudaGraphMeasurement, Fingerprint, MemoryProfile, OomResult, PhaseMeasurement
-from capacity.serving import ServingConfig
-from capacity.spec import ModelSpec
+from capacity.gpu.catalog import Gpu
+from capacity.memory.cuda_graphs import MIN_GRAPH_BYTES, capture_sizes, full_decode_graph_sizes, preset_max_capture_size
+from capacity.memory.measured_profile import CudaGraphMeasurement, Fingerprint, MemoryProfile, OomResult, PhaseMeasurement
+from capacity.memory.terms import sampler_form
+from capacity.model.family import Family
+from capacity.model.spec import ModelSpec
+from capacity.serving.config import ServingConfig
+from capacity.serving.encoder_budget import MultiModalBudget
+from capacity.source.resolve import ModelSource
 from profilers.probes import MemoryProbe
 
 PhaseCallback = Callable[[str, str], None]
@@ -60,7 +60,7 @@ def sampler_pass(logits: Any, flashinfer: bool = True) -> None:
     """One MRV2 sampler call with SamplingParams.for_sampler_warmup() on every row (profile_run's second pass and
     warmup_kernels), allocating what vLLM 0.33's does: one fp32 copy of the logits (apply_sampling_params) that
     logit bias, penalties, bad words, temperature and min-p modify in place (triton kernels); then, on a FlashInfer
-    GPU (capacity.memory.sampler_form), top_k_top_p_sampling_from_logits' top-k-masked copy and its softmax, all
+    GPU (capacity.memory.terms.sampler_form), top_k_top_p_sampling_from_logits' top-k-masked copy and its softmax, all
     alive together; elsewhere vLLM's Triton top-k/top-p masks the copy in place; then the top-5 logprobs of the
     raw logits (compute_topk_scores: topk and a per-row log-softmax kernel, small)."""
     import torch
@@ -219,7 +219,7 @@ class WholeModel:
 def profilable_family(spec: ModelSpec) -> Family:
     """The spec's family, whose hooks the phases run; one without hooks says so (plan it offline)."""
     if not spec.family.profilable:
-        from capacity.families import all_families
+        from capacity.model.family import all_families
 
         profilable = ", ".join(f.name for f in all_families() if f.profilable)
         raise BadInput(
@@ -470,7 +470,7 @@ def _warmup(
     """MRV2 warmup_kernels batches, sized by the plan that the measurements so far give."""
     import torch
 
-    from capacity.planner import build_plan
+    from capacity.planning.planner import build_plan
 
     with phases.probe.host():  # the plan builds the model on the meta device for its weights: not under fake tensors
         plan = build_plan(source, spec, gpu, serving, profile=measured)

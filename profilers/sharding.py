@@ -30,13 +30,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from capacity.errors import BadInput
-from capacity.shard_rules import ShardRules
+from capacity.model.shard_rules import ShardRules
 
 if TYPE_CHECKING:
     import torch
     from torch import nn
 
-    from capacity.family import Family
+    from capacity.model.family import Family
 
 DEFAULT_VOCAB_PADDING_SIZE = 64  # vllm/model_executor/layers/vocab_parallel_embedding.py
 ENCODER_TP_MODES = ("weights", "data")
@@ -93,7 +93,7 @@ def shard_rules(family: Family) -> ShardRules:
     """The family's `tensor_parallel_rules`; a family without them is refused in one line."""
     rules = family.tensor_parallel_rules
     if rules is None:
-        from capacity.families import all_families
+        from capacity.model.family import all_families
 
         sharded = ", ".join(f.name for f in all_families() if f.tensor_parallel_rules is not None)
         raise BadInput(

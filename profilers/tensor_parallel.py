@@ -26,13 +26,13 @@ import traceback
 from dataclasses import dataclass, replace
 from typing import Any
 
-from capacity.budget import MultiModalBudget
 from capacity.errors import EXIT_DOES_NOT_FIT, BadInput, CapacityError
-from capacity.gpus import Gpu
-from capacity.models import ModelSource
-from capacity.profile import MemoryProfile, combine_ranks
-from capacity.serving import ServingConfig
-from capacity.spec import ModelSpec
+from capacity.gpu.catalog import Gpu
+from capacity.memory.measured_profile import MemoryProfile, combine_ranks
+from capacity.model.spec import ModelSpec
+from capacity.serving.config import ServingConfig
+from capacity.serving.encoder_budget import MultiModalBudget
+from capacity.source.resolve import ModelSource
 from profilers.probes import MemoryProbe
 from profilers.sharding import ENCODER_TP_MODES, encoder_whole, materialize, shard_module, shard_rules
 
@@ -261,7 +261,7 @@ def run_tensor_parallel(job: RankJob, *, timeout_s: float) -> MemoryProfile:
 
 def verify_tensor_parallel(job: RankJob, *, timeout_s: float) -> Any:
     """`capacity verify` on every rank; the result is the rank that fared worst, with every rank under `ranks`."""
-    from capacity.verification import combine_verify_ranks
+    from capacity.planning.verify_result import combine_verify_ranks
 
     outcomes, notes = _run_ranks(replace(job, task="verify"), timeout_s)
     return combine_verify_ranks(tuple(outcomes.values()), notes)

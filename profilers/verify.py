@@ -16,11 +16,11 @@ import gc
 import time
 from typing import Any
 
-from capacity.budget import build_budget
 from capacity.errors import BadInput
-from capacity.plan import Plan
+from capacity.planning.plan import Plan
+from capacity.planning.verify_result import VerifyResult
+from capacity.serving.encoder_budget import build_budget
 from capacity.units import cdiv
-from capacity.verification import VerifyResult
 from profilers.probes import MemoryProbe
 from profilers.run import PhaseCallback, Placement, WholeModel, _Phases, _randomize, profilable_family, released, sampler_pass
 
@@ -49,7 +49,7 @@ def check_verifiable(plan: Plan) -> None:
     spec, serving, kv = plan.spec, plan.serving, plan.kv
     family = profilable_family(spec)
     if not family.verify_decoder_path:
-        from capacity.families import all_families
+        from capacity.model.family import all_families
 
         verifiable = ", ".join(f.name for f in all_families() if f.verify_decoder_path)
         raise BadInput(f"verify runs encoder-decoder models with BART-style decoders ({verifiable}); {family.name} is not one yet")

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from capacity.errors import BadInput
-from capacity.plan import Plan
-from capacity.sweep import SweepResult
+from capacity.planning.plan import Plan
+from capacity.planning.sweep import SweepResult
 from reports.fingerprint import fingerprint
 
 

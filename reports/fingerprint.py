@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import capacity
-from capacity.plan import Plan
+from capacity.planning.plan import Plan
 
 
 def fingerprint(plan: Plan) -> dict[str, Any]:

@@ -11,8 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from capacity.plan import MEMORY_TERMS, TERM_LABELS, Plan
-from capacity.sweep import SweepResult
+from capacity.planning.plan import MEMORY_TERMS, TERM_LABELS, Plan
+from capacity.planning.sweep import SweepResult
 from capacity.units import GiB
 from reports.fingerprint import fingerprint
 

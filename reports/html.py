@@ -15,9 +15,9 @@ from functools import singledispatch
 from typing import Any
 
 import capacity
-from capacity.plan import ERROR, INFO, TERM_LABELS, WARNING, Plan
-from capacity.serving import ServingArgs
-from capacity.sweep import SweepPoint, SweepResult
+from capacity.planning.plan import ERROR, INFO, TERM_LABELS, WARNING, Plan
+from capacity.planning.sweep import SweepPoint, SweepResult
+from capacity.serving.config import ServingArgs
 from capacity.units import GiB
 from reports.frames import fingerprint, max_model_len_served, unused_bytes
 

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from capacity.reconcile import ReconcileResult, ReconcileRow
+from capacity.reconcile.compare import ReconcileResult, ReconcileRow
 
 WIDE = 140  # below this, explanations are listed under the table instead of in a column
 

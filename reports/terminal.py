@@ -7,14 +7,14 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from capacity.budget import max_tokens_per_item
-from capacity.gpus import Gpu
-from capacity.models import CatalogEntry
-from capacity.plan import ERROR, INFO, MEMORY_TERMS, TERM_LABELS, WARNING, Plan
-from capacity.spec import ModelSpec
-from capacity.sweep import SweepPoint, SweepResult
+from capacity.gpu.catalog import Gpu
+from capacity.model.spec import ModelSpec
+from capacity.planning.plan import ERROR, INFO, MEMORY_TERMS, TERM_LABELS, WARNING, Plan
+from capacity.planning.sweep import SweepPoint, SweepResult
+from capacity.planning.verify_result import NO_REQUESTS, SLACK_EXCEEDS_HEADROOM, VERIFIED, WITHIN_ALLOCATOR_SLACK, VerifyResult
+from capacity.serving.encoder_budget import max_tokens_per_item
+from capacity.source.resolve import CatalogEntry
 from capacity.units import GiB
-from capacity.verification import NO_REQUESTS, SLACK_EXCEEDS_HEADROOM, VERIFIED, WITHIN_ALLOCATOR_SLACK, VerifyResult
 
 KIND_STYLE = {"exact": "green", "estimated": "yellow", "measured": "cyan"}
 SEVERITY_STYLE = {ERROR: "bold red", WARNING: "yellow", INFO: "dim"}

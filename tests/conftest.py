@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from capacity.families import model_spec
-from capacity.gpus import gpu_by_name
-from capacity.models import ModelSource, resolve_model
-from capacity.plan import Plan
-from capacity.planner import build_plan
-from capacity.serving import ServingArgs, resolve_serving
-from capacity.spec import ModelSpec
+from capacity.gpu.catalog import gpu_by_name
+from capacity.model.registry import spec_from_files
+from capacity.model.spec import ModelSpec
+from capacity.planning.plan import Plan
+from capacity.planning.planner import build_plan
+from capacity.serving.config import ServingArgs, resolve_serving
+from capacity.source.resolve import ModelSource, resolve_model
 
 GiB = 2**30
 
@@ -32,7 +32,7 @@ def catalog_config() -> Callable[[str], dict[str, Any]]:
 def spec_of() -> Callable[[str], ModelSpec]:
     def load(name: str) -> ModelSpec:
         source = resolve_model(name)
-        return model_spec(source.config, source.name, source.preprocessor, video_preprocessor=source.video_preprocessor)
+        return spec_from_files(source.config, source.name, source.preprocessor, video_preprocessor=source.video_preprocessor)
 
     return load
 
@@ -45,7 +45,7 @@ def source(request: pytest.FixtureRequest) -> ModelSource:
 
 @pytest.fixture(scope="module")
 def spec(source: ModelSource) -> ModelSpec:
-    return model_spec(source.config, source.name, source.preprocessor, source.processor)
+    return spec_from_files(source.config, source.name, source.preprocessor, source.processor)
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def make_plan() -> Callable[..., Plan]:
 
     def plan(model: str, gpu: str = "H200", **knobs: Any) -> Plan:
         source: ModelSource = resolve_model(model)
-        spec = model_spec(source.config, source.name, source.preprocessor, video_preprocessor=source.video_preprocessor)
+        spec = spec_from_files(source.config, source.name, source.preprocessor, video_preprocessor=source.video_preprocessor)
         target = gpu_by_name(gpu)
         serving = resolve_serving(ServingArgs(**knobs), spec, target)
         return build_plan(source, spec, target, serving)

@@ -94,7 +94,7 @@ def run_example(block: Block) -> list[str]:
             shutil.copy(source, Path(work) / name)
         env = {k: v for k, v in os.environ.items() if k not in ("CAPACITY_ESTIMATE", "COLUMNS", "LINES")}
         env.update(COLUMNS=str(block.columns), CUDA_VISIBLE_DEVICES="", HF_HUB_CACHE=str(Path(work) / "empty-hub"), PYTHONPATH=str(ROOT))
-        code = "import sys; from capacity.cli import main; sys.exit(main(sys.argv[1:]))"
+        code = "import sys; from capacity.cli.app import main; sys.exit(main(sys.argv[1:]))"
         proc = subprocess.run([sys.executable, "-c", code, *block.argv], cwd=work, env=env, capture_output=True, text=True, timeout=300)
     if proc.returncode not in (0, 1):
         raise RuntimeError(f"{shlex.join(['capacity', *block.argv])} exited {proc.returncode}: {proc.stderr.strip()}")

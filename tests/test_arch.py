@@ -1,4 +1,4 @@
-"""Tests for capacity.arch: exact parameter counts on the meta device + safetensors headers."""
+"""Tests for capacity.model.arch: exact parameter counts on the meta device + safetensors headers."""
 
 from __future__ import annotations
 
@@ -15,18 +15,16 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from capacity.arch import (
+from capacity.model.arch import (
     buffer_bytes,
     dtype_breakdown,
     parameter_bytes,
     parameter_count,
-    safetensors_parameter_bytes,
-    safetensors_parameter_count,
 )
-from capacity.arch.florence2 import is_remote_code_format, to_native_florence2_config
-from capacity.arch.nemotron_parse import encoder_tokens, radio_config
-from capacity.arch.safetensors_header import read_safetensors_header
-from capacity.families import family_named
+from capacity.model.arch.florence2 import is_remote_code_format, to_native_florence2_config
+from capacity.model.arch.nemotron_parse import encoder_tokens, radio_config
+from capacity.model.family import family_named
+from capacity.source.safetensors_header import read_safetensors_header, safetensors_parameter_bytes, safetensors_parameter_count
 
 CONFIGS = ROOT / "capacity" / "catalog" / "models"  # in the repo: the suite means the same from a plain clone
 
@@ -208,8 +206,8 @@ def test_unknown_family() -> None:
 
 def test_no_torch_at_import() -> None:
     code = (
-        "import sys; import capacity.arch, capacity.arch.hf, capacity.arch.florence2, "
-        "capacity.arch.nemotron_parse, capacity.arch.safetensors_header; "
+        "import sys; import capacity.model.arch, capacity.model.arch.hf, capacity.model.arch.florence2, "
+        "capacity.model.arch.nemotron_parse, capacity.source.safetensors_header; "
         "bad = [m for m in ('torch', 'transformers') if m in sys.modules]; "
         "assert not bad, bad"
     )
@@ -288,7 +286,7 @@ def test_safetensors_sharded_index(tmp_path: Path) -> None:
 
 def test_safetensors_no_torch_import() -> None:
     code = (
-        "import sys; from capacity.arch.safetensors_header import safetensors_parameter_bytes; "
+        "import sys; from capacity.source.safetensors_header import safetensors_parameter_bytes; "
         "assert 'torch' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

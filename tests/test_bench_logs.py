@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from capacity.cli import main
+from capacity.cli.app import main
 from capacity.errors import EXIT_BAD_INPUT, EXIT_FITS
-from capacity.vllm_log import load_vllm_startups
+from capacity.vllm.log import load_vllm_startups
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = sorted((ROOT / "bench" / "vllm_logs").glob("*.log"))
@@ -82,7 +82,7 @@ def _knob_flags(knobs: dict) -> list[str]:
 
 def _in_catalog(name: str) -> bool:
     from capacity.errors import BadInput
-    from capacity.gpus import gpu_by_name
+    from capacity.gpu.catalog import gpu_by_name
 
     try:
         gpu_by_name(name)
@@ -175,9 +175,9 @@ def test_the_235b_log_is_planned_at_the_layout_its_source_states() -> None:
 
 
 def test_an_engine_that_turned_prefix_caching_off_plans_the_unaligned_hybrid_block() -> None:
-    from capacity.gpus import gpu_by_name
-    from capacity.planner import plan_for
-    from capacity.serving import ServingArgs
+    from capacity.gpu.catalog import gpu_by_name
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
 
     facts = _facts("qwen3-next-80b-instruct-2xh200-tp2-v0.10.2.log")
     # vLLM 0.10.2: "Disabling prefix caching since it is not yet supported" for this hybrid, and its config line says so
@@ -186,7 +186,7 @@ def test_an_engine_that_turned_prefix_caching_off_plans_the_unaligned_hybrid_blo
     # channels x (4 - 1) x 2 B = 24,576 + recurrent 32 / 2 heads x 128 x 128 x 2 B = 524,288 -> 548,864 B. Attention:
     # 2 KV heads / TP 2 = 1 x 256 x 2 (K, V) x 2 B = 1,024 B per token. Without prefix caching the block is a multiple of
     # 16: 16 x cdiv(548,864, 16 x 1,024) = 16 x 34 = 544, as the log's 973,760 tokens = 1,790 x 544 show.
-    model = str(Path(__file__).resolve().parents[1] / "capacity/catalog/models/Qwen--Qwen3-Next-80B-A3B-Thinking")
+    model = str(Path(__file__).resolve().parents[1] / "capacity/source/catalog/models/Qwen--Qwen3-Next-80B-A3B-Thinking")
     plan = plan_for(model, ServingArgs(tensor_parallel_size=2, enable_prefix_caching=False), gpu=gpu_by_name("H200"))
     groups = plan.to_dict()["kv_cache"]["groups"]
     assert [(g["kind"], g["block_size"], g["page_size_bytes"]) for g in groups if g["kind"] == "full"] == [("full", 544, 544 * 1_024)]
@@ -216,7 +216,7 @@ def test_reconcile_says_a_0_10_non_torch_figure_holds_the_communicators(capsys: 
     """vLLM 0.10.2's V1 worker takes its memory snapshot before init_worker_distributed_environment (0.11.0 and later
     after it): at TP 4 the log's non-torch figure (0.21 GiB on these PCIe L40Ss) holds NCCL's communicators too,
     which capacity does not add over PCIe."""
-    from capacity.vllm_versions import semantics_for
+    from capacity.vllm.versions import semantics_for
 
     assert semantics_for("0.10.2").communicators_in_non_kv and not semantics_for("0.11.0").communicators_in_non_kv
     assert not semantics_for("0.33.0").communicators_in_non_kv

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from capacity.catalog import MODEL_FILES, model_files, read_index
 from capacity.errors import BadInput
-from capacity.models import catalog, resolve_model
+from capacity.source.catalog import MODEL_FILES, model_files, read_index
+from capacity.source.resolve import catalog, resolve_model
 
 CATALOG = Path(__file__).resolve().parents[1] / "capacity" / "catalog"
 README = (CATALOG / "README.md").read_text()
@@ -32,7 +32,7 @@ def _stored_files() -> list[tuple[str, str, Path]]:
 @pytest.mark.parametrize(("name", "filename", "path"), _stored_files(), ids=lambda v: str(v) if isinstance(v, str) else "")
 def test_every_stored_file_is_recorded_with_its_sha256(name: str, filename: str, path: Path) -> None:
     key = (name, filename if path.parent.name != "models" else path.name)
-    assert key in RECORDED, f"{name} {filename} has no row in capacity/catalog/README.md"
+    assert key in RECORDED, f"{name} {filename} has no row in capacity/source/catalog/README.md"
     assert hashlib.sha256(path.read_bytes()).hexdigest() == RECORDED[key], f"{path} changed since its source was recorded"
     json.loads(path.read_text())  # and it is JSON
 

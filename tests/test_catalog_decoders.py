@@ -1,4 +1,4 @@
-"""Text-only decoders of the catalog (published config.json files, capacity/catalog/README.md): each plans, and its KV
+"""Text-only decoders of the catalog (published config.json files, capacity/source/catalog/README.md): each plans, and its KV
 groups and parameter count are the figures worked out by hand below from the config, with vLLM 0.33's rules:
 
 - page of one attention layer = 2 (K and V) x block_size 16 x num_kv_heads x head_dim x 2 B (bf16)
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from capacity.planner import plan_for
-from capacity.serving import ServingArgs
+from capacity.planning.planner import plan_for
+from capacity.serving.config import ServingArgs
 
 KIB = 1024
 

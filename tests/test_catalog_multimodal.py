@@ -1,12 +1,12 @@
-"""Multimodal catalog entries added from published files (capacity/catalog/README.md): tokens per item, KV groups and
+"""Multimodal catalog entries added from published files (capacity/source/catalog/README.md): tokens per item, KV groups and
 weights worked out by hand from their configs with vLLM 0.33's rules (the vLLM function in each comment)."""
 
 from __future__ import annotations
 
 import pytest
 
-from capacity.planner import plan_for
-from capacity.serving import ServingArgs
+from capacity.planning.planner import plan_for
+from capacity.serving.config import ServingArgs
 
 KIB = 1024
 
@@ -101,7 +101,7 @@ def test_voxtral_keeps_its_untied_lm_head() -> None:
 
 
 def test_tie_default_is_the_config_class_default() -> None:
-    from capacity.memory import tied_by_default
+    from capacity.memory.terms import tied_by_default
 
     assert tied_by_default("qwen2") is False  # Qwen2Config(tie_word_embeddings=False)
     assert tied_by_default("gemma3_text") is True  # Gemma3TextConfig ties

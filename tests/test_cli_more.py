@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from capacity.cli import main
+from capacity.cli.app import main
 
 LOGS = Path(__file__).parent / "fixtures" / "vllm_logs"
 

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from capacity.cli import main
+from capacity.cli.app import main
 from tests.test_profiler import TINY_WHISPER
 
 KNOBS = ["--gpu", "L4", "--max-num-batched-tokens", "2048", "--max-num-seqs", "16"]

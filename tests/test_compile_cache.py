@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from capacity.cli import main
-from capacity.compile_cache import COLD, MIXED, WARM, compile_cache_evidence
+from capacity.cli.app import main
 from capacity.errors import EXIT_FITS
-from capacity.vllm_log import load_vllm_startups
+from capacity.vllm.compile_lines import COLD, MIXED, WARM, compile_cache_evidence
+from capacity.vllm.log import load_vllm_startups
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "bench" / "vllm_logs"
@@ -49,8 +49,8 @@ def test_mixed_and_aot_lines() -> None:
 
 
 def _plan(**knobs: object):
-    from capacity.planner import plan_for
-    from capacity.serving import ServingArgs
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
 
     return plan_for("Qwen/Qwen3-8B", ServingArgs(**knobs), "RTX-4090")
 
@@ -65,7 +65,7 @@ QWEN3_8B_4090_SCRATCH = 151_936 * 4096 * 2 + 2048 * 4096 * 2 + 72 * 2**20
 
 
 def test_scratch_by_hand() -> None:
-    from capacity.compile_cache import cold_compile_scratch
+    from capacity.memory.compile_cache import cold_compile_scratch
 
     plan = _plan(max_model_len=16_384)
     scratch = cold_compile_scratch(plan.spec, plan.serving, plan.gpu, benchmarks_combo_kernels=True)
@@ -157,9 +157,9 @@ def test_no_hazard_without_a_measured_compile(knobs: dict[str, object]) -> None:
 def test_multimodal_model_takes_no_embedding_table() -> None:
     """MRV2 feeds a multimodal model inputs_embeds (uses_inputs_embeds): the table is not an argument of its compiled
     kernels; with --language-model-only it takes token ids again."""
-    from capacity.compile_cache import cold_compile_scratch
-    from capacity.planner import plan_for
-    from capacity.serving import ServingArgs
+    from capacity.memory.compile_cache import cold_compile_scratch
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
 
     mm = plan_for("Qwen/Qwen2.5-VL-7B-Instruct", ServingArgs(max_model_len=8192), "H200")
     text = plan_for("Qwen/Qwen2.5-VL-7B-Instruct", ServingArgs(max_model_len=8192, language_model_only=True), "H200")
@@ -230,8 +230,8 @@ def test_cli_compile_cache(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_scratch_is_per_rank() -> None:
     """At TP 2 the gather's table is the rank's: Llama-3.1-8B's 128,256 rows (a multiple of 64) / 2 x 4096 x 2 B."""
-    from capacity.planner import plan_for
-    from capacity.serving import ServingArgs
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
 
     plan = plan_for("meta-llama/Llama-3.1-8B-Instruct", ServingArgs(max_model_len=8192, tensor_parallel_size=2), "H100-SXM")
     assert plan.cold_compile is not None

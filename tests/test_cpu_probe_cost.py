@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import pytest
 
-from capacity.cli import main
+from capacity.cli.app import main
 from capacity.errors import EXIT_BAD_INPUT, BadInput
-from capacity.planner import plan_for
-from capacity.serving import ServingArgs
+from capacity.planning.planner import plan_for
+from capacity.serving.config import ServingArgs
 from profilers import cpu_cost
 from profilers.cpu_cost import CpuProbeLimits, HostRates, check_cost, estimate_profile_cost, estimate_verify_cost, profile_phase_flops
 

@@ -1,4 +1,4 @@
-"""capacity/cuda_graphs.py: vLLM's CUDA-graph estimate, against hand arithmetic and the H200 measurements."""
+"""capacity/memory/cuda_graphs.py: vLLM's CUDA-graph estimate, against hand arithmetic and the H200 measurements."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from capacity.cuda_graphs import H200_CAPTURE, mrv2_estimate, pieces_per_size, v1_estimate
-from capacity.spec import DecoderShape
+from capacity.memory.cuda_graphs import H200_CAPTURE, mrv2_estimate, pieces_per_size, v1_estimate
+from capacity.model.spec import DecoderShape
 
 ROOT = Path(__file__).resolve().parents[1]
 MEASURED = ROOT / "bench" / "results" / "h200-cuda-graph-memory-2026-12-01" / "run2.json"
@@ -69,8 +69,8 @@ def test_the_constants_reproduce_the_h200_captures(index: int) -> None:
 
 
 def test_unified_memory_says_the_estimate_is_likely_low() -> None:
-    from capacity.planner import plan_for
-    from capacity.serving import ServingArgs
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
 
     gb10 = plan_for("Qwen/Qwen3-8B", ServingArgs(max_model_len=8192), "GB10").memory["cuda_graphs"]
     h200 = plan_for("Qwen/Qwen3-8B", ServingArgs(max_model_len=8192), "H200").memory["cuda_graphs"]

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from capacity.cli import main
+from capacity.cli.app import main
 from capacity.errors import EXIT_FITS
-from capacity.gpus import resolve_gpu
+from capacity.gpu.catalog import resolve_gpu
 from profilers.api import profiling_gpu
 from profilers.probes import CpuProbe, FakeProbe
 
@@ -18,7 +18,7 @@ NOTE = "no local NVIDIA GPU found: planning for an H200 (pass --gpu to choose)"
 
 @pytest.fixture(autouse=True)
 def no_local_gpu(monkeypatch):
-    monkeypatch.setattr("capacity.gpus.detect_local_gpu", lambda index=0: None)
+    monkeypatch.setattr("capacity.gpu.catalog.detect_local_gpu", lambda index=0: None)
 
 
 def plan_json(capsys, *argv: str) -> dict:
@@ -73,10 +73,10 @@ def test_a_profile_taken_here_plans_the_cuda_total_it_recorded_not_nvmls(monkeyp
     CUDA 150,109,880,320 B (the profile's fingerprint); planning NVML's total made `verify --profile` 713,031 B over."""
     from pathlib import Path
 
-    from capacity import planner
-    from capacity.gpus import Gpu
-    from capacity.profile import load_profile
-    from capacity.serving import ServingArgs
+    from capacity.gpu.catalog import Gpu
+    from capacity.memory.measured_profile import load_profile
+    from capacity.planning import planner
+    from capacity.serving.config import ServingArgs
 
     nvml = Gpu(name="NVIDIA H200", total_memory_bytes=150_754_820_096, source="nvml", provenance="NVML on this machine (GPU 0)")
     monkeypatch.setattr(planner, "resolve_gpu", lambda name: (nvml, None))

@@ -11,10 +11,13 @@ from pathlib import Path
 
 import pytest
 
-import capacity.families as families
+import capacity.model.families as families
+import capacity.model.family as family_module
+import capacity.model.registry as registry
 from capacity.errors import BadInput
-from capacity.families import all_families, family_for, family_named, model_spec
-from capacity.models import catalog, catalog_config
+from capacity.model.family import all_families, family_named
+from capacity.model.registry import family_for, spec_from_files
+from capacity.source.resolve import catalog, catalog_config
 
 # Each catalog model's family, by hand from its config.json's model_type.
 CATALOG_FAMILIES = {
@@ -44,7 +47,7 @@ def test_every_family_has_a_unique_name_and_model_types():
 @pytest.mark.parametrize("name", sorted(CATALOG_FAMILIES))
 def test_catalog_model_goes_to_its_family_and_serializes_it_by_name(name):
     entry = catalog()[name]
-    spec = model_spec(catalog_config(entry), entry.name)
+    spec = spec_from_files(catalog_config(entry), entry.name)
     assert spec.family is family_named(CATALOG_FAMILIES[name])
     data = json.loads(json.dumps(spec.to_dict()))
     assert data["family"] == CATALOG_FAMILIES[name]
@@ -53,7 +56,7 @@ def test_catalog_model_goes_to_its_family_and_serializes_it_by_name(name):
 
 def test_copies_of_a_spec_keep_the_registered_family():
     entry = catalog()["google/gemma-3-4b-it"]
-    spec = model_spec(catalog_config(entry), entry.name)
+    spec = spec_from_files(catalog_config(entry), entry.name)
     assert copy.deepcopy(spec).family is spec.family
     assert pickle.loads(pickle.dumps(spec)).family is spec.family
 
@@ -86,30 +89,30 @@ def readme_family_example() -> str:
 def test_the_readme_family_is_one_new_file(tmp_path, monkeypatch):
     (tmp_path / "toy_asr.py").write_text(readme_family_example())
     monkeypatch.setattr(families, "__path__", [*families.__path__, str(tmp_path)])
-    families.all_families.cache_clear()
-    families._by_model_type.cache_clear()
+    family_module.all_families.cache_clear()
+    registry._by_model_type.cache_clear()
     try:
         config = {**catalog_config(catalog()["openai/whisper-tiny"]), "model_type": "toy_asr"}
-        spec = model_spec(config, "toy")
+        spec = spec_from_files(config, "toy")
         assert spec.family.name == "toy_asr"
         # whisper-tiny: 4 decoder layers, each self + cross attention of 6 heads x 64 (d_model 384), 1500 positions
         assert len(spec.layers) == 8
         assert [(layer.kind, layer.num_kv_heads, layer.head_size) for layer in spec.layers[:2]] == [("full", 6, 64), ("cross", 6, 64)]
         assert spec.modalities[0].max_tokens_per_item == 1500
-        from capacity.arch import parameter_count
+        from capacity.model.arch import parameter_count
 
         assert parameter_count(spec.family.build_module(config)) == 37_760_640  # whisper-tiny's published count
     finally:
-        families.all_families.cache_clear()
-        families._by_model_type.cache_clear()
-        sys.modules.pop("capacity.families.toy_asr", None)
+        family_module.all_families.cache_clear()
+        registry._by_model_type.cache_clear()
+        sys.modules.pop("capacity.model.families.toy_asr", None)
 
 
 def test_tensor_parallel_rules_live_on_the_family_and_name_vllm_layers():
     # Roles read from vLLM 0.33's model files: qwen2_5_vl.py vision attn.qkv is a QKVParallelLinear (column) unless the
     # encoder is whole on every rank (--mm-encoder-tp-mode data); whisper.py proj_out is the ParallelLMHead and its
     # out_proj a RowParallelLinear; a family with no rules (gemma3) has None, which the TP profiler refuses.
-    from capacity.families import family_named
+    from capacity.model.family import family_named
 
     qwen = family_named("qwen2_5_vl").tensor_parallel_rules
     assert qwen is not None and qwen.encoder_data_parallel

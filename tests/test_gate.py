@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from capacity.cli import main
+from capacity.cli.app import main
 from capacity.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_RUNTIME_FAILURE, BadInput, RuntimeFailure
-from capacity.gate import Thresholds, evaluate
+from capacity.planning.gate import Thresholds, evaluate
 
 GiB = 2**30
 CHECK = ["check", "--model", "openai/whisper-large-v3", "--gpu", "H200", "--kv-cache-memory-bytes", "10G"]
@@ -177,12 +177,12 @@ def test_bad_input_exits_2(capsys, flags, needle):
 
 @pytest.mark.parametrize("error", [RuntimeFailure("building WhisperForConditionalGeneration on the meta device failed: boom"), MemoryError("boom")])
 def test_runtime_failure_exits_3(capsys, monkeypatch, error):
-    import capacity.planner
+    import capacity.planning.planner
 
     def fail(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(capacity.planner, "plan_for", fail)
+    monkeypatch.setattr(capacity.planning.planner, "plan_for", fail)
     code = main([*CHECK, "--min-concurrency", "1"])
     out, err = capsys.readouterr()
     assert code == EXIT_RUNTIME_FAILURE and out == ""

@@ -1,4 +1,4 @@
-"""Gated DeltaNet layers as vLLM 0.33's profile run allocates them (capacity/gated_delta_net.py), and the trace of
+"""Gated DeltaNet layers as vLLM 0.33's profile run allocates them (capacity/model/arch/gated_delta_net.py), and the trace of
 transformers' modules made to allocate the same (gated_delta_net.run_as_vllm) instead of the PyTorch fallback.
 
 Expected bytes are worked by hand from vLLM's source (QwenGatedDeltaNetAttention.forward_cuda with no attention
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from capacity.gated_delta_net import Alloc, GatedDeltaNetDims, chunk_program, held_bytes, peak_bytes, profile_run_program, warmup_program
+from capacity.model.arch.gated_delta_net import Alloc, GatedDeltaNetDims, chunk_program, held_bytes, peak_bytes, profile_run_program, warmup_program
 
 FIXTURES = Path(__file__).parent / "fixtures" / "configs"
 
@@ -102,10 +102,10 @@ def traced_layer(config: dict, adapt: bool) -> tuple[list[tuple[tuple[int, ...],
     torch = pytest.importorskip("torch")
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from capacity.families import family_for, model_spec
+    from capacity.model.registry import family_for, spec_from_files
     from profilers.probes import FakeProbe
 
-    spec = model_spec(config, "tiny")
+    spec = spec_from_files(config, "tiny")
     probe = FakeProbe()
     made: list[tuple[tuple[int, ...], str]] = []
 
@@ -151,13 +151,13 @@ def test_a_traced_layer_allocates_vllms_tensors_not_the_fallbacks(fixture: str, 
 
 def test_a_traced_plan_says_how_its_gated_delta_net_layers_were_charged(tmp_path: Path):
     pytest.importorskip("torch")
-    from capacity.budget import build_budget
-    from capacity.families import model_spec
-    from capacity.gpus import gpu_by_name
-    from capacity.models import resolve_model
-    from capacity.planner import build_plan
-    from capacity.profile import MemoryProfile
-    from capacity.serving import ServingArgs, resolve_serving
+    from capacity.gpu.catalog import gpu_by_name
+    from capacity.memory.measured_profile import MemoryProfile
+    from capacity.model.registry import spec_from_files
+    from capacity.planning.planner import build_plan
+    from capacity.serving.config import ServingArgs, resolve_serving
+    from capacity.serving.encoder_budget import build_budget
+    from capacity.source.resolve import resolve_model
     from profilers.probes import FakeProbe
     from profilers.run import run_profile
 
@@ -166,7 +166,7 @@ def test_a_traced_plan_says_how_its_gated_delta_net_layers_were_charged(tmp_path
     config = tiny("Qwen--Qwen3-Next-80B-A3B-Instruct", **NEXT_MOE)
     (folder / "config.json").write_text(json.dumps(config))
     source = resolve_model(str(folder))
-    spec = model_spec(source.config, source.name)
+    spec = spec_from_files(source.config, source.name)
     gpu = gpu_by_name("H200")
     serving = resolve_serving(ServingArgs(max_num_batched_tokens=512, max_num_seqs=8, max_model_len=512), spec, gpu)
     profile = run_profile(source, spec, serving, build_budget(spec, serving), gpu, FakeProbe(), capture_graphs=False, warmup=False)

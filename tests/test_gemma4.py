@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from capacity.cli import main
+from capacity.cli.app import main
 from capacity.errors import BadInput
-from capacity.families import model_spec
-from capacity.families.gemma4 import TEXT_DEFAULTS, VISION_DEFAULTS
-from capacity.kv_layers import FullAttentionLayer, SlidingWindowLayer
+from capacity.kv.layers import FullAttentionLayer, SlidingWindowLayer
+from capacity.model.families.gemma4 import TEXT_DEFAULTS, VISION_DEFAULTS
+from capacity.model.registry import spec_from_files
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG: dict[str, Any] = json.loads((ROOT / "capacity" / "catalog" / "models" / "google--gemma-4-26B-A4B" / "config.json").read_text())
@@ -65,7 +65,7 @@ def test_defaults_are_transformers_own():
 
 
 def test_kv_layers_of_the_published_config():
-    spec = model_spec(CONFIG, "gemma-4-26b-a4b")
+    spec = spec_from_files(CONFIG, "gemma-4-26b-a4b")
     assert spec.family.name == "gemma4"
     kinds = Counter((type(layer), layer.kv_heads(), layer.head_size) for layer in spec.layers)
     # layer_types: every 6th layer full; full layers: global_head_dim 512, num_global_key_value_heads 2 (k_eq_v)
@@ -80,14 +80,14 @@ def test_per_layer_config_as_transformers_writes_it():
     global_head_dim / num_global_key_value_heads: read back, the same layers."""
     text = {k: v for k, v in CONFIG["text_config"].items() if k not in ("global_head_dim", "num_global_key_value_heads")}
     text["per_layer_config"] = {f"{i:02d}": {"head_dim": 512, "num_key_value_heads": 2} for i in (5, 11, 17, 23, 29)}
-    assert model_spec({**CONFIG, "text_config": text}, "resaved").layers == model_spec(CONFIG, "published").layers
+    assert spec_from_files({**CONFIG, "text_config": text}, "resaved").layers == spec_from_files(CONFIG, "published").layers
     text["per_layer_config"]["05"] = {"head_dim": 512, "sliding_window": 4096}
     with pytest.raises(BadInput, match="per_layer_config"):
-        model_spec({**CONFIG, "text_config": text}, "resaved")
+        spec_from_files({**CONFIG, "text_config": text}, "resaved")
 
 
 def test_tokens_per_item_as_vllm_get_mm_max_tokens_per_item():
-    spec = model_spec(CONFIG, "gemma-4-26b-a4b")
+    spec = spec_from_files(CONFIG, "gemma-4-26b-a4b")
     image, video = spec.modalities
     assert (image.name, image.max_tokens_per_item, image.supported_limit) == ("image", 280, None)  # default_output_length
     assert (video.name, video.max_tokens_per_item, video.supported_limit) == ("video", 32 * (70 + 2 + 6), None)
@@ -113,7 +113,7 @@ def test_tokens_per_item_as_vllm_get_mm_max_tokens_per_item():
 )
 def test_what_it_cannot_model_is_refused_naming_the_field(config: dict[str, Any], field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     with pytest.raises(BadInput, match=field):
-        model_spec(config, "gemma4-variant")
+        spec_from_files(config, "gemma4-variant")
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(config))
@@ -185,13 +185,13 @@ def test_v_projections_vllm_allocates_for_k_eq_v_layers():
     """The 5 full-attention layers store k_proj only (attention_k_eq_v); vLLM's QKVParallelLinear holds a V part as
     wide as K: 5 x (2 heads x 512) x 2816 x 2 B = 28,835,840 B on top of the checkpoint's parameters."""
     pytest.importorskip("torch")
-    from capacity.gpus import gpu_by_name
-    from capacity.memory import model_tensors, weights_breakdown
-    from capacity.models import resolve_model
-    from capacity.serving import ServingArgs, resolve_serving
+    from capacity.gpu.catalog import gpu_by_name
+    from capacity.memory.terms import model_tensors, weights_breakdown
+    from capacity.serving.config import ServingArgs, resolve_serving
+    from capacity.source.resolve import resolve_model
 
     source = resolve_model("google/gemma-4-26B-A4B")
-    spec = model_spec(source.config, source.name)
+    spec = spec_from_files(source.config, source.name)
     stored, _ = model_tensors(spec, source)
     serving = resolve_serving(ServingArgs(dtype="bfloat16"), spec, gpu_by_name("H200"))
     wb = weights_breakdown(spec, source, serving)
@@ -206,12 +206,12 @@ def test_v_projections_vllm_allocates_for_k_eq_v_layers():
 def test_kv_shared_layers_allocate_nothing():
     """With num_kv_shared_layers (Gemma-3n style) the last layers read the last earlier layer of their kind (vLLM's
     kv_sharing_target_layer_name): 30 - 6 = 24 layers allocate, 20 sliding and 4 full."""
-    from capacity.gpus import gpu_by_name
-    from capacity.kv_layers import SharedKVLayer
-    from capacity.kv_model import kv_groups_for
-    from capacity.serving import ServingArgs, resolve_serving
+    from capacity.gpu.catalog import gpu_by_name
+    from capacity.kv.layers import SharedKVLayer
+    from capacity.planning.kv_groups import kv_groups_for
+    from capacity.serving.config import ServingArgs, resolve_serving
 
-    spec = model_spec(with_text(num_kv_shared_layers=6), "gemma4-shared")
+    spec = spec_from_files(with_text(num_kv_shared_layers=6), "gemma4-shared")
     shared = [layer for layer in spec.layers if isinstance(layer, SharedKVLayer)]
     # layers 24..28 are sliding: they read layer 22 (the last sliding one before 24); layer 29 (full) reads 23
     assert [layer.target_layer for layer in shared] == [22, 22, 22, 22, 22, 23]
@@ -228,4 +228,4 @@ def test_transformers_default_gemma4_config_is_refused_in_one_line():
     config = json.loads(json.dumps(transformers.Gemma4Config().to_dict(), default=str))
     config["architectures"] = ["Gemma4ForConditionalGeneration"]
     with pytest.raises(BadInput, match="vision_config"):
-        model_spec(config, "gemma4-default")
+        spec_from_files(config, "gemma4-default")

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from capacity.cli import main
+from capacity.cli.app import main
 from capacity.errors import BadInput
-from capacity.families import model_spec
-from capacity.families.gemma4 import audio_soft_tokens, dummy_audio_samples
-from capacity.kv_layers import FullAttentionLayer, SharedKVLayer, SlidingWindowLayer
+from capacity.kv.layers import FullAttentionLayer, SharedKVLayer, SlidingWindowLayer
+from capacity.model.families.gemma4 import audio_soft_tokens, dummy_audio_samples
+from capacity.model.registry import spec_from_files
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY = ROOT / "capacity" / "catalog" / "models" / "google--gemma-4-E2B-it"
@@ -44,7 +44,7 @@ def plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
 
 
 def test_kv_layers_shared_layers_allocate_nothing():
-    spec = model_spec(CONFIG, "gemma-4-e2b-it", None, PROCESSOR)
+    spec = spec_from_files(CONFIG, "gemma-4-e2b-it", None, PROCESSOR)
     assert len(spec.layers) == 35
     shared = {i: layer for i, layer in enumerate(spec.layers) if isinstance(layer, SharedKVLayer)}
     # num_kv_shared_layers 20: layers 15..34 read the last layer of their kind among 0..14 (full at 4, 9, 14):
@@ -71,7 +71,7 @@ def test_kv_groups_on_h200(capsys: pytest.CaptureFixture[str]):
 
 
 def test_tokens_per_item_as_vllm_counts_them():
-    spec = model_spec(CONFIG, "gemma-4-e2b-it", None, PROCESSOR)
+    spec = spec_from_files(CONFIG, "gemma-4-e2b-it", None, PROCESSOR)
     tokens = {m.name: m.max_tokens_per_item for m in spec.modalities}
     # image: vision_config.default_output_length; video: 32 frames x (70 + 2 + 6); audio: processor audio_seq_length
     assert tokens == {"image": 280, "video": 2496, "audio": 750}
@@ -112,13 +112,13 @@ def test_per_layer_embeddings_buffer_is_a_load_buffer(capsys: pytest.CaptureFixt
 
 def test_weights_as_vllm_allocates_them():
     pytest.importorskip("torch")
-    from capacity.gpus import gpu_by_name
-    from capacity.memory import weights_breakdown
-    from capacity.models import resolve_model
-    from capacity.serving import ServingArgs, resolve_serving
+    from capacity.gpu.catalog import gpu_by_name
+    from capacity.memory.terms import weights_breakdown
+    from capacity.serving.config import ServingArgs, resolve_serving
+    from capacity.source.resolve import resolve_model
 
     source = resolve_model("google/gemma-4-E2B-it")
-    spec = model_spec(source.config, source.name, source.preprocessor, source.processor)
+    spec = spec_from_files(source.config, source.name, source.preprocessor, source.processor)
 
     def weights(tp: int, **limits: int) -> Any:
         serving = resolve_serving(ServingArgs(dtype="bfloat16", tensor_parallel_size=tp, limit_mm_per_prompt=limits or None), spec, gpu_by_name("H200"))
@@ -148,10 +148,10 @@ def test_default_plan_traces_the_audio_tower(capsys: pytest.CaptureFixture[str],
 
 def test_an_audio_processor_it_cannot_read_is_refused():
     with pytest.raises(BadInput, match="audio_seq_length"):
-        model_spec(CONFIG, "e2b", None, {**PROCESSOR, "audio_seq_length": "long"})
+        spec_from_files(CONFIG, "e2b", None, {**PROCESSOR, "audio_seq_length": "long"})
     other = {**PROCESSOR, "feature_extractor": {**PROCESSOR["feature_extractor"], "feature_extractor_type": "Gemma4UnifiedAudioFeatureExtractor"}}
     with pytest.raises(BadInput, match="feature_extractor_type"):
-        model_spec(CONFIG, "e2b", None, other)
+        spec_from_files(CONFIG, "e2b", None, other)
 
 
 # --- --language-model-only ------------------------------------------------------------------------------------
@@ -169,7 +169,7 @@ def test_language_model_only_sets_every_limit_to_zero(capsys: pytest.CaptureFixt
 
 
 def test_language_model_only_read_from_a_vllm_log():
-    from capacity.vllm_log import parse_vllm_startups
+    from capacity.vllm.log import parse_vllm_startups
 
     serve, = parse_vllm_startups("$ vllm serve google/gemma-4-E2B-it --language-model-only --max-model-len 8192 --enforce-eager\nGPU KV cache size: 1,000 tokens\n")
     assert serve.log_knobs == {"language_model_only": True, "max_model_len": 8192, "enforce_eager": True}

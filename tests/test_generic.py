@@ -11,17 +11,17 @@ from typing import Any
 import pytest
 
 from capacity.errors import BadInput
-from capacity.families import family_for, model_spec
-from capacity.gpus import gpu_by_name
-from capacity.kv_model import kv_groups_for
-from capacity.serving import ServingArgs, resolve_serving
+from capacity.gpu.catalog import gpu_by_name
+from capacity.model.registry import family_for, model_spec, spec_from_files
+from capacity.planning.kv_groups import kv_groups_for
+from capacity.serving.config import ServingArgs, resolve_serving
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG = ROOT / "capacity" / "catalog" / "models"
 
 
 def published(name: str) -> dict[str, Any]:
-    """A published config.json of the catalog (source and sha256: capacity/catalog/README.md)."""
+    """A published config.json of the catalog (source and sha256: capacity/source/catalog/README.md)."""
     data: dict[str, Any] = json.loads((CATALOG / name / "config.json").read_text())
     return data
 
@@ -42,7 +42,7 @@ def pages(spec: Any) -> list[tuple[str, int, int]]:
 
 
 def test_llava_default_config_plans_by_the_image_formula():
-    spec = model_spec(default_config("llava", "LlavaForConditionalGeneration"), "llava")
+    spec = spec_from_files(default_config("llava", "LlavaForConditionalGeneration"), "llava")
     assert spec.family.name == "generic"
     # CLIP-L/14 at 336 px: (336 // 14)^2 = 576 patch features (vLLM llava.py get_max_image_tokens: 576)
     assert [(m.name, m.max_tokens_per_item) for m in spec.modalities] == [("image", 576)]
@@ -54,10 +54,10 @@ def test_llava_default_config_plans_by_the_image_formula():
 
 def test_published_llava_counts_image_tokens_with_its_processor():
     """llava-hf/llava-1.5-7b-hf with its published preprocessor and processor configs (the catalog's)."""
-    from capacity.models import resolve_model
+    from capacity.source.resolve import resolve_model
 
     source = resolve_model("llava-hf/llava-1.5-7b-hf")
-    spec = model_spec(source.config, source.name, source.preprocessor, source.processor)
+    spec = spec_from_files(source.config, source.name, source.preprocessor, source.processor)
     # CLIP crop 336 / patch 14: 576 patches + 1 CLS (num_additional_image_tokens), the 'default' strategy drops
     # the CLS: 576 (vLLM llava.py get_max_image_tokens: 576)
     assert [(m.name, m.max_tokens_per_item) for m in spec.modalities] == [("image", 576)]
@@ -75,7 +75,7 @@ def test_qwen2_vl_image_tokens_by_vllms_rule():
         "temporal_patch_size": 2,
         "merge_size": 2,
     }
-    spec = model_spec(default_config("qwen2_vl", "Qwen2VLForConditionalGeneration"), "qwen2-vl", preprocessor)
+    spec = spec_from_files(default_config("qwen2_vl", "Qwen2VLForConditionalGeneration"), "qwen2-vl", preprocessor)
     # sqrt(12,845,056) = 3584 px = 128 x 28 px: 128 x 128 = 16,384 merged tokens (vLLM qwen2_vl get_max_image_tokens)
     assert [(m.name, m.max_tokens_per_item) for m in spec.modalities] == [("image", 16_384), ("video", 16_384)]
     # its config's video_token_id: vLLM's Qwen2-VL video is frames at that largest image size, 2 frames per 16,384 tokens
@@ -84,15 +84,15 @@ def test_qwen2_vl_image_tokens_by_vllms_rule():
 
 
 def test_voxtral_published_config_counts_audio_through_the_model():
-    """The voxtral family is the generic one plus vLLM's own item size (one file: capacity/families/voxtral.py)."""
-    spec = model_spec(published("mistralai--Voxtral-Mini-3B-2507"), "mistralai/Voxtral-Mini-3B-2507")
+    """The voxtral family is the generic one plus vLLM's own item size (one file: capacity/model/families/voxtral.py)."""
+    spec = spec_from_files(published("mistralai--Voxtral-Mini-3B-2507"), "mistralai/Voxtral-Mini-3B-2507")
     assert spec.family.name == "voxtral"
     # one 30 s chunk: 30 s x 16 kHz / hop 160 = 3000 mel frames -> conv stride 2: 1500 positions -> the projector
     # joins 4 frames (audio intermediate_size 5120 / hidden 1280): 375 embeddings
     assert [(m.name, m.max_tokens_per_item, m.supported_limit) for m in spec.modalities] == [("audio", 375, 5)]
     assert "model:" in spec.notes[0]
     # vLLM voxtral.py: get_max_audio_tokens = max_model_len; get_supported_mm_limits = 5 audios
-    from capacity.budget import build_budget
+    from capacity.serving.encoder_budget import build_budget
 
     serving = resolve_serving(ServingArgs(max_model_len=8192), spec, gpu_by_name("H200"))
     budget = build_budget(spec, serving, enable_cache=False)
@@ -124,7 +124,7 @@ def _without_conv_dim(config: dict) -> dict:
 )
 def test_what_it_cannot_read_is_refused_in_one_line(config, field):
     with pytest.raises(BadInput, match=field.replace("(", r"\(").replace("[", r"\[")) as exc:
-        model_spec(config(), "x")
+        spec_from_files(config(), "x")
     assert "\n" not in str(exc.value)
 
 
@@ -134,7 +134,7 @@ def test_claims_multimodal_configs_before_the_plain_decoder_fallback():
     text_only = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}
     assert family_for(text_only).name == "decoder_only"
     with pytest.raises(BadInput, match="is_encoder_decoder is true"):
-        model_spec({**config, "is_encoder_decoder": True}, "x")
+        spec_from_files({**config, "is_encoder_decoder": True}, "x")
 
 
 def tiny_qwen2_audio() -> dict[str, Any]:
@@ -149,7 +149,7 @@ def tiny_qwen2_audio() -> dict[str, Any]:
 def test_fake_trace_runs_the_models_own_audio_path(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(tiny_qwen2_audio()))
     out = subprocess.run(
-        [sys.executable, "-m", "capacity.cli", "plan", "--model", str(tmp_path), "--gpu", "H200", "--offline", "--dtype", "bfloat16",
+        [sys.executable, "-m", "capacity.cli.app", "plan", "--model", str(tmp_path), "--gpu", "H200", "--offline", "--dtype", "bfloat16",
          "--max-num-batched-tokens", "8192", "--json"],
         capture_output=True, text=True, cwd=ROOT, env={"CAPACITY_ESTIMATE": "trace", "PATH": "/usr/bin:/bin"}, check=False,
     )
@@ -177,7 +177,7 @@ def folder_copy(tmp_path: Path, entry: str, drop: tuple[str, ...] = ()) -> Path:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "capacity.cli", *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    return subprocess.run([sys.executable, "-m", "capacity.cli.app", *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
 
 
 # GLM-4.1V-9B-Thinking (glm4_1v.py Glm4vProcessingInfo; processor_class Glm4vProcessor, so get_mm_max_tokens_per_item
@@ -200,7 +200,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_glm4v_video_tokens_follow_vllm_frame_rule_at_max_model_len_65536():
     """At max_model_len 65,536 the budget's video (beside one 6,084-token image: 59,452 left) and the profiled video
     (mm_counts {video: 1}) are both the 11-frame 31,974-token video, above the image: it is profiled."""
-    from capacity.planner import plan_for
+    from capacity.planning.planner import plan_for
 
     budget = plan_for("zai-org/GLM-4.1V-9B-Thinking", ServingArgs(max_model_len=65_536), "H200").to_dict()["budget"]
     assert budget["max_tokens_per_item"] == {"image": 6_084, "video": 31_974}
@@ -213,7 +213,7 @@ def test_glm4v_video_at_a_short_max_model_len():
     shrunk frames (n >= 9, s = sqrt(60,000 / n) cells a side) hold >= n/2 x (s - 1)^2 >= 30,000 - sqrt(60,000 x 600)
     = 24,000: the video is 6,084 (a tie with the image, broken by the name: video). The profiled video has the whole
     16,384: 3-4 frames, 2 x 6,084 = 12,168 (5-6 frames need 18,252)."""
-    from capacity.planner import plan_for
+    from capacity.planning.planner import plan_for
 
     budget = plan_for("zai-org/GLM-4.1V-9B-Thinking", ServingArgs(max_model_len=16_384), "H200").to_dict()["budget"]
     assert budget["max_tokens_per_item"] == {"image": 6_084, "video": 6_084}
@@ -252,7 +252,7 @@ def test_glm4v_with_another_processor_class_is_refused(tmp_path):
 
 def test_qwen3_vl_without_its_video_preprocessor_config_is_refused(tmp_path):
     """Qwen3-VL's video size lives in video_preprocessor_config.json: without it the video is not counted."""
-    from capacity.planner import plan_for
+    from capacity.planning.planner import plan_for
 
     folder = folder_copy(tmp_path, "Qwen--Qwen3-VL-4B-Instruct", drop=("video_preprocessor_config.json",))
     with pytest.raises(BadInput, match=r"no video_preprocessor_config.json.*--limit-mm-per-prompt video=0"):
@@ -267,7 +267,7 @@ def test_qwen2_vl_video_is_the_profiled_item_at_its_max_model_len():
     qwen2_vl.py get_max_video_tokens: frames at the largest image (16,384 tokens per 2 frames, temporal patch 2);
     _get_max_video_frames(32,768) grows from 1 frame while the tokens fit: 4 frames = ceil(4 / 2) x 16,384 = 32,768
     fit, 5 frames = 3 x 16,384 = 49,152 do not; min(4, 14 per video) = 4 frames: 32,768 tokens, above the image's."""
-    from capacity.planner import plan_for
+    from capacity.planning.planner import plan_for
 
     budget = plan_for("allenai/olmOCR-7B-0225-preview", ServingArgs(), "H200").to_dict()["budget"]
     assert budget["max_tokens_per_item"] == {"image": 16_384, "video": 32_768}
@@ -275,10 +275,10 @@ def test_qwen2_vl_video_is_the_profiled_item_at_its_max_model_len():
     images_only = plan_for("allenai/olmOCR-7B-0225-preview", ServingArgs(limit_mm_per_prompt={"video": 0}), "H200").to_dict()["budget"]
     assert images_only["max_tokens_per_item"] == {"image": 16_384}
     # the trace encodes images and audio only: a profiled video stops it (the CLI then plans from the formulas, noted)
-    from capacity.models import resolve_model
+    from capacity.source.resolve import resolve_model
 
     source = resolve_model("allenai/olmOCR-7B-0225-preview")
-    spec = model_spec(source.config, source.name, source.preprocessor, source.processor, source.video_preprocessor)
+    spec = model_spec(source)
     with pytest.raises(NotImplementedError, match="32768-token video"):
         spec.family.encoder_input(spec, source, "cpu", None, 32_768)
     # the encoder formula runs 2 frame pairs of 128 x 128 merged cells = 2 x 65,536 patches
@@ -289,10 +289,10 @@ def test_the_video_guard_leaves_a_model_without_videos_alone():
     """Voxtral's item is max_model_len tokens, which no per-item figure of its spec equals: no video, so it is encoded."""
     import torch
 
-    from capacity.models import resolve_model
+    from capacity.source.resolve import resolve_model
 
     source = resolve_model("mistralai/Voxtral-Mini-3B-2507")
-    spec = model_spec(source.config, source.name, source.preprocessor, source.processor, source.video_preprocessor)
+    spec = model_spec(source)
     item = spec.family.encoder_input(spec, source, "cpu", torch.float32, spec.derived_max_model_len)
     assert "input_features" in item.tensors
 
@@ -300,7 +300,7 @@ def test_the_video_guard_leaves_a_model_without_videos_alone():
 def test_the_processor_class_named_in_preprocessor_config_is_the_one_built():
     # vLLM (get_processor_cls_name_from_config) reads processor_class from processor_config.json, else from
     # preprocessor_config.json, before falling back to the model_type's mapping (LlavaProcessor for llava)
-    from capacity.families.generic import headless_processor
+    from capacity.model.families.generic import headless_processor
 
     config = {"model_type": "llava", "vision_config": {}}
     assert type(headless_processor(config, config, None, None, {"processor_class": "LlavaNextProcessor"})).__name__ == "LlavaNextProcessor"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from capacity.errors import BadInput
-from capacity.gpus import CATALOG, gpu_by_name
+from capacity.gpu.catalog import CATALOG, gpu_by_name
 from capacity.units import GiB, MiB
 
 
@@ -144,7 +144,7 @@ def test_a_plan_on_an_nvidia_smi_total_says_how_far_cudas_may_be_below() -> None
     """nvidia-smi less CUDA's total, by hand from the catalog references: H200 143,771 MiB - 150,109,880,320 B = 615 MiB;
     A100-80GB 81,920 MiB - 79.15 GiB = 912,680,551 B (870 MiB), the largest; T4 15,360 MiB - 14.74 GiB = 279,172,875 B
     (266 MiB), the smallest. At utilization 0.92 the largest is 0.78 GiB of KV cache."""
-    from capacity.gpus import gpu_by_name, nvidia_smi_total_caveat
+    from capacity.gpu.catalog import gpu_by_name, nvidia_smi_total_caveat
 
     note = nvidia_smi_total_caveat(gpu_by_name("H100-SXM"), 0.92)
     assert note is not None and "266-870 MiB lower on the 8 GPU kinds" in note and "up to 0.78 GiB smaller" in note

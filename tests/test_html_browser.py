@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from capacity.cli import main
+from capacity.cli.app import main
 from capacity.errors import EXIT_FITS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,9 +16,9 @@ from hub_server import add_repo, serve
 from safetensors_files import safetensors_bytes as write_by_hand
 
 from capacity.errors import BadInput
-from capacity.models import resolve_model
-from capacity.planner import plan_for
-from capacity.serving import ServingArgs
+from capacity.planning.planner import plan_for
+from capacity.serving.config import ServingArgs
+from capacity.source.resolve import resolve_model
 
 hf_constants = pytest.importorskip("huggingface_hub.constants")
 
@@ -204,7 +204,7 @@ def test_quantized_checkpoint_keeps_its_stored_bytes(hub, catalog_config):
 
 def _cli(args: list[str], env: dict[str, str], code: str = "") -> subprocess.CompletedProcess[str]:
     """The CLI in a fresh process: huggingface_hub reads HF_ENDPOINT from this environment at import, as for a user."""
-    script = "import sys, json\nfrom capacity.cli import main\nrc = main(sys.argv[1:])\n" + code + "sys.exit(rc)\n"
+    script = "import sys, json\nfrom capacity.cli.app import main\nrc = main(sys.argv[1:])\n" + code + "sys.exit(rc)\n"
     return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env, timeout=120)
 
 
@@ -251,8 +251,8 @@ def test_folder_with_a_missing_shard_or_a_truncated_header_is_bad_input(tmp_path
 
 
 def test_catalog_entry_reads_a_recorded_summary_not_its_index(tmp_path):
-    from capacity.checkpoint import summarize_headers
-    from capacity.models import recorded_checkpoint
+    from capacity.source.checkpoint import summarize_headers
+    from capacity.source.resolve import recorded_checkpoint
 
     assert recorded_checkpoint(tmp_path, "catalog x") is None
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_parameters": 36, "total_size": 48}, "weight_map": {}}))
@@ -269,7 +269,7 @@ def test_catalog_entry_reads_a_recorded_summary_not_its_index(tmp_path):
 
 
 def test_revision_from_serve_yaml_pins_the_commit_and_the_suggested_command(hub, catalog_config, tmp_path, capsys):
-    from capacity.cli import main
+    from capacity.cli.app import main
 
     config = json.dumps(catalog_config("openai/whisper-tiny")).encode()
     refs = add_repo(hub.root, "acme/asr", {"main": {"config.json": config}, "v2": {"config.json": config, "model.safetensors": safetensors_bytes({"a": ("BF16", [10])})}})
@@ -302,7 +302,7 @@ def test_cli_failure_is_one_line_exit_2_with_nothing_else_on_stderr(hub, whisper
 def test_a_catalog_entry_missing_a_planning_file_is_planned_from_the_hub(hub):
     # The catalog holds Qwen3-VL-32B's published config.json but no preprocessor_config.json; the Hub repo (here the
     # local server, with a preprocessor config written for this test: size.longest_edge 1,048,576) has the rest.
-    catalog = Path(__file__).resolve().parents[1] / "capacity/catalog/models/Qwen--Qwen3-VL-32B-Instruct"
+    catalog = Path(__file__).resolve().parents[1] / "capacity/source/catalog/models/Qwen--Qwen3-VL-32B-Instruct"
     preprocessor = {"size": {"longest_edge": 1_048_576, "shortest_edge": 65_536}, "patch_size": 16, "temporal_patch_size": 2, "merge_size": 2,
                     "image_processor_type": "Qwen2VLImageProcessorFast", "processor_class": "Qwen3VLProcessor"}
     video = {"size": {"longest_edge": 2_097_152, "shortest_edge": 4_096}, "patch_size": 16, "temporal_patch_size": 2, "merge_size": 2,

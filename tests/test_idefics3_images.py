@@ -17,15 +17,15 @@ from typing import Any
 import pytest
 
 from capacity.errors import BadInput
-from capacity.families import model_spec
-from capacity.families.generic import idefics3_image_patches
+from capacity.model.families.generic import idefics3_image_patches
+from capacity.model.registry import spec_from_files
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOLVLM = ROOT / "capacity" / "catalog" / "models" / "HuggingFaceTB--SmolVLM-256M-Instruct"
 
 
 def smolvlm_files() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """The published config, preprocessor and processor configs (source and sha256: capacity/catalog/README.md)."""
+    """The published config, preprocessor and processor configs (source and sha256: capacity/source/catalog/README.md)."""
     return tuple(json.loads((SMOLVLM / f"{name}.json").read_text()) for name in ("config", "preprocessor_config", "processor_config"))  # type: ignore[return-value]
 
 
@@ -36,7 +36,7 @@ def test_smolvlm_256m_counts_1088_image_embeddings():
     image_seq_len 64 (processor_config.json) = (image_size 512 // patch_size 16)^2 / scale_factor 4^2 = 1024 / 16.
     17 x 64 = 1,088 embeddings per image."""
     config, preprocessor, processor = smolvlm_files()
-    spec = model_spec(config, "HuggingFaceTB/SmolVLM-256M-Instruct", preprocessor, processor)
+    spec = spec_from_files(config, "HuggingFaceTB/SmolVLM-256M-Instruct", preprocessor, processor)
     assert spec.family.name == "generic"
     assert [(m.name, m.max_tokens_per_item) for m in spec.modalities] == [("image", 1_088)]
     assert "vLLM rule" in spec.notes[0] and "4 x 4 tiles + 1 global" in spec.notes[0]
@@ -47,7 +47,7 @@ def test_smolvlm_256m_counts_1088_image_embeddings():
 def test_unsplit_images_are_one_tile():
     """do_image_splitting false: get_number_of_image_patches gives 0, get_num_patches max(0, 1) = 1: 1 x 64 = 64."""
     config, preprocessor, processor = smolvlm_files()
-    spec = model_spec(config, "smolvlm", {**preprocessor, "do_image_splitting": False}, processor)
+    spec = spec_from_files(config, "smolvlm", {**preprocessor, "do_image_splitting": False}, processor)
     assert spec.modalities[0].max_tokens_per_item == 64
 
 
@@ -81,17 +81,17 @@ def test_tile_grid_agrees_with_transformers(shape, longest, tile):
 def test_image_seq_len_missing_or_inconsistent_is_refused():
     config, preprocessor, _ = smolvlm_files()
     with pytest.raises(BadInput, match=r"processor_config.json.image_seq_len is None"):
-        model_spec(config, "smolvlm", preprocessor, None)
+        spec_from_files(config, "smolvlm", preprocessor, None)
     # 169 is Idefics3Processor's class default, not what one 512-px tile yields through this connector (64)
     with pytest.raises(BadInput, match=r"image_seq_len 169 is not .* = 64"):
-        model_spec(config, "smolvlm", preprocessor, {"image_seq_len": 169})
+        spec_from_files(config, "smolvlm", preprocessor, {"image_seq_len": 169})
     with pytest.raises(BadInput, match=r"max_image_size.longest_edge"):
-        model_spec(config, "smolvlm", {k: v for k, v in preprocessor.items() if k != "max_image_size"}, {"image_seq_len": 64})
+        spec_from_files(config, "smolvlm", {k: v for k, v in preprocessor.items() if k != "max_image_size"}, {"image_seq_len": 64})
 
 
 def test_cli_plans_smolvlm_with_the_formula_estimate():
     out = subprocess.run(
-        [sys.executable, "-m", "capacity.cli", "plan", "--model", "HuggingFaceTB/SmolVLM-256M-Instruct", "--estimate", "formula", "--json"],
+        [sys.executable, "-m", "capacity.cli.app", "plan", "--model", "HuggingFaceTB/SmolVLM-256M-Instruct", "--estimate", "formula", "--json"],
         capture_output=True,
         text=True,
         timeout=300,

@@ -17,16 +17,16 @@ from typing import Any
 
 import pytest
 
-from capacity.budget import build_budget
 from capacity.errors import BadInput
-from capacity.families import model_spec
-from capacity.gpus import gpu_by_name
-from capacity.kv_model import kv_groups_for
-from capacity.memory import activation_estimate, weights_term
-from capacity.planner import build_plan
-from capacity.serving import ServingArgs, resolve_serving
-from capacity.spec import rope_scaling_factor
-from capacity.sweep import SweepAxes, run_sweep
+from capacity.gpu.catalog import gpu_by_name
+from capacity.memory.terms import activation_estimate, weights_term
+from capacity.model.registry import spec_from_files
+from capacity.model.spec import rope_scaling_factor
+from capacity.planning.kv_groups import kv_groups_for
+from capacity.planning.planner import build_plan
+from capacity.planning.sweep import SweepAxes, run_sweep
+from capacity.serving.config import ServingArgs, resolve_serving
+from capacity.serving.encoder_budget import build_budget
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "OpenGVLab/InternVL3-8B"
@@ -182,13 +182,13 @@ def with_value(config: dict[str, Any], value: Any, *path: str) -> dict[str, Any]
 )
 def test_what_cannot_be_modelled_is_refused_naming_the_field(source, edit, named):
     with pytest.raises(BadInput, match=named.replace(".", r"\.")) as info:
-        model_spec(edit(source.config), "edited")
+        spec_from_files(edit(source.config), "edited")
     assert "\n" not in str(info.value)
 
 
 def test_select_layer_drops_the_layers_vllm_does_not_build(source):
     config = with_value(source.config, -2, "select_layer")
-    spec = model_spec(config, "select-2")
+    spec = spec_from_files(config, "select-2")
     serving = resolve_serving(ServingArgs(), spec, gpu_by_name("H200"))
     _, count, _ = weights_term(spec, type(source)(**{**source.__dict__, "config": config}), serving)
     assert count == PARAMETERS - VIT_LAYER  # 24 - 2 + 1 = 23 layers built
@@ -196,7 +196,7 @@ def test_select_layer_drops_the_layers_vllm_does_not_build(source):
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "capacity.cli", *args], capture_output=True, text=True, cwd=ROOT, check=False)
+    return subprocess.run([sys.executable, "-m", "capacity.cli.app", *args], capture_output=True, text=True, cwd=ROOT, check=False)
 
 
 def test_cli_plan_default_path_l40s_tp2():

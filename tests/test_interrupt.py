@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from capacity import cli
+from capacity.cli import app as cli
 from capacity.errors import EXIT_INTERRUPTED
 
 ROOT = Path(__file__).resolve().parents[1]
 # `main` runs right after "ready" is printed: the SIGINT lands inside it, not in Python's start-up.
-RUNNER = "import sys; from capacity.cli import main; print('ready', file=sys.stderr, flush=True); sys.exit(main(sys.argv[1:]))"
+RUNNER = "import sys; from capacity.cli.app import main; print('ready', file=sys.stderr, flush=True); sys.exit(main(sys.argv[1:]))"
 
 
 def test_sigint_exits_130_with_one_line_and_no_file(tmp_path):

@@ -1,4 +1,4 @@
-"""KV layouts read from text configs (capacity/kv_layout.py) and planned from config folders, worked out by hand
+"""KV layouts read from text configs (capacity/kv/text_config.py) and planned from config folders, worked out by hand
 from vLLM 0.33's formulas (comments). The configs are in tests/fixtures/configs (see its README)."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from capacity.errors import BadInput
-from capacity.gpus import gpu_by_name
-from capacity.kv_layers import GatedDeltaNetLayer, Mamba2Layer, MLALayer, SharedKVLayer
-from capacity.kv_layout import kv_layers
-from capacity.kv_model import kv_groups_for
-from capacity.kv_spec import KVKnobs
-from capacity.planner import plan_for
-from capacity.serving import ServingArgs
+from capacity.gpu.catalog import gpu_by_name
+from capacity.kv.layers import GatedDeltaNetLayer, Mamba2Layer, MLALayer, SharedKVLayer
+from capacity.kv.specs import KVKnobs
+from capacity.kv.text_config import kv_layers
+from capacity.planning.kv_groups import kv_groups_for
+from capacity.planning.planner import plan_for
+from capacity.serving.config import ServingArgs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "configs"
 GiB = 2**30
@@ -96,7 +96,7 @@ def test_state_layers_name_what_tp_does_not_divide():
 
 def test_a_tp_that_does_not_divide_mamba_heads_is_a_wont_start_verdict(tmp_path, capsys):
     # As for attention heads (tp_does_not_divide_heads): vLLM refuses to start, so the plan says so (exit 1), not bad input.
-    from capacity.cli import main
+    from capacity.cli.app import main
 
     folder = tmp_path / "model"
     folder.mkdir()
@@ -139,10 +139,10 @@ def test_unreadable_layouts_fail_closed_naming_the_field(change, field):
 
 
 def groups_of(name: str, gpu: str, **knobs):
-    from capacity.families import model_spec
-    from capacity.serving import resolve_serving
+    from capacity.model.registry import spec_from_files
+    from capacity.serving.config import resolve_serving
 
-    spec = model_spec(fixture(name), name)
+    spec = spec_from_files(fixture(name), name)
     target = gpu_by_name(gpu)
     serving = resolve_serving(ServingArgs(**knobs), spec, target)
     return kv_groups_for(spec, serving, target)
@@ -172,7 +172,7 @@ def test_hybrid_page_unification_raises_the_attention_block():
 def test_mamba_cache_mode_and_speculative_tokens_count_state_blocks():
     align = groups_of("Qwen--Qwen3-Next-80B-A3B-Instruct", "H200", max_model_len=32768, num_speculative_tokens=2)
     none = groups_of("Qwen--Qwen3-Next-80B-A3B-Instruct", "H200", max_model_len=32768, num_speculative_tokens=2, enable_prefix_caching=False)
-    from capacity.kv_spec import BlockContext
+    from capacity.kv.specs import BlockContext
 
     ctx = BlockContext(32768, 8192)
     assert align[0].spec.blocks_per_request_vllm(ctx) == 2 + 2 + 1  # align: 2 + speculative + one prefill checkpoint
@@ -181,7 +181,7 @@ def test_mamba_cache_mode_and_speculative_tokens_count_state_blocks():
 
 
 def test_chunked_local_attention_blocks_per_request():
-    from capacity.kv_spec import BlockContext
+    from capacity.kv.specs import BlockContext
 
     groups = groups_of("meta-llama--Llama-4-Scout-17B-16E-text", "H200", max_model_len=131072, max_num_batched_tokens=8192)
     chunked = [g for g in groups if g.kind == "chunked_local"]
@@ -225,7 +225,7 @@ def test_gemma4_full_layers_are_wider_and_pages_unify_by_block_size():
     ],
 )
 def test_the_cli_refuses_what_it_cannot_lay_out_in_one_line(tmp_path, capsys, change, needle):
-    from capacity.cli import main
+    from capacity.cli.app import main
 
     folder = tmp_path / "model"
     folder.mkdir()
@@ -238,7 +238,7 @@ def test_the_cli_refuses_what_it_cannot_lay_out_in_one_line(tmp_path, capsys, ch
 
 
 def test_each_spec_owns_its_bytes_per_request():
-    from capacity.kv_spec import BlockContext
+    from capacity.kv.specs import BlockContext
 
     ctx = BlockContext(max_model_len=32768, max_num_batched_tokens=8192)
     mla = groups_of("deepseek-ai--DeepSeek-R1", "H200", max_model_len=32768)[0].spec

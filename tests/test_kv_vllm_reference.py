@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from capacity.families import model_spec
-from capacity.gpus import gpu_by_name
-from capacity.kv_model import block_context, kv_groups_for
-from capacity.kv_spec import bytes_per_block
-from capacity.planner import max_model_len_that_fits
-from capacity.serving import ServingArgs, resolve_serving
-from capacity.warmup import warmup_plan
+from capacity.gpu.catalog import gpu_by_name
+from capacity.kv.specs import bytes_per_block
+from capacity.model.registry import spec_from_files
+from capacity.planning.kv_groups import block_context, kv_groups_for
+from capacity.planning.planner import max_model_len_that_fits
+from capacity.planning.warmup import warmup_plan
+from capacity.serving.config import ServingArgs, resolve_serving
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "bench" / "results" / "vllm-kv-reference-2026-11-30" / "reference.json"
@@ -39,7 +39,7 @@ def config_of(ref: str) -> dict[str, Any]:
 
 
 def capacity_groups(case: dict[str, Any]) -> tuple[Any, list[Any]]:
-    spec = model_spec(config_of(case["config"]), case["name"])
+    spec = spec_from_files(config_of(case["config"]), case["name"])
     gpu = gpu_by_name(case["gpu"])
     serving = resolve_serving(serving_args(case), spec, gpu)
     return serving, kv_groups_for(spec, serving, gpu)
@@ -61,7 +61,7 @@ def serving_args(case: dict[str, Any]) -> ServingArgs:
 
 def capacity_plan(case: dict[str, Any]) -> dict[str, Any]:
     """The same figures, from capacity's model description, knobs and GPU only."""
-    spec = model_spec(config_of(case["config"]), case["name"])
+    spec = spec_from_files(config_of(case["config"]), case["name"])
     gpu = gpu_by_name(case["gpu"])
     serving = resolve_serving(serving_args(case), spec, gpu)
     groups = kv_groups_for(spec, serving, gpu)

@@ -3,7 +3,7 @@
 Numbers are worked by hand below, or come from vLLM's own code: bench/results/vllm-kv-reference-2026-11-30 (KV),
 bench/results/vllm-weights-reference-2026-11-30 (weights) and bench/results/vllm-lfm2-vl-images-2026-12-01 (image
 embeddings: transformers' Lfm2VlImageProcessor + vLLM's Lfm2VLProcessingInfo.get_image_repl). vLLM is not imported.
-The config is the published LFM2.5-VL-1.6B config.json (capacity/catalog/README.md has its source and sha256).
+The config is the published LFM2.5-VL-1.6B config.json (capacity/source/catalog/README.md has its source and sha256).
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from capacity.cli import main
+from capacity.cli.app import main
 from capacity.errors import BadInput
-from capacity.families import model_spec
-from capacity.families.lfm2_vl_images import Lfm2VlImageSettings, closest_aspect_ratio, target_ratios
-from capacity.gpus import gpu_by_name
-from capacity.kv_layers import ShortConvLayer
-from capacity.kv_model import kv_groups_for
-from capacity.kv_spec import KVKnobs, MambaSpec
-from capacity.serving import ServingArgs, resolve_serving
+from capacity.gpu.catalog import gpu_by_name
+from capacity.kv.layers import ShortConvLayer
+from capacity.kv.specs import KVKnobs, MambaSpec
+from capacity.model.items.lfm2_vl import Lfm2VlImageSettings, closest_aspect_ratio, target_ratios
+from capacity.model.registry import spec_from_files
+from capacity.planning.kv_groups import kv_groups_for
+from capacity.serving.config import ServingArgs, resolve_serving
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = json.loads((ROOT / "capacity" / "catalog" / "models" / "LiquidAI--LFM2.5-VL-1.6B" / "config.json").read_text())
@@ -34,13 +34,13 @@ NAME = "LiquidAI/LFM2.5-VL-1.6B"
 
 
 def test_layers_are_ten_short_convolutions_and_six_attention_layers():
-    spec = model_spec(CONFIG, NAME)
+    spec = spec_from_files(CONFIG, NAME)
     convs = [layer for layer in spec.layers if isinstance(layer, ShortConvLayer)]
     assert len(spec.layers) == 16 and len(convs) == 10
     # Lfm2VLForConditionalGeneration sizes hybrid pages from text_config.hidden_size (2,048 here too)
     assert set(convs) == {ShortConvLayer(conv_dim=2048, conv_kernel=3, aligned_conv_dim=2048)}
     # the text config alone (Lfm2ForCausalLM, which reads conv_dim) is read the same way by the decoder-only family
-    text = model_spec(CONFIG["text_config"], "lfm2").layers
+    text = spec_from_files(CONFIG["text_config"], "lfm2").layers
     assert [type(layer) for layer in text] == [type(layer) for layer in spec.layers]
     assert {layer for layer in text if isinstance(layer, ShortConvLayer)} == {ShortConvLayer(conv_dim=2048, conv_kernel=3)}
 
@@ -50,7 +50,7 @@ def test_vl_pages_sized_from_hidden_size_can_be_outgrown():
     (3 - 1) x 2,048 x 2 = 8,192 B, i.e. the 16-token fp8 attention page of 16,384 B, while each conv layer keeps
     (3 - 1) x 8,192 x 2 = 32,768 B: the state outgrows its page (vLLM's MambaSpec assert)."""
     config = {**CONFIG, "text_config": {**CONFIG["text_config"], "conv_dim": 8192}}
-    spec = model_spec(config, NAME)
+    spec = spec_from_files(config, NAME)
     gpu = gpu_by_name("H200")
     serving = resolve_serving(ServingArgs(limit_mm_per_prompt={"image": 0}, kv_cache_dtype="fp8", max_model_len=32768), spec, gpu)
     groups = kv_groups_for(spec, serving, gpu)
@@ -81,7 +81,7 @@ def test_tp_that_does_not_divide_conv_dim_is_named():
 
 
 def _groups(**kwargs: Any) -> tuple[Any, list[Any]]:
-    spec = model_spec(CONFIG, NAME)
+    spec = spec_from_files(CONFIG, NAME)
     gpu = gpu_by_name("H200")
     serving = resolve_serving(ServingArgs(limit_mm_per_prompt={"image": 0}, **kwargs), spec, gpu)
     return serving, kv_groups_for(spec, serving, gpu)
@@ -145,7 +145,7 @@ def test_published_processor_config_counts_256_per_image():
     262,144 <= 256 x 1,024 x 2.0), so one picture; smart_resize keeps 512 x 512 (262,144 = max pixels):
     (512 // 16 / 2)^2 = 16 x 16 = 256 embeddings."""
     processor = json.loads((ROOT / "capacity" / "catalog" / "models" / "LiquidAI--LFM2.5-VL-1.6B" / "processor_config.json").read_text())
-    spec = model_spec(CONFIG, NAME, None, processor)
+    spec = spec_from_files(CONFIG, NAME, None, processor)
     assert [(m.name, m.max_tokens_per_item, m.unmodelled) for m in spec.modalities] == [("image", 256, "")]
     assert spec.encoder is not None and spec.encoder.seq_len == 1_024  # 256 x downsample_factor 2^2 patches
     assert "512 x 512 dummy image" in spec.notes[0]

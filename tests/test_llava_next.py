@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from capacity.errors import BadInput
-from capacity.families import family_for, model_spec
-from capacity.families.generic import materialized
-from capacity.families.llava_next import tower_layers_built
-from capacity.families.llava_next_images import AnyresImages, select_best_resolution
+from capacity.model.families.generic import materialized
+from capacity.model.families.llava_next import tower_layers_built
+from capacity.model.items.llava_next import AnyresImages, select_best_resolution
+from capacity.model.registry import family_for, spec_from_files
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = json.loads((ROOT / "capacity" / "catalog" / "models" / "llava-hf--llava-v1.6-vicuna-7b-hf" / "config.json").read_text())
@@ -54,7 +54,7 @@ def test_800x600_image_worked_by_hand():
 def test_most_features_image_is_672_square_with_2928_tokens():
     """672x672: 2 x 2 tiles, nothing to unpad: 48 x 48 = 2,304 + 48 newlines + 576 base = 2,928; the tower runs
     5 tiles x (24^2 + 1) = 2,885 positions."""
-    spec = model_spec(CONFIG, "llava-hf/llava-v1.6-vicuna-7b-hf")
+    spec = spec_from_files(CONFIG, "llava-hf/llava-v1.6-vicuna-7b-hf")
     assert spec.family is family_for(CONFIG) and spec.family.name == "llava_next"
     (image,) = spec.modalities
     assert (image.name, image.max_tokens_per_item, image.encoder_positions) == ("image", 2_928, 2_885)
@@ -112,7 +112,7 @@ def test_fields_the_rule_cannot_read_are_refused_naming_them(fields: dict[str, A
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "capacity.cli", *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    return subprocess.run([sys.executable, "-m", "capacity.cli.app", *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
 
 
 def test_cli_plans_the_catalog_entry_offline_and_leaves_the_tower_out_at_image_0():
@@ -137,7 +137,7 @@ def test_transformers_default_llava_next_config_is_planned_by_this_family():
 
     config = json.loads(json.dumps(CONFIG_MAPPING["llava_next"]().to_dict(), default=str))
     config["architectures"] = ["LlavaNextForConditionalGeneration"]
-    spec = model_spec(config, "default")
+    spec = spec_from_files(config, "default")
     assert spec.family.name == "llava_next" and spec.modalities[0].max_tokens_per_item == 2_928
 
 
@@ -161,10 +161,10 @@ def test_trace_encode_packs_as_transformers_and_vllm_do():
     rule's tokens: a 56 x 56 image, 2 x 2 tiles of 2 x 2 patches: 4 x 4 = 16 + 4 newlines + 4 base = 24."""
     import torch
 
-    from capacity.families.llava_next import FAMILY
+    from capacity.model.families.llava_next import FAMILY
 
     config = tiny_config()
-    spec = model_spec(config, "tiny")
+    spec = spec_from_files(config, "tiny")
     assert spec.modalities[0].max_tokens_per_item == 24
     model = FAMILY.build_module(config, device="cpu", dtype="float32", init_weights=True).eval()
     source = type("Source", (), {"config": config})()

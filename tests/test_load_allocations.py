@@ -1,4 +1,4 @@
-"""capacity.load_allocations: what vLLM's "Model loading took" holds besides the parameters.
+"""capacity.memory.load_buffers: what vLLM's "Model loading took" holds besides the parameters.
 
 Rotary caches are checked against vLLM 0.33.0's own get_rope (bench/vllm_rope_reference.py, output committed in
 bench/results/vllm-rope-reference-2026-12-01) and by hand; the allocator rounding by hand from torch's
@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from capacity.families import model_spec
-from capacity.load_allocations import allocated_block_bytes, allocator_rounding, load_allocations
-from capacity.memory import weight_layout
-from capacity.planner import plan_for
-from capacity.serving import ServingArgs
+from capacity.memory.load_buffers import allocated_block_bytes, allocator_rounding, load_allocations
+from capacity.memory.terms import weight_layout
+from capacity.model.registry import spec_from_files
+from capacity.planning.planner import plan_for
+from capacity.serving.config import ServingArgs
 from capacity.units import GiB, MiB
-from capacity.vllm_versions import semantics_for
+from capacity.vllm.versions import semantics_for
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = json.loads((ROOT / "bench" / "results" / "vllm-rope-reference-2026-12-01" / "reference.json").read_text())
@@ -27,7 +27,7 @@ DTYPE_BYTES = {"bfloat16": 2, "float16": 2}
 
 def _loads(folder: Path, dtype_bytes: int = 2, tp: int = 1, vision: bool = True):
     config = json.loads((folder / "config.json").read_text())
-    spec = model_spec(config, folder.name)
+    spec = spec_from_files(config, folder.name)
     return load_allocations(spec, config, weight_layout(spec, config), tp, dtype_bytes, vision)
 
 
@@ -41,15 +41,15 @@ def test_rotary_caches_equal_vllm_get_rope(case: str) -> None:
 
 
 def test_rotary_caches_by_hand() -> None:
-    llama = _loads(ROOT / "capacity/catalog/models/meta-llama--Llama-3.1-8B-Instruct")
+    llama = _loads(ROOT / "capacity/source/catalog/models/meta-llama--Llama-3.1-8B-Instruct")
     assert llama.cache_bytes == 131_072 * 128 * 2 == 33_554_432  # llama3 scaling: max_position rows
-    vl = _loads(ROOT / "capacity/catalog/models/Qwen--Qwen2.5-VL-7B-Instruct")
+    vl = _loads(ROOT / "capacity/source/catalog/models/Qwen--Qwen2.5-VL-7B-Instruct")
     assert vl.cache_bytes == 128_000 * 4 * 128 * 2 + 8_192 * (1280 // 16 // 2) * 2 == 131_072_000 + 655_360
-    old = _loads(ROOT / "capacity/catalog/models/Qwen--Qwen2.5-VL-7B-Instruct", vision=False)  # 0.9.0.1: inv_freq only
+    old = _loads(ROOT / "capacity/source/catalog/models/Qwen--Qwen2.5-VL-7B-Instruct", vision=False)  # 0.9.0.1: inv_freq only
     assert old.cache_bytes == 131_072_000
-    deepseek = _loads(ROOT / "capacity/catalog/models/deepseek-ai--DeepSeek-V3")
+    deepseek = _loads(ROOT / "capacity/source/catalog/models/deepseek-ai--DeepSeek-V3")
     assert deepseek.cache_bytes == 4_096 * 40 * 64 * 2  # YaRN: original_max_position x factor rows of qk_rope_head_dim
-    whisper = _loads(ROOT / "capacity/catalog/models/openai--whisper-base")
+    whisper = _loads(ROOT / "capacity/source/catalog/models/openai--whisper-base")
     assert whisper.caches == ()  # learned positions, no get_rope
 
 
@@ -66,14 +66,14 @@ def test_allocator_rounding_by_hand() -> None:
 
 
 def test_qwen2_5_7b_load_buffers_by_hand() -> None:
-    loads = _loads(ROOT / "capacity/catalog/models/Qwen--Qwen2.5-7B-Instruct")
+    loads = _loads(ROOT / "capacity/source/catalog/models/Qwen--Qwen2.5-7B-Instruct")
     # per layer qkv +0.5, gate_up +1, down +0.5 MiB (o_proj splits); embed_tokens and lm_head 1039.5 MiB +0.5 each
     assert loads.rounding_bytes == 28 * 2 * MiB + 2 * MiB // 2
     assert loads.total_bytes == 8 * MiB + 57 * MiB and not loads.exact
 
 
 def test_llama_load_buffers_exact() -> None:
-    loads = _loads(ROOT / "capacity/catalog/models/meta-llama--Llama-3.1-8B-Instruct")
+    loads = _loads(ROOT / "capacity/source/catalog/models/meta-llama--Llama-3.1-8B-Instruct")
     assert loads.rounding_bytes == 0 and loads.exact  # every Llama-3.1-8B tensor is a multiple of 2 MiB
 
 
@@ -90,7 +90,7 @@ def _plan(folder: str, gpu: str, version: str):
         ("bench/vllm_logs/configs/Qwen--Qwen3-8B", "A100-40GB", "0.19.1", 15.27, 2),
         ("bench/vllm_logs/configs/meta-llama--Llama-3.1-8B-Instruct", "RTX-3090", "0.6.0", 14.9888, 4),  # V0 worker
         # not here: Qwen2.5-0.5B (0.27.1) prints 0.93, capacity 0.9245: its 1-10 MiB tensors' packing into 20 MiB
-        # segments is not modelled (capacity.load_allocations)
+        # segments is not modelled (capacity.memory.load_buffers)
     ],
 )
 def test_model_loading_matches_calibration_logs(folder: str, gpu: str, version: str, printed: float, decimals: int) -> None:

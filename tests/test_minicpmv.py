@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from capacity.errors import BadInput
-from capacity.families import model_spec
-from capacity.families.minicpmv import slicing
-from capacity.gpus import gpu_by_name
-from capacity.kv_model import kv_groups_for
-from capacity.memory import activation_estimate, weights_term
-from capacity.planner import build_plan
-from capacity.serving import ServingArgs, resolve_serving
+from capacity.gpu.catalog import gpu_by_name
+from capacity.memory.terms import activation_estimate, weights_term
+from capacity.model.families.minicpmv import slicing
+from capacity.model.registry import spec_from_files
+from capacity.planning.kv_groups import kv_groups_for
+from capacity.planning.planner import build_plan
+from capacity.serving.config import ServingArgs, resolve_serving
 
 NAME = "openbmb/MiniCPM-Llama3-V-2_5"
 INDEX = Path(__file__).resolve().parents[1] / "capacity" / "catalog" / "models" / "openbmb--MiniCPM-Llama3-V-2_5" / "model.safetensors.index.json"
@@ -79,9 +79,9 @@ def test_other_versions_are_refused(source, changes, named):
     config = copy.deepcopy(source.config)
     config.update(changes)
     with pytest.raises(BadInput, match=named):
-        model_spec(config, "edited", source.preprocessor)
+        spec_from_files(config, "edited", source.preprocessor)
 
 
 def test_feature_size_and_query_num_must_agree(source):
     with pytest.raises(BadInput, match="image_feature_size 64 differs from config.json query_num 96"):
-        model_spec(source.config, "edited", {**source.preprocessor, "image_feature_size": 64})
+        spec_from_files(source.config, "edited", {**source.preprocessor, "image_feature_size": 64})

@@ -15,19 +15,18 @@ from typing import Any
 
 import pytest
 
-from capacity.cli import main
+from capacity.cli.app import main
 from capacity.errors import BadInput
-from capacity.families import family_named, model_spec
-from capacity.family import EncoderInput
-from capacity.models import resolve_model
-from capacity.pan_and_scan import PanAndScan
-from capacity.planner import plan_for
-from capacity.processor_kwargs import with_mm_processor_kwargs
-from capacity.serving import ServingArgs
+from capacity.model.family import EncoderInput, family_named
+from capacity.model.items.pan_and_scan import PanAndScan
+from capacity.model.registry import spec_from_files, with_mm_processor_kwargs
+from capacity.planning.planner import plan_for
+from capacity.serving.config import ServingArgs
+from capacity.source.resolve import resolve_model
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = json.loads((ROOT / "bench/results/vllm-mm-kwargs-reference-2026-12-01/reference.json").read_text())
-INTERNVL = json.loads((ROOT / "capacity/catalog/models/OpenGVLab--InternVL3-8B/config.json").read_text())
+INTERNVL = json.loads((ROOT / "capacity/source/catalog/models/OpenGVLab--InternVL3-8B/config.json").read_text())
 
 
 def image_tokens(model: str, kwargs: dict[str, Any] | None, gpu: str = "H200") -> int:
@@ -124,7 +123,7 @@ def test_gemma3_profiled_item_is_the_crops_vllm_hands_the_tower() -> None:
     import torch
 
     source = with_mm_processor_kwargs(resolve_model("google/gemma-3-4b-it"), {"do_pan_and_scan": True})
-    spec = model_spec(source.config, source.name, source.preprocessor, source.processor)
+    spec = spec_from_files(source.config, source.name, source.preprocessor, source.processor)
     item = spec.family.encoder_input(spec, source, "meta", torch.bfloat16, 1_280)
     assert tuple(item.tensors["pixel_values"].shape) == (5, 3, 896, 896)  # vLLM's pixel_values: num_patches = crops + 1
 
@@ -173,7 +172,7 @@ def internvl_without_video() -> dict[str, Any]:
 def internvl_image_tokens(config: dict[str, Any], kwargs: dict[str, Any]) -> int:
     family = family_named("internvl_chat")
     files = family.with_processor_kwargs(config, {}, kwargs) if kwargs else {}
-    spec = model_spec(config, "internvl", None, files.get("processor_config.json"))
+    spec = spec_from_files(config, "internvl", None, files.get("processor_config.json"))
     return next(m.max_tokens_per_item for m in spec.modalities if m.name == "image")
 
 
@@ -202,7 +201,7 @@ def test_internvl_worked_by_hand() -> None:
     config = internvl_without_video()
     assert internvl_image_tokens(config, {"max_dynamic_patch": 6}) == 1_792
     files = family_named("internvl_chat").with_processor_kwargs(config, {}, {"max_dynamic_patch": 6})
-    spec = model_spec(config, "internvl", None, files["processor_config.json"])
+    spec = spec_from_files(config, "internvl", None, files["processor_config.json"])
     assert spec.encoder_positions("image", 1_792) == 7 * 1_025
     assert any('--mm-processor-kwargs {"max_dynamic_patch": 6} applied' in note for note in spec.notes)
 

@@ -1,4 +1,4 @@
-"""gpt-oss MXFP4 (capacity/mxfp4.py): the MoE backend vLLM 0.33 picks per GPU, its padded expert sizes and load-time
+"""gpt-oss MXFP4 (capacity/weights/mxfp4.py): the MoE backend vLLM 0.33 picks per GPU, its padded expert sizes and load-time
 conversion, and the whole plan of openai/gpt-oss-20b, every figure worked out by hand from the catalog's config
 (hidden 2880, intermediate 2880, 32 experts, 24 layers, 64 query and 8 KV heads of 64, vocab 201,088) and vLLM's
 code: GptOssMxfp4MoEMethod.create_weights, mxfp4_round_up_hidden_size_and_intermediate_size,
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from capacity.cli import main
+from capacity.cli.app import main
 from capacity.errors import BadInput
-from capacity.gpus import gpu_by_name
-from capacity.mxfp4 import MARLIN, TRITON, TRTLLM_BF16, ExpertShapes, backend_for, gpt_oss_mxfp4
+from capacity.gpu.catalog import gpu_by_name
+from capacity.weights.mxfp4 import MARLIN, TRITON, TRTLLM_BF16, ExpertShapes, backend_for, gpt_oss_mxfp4
 
 
 @pytest.fixture()
@@ -106,8 +106,8 @@ def test_gpt_oss_20b_weights_by_hand(hermetic: Path):
     184,320 = 216,580,096 created, + scales 32*3072*92 - 8,478,720 = 565,248 and 32*3072*48 - 4,239,360 = 479,232,
     + biases 186,368 * 2 = 372,736 converted: 217,997,312 x 24 = 5,231,935,488. Total 7,032,182,400 B."""
     pytest.importorskip("torch")
-    from capacity.planner import plan_for
-    from capacity.serving import ServingArgs
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
 
     tp1 = plan_for("openai/gpt-oss-20b", ServingArgs(), "H100-80GB")
     assert tp1.memory["weights"].bytes == 13_810_416_768
@@ -158,10 +158,10 @@ def test_checkpoint_headers_give_the_dense_tensors_and_vllm_the_experts(hermetic
     pytest.importorskip("torch")
     from safetensors_files import safetensors_bytes
 
-    from capacity.families import model_spec
-    from capacity.memory import weights_breakdown
-    from capacity.models import resolve_model
-    from capacity.serving import ServingArgs, resolve_serving
+    from capacity.memory.terms import weights_breakdown
+    from capacity.model.registry import spec_from_files
+    from capacity.serving.config import ServingArgs, resolve_serving
+    from capacity.source.resolve import resolve_model
 
     config = {
         "architectures": ["GptOssForCausalLM"],
@@ -206,7 +206,7 @@ def test_checkpoint_headers_give_the_dense_tensors_and_vllm_the_experts(hermetic
     (folder / "config.json").write_text(json.dumps(config))
     (folder / "model.safetensors").write_bytes(safetensors_bytes(tensors, with_data=False))
     source = resolve_model(str(folder))
-    spec = model_spec(source.config, source.name, source.preprocessor)
+    spec = spec_from_files(source.config, source.name, source.preprocessor)
     gpu = gpu_by_name("H200")
     serving = resolve_serving(ServingArgs(), spec, gpu)
     wb = weights_breakdown(spec, source, serving, gpu=gpu)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from capacity import cli
-from capacity.cli import main
+from capacity.cli import app as cli
+from capacity.cli.app import main
 from capacity.errors import EXIT_BAD_INPUT, BadInput
 from reports.targets import Target, check_targets
 
@@ -26,7 +26,7 @@ def no_planning(monkeypatch, tmp_path):
 
     monkeypatch.setattr(cli, "_plan", planned)
     monkeypatch.setattr(cli, "_profile_with_progress", planned)
-    monkeypatch.setattr("capacity.sweep.run_sweep", planned)
+    monkeypatch.setattr("capacity.planning.sweep.run_sweep", planned)
     monkeypatch.chdir(tmp_path)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from capacity.plan import ERROR
+from capacity.planning.plan import ERROR
 
 FULL, SLIDING, CROSS = "full", "sliding_window", "cross"  # the kinds as reports name them
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from capacity.cli import main
+from capacity.cli.app import main
 from capacity.errors import BadInput
-from capacity.planner import plan_for
-from capacity.processor_kwargs import parse_mm_processor_kwargs, qwen_vl_size
-from capacity.qwen_vl_sizes import qwen_vl_max_image_grid
-from capacity.serving import ServingArgs, load_serve_yaml
+from capacity.model.items.qwen_vl import qwen_vl_max_image_grid
+from capacity.model.processor_kwargs import parse_mm_processor_kwargs, qwen_vl_size
+from capacity.planning.planner import plan_for
+from capacity.serving.config import ServingArgs, load_serve_yaml
 
 
 def tokens(model: str, kwargs: dict | None) -> dict[str, int]:

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import pytest
 
 from capacity.errors import BadInput
-from capacity.families.qwen2_5_omni import thinker_text, thinker_visual
-from capacity.planner import plan_for
-from capacity.serving import ServingArgs
+from capacity.model.families.qwen2_5_omni import thinker_text, thinker_visual
+from capacity.planning.planner import plan_for
+from capacity.serving.config import ServingArgs
 from profilers.run import profiled_item
 
 

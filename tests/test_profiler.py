@@ -12,13 +12,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from capacity.budget import build_budget
-from capacity.families import model_spec
-from capacity.gpus import gpu_by_name
-from capacity.models import resolve_model
-from capacity.planner import build_plan
-from capacity.profile import MemoryProfile, load_profile, save_profile
-from capacity.serving import ServingArgs, resolve_serving
+from capacity.gpu.catalog import gpu_by_name
+from capacity.memory.measured_profile import MemoryProfile, load_profile, save_profile
+from capacity.model.registry import spec_from_files
+from capacity.planning.planner import build_plan
+from capacity.serving.config import ServingArgs, resolve_serving
+from capacity.serving.encoder_budget import build_budget
+from capacity.source.resolve import resolve_model
 from profilers.probes import CpuProbe
 from profilers.run import run_profile
 
@@ -50,7 +50,7 @@ def folder_model(folder: Path, config: dict | None = None, **knobs: object):
         folder.mkdir()
         (folder / "config.json").write_text(json.dumps(config))
     source = resolve_model(str(folder))
-    spec = model_spec(source.config, source.name)
+    spec = spec_from_files(source.config, source.name)
     gpu = gpu_by_name("L4")
     return source, spec, gpu, resolve_serving(ServingArgs(**knobs), spec, gpu)
 
@@ -89,8 +89,8 @@ def test_cpu_profile_phases_and_terms(tiny_whisper):
 
 
 def test_cpu_probe_counts_the_weights(tiny_whisper):
-    from capacity.arch import buffer_bytes, parameter_bytes
-    from capacity.families import family_named
+    from capacity.model.arch import buffer_bytes, parameter_bytes
+    from capacity.model.family import family_named
 
     p = profile_of(tiny_whisper, warmup=False)
     module = family_named("whisper").build_module(TINY_WHISPER, device="meta", dtype="float32")
@@ -122,7 +122,7 @@ def test_profile_json_round_trip_and_atomic_write(tiny_whisper, tmp_path: Path):
         pass
 
     target = tmp_path / "interrupted.json"
-    import capacity.profile as profile_module
+    import capacity.memory.measured_profile as profile_module
 
     original = profile_module.os.replace
 

@@ -20,14 +20,14 @@ from typing import Any
 
 import pytest
 
-from capacity.budget import build_budget, max_tokens_per_item
 from capacity.errors import BadInput
-from capacity.families import model_spec
-from capacity.gpus import gpu_by_name
-from capacity.kv_model import kv_groups_for
-from capacity.memory import weights_breakdown, weights_term
-from capacity.planner import build_plan
-from capacity.serving import ServingArgs, resolve_serving
+from capacity.gpu.catalog import gpu_by_name
+from capacity.memory.terms import weights_breakdown, weights_term
+from capacity.model.registry import spec_from_files
+from capacity.planning.kv_groups import kv_groups_for
+from capacity.planning.planner import build_plan
+from capacity.serving.config import ServingArgs, resolve_serving
+from capacity.serving.encoder_budget import build_budget, max_tokens_per_item
 
 NAME = "Qwen/Qwen2.5-Omni-7B-AWQ"
 REFERENCE = json.loads((Path(__file__).resolve().parents[1] / "bench" / "results" / "vllm-omni-reference-2026-12-01" / "reference.json").read_text())
@@ -173,25 +173,25 @@ def edited(config: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[st
 def test_missing_fields_are_refused_naming_them(source, path, value, named):
     config = edited(source.config, path, value)
     if named is None:
-        assert model_spec(config, "edited").layers == model_spec(source.config, "same").layers
+        assert spec_from_files(config, "edited").layers == spec_from_files(source.config, "same").layers
         return
     with pytest.raises(BadInput, match=named) as info:
-        model_spec(config, "edited")
+        spec_from_files(config, "edited")
     assert "\n" not in str(info.value)
 
 
 def test_audio_tokens_follow_the_preprocessor(source):
-    spec = model_spec(source.config, "short chunks", preprocessor={"chunk_length": 10, "sampling_rate": 16_000, "hop_length": 160, "max_pixels": 1_003_520})
+    spec = spec_from_files(source.config, "short chunks", preprocessor={"chunk_length": 10, "sampling_rate": 16_000, "hop_length": 160, "max_pixels": 1_003_520})
     by_name = {m.name: m.max_tokens_per_item for m in spec.modalities}
     # 10 s -> 1000 mel frames -> 500 positions -> 250 tokens; 1,003,520 // 784 = 1280 tokens per image
     assert by_name == {"image": 1280, "video": 1280, "audio": 250}
 
 
 def test_mm_processor_kwargs_size_keys_resize_images_and_videos_not_audio(source):
-    from capacity.processor_kwargs import with_mm_processor_kwargs
+    from capacity.model.registry import spec_from_files, with_mm_processor_kwargs
 
     resized = with_mm_processor_kwargs(source, {"max_pixels": 1_003_520})
-    spec = model_spec(resized.config, "resized", resized.preprocessor)
+    spec = spec_from_files(resized.config, "resized", resized.preprocessor)
     by_name = {m.name: m.max_tokens_per_item for m in spec.modalities}
     # 1,003,520 // (14 x 2)^2 = 1,280 = 32 x 40 merged tokens (the closest factor pair, smart_resize keeps it)
     assert by_name == {"image": 1280, "video": 1280, "audio": 750}
@@ -200,7 +200,7 @@ def test_mm_processor_kwargs_size_keys_resize_images_and_videos_not_audio(source
 def test_awq_layers_a_kernel_would_pad_are_refused(source):
     """An FFN of 19,008 (not a multiple of 128): Marlin would pad it, Machete refuse it for another kernel: exit 2."""
     config = edited(source.config, ("thinker_config", "text_config", "intermediate_size"), 19_008)
-    spec = model_spec(config, "padded")
+    spec = spec_from_files(config, "padded")
     g = gpu_by_name("A100-80GB")
     with pytest.raises(BadInput, match=r"mlp\.(gate|up|down)_proj .*19008") as info:
         weights_term(spec, replace(source, config=config), resolve_serving(ServingArgs(), spec, g), g)

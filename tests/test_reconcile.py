@@ -19,9 +19,9 @@ import pytest
 from rich.console import Console
 
 from capacity.errors import EXIT_BAD_INPUT, BadInput
-from capacity.plan import Plan
-from capacity.reconcile import blocks_from_log, reconcile, reconcile_facts
-from capacity.vllm_log import VllmLogFacts, load_vllm_log, parse_vllm_log
+from capacity.planning.plan import Plan
+from capacity.reconcile.compare import blocks_from_log, reconcile, reconcile_facts
+from capacity.vllm.log import VllmLogFacts, load_vllm_log, parse_vllm_log
 from reports.reconcile import render_reconcile
 
 GiB = 2**30
@@ -231,14 +231,14 @@ def test_blocks_from_a_one_line_log_without_kv_memory_use_the_plan_count() -> No
 
 @pytest.fixture(scope="module")
 def plans() -> dict[str, Plan]:
-    from capacity.families import model_spec
-    from capacity.gpus import gpu_by_name
-    from capacity.models import resolve_model
-    from capacity.planner import build_plan
-    from capacity.serving import ServingArgs, resolve_serving
+    from capacity.gpu.catalog import gpu_by_name
+    from capacity.model.registry import spec_from_files
+    from capacity.planning.planner import build_plan
+    from capacity.serving.config import ServingArgs, resolve_serving
+    from capacity.source.resolve import resolve_model
 
     source = resolve_model(WHISPER)
-    spec = model_spec(source.config, source.name, source.preprocessor)
+    spec = spec_from_files(source.config, source.name, source.preprocessor)
     gpu = gpu_by_name("H200")
 
     def plan(**knobs: object) -> Plan:
@@ -500,7 +500,7 @@ def test_what_users_paste(tmp_path: Path) -> None:
 def test_several_startups_in_one_paste() -> None:
     first = V033.read_text()
     second = first.replace("Available KV cache memory: 125.0 GiB", "Available KV cache memory: 118.5 GiB")
-    from capacity.vllm_log import parse_vllm_startups
+    from capacity.vllm.log import parse_vllm_startups
 
     startups = parse_vllm_startups(first + second)
     assert [s.index for s in startups] == [1, 2]
@@ -607,7 +607,7 @@ def test_reconcile_raises_bad_input_too(tmp_path: Path, plans: dict[str, Plan]) 
 
 
 def test_core_reconcile_does_not_import_torch_or_reports() -> None:
-    code = "import sys, capacity.vllm_log, capacity.reconcile\nbad = [m for m in ('torch', 'transformers', 'reports', 'rich') if m in sys.modules]\nassert not bad, bad"
+    code = "import sys, capacity.vllm.log, capacity.reconcile.compare\nbad = [m for m in ('torch', 'transformers', 'reports', 'rich') if m in sys.modules]\nassert not bad, bad"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
@@ -627,7 +627,7 @@ Maximum concurrency for 8,192 tokens per request: 7.66x
 
 
 def test_a_pasted_vllm_serve_command_gives_the_model_and_knobs() -> None:
-    from capacity.vllm_log import parse_vllm_startups
+    from capacity.vllm.log import parse_vllm_startups
 
     qwen3, vl = parse_vllm_startups(_SERVE_COMMAND_PASTE)
     assert qwen3.model == "Qwen/Qwen3-8B"

@@ -7,14 +7,14 @@ import json
 import subprocess
 import sys
 
-from capacity import cli
-from capacity.cli import main
+from capacity.cli import app as cli
+from capacity.cli.app import main
 from capacity.errors import EXIT_BAD_INPUT
 
 NOT_A_LOG = "Traceback (most recent call last):\n  File \"app.py\", line 1\nValueError: nothing here about vLLM\n"
 # main() runs in a fresh interpreter; afterwards the heavy modules it imported are listed on stdout
 PROBE = (
-    "import json, sys; from capacity.cli import main; code = main(sys.argv[1:]); "
+    "import json, sys; from capacity.cli.app import main; code = main(sys.argv[1:]); "
     "print(json.dumps([code, sorted(m for m in ('torch', 'transformers', 'pandas') if m in sys.modules)]))"
 )
 

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from capacity.budget import build_budget
-from capacity.families import model_spec
-from capacity.families.ultravox import audio_tokens
-from capacity.gpus import gpu_by_name
-from capacity.memory import weights_term
-from capacity.models import resolve_model
-from capacity.serving import ServingArgs, resolve_serving
+from capacity.gpu.catalog import gpu_by_name
+from capacity.memory.terms import weights_term
+from capacity.model.families.ultravox import audio_tokens
+from capacity.model.registry import spec_from_files
+from capacity.serving.config import ServingArgs, resolve_serving
+from capacity.serving.encoder_budget import build_budget
+from capacity.source.resolve import resolve_model
 
 REFERENCE = json.loads(
     (Path(__file__).resolve().parents[1] / "bench" / "results" / "vllm-remote-code-reference-2026-11-30" / "reference.json").read_text()
@@ -29,7 +29,7 @@ REFERENCE = json.loads(
 
 def planned(name: str, **knobs: Any) -> tuple[Any, Any, Any]:
     source = resolve_model(name)
-    spec = model_spec(source.config, source.name, source.preprocessor, source.processor)
+    spec = spec_from_files(source.config, source.name, source.preprocessor, source.processor)
     return source, spec, resolve_serving(ServingArgs(dtype="bfloat16", **knobs), spec, gpu_by_name("H200"))
 
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from capacity.cli import main
+from capacity.cli.app import main
 from capacity.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_RUNTIME_FAILURE
-from capacity.memory import MemoryTerm
-from capacity.suggest import command_for, suggested_kv_cache_memory_bytes
+from capacity.memory.terms import MemoryTerm
+from capacity.planning.suggest import command_for, suggested_kv_cache_memory_bytes
 
 GiB = 2**30
 MiB = 2**20
@@ -345,12 +345,12 @@ def test_exports_are_written_when_the_plan_does_not_fit(capsys, tmp_path):
 
 
 def test_internal_error_is_one_line_and_exit_3(capsys, monkeypatch):
-    import capacity.planner
+    import capacity.planning.planner
 
     def boom(*args, **kwargs):
         raise ZeroDivisionError("division by zero\nsecond line")
 
-    monkeypatch.setattr(capacity.planner, "plan_for", boom)
+    monkeypatch.setattr(capacity.planning.planner, "plan_for", boom)
     code, out, err = run(capsys, WHISPER_10G)
     assert code == EXIT_RUNTIME_FAILURE and out == ""
     assert err.strip().splitlines() == [
@@ -397,15 +397,15 @@ def test_user_kv_cache_memory_bytes_is_kept(make_plan):
 
 
 def _catalog_names() -> list[str]:
-    from capacity.models import catalog
+    from capacity.source.resolve import catalog
 
     return list(catalog())
 
 
 @pytest.mark.parametrize("model", _catalog_names())
 def test_every_catalog_model_exports(model):
-    from capacity.planner import plan_for
-    from capacity.serving import ServingArgs
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
     from reports.export import json_document
     from reports.frames import frames
     from reports.html import render_html
@@ -438,9 +438,9 @@ def test_kv_cache_memory_bytes_from_a_real_profile():
     """A plan from the committed H200 profile of whisper-large-v3 has a measured KV term. vLLM's non-KV memory is
     total_consumed + transient peak headroom + CUDA graphs (the profile's fields); requested on the H200 is
     ceil(150,109,880,320 x 0.92) = 138,101,089,895."""
-    from capacity.planner import plan_for
-    from capacity.profile import load_profile
-    from capacity.serving import ServingArgs
+    from capacity.memory.measured_profile import load_profile
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
 
     path = Path(__file__).resolve().parents[1] / "bench" / "results" / "h200-profiles-2026-11-30" / "profile-openai--whisper-large-v3.json"
     raw = json.loads(path.read_text())

@@ -1,4 +1,4 @@
-"""profile_run's sampler phase (capacity.memory.sampler_bytes), worked out by hand from vLLM 0.33's code:
+"""profile_run's sampler phase (capacity.memory.terms.sampler_bytes), worked out by hand from vLLM 0.33's code:
 vllm/v1/worker/gpu/model_runner.py `_dummy_sampler_run` (a default pass, then a SamplingParams.for_sampler_warmup()
 pass), sample/sampler.py `apply_sampling_params` (the fp32 copy), flashinfer 0.7.2 `top_k_top_p_sampling_from_logits`
 (top_k_mask_logits' copy + softmax) and gumbel.py `gumbel_sample` (per-1024-block argmax and max per row)."""
@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from capacity.errors import BadInput
-from capacity.gpus import gpu_by_name
-from capacity.memory import (
+from capacity.gpu.catalog import gpu_by_name
+from capacity.memory.measured_profile import MemoryProfile
+from capacity.memory.terms import (
     SAMPLER_0_33,
     SAMPLER_BEFORE_0_33,
     TOP_K_TOP_P,
@@ -28,10 +29,9 @@ from capacity.memory import (
     sampler_pass_bytes,
     v1_sampler_form,
 )
-from capacity.profile import MemoryProfile
-from capacity.spec import DecoderShape
-from capacity.vllm_log import load_vllm_startups
-from capacity.vllm_versions import LATEST, log_semantics, semantics_for
+from capacity.model.spec import DecoderShape
+from capacity.vllm.log import load_vllm_startups
+from capacity.vllm.versions import LATEST, log_semantics, semantics_for
 
 LOGS = Path(__file__).resolve().parents[1] / "bench" / "vllm_logs"
 
@@ -93,7 +93,7 @@ def test_warmup_pass_is_a_version_field():
 
 
 def test_a_version_without_the_warmup_pass_drops_its_phase():
-    from capacity.profile import Fingerprint, PhaseMeasurement
+    from capacity.memory.measured_profile import Fingerprint, PhaseMeasurement
 
     def phase(name: str, before: int, peak: int) -> PhaseMeasurement:
         return PhaseMeasurement(name, "", 0.0, before, before, peak, 0, None, None, None)
@@ -212,8 +212,8 @@ def test_the_sampler_line_of_a_log_sets_the_path():
 
 
 def test_only_the_v1_runner_takes_the_v1_form():
-    from capacity.planner import plan_for
-    from capacity.serving import ServingArgs
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
 
     args = ServingArgs(max_model_len=4096)
     v015 = plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "A100-40GB", semantics=semantics_for("0.15.1"))  # V1 runner

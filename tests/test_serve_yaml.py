@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from capacity.cli import main
+from capacity.cli.app import main
 from capacity.errors import EXIT_FITS, BadInput
-from capacity.serving import ServingArgs, load_serve_yaml
+from capacity.serving.config import ServingArgs, load_serve_yaml
 from capacity.units import parse_human_int
 
 GiB = 2**30

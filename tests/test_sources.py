@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from safetensors_files import safetensors_bytes
 
-from capacity.gpus import detect_local_gpu, resolve_gpu
-from capacity.models import resolve_model
-from capacity.planner import plan_for
-from capacity.serving import ServingArgs
+from capacity.gpu.catalog import detect_local_gpu, resolve_gpu
+from capacity.planning.planner import plan_for
+from capacity.serving.config import ServingArgs
+from capacity.source.resolve import resolve_model
 
 
 def write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> None:
@@ -138,8 +138,8 @@ def test_no_gpu_defaults_to_h200_with_a_note(monkeypatch):
 
 def test_capacity_core_does_not_import_torch():
     code = (
-        "import sys, capacity.cli, capacity.planner, capacity.families, capacity.memory, capacity.arch, reports.terminal\n"
-        "from capacity.families import supported_model_types; supported_model_types()\n"
+        "import sys, capacity.cli.app, capacity.planning.planner, capacity.model.families, capacity.memory.terms, capacity.model.arch, reports.terminal\n"
+        "from capacity.model.registry import supported_model_types; supported_model_types()\n"
         "print('torch' in sys.modules, 'transformers' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from capacity.cli import main
+from capacity.cli.app import main
 from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS
-from capacity.plan import ERROR
+from capacity.planning.plan import ERROR
 
 
 @pytest.fixture(autouse=True)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from capacity.hub import HubSettings
-from capacity.models import resolve_model
+from capacity.source.hub import HubSettings
+from capacity.source.resolve import resolve_model
 
 TESTS = Path(__file__).resolve().parent
 # a string literal that starts at the file-system root or climbs out of a folder: "/work/...", "../shared"

@@ -8,11 +8,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from capacity.cli import main
+from capacity.cli.app import main
 from capacity.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, BadInput
-from capacity.planner import plan_for
-from capacity.serving import ServingArgs
-from capacity.sweep import AUTO, SweepAxes, parse_int_list, parse_name_list, point_from_plan, run_sweep
+from capacity.planning.planner import plan_for
+from capacity.planning.sweep import AUTO, SweepAxes, parse_int_list, parse_name_list, point_from_plan, run_sweep
+from capacity.serving.config import ServingArgs
 from reports.frames import sweep_frame
 
 GiB = 2**30
@@ -141,7 +141,7 @@ PROFILE = Path(__file__).resolve().parents[1] / "bench" / "results" / "h200-prof
 
 
 def test_sweep_from_a_profile_equals_plans_from_it():
-    from capacity.profile import load_profile
+    from capacity.memory.measured_profile import load_profile
 
     profile = load_profile(PROFILE)
     axes = SweepAxes(gpus=("H200", "L40S"), max_num_seqs=(256, 1024))
@@ -161,7 +161,7 @@ def test_sweep_profile_of_another_model_is_bad_input(capsys):
 
 
 def test_sweep_cli_with_a_profile(capsys):
-    from capacity.profile import load_profile
+    from capacity.memory.measured_profile import load_profile
 
     code, out, err = run(
         capsys, ["sweep", "--model", "openai/whisper-large-v3", "--profile", str(PROFILE), "--gpu", "H200", "--max-num-seqs", "1024", "--json"]
@@ -242,7 +242,7 @@ def test_sweep_and_gate_import_neither_torch_nor_pandas_and_reports_no_torch():
     import sys
 
     code = (
-        "import sys, capacity.sweep, capacity.gate\n"
+        "import sys, capacity.planning.sweep, capacity.planning.gate\n"
         "before = ('torch' in sys.modules, 'pandas' in sys.modules)\n"
         "import reports.frames, reports.html, reports.export\n"
         "print(*before, 'torch' in sys.modules)"
@@ -296,9 +296,9 @@ def test_a_one_million_value_axis_is_parsed_quickly():
 
 
 def test_large_grids_show_progress_on_stderr(capsys, monkeypatch):
-    import capacity.cli
+    import capacity.cli.app
 
-    monkeypatch.setattr(capacity.cli, "SWEEP_PROGRESS_MIN_POINTS", 4)  # the CLI's threshold is 1,000 points
+    monkeypatch.setattr(capacity.cli.app, "SWEEP_PROGRESS_MIN_POINTS", 4)  # the CLI's threshold is 1,000 points
     code = main(["sweep", "--model", "openai/whisper-tiny", "--gpu", "L4,H200", "--max-num-seqs", "8,16", "--json"])
     out, err = capsys.readouterr()
     assert code == EXIT_FITS and len(json.loads(out)["points"]) == 4

@@ -12,11 +12,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from capacity.budget import build_budget
-from capacity.collectives import vllm_all_reduce_buffers
 from capacity.errors import BadInput
-from capacity.planner import build_plan
-from capacity.profile import MemoryProfile, combine_ranks, deciding_rank, load_profile, save_profile
+from capacity.memory.collectives import vllm_all_reduce_buffers
+from capacity.memory.measured_profile import MemoryProfile, combine_ranks, deciding_rank, load_profile, save_profile
+from capacity.planning.planner import build_plan
+from capacity.serving.encoder_budget import build_budget
 from capacity.units import MiB
 from profilers.sharding import build_on_meta_with_host_buffers, shard_module
 from profilers.tensor_parallel import RankFailed, run_tensor_parallel, tensor_parallel_job
@@ -49,7 +49,7 @@ class FakeCollectives:
 
 
 def meta_shard(arch: str, config: dict, rank: int = 0, tp: int = 2):
-    from capacity.families import family_named
+    from capacity.model.family import family_named
 
     family = family_named(arch)
     model = build_on_meta_with_host_buffers(lambda: family.build_module(config, device="cpu", dtype="float32", init_weights=False))
@@ -112,13 +112,13 @@ def test_vllm_all_reduce_buffers_from_its_source():
 
 
 def test_unknown_family_is_refused_in_one_line(tmp_path):
-    from capacity.families import model_spec
-    from capacity.models import resolve_model
+    from capacity.model.registry import spec_from_files
+    from capacity.source.resolve import resolve_model
     from profilers.sharding import shard_rules
 
     source = resolve_model("google/gemma-3-4b-it")
     with pytest.raises(BadInput, match=r"gemma3 is not implemented \(sharded families: decoder_only, nemotron_parse, qwen2_5_vl, whisper\)") as refused:
-        shard_rules(model_spec(source.config, source.name, source.preprocessor).family)
+        shard_rules(spec_from_files(source.config, source.name, source.preprocessor).family)
     assert "\n" not in str(refused.value)
 
 
@@ -234,7 +234,7 @@ def test_a_rank_that_hangs_times_out(tp2_whisper):
 
 
 def test_sampler_formula_counts_the_logits_all_gather(spec_of):
-    from capacity.memory import SAMPLER_BEFORE_0_33, sampler_bytes
+    from capacity.memory.terms import SAMPLER_BEFORE_0_33, sampler_bytes
 
     # capacity's form before vLLM 0.33 (logits + one fp32 copy), which the H200 x2 profile's sampler emulation ran
     whisper = spec_of("openai/whisper-large-v3").decoder  # head tied to the whole embedding: all 51,866 logits per rank
@@ -257,7 +257,7 @@ WHISPER_TP2 = REPO / "bench/results/h200x2-tp-2026-11-30/whisper-large-v3-tp2.js
 def test_plan_from_a_tp_profile_takes_the_rank_with_the_least_kv(tmp_path, capsys):
     """The H200 x2 profile of whisper-large-v3 at TP 2, with rank 1's activation peak raised by 1 GiB by hand:
     rank 1 now leaves 1 GiB less KV memory, and the plan follows it, as vLLM follows its minimum."""
-    from capacity.cli import main
+    from capacity.cli.app import main
 
     saved = json.loads(WHISPER_TP2.read_text())
     assert [r["communicator_bytes"] for r in saved["ranks"]] == [975_175_680, 975_241_216]  # NCCL, measured per rank
@@ -283,7 +283,7 @@ def test_plan_from_a_tp_profile_takes_the_rank_with_the_least_kv(tmp_path, capsy
 
 
 def test_a_tp_profile_at_another_tp_is_refused_in_one_line(capsys):
-    from capacity.cli import main
+    from capacity.cli.app import main
 
     assert main(["plan", "--profile", str(WHISPER_TP2), "-tp", "4"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -293,7 +293,7 @@ def test_a_tp_profile_at_another_tp_is_refused_in_one_line(capsys):
 @pytest.mark.slow
 def test_verify_at_tp2_on_gloo(tmp_path, capsys):
     """`capacity verify -tp 2 --cpu-probe`: each rank allocates its share of the pool (2 of 4 KV heads) and runs."""
-    from capacity.cli import main
+    from capacity.cli.app import main
 
     folder = tmp_path / "tiny-whisper"
     folder.mkdir()
@@ -311,7 +311,7 @@ def test_verify_at_tp2_on_gloo(tmp_path, capsys):
 
 
 def test_heads_not_divisible_by_tp_is_one_line_before_any_process(tmp_path, capsys):
-    from capacity.cli import main
+    from capacity.cli.app import main
 
     folder = tmp_path / "tiny-whisper"
     folder.mkdir()
@@ -327,9 +327,9 @@ def test_rank_scaling_adds_the_logits_all_gather(spec_of):
     Before vLLM 0.33: 1024 rows x 51,866 x 2 B x (1 + 2 x 2) at TP 2 minus 1024 x 51,866 x (2 + 4) at TP 1.
     0.33, default pass: the gather's 10 B per logit at TP 2 against the 2 B logits + gumbel_sample's 51 blocks x 12 B
     per row at TP 1; warmup pass: the 2 x 51,866-column gathered storage against 51,866 columns, 2 B each."""
-    from capacity.gpus import gpu_by_name
-    from capacity.memory import SAMPLER_BEFORE_0_33, rank_scaling
-    from capacity.serving import ServingArgs, resolve_serving
+    from capacity.gpu.catalog import gpu_by_name
+    from capacity.memory.terms import SAMPLER_BEFORE_0_33, rank_scaling
+    from capacity.serving.config import ServingArgs, resolve_serving
 
     spec = spec_of("openai/whisper-large-v3")
     serving = resolve_serving(ServingArgs(tensor_parallel_size=2, max_num_seqs=1024, max_num_batched_tokens=8192, dtype="float16"), spec, gpu_by_name("H200"))

@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from capacity.budget import build_budget
 from capacity.errors import BadInput
-from capacity.families import model_spec
-from capacity.gpus import gpu_by_name
-from capacity.kv_model import kv_groups_for
-from capacity.memory import activation_estimate, weights_term
-from capacity.models import resolve_model
-from capacity.planner import build_plan
-from capacity.serving import ServingArgs, resolve_serving
+from capacity.gpu.catalog import gpu_by_name
+from capacity.memory.terms import activation_estimate, weights_term
+from capacity.model.registry import spec_from_files
+from capacity.planning.kv_groups import kv_groups_for
+from capacity.planning.planner import build_plan
+from capacity.serving.config import ServingArgs, resolve_serving
+from capacity.serving.encoder_budget import build_budget
+from capacity.source.resolve import resolve_model
 
 NAME = "fixie-ai/ultravox-v0_6-llama-3_1-8b"
 
@@ -117,11 +117,11 @@ def edited(config: dict[str, Any], **changes: Any) -> dict[str, Any]:
 )
 def test_what_cannot_be_modelled_is_refused_naming_the_field(source, changes, named):
     with pytest.raises(BadInput, match=named) as info:
-        model_spec(edited(source.config, **changes), "edited")
+        spec_from_files(edited(source.config, **changes), "edited")
     assert "\n" not in str(info.value)
 
 
 def test_text_config_when_there_is_no_text_model_id(source):
     llama = json.loads(json.dumps(resolve_model("meta-llama/Llama-3.1-8B-Instruct").config))
-    spec = model_spec(edited(source.config, text_model_id=None, text_config=llama), "inline")
+    spec = spec_from_files(edited(source.config, text_model_id=None, text_config=llama), "inline")
     assert spec.decoder.num_layers == 32 and spec.derived_max_model_len == 131_072

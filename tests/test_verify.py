@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from capacity.cli import main
+from capacity.cli.app import main
 from tests.test_profiler import TINY_WHISPER
 
 
@@ -63,8 +63,8 @@ def test_verify_needs_a_gpu_or_the_cpu_probe(capsys):
 
 
 def h200_nemotron_parse():
-    from capacity.profile import OomResult, PhaseMeasurement
-    from capacity.verification import VerifyResult
+    from capacity.memory.measured_profile import OomResult, PhaseMeasurement
+    from capacity.planning.verify_result import VerifyResult
 
     path = Path(__file__).resolve().parents[1] / "bench" / "results" / "h200-verify-2026-11-30" / "verify-nvidia--NVIDIA-Nemotron-Parse-v1.1.json"
     measured = json.loads(path.read_text())["verify"]
@@ -93,7 +93,7 @@ def rendered(result) -> str:
 
 
 def test_h200_overshoot_is_the_allocators_slack_and_faithful_to_vllm():
-    from capacity.verification import WITHIN_ALLOCATOR_SLACK
+    from capacity.planning.verify_result import WITHIN_ALLOCATOR_SLACK
 
     result = h200_nemotron_parse()
     assert result.requested_bytes == 138_101_089_895 and result.peak_used_bytes == 138_414_129_152
@@ -119,7 +119,7 @@ def test_slack_beyond_the_headroom_is_an_error_vllm_would_hit_too():
     slack within the free memory: (138,101,089,895 + 400,000,000 - 501,392,384) / 150,109,880,320 = 0.9193 -> 0.91."""
     from dataclasses import replace
 
-    from capacity.verification import SLACK_EXCEEDS_HEADROOM
+    from capacity.planning.verify_result import SLACK_EXCEEDS_HEADROOM
 
     result = replace(h200_nemotron_parse(), headroom_bytes=400_000_000)
     assert result.outcome == SLACK_EXCEEDS_HEADROOM and not result.passed and result.faithful_to_vllm
@@ -135,7 +135,7 @@ def test_overshoot_beyond_the_slack_is_a_plan_bug():
     """1 B more than requested + slack: the planned allocations themselves exceeded the budget."""
     from dataclasses import replace
 
-    from capacity.verification import OVER_BUDGET
+    from capacity.planning.verify_result import OVER_BUDGET
 
     base = h200_nemotron_parse()
     result = replace(base, peak_used_bytes=base.requested_bytes + base.allocator_slack_bytes + 1)
@@ -149,7 +149,7 @@ def test_overshoot_beyond_the_slack_is_a_plan_bug():
 def test_within_the_requested_memory_is_verified():
     from dataclasses import replace
 
-    from capacity.verification import VERIFIED
+    from capacity.planning.verify_result import VERIFIED
 
     result = replace(h200_nemotron_parse(), peak_used_bytes=138_101_089_895)
     assert result.outcome == VERIFIED and result.passed and result.hazards == ()
@@ -159,8 +159,8 @@ def test_a_cuda_oom_is_not_called_a_plan_bug_outright():
     """An OOM does not say whether the allocations or the allocator's reserve overflowed: the report names both."""
     from dataclasses import replace
 
-    from capacity.profile import OomResult
-    from capacity.verification import OUT_OF_MEMORY
+    from capacity.memory.measured_profile import OomResult
+    from capacity.planning.verify_result import OUT_OF_MEMORY
 
     result = replace(h200_nemotron_parse(), oom=OomResult("encoder", "2 max-size items", "CUDA out of memory"))
     assert result.outcome == OUT_OF_MEMORY and not result.passed

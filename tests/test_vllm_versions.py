@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from capacity.vllm_versions import V0, semantics_for
+from capacity.vllm.versions import V0, semantics_for
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,8 +66,8 @@ def test_v1_runner_and_mrv2_charge_the_same_captures_differently() -> None:
     """Qwen2.5-VL-7B (28 decoder layers) under 0.23.0 runs the V1 runner, under 0.29.0 Model Runner V2: both capture 51
     PIECEWISE sizes and 35 FULL decode graphs. MRV2 adds its first FULL sample (s1) to the PIECEWISE total; the V1
     runner takes the larger first capture of the two modes once (the PIECEWISE one): one FULL graph less, 28 x 40 KiB."""
-    from capacity.planner import plan_for
-    from capacity.serving import ServingArgs
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
 
     args = ServingArgs(max_model_len=8192)
     v023 = plan_for("Qwen/Qwen2.5-VL-7B-Instruct", args, "A100-80GB", semantics=semantics_for("0.23.0"))
@@ -83,8 +83,8 @@ def test_mrv2_cuda_graph_estimate_by_version(version: str, set_aside: bool) -> N
     """Model Runner V2's profile_cudagraph_memory is `return 0` in the 0.23.0, 0.24.0, 0.27.1 and 0.28.0 wheels and
     calls cudagraph_utils.profile_cudagraph_memory from 0.29.0 (read in each wheel's vllm/v1/worker/gpu/model_runner.py):
     Llama-3.1-8B (an MRV2 architecture in all of them) has nothing set aside before 0.29, and 0.33's form after."""
-    from capacity.planner import plan_for
-    from capacity.serving import ServingArgs
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
 
     args = ServingArgs(max_model_len=8192)
     latest = plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "H100-SXM").memory["cuda_graphs"]
@@ -96,8 +96,8 @@ def test_mrv2_cuda_graph_estimate_by_version(version: str, set_aside: bool) -> N
 
 
 def test_rocm_has_no_estimate_in_0_23() -> None:
-    from capacity.planner import plan_for
-    from capacity.serving import ServingArgs
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
 
     args = ServingArgs(max_model_len=8192)
     assert plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "MI300X", semantics=semantics_for("0.23.0")).memory["cuda_graphs"].bytes == 0
@@ -110,8 +110,8 @@ def test_0_10_charges_the_communicators_on_nvlinked_gpus(gpu: str, charged: bool
     on NVLinked H200s the 0.10 non-torch memory holds NCCL's communicator (975,175,680 B measured on the H200 pair) and
     vLLM's buffers for capability 9.0 at world size 2 (symmetric memory 64 MiB + custom all-reduce: signal 8 MiB, IPC
     max(8, 2, 16) = 16 MiB, rank data 8 MiB: 96 MiB). Over PCIe (L40S) nothing is added, and the method says why."""
-    from capacity.planner import plan_for
-    from capacity.serving import ServingArgs
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
     from capacity.units import MiB
 
     args = ServingArgs(max_model_len=8192, tensor_parallel_size=2)
@@ -127,8 +127,8 @@ def test_0_10_charges_the_communicators_on_nvlinked_gpus(gpu: str, charged: bool
 
 
 def test_0_11_and_tp1_charge_no_communicators() -> None:
-    from capacity.planner import plan_for
-    from capacity.serving import ServingArgs
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
 
     tp1 = ServingArgs(max_model_len=8192)
     a = plan_for("meta-llama/Llama-3.1-8B-Instruct", tp1, "H200", semantics=semantics_for("0.10.2")).memory["non_torch"]
@@ -142,8 +142,8 @@ def test_sliding_windows_reserve_one_batch_before_0_27() -> None:
     reserve a window for one batch: cdiv(511 + 2048, 32) + 1 = 81 blocks; 0.27.1+ for max_in_flight_tokens, two batches
     with async scheduling: cdiv(511 + 4096, 32) + 1 = 145. The 0.22.1 log of bench/vllm_logs agrees with the former:
     4.1 GiB / ((5 x 81 + 2048) blocks x 4 layers x 64 KiB) = 6.85x, as printed (with 145: 6.06x)."""
-    from capacity.planner import plan_for
-    from capacity.serving import ServingArgs
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
 
     model = str(ROOT / "bench" / "vllm_logs" / "configs" / "google--gemma-4-E4B-it")
     args = ServingArgs(max_model_len=32768, gpu_memory_utilization=0.9)

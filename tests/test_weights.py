@@ -1,4 +1,4 @@
-"""Weights per rank (capacity/weights.py), every value worked out by hand in the comments from vLLM 0.33's layers:
+"""Weights per rank (capacity/weights/per_rank.py), every value worked out by hand in the comments from vLLM 0.33's layers:
 ColumnParallelLinear / QKVParallelLinear / RowParallelLinear (linear.py), VocabParallelEmbedding and
 ParallelLMHead (vocab_parallel_embedding.py: pad_vocab_size to 64, then / TP), FusedMoE and determine_expert_map,
 and the checkpoint formats of AWQ, GPTQ, fp8, NVFP4. Plus the regression of issue 12 item 1: at TP 2 the default
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from safetensors_files import safetensors_bytes
 
-from capacity.cli import main
+from capacity.cli.app import main
 from capacity.errors import BadInput
-from capacity.weights import (
+from capacity.weights.per_rank import (
     MODEL_DTYPE,
     Parallelism,
     StoredTensor,
@@ -264,15 +264,15 @@ def test_per_rank_headroom_divides_encoder_and_decoder_phases_not_the_sampler():
     profile_run scales by the formula's per-rank ratio (the decoder's less the encoder outputs it holds)."""
     from dataclasses import replace
 
-    from capacity.families import model_spec
-    from capacity.gpus import gpu_by_name
-    from capacity.memory import per_rank_headroom, rank_scaling
-    from capacity.models import resolve_model
-    from capacity.profile import Fingerprint, MemoryProfile, PhaseMeasurement
-    from capacity.serving import ServingArgs, resolve_serving
+    from capacity.gpu.catalog import gpu_by_name
+    from capacity.memory.measured_profile import Fingerprint, MemoryProfile, PhaseMeasurement
+    from capacity.memory.terms import per_rank_headroom, rank_scaling
+    from capacity.model.registry import spec_from_files
+    from capacity.serving.config import ServingArgs, resolve_serving
+    from capacity.source.resolve import resolve_model
 
     source = resolve_model("openai/whisper-tiny")
-    spec = model_spec(source.config, source.name)
+    spec = spec_from_files(source.config, source.name)
     serving = resolve_serving(ServingArgs(tensor_parallel_size=2), spec, gpu_by_name("L4"))
     scaling = replace(rank_scaling(spec, serving, measured_tp=1), sampler_extra_bytes=0)  # the gather: below
     # whisper-tiny: hidden 384, FFN 1536, not gated. Per token at TP 1: 2*384 + max(4*384, 2*1536) = 3,840 elements;
@@ -311,14 +311,14 @@ def _llama_folder(root: Path, **extra: object) -> Path:
 
 
 def _breakdown(folder: Path, **knobs: object):
-    from capacity.families import model_spec
-    from capacity.gpus import gpu_by_name
-    from capacity.memory import weights_breakdown, weights_term
-    from capacity.models import resolve_model
-    from capacity.serving import ServingArgs, resolve_serving
+    from capacity.gpu.catalog import gpu_by_name
+    from capacity.memory.terms import weights_breakdown, weights_term
+    from capacity.model.registry import spec_from_files
+    from capacity.serving.config import ServingArgs, resolve_serving
+    from capacity.source.resolve import resolve_model
 
     source = resolve_model(str(folder))
-    spec = model_spec(source.config, source.name)
+    spec = spec_from_files(source.config, source.name)
     serving = resolve_serving(ServingArgs(**knobs), spec, gpu_by_name("H200"))  # type: ignore[arg-type]
     return weights_breakdown(spec, source, serving), weights_term(spec, source, serving)[0]
 
@@ -365,7 +365,7 @@ def _reference_cases() -> list[dict]:
     return [c for c in json.loads(REFERENCE.read_text())["cases"] if "rank0_parameter_bytes" in c]
 
 
-# The GPU on which vLLM 0.33 picks each MXFP4 MoE backend a gpt-oss case names (capacity/mxfp4.py backend_for).
+# The GPU on which vLLM 0.33 picks each MXFP4 MoE backend a gpt-oss case names (capacity/weights/mxfp4.py backend_for).
 _BACKEND_GPU = {"TRITON": "H200", "MARLIN": "L40S", "FLASHINFER_TRTLLM_MXFP4_BF16": "B200"}
 
 
@@ -376,7 +376,7 @@ def _case_id(c: dict) -> str:
 
 def _case_source(model: str):
     """The catalog entry, or with `#key` its config's sub-config alone (a published VL config's text_config)."""
-    from capacity.models import ModelSource, resolve_model
+    from capacity.source.resolve import ModelSource, resolve_model
 
     name, _, key = model.partition("#")
     source = resolve_model(name)
@@ -392,13 +392,13 @@ def test_weights_per_rank_equal_vllm_own_model_classes(case: dict, hermetic: Pat
     the MXFP4 experts as created for the backend vLLM picks on the case's GPU, and what stays after the backend's
     load-time conversion (the weights figure capacity plans with)."""
     pytest.importorskip("torch")
-    from capacity.families import model_spec
-    from capacity.gpus import gpu_by_name
-    from capacity.memory import weights_breakdown
-    from capacity.serving import ServingArgs, resolve_serving
+    from capacity.gpu.catalog import gpu_by_name
+    from capacity.memory.terms import weights_breakdown
+    from capacity.model.registry import spec_from_files
+    from capacity.serving.config import ServingArgs, resolve_serving
 
     source = _case_source(case["model"])
-    spec = model_spec(source.config, source.name, source.preprocessor)
+    spec = spec_from_files(source.config, source.name, source.preprocessor)
     gpu = gpu_by_name(_BACKEND_GPU.get(case.get("mxfp4_backend", ""), "H200"))
     # LFM2.5-VL's images are not countable without its processor files (resolve_serving refuses them), but the weights
     # of the whole model (image limit > 0: the tower is built) do not depend on the count: the limits are set after.
@@ -420,12 +420,12 @@ def test_quantized_checkpoint_known_by_its_header_summary_only(hermetic: Path):
     and (say) one 1,000-element F32 tensor: 19,008 + 14,144 x 2 + 4,000 = 51,296 B once loaded in float16.
     The AWQ layout is 47,296 B whole (21,312 quantized + 25,600 embedding and head + 384 norms), 27,424 B on rank 0
     at TP 2: 51,296 x 27,424 // 47,296 = 29,743 B."""
-    from capacity.checkpoint import CheckpointWeights
-    from capacity.families import model_spec
-    from capacity.gpus import gpu_by_name
-    from capacity.memory import weights_term
-    from capacity.models import resolve_model
-    from capacity.serving import ServingArgs, resolve_serving
+    from capacity.gpu.catalog import gpu_by_name
+    from capacity.memory.terms import weights_term
+    from capacity.model.registry import spec_from_files
+    from capacity.serving.config import ServingArgs, resolve_serving
+    from capacity.source.checkpoint import CheckpointWeights
+    from capacity.source.resolve import resolve_model
 
     folder = _llama_folder(hermetic, quantization_config={"quant_method": "awq", "bits": 4, "group_size": 32, "version": "gemm"})
     summary = CheckpointWeights(
@@ -437,7 +437,7 @@ def test_quantized_checkpoint_known_by_its_header_summary_only(hermetic: Path):
         bytes_by_dtype={"I32": 19_008, "F16": 28_288, "F32": 4_000},
     )
     source = replace(resolve_model(str(folder)), origin="hub", path=None, weights=summary)
-    spec = model_spec(source.config, source.name)
+    spec = spec_from_files(source.config, source.name)
     for tp, expected in ((1, 51_296), (2, 29_743)):
         serving = resolve_serving(ServingArgs(tensor_parallel_size=tp, dtype="float16"), spec, gpu_by_name("H200"))
         term = weights_term(spec, source, serving)[0]
@@ -453,8 +453,8 @@ def test_fp8_moe_catalog_checkpoint_from_its_quantization_config(hermetic: Path)
     (2048 + 2048 + 128 + 128)*2 = 8,704: 623,539,200 x 48 = 29,929,881,600; embedding and LM head 2*151936*2048*2 =
     1,244,659,712; final norm 4,096. Total 31,174,545,408 B."""
     pytest.importorskip("torch")
-    from capacity.planner import plan_for
-    from capacity.serving import ServingArgs
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
 
     plan = plan_for("Qwen/Qwen3-30B-A3B-FP8", ServingArgs(), "H200")
     weights = plan.memory["weights"]

@@ -1,4 +1,4 @@
-"""capacity's CUDA-graph estimate (capacity/cuda_graphs.py) against the figures public vLLM logs printed.
+"""capacity's CUDA-graph estimate (capacity/memory/cuda_graphs.py) against the figures public vLLM logs printed.
 
 For each start of `dataset.json` whose model capacity can plan (its catalog, or the model of the benchmark log it
 came from) and that ran no speculative decoding: capacity's estimate for the runner that start ran (V1 or MRV2), with
@@ -19,11 +19,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from capacity.cuda_graphs import mrv2_estimate, v1_estimate  # noqa: E402
 from capacity.errors import BadInput  # noqa: E402
-from capacity.memory import decoder_activation_bytes, graph_estimate  # noqa: E402
-from capacity.planner import plan_for  # noqa: E402
-from capacity.serving import ServingArgs  # noqa: E402
+from capacity.memory.cuda_graphs import mrv2_estimate, v1_estimate  # noqa: E402
+from capacity.memory.terms import decoder_activation_bytes, graph_estimate  # noqa: E402
+from capacity.planning.planner import plan_for  # noqa: E402
+from capacity.serving.config import ServingArgs  # noqa: E402
 from capacity.units import GiB  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -115,7 +115,7 @@ def main() -> None:
     lines = [
         "# capacity's CUDA-graph estimate against public vLLM logs",
         "",
-        "`python bench/cuda_graphs/compare.py` (this file is its output). capacity: `capacity/cuda_graphs.py` with the H200-measured",
+        "`python bench/cuda_graphs/compare.py` (this file is its output). capacity: `capacity/memory/cuda_graphs.py` with the H200-measured",
         "capture costs, for the runner the start ran; vLLM: the log's estimate, else its real capture. Ratio = capacity / vLLM.",
         "",
         "| # | model | GPU | vLLM | runner | TP | PIECEWISE / FULL (counts) | vLLM GiB (what) | capacity GiB | ratio |",

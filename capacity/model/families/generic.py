@@ -1,0 +1,871 @@
+"""The generic family: a multimodal decoder that transformers builds, when no dedicated family claims its config.
+
+Every figure keeps its kind and says "generic" in its method. What it reads, and how:
+- the text config as vLLM reads it: transformers' config class with its defaults (vLLM loads configs through
+  AutoConfig); its KV layers through the one reader, `capacity.kv.text_config.kv_layers` (full, sliding, MLA, hybrid
+  linear attention / mamba, KV sharing, chunked local attention; what it cannot read is refused naming the field);
+- tokens per item from the model's own HF classes on a max-size dummy input, as vLLM's dummy-input builders do:
+  images through the processor's placeholder count (`_get_num_multimodal_tokens`, built from the processor and
+  preprocessor configs without a tokenizer) at the largest of the sizes its image processor allows; audio through
+  the feature extractor on its longest clip, then the model's own `get_audio_features` on the meta device (its
+  downsampling). What cannot be built offline falls back to a per-modality formula the spec's notes name;
+- the encoder for the activation formula from the vision / audio sub-config; the fake-tensor trace runs the
+  model's own `get_image_features` / `get_audio_features` on the processor's tensors.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import math
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from capacity.errors import BadInput
+from capacity.kv.text_config import kv_layers
+from capacity.model.families.common import config_dtype
+from capacity.model.families.decoder_only import decoder_shape
+from capacity.model.families.qwen2_5_vl import VISUAL_TOWER
+from capacity.model.family import EncoderInput, Family, Tower
+from capacity.model.items.lfm2_vl import Lfm2VlImageSettings
+from capacity.model.items.qwen_vl import processor_pixel_bounds, qwen_vl_max_image_grid, size_with_most_features, video_smart_resize
+from capacity.model.processor_kwargs import with_qwen_vl_sizes
+from capacity.model.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
+from capacity.model.vllm_registry import MULTIMODAL_ARCHITECTURES, VLLM_VERSION
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import torch
+
+    from capacity.source.resolve import ModelSource
+
+# The sub-configs that make a config multimodal, and the modality each feeds.
+MODALITY_SUBCONFIGS: tuple[tuple[str, str], ...] = (("vision_config", "image"), ("audio_config", "audio"))
+
+# vLLM 0.33's _mark_tower_model blocks, by model_type (transformers' module names, as the meta build names them).
+TOWERS: dict[str, tuple[Tower, ...]] = {
+    "lfm2_vl": (Tower(("image",), ("vision_tower", "multi_modal_projector")),),  # Lfm2VLForConditionalGeneration.__init__
+    "llava": (Tower(("image",), ("vision_tower", "multi_modal_projector")),),  # llava.py LlavaForConditionalGeneration.__init__
+    "qwen2_audio": (Tower(("audio",), ("audio_tower", "multi_modal_projector")),),  # qwen2_audio.py
+    **dict.fromkeys(("qwen2_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "glm4v"), (VISUAL_TOWER,)),
+}
+
+# The text-config field whose channels the model class's get_mamba_state_shape_from_config reads for its state layers,
+# by model_type, where the layers read another (Lfm2VLForConditionalGeneration: hidden_size; its ShortConv layers conv_dim).
+ALIGNED_STATE_CHANNELS: dict[str, str] = {"lfm2_vl": "hidden_size"}
+
+# Modules vLLM 0.33 builds whole on every rank (ReplicatedLinear), by model_type.
+UNSHARDED_MODULES: dict[str, tuple[str, ...]] = {
+    "lfm2_vl": (r"(^|\.)multi_modal_projector\.linear_[12]$",),  # Lfm2VLMultiModalProjector: ReplicatedLinear
+}
+
+# Modules vLLM 0.33 builds column- / row-parallel whose names the weights rules do not know, by model_type.
+LLAVA_PROJECTOR = ((r"(^|\.)multi_modal_projector\.linear_1$",), (r"(^|\.)multi_modal_projector\.linear_2$",))  # llava.py LlavaMultiModalProjector
+SHARDED_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {"llava": LLAVA_PROJECTOR}
+
+# The largest side tried when a processor caps images by pixels rather than by a fixed size.
+HUGE_SIDE = 8192
+
+
+@dataclass(frozen=True)
+class ItemTokens:
+    """Tokens of one max-size item of a modality, and how they were obtained."""
+
+    modality: str
+    tokens: int
+    method: str  # "processor", "model", "vLLM rule", or "fallback formula"
+    detail: str
+    unmodelled: str = ""  # why vLLM's tokens for this item cannot be counted ("" = they are; tokens is then 0)
+    image_size: tuple[int, int] | None = None  # (height, width) of the dummy image those tokens were counted on
+    encoder_positions: int | None = None  # positions the encoder runs for the item, when not its tokens (LLaVA-NeXT tiles)
+
+
+class GenericFamily(Family):
+    name = "generic"
+    # Tried before the plain-decoder fallback: a config with a vision or audio sub-config is not a text-only LLM.
+    fallback_rank: ClassVar[int | None] = 0
+    method_label = "generic"
+
+    def claims(self, config: dict[str, Any]) -> bool:
+        return bool(config.get("architectures")) and any(isinstance(config.get(key), dict) for key, _ in MODALITY_SUBCONFIGS)
+
+    def spec_from_files(
+        self,
+        config: dict[str, Any],
+        name: str,
+        preprocessor: dict[str, Any] | None,
+        processor: dict[str, Any] | None,
+        video_preprocessor: dict[str, Any] | None,
+    ) -> ModelSpec:
+        spec = self.spec(config, name, preprocessor, processor)
+        video = video_modality(
+            config, materialized(config), spec.modalities, video_preprocessor, processor_class(processor, preprocessor), preprocessor
+        )
+        if video is None:
+            return spec
+        notes = [n for n in spec.notes if not n.startswith("generic family: videos")]
+        how = (
+            f"not counted: {video.unmodelled}"
+            if video.unmodelled
+            else f"{video.frame_pair_tokens} tokens per frame pair, up to {video.max_frames} frames as max_model_len allows (Qwen2-VL rule)"
+            if video.frame_pair_tokens
+            else f"the count of up to {GLM4V_MAX_FRAMES} frames with the most tokens that fit max_model_len beside one image, frames shrunk to fit the video pixels (GLM-4.1V rule)"
+            if video.tokens_by_frames
+            else f"{video.max_tokens_per_item} tokens per video (Qwen3-VL rule: 2 frames)"
+        )
+        notes.append(f"generic family: video ({how}; {video_note(config)})")
+        encoder = spec.encoder
+        if video.frame_pair_tokens is not None and encoder is not None:  # a video of n frame pairs runs n times the patches
+            encoder = replace(encoder, seq_len_tokens=video.frame_pair_tokens)
+        return replace(spec, modalities=(*spec.modalities, video), encoder=encoder, notes=tuple(notes))
+
+    def with_processor_kwargs(
+        self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]
+    ) -> dict[str, dict[str, Any]]:
+        """The Qwen-VL size keys for the model_types vLLM counts with Qwen2VLProcessingInfo (flat keys reach the image
+        and the video processor alike: _merge_and_resolve_mm_processor_kwargs); refused for any other model."""
+        model_type = str(config.get("model_type"))
+        if model_type not in QWEN_VL_IMAGES:
+            return super().with_processor_kwargs(config, files, kwargs)
+        if files.get("preprocessor_config.json") is None:
+            raise BadInput(f"--mm-processor-kwargs: model_type {model_type!r} without its preprocessor_config.json: the size they override is unknown")
+        return with_qwen_vl_sizes(files, kwargs, model_type)
+
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
+        """The spec from the config and the image / audio preprocessor configs (videos: spec_from_files)."""
+        architecture = str((config.get("architectures") or ["?"])[0])
+        if config.get("is_encoder_decoder"):
+            raise BadInput(
+                f"{architecture}: is_encoder_decoder is true; the generic family plans decoder-only multimodal models "
+                "(an encoder-decoder's cross-attention layout needs a dedicated family)"
+            )
+        full = materialized(config)
+        text = full.get("text_config") if isinstance(full.get("text_config"), dict) else full
+        layers = kv_layers(text, "generic")  # the KV layout: the one reader (fails closed naming the field)
+        aligned = ALIGNED_STATE_CHANNELS.get(str(config.get("model_type")))
+        if aligned is not None:  # the model class sizes hybrid pages from another text-config field
+            layers = tuple(layer.with_aligned_channels(int(text[aligned])) for layer in layers)
+        items = [self.item_tokens(modality, config, full, preprocessor, processor) for key, modality in MODALITY_SUBCONFIGS if isinstance(full.get(key), dict)]
+        items = [item for item in items if item.tokens > 0 or item.unmodelled]
+        counted = [item for item in items if not item.unmodelled]
+        if not items:
+            raise BadInput(f"{architecture}: no vision_config / audio_config the generic family can count tokens for")
+        widest = max(counted, key=lambda item: item.tokens) if counted else None
+        max_len, key = derive_max_model_len(text)
+        supported = architecture in MULTIMODAL_ARCHITECTURES
+        notes = [
+            f"{self.name} family: {item.modality} tokens not counted ({item.unmodelled})"
+            if item.unmodelled
+            else f"{self.name} family: {item.tokens} tokens per {item.modality} ({item.method}: {item.detail})"
+            for item in items
+        ]
+        notes.append("generic family: text config read through transformers' config class (its defaults filled, as vLLM's AutoConfig does)")
+        if any(k.startswith("video") for k in (preprocessor or {})):
+            notes.append("generic family: videos are not modelled; vLLM may profile a video item with more tokens than an image")
+        return ModelSpec(
+            name=name,
+            family=self,
+            architecture=architecture,
+            is_encoder_decoder=False,
+            config_dtype=config_dtype(config, text),
+            layers=layers,
+            modalities=tuple(
+                Modality(item.modality, item.tokens, None, encoder_positions=item.encoder_positions, unmodelled=item.unmodelled) for item in items
+            ),
+            derived_max_model_len=max_len,
+            max_len_key=f"text_config.{key}" if text is not full else key,
+            max_source_positions=None,
+            encoder_tokens_per_request=0,
+            num_attention_heads=int(text["num_attention_heads"]),
+            decoder=decoder_shape(text, "generic"),
+            encoder=encoder_shape(widest, full, text) if widest is not None else None,
+            vllm_support=VllmSupport("native", f"{architecture} is in vLLM {VLLM_VERSION}'s multimodal registry")
+            if supported
+            else VllmSupport("unsupported", f"{architecture} is not in vLLM {VLLM_VERSION}'s multimodal registry"),
+            notes=tuple(notes),
+        )
+
+    def item_tokens(
+        self, modality: str, config: dict[str, Any], full: dict[str, Any], preprocessor: dict[str, Any] | None, processor: dict[str, Any] | None
+    ) -> ItemTokens:
+        """Tokens of one max-size item of `modality` (a family built on this one overrides it with its model's rule)."""
+        return item_tokens(modality, config, full, preprocessor, processor)
+
+    def towers(self, config: dict[str, Any]) -> tuple[Tower, ...]:
+        return TOWERS.get(str(config.get("model_type")), ())
+
+    def unsharded_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
+        return UNSHARDED_MODULES.get(str(config.get("model_type")), ())
+
+    def column_parallel_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
+        return SHARDED_MODULES.get(str(config.get("model_type")), ((), ()))[0]
+
+    def row_parallel_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
+        return SHARDED_MODULES.get(str(config.get("model_type")), ((), ()))[1]
+
+    def hf_class_name(self, config: dict[str, Any]) -> str:
+        """`architectures[0]` when transformers has that class, else the model_type's image/audio-text-to-text class."""
+        import transformers
+        from transformers.models.auto import modeling_auto
+
+        named = str((config.get("architectures") or [""])[0])
+        if hasattr(transformers, named):
+            return named
+        for mapping in ("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES", "MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES"):
+            found = getattr(modeling_auto, mapping, {}).get(str(config.get("model_type")))
+            if isinstance(found, str) and hasattr(transformers, found):
+                return found
+        return named
+
+    # --- profiler and fake-tensor trace hooks -------------------------------------------------------------
+
+    def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
+        """The processor's tensors for one max-size item of the spec's widest modality (images and audio only)."""
+        encoded = [m for m in spec.modalities if m.name != "video"]
+        if len(encoded) < len(spec.modalities) and all(m.max_tokens_per_item != tokens for m in encoded):
+            raise NotImplementedError(f"the generic trace encodes images and audio; vLLM profiles a {tokens}-token video item here")
+        modality = max(encoded, key=lambda m: m.max_tokens_per_item).name
+        if modality == "audio":
+            features, note = audio_features(source.config, source.preprocessor)
+            return EncoderInput({"input_features": features.to(device=device, dtype=dtype)}, note)
+        # transformers 5 may save the image processor's settings inside processor_config.json (LFM2.5-VL)
+        nested = (source.processor or {}).get("image_processor")
+        tensors, note = image_tensors(source.config, source.preprocessor or (nested if isinstance(nested, dict) else None))
+        return EncoderInput(
+            {k: v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device=device) for k, v in tensors.items()},
+            note,
+        )
+
+    def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
+        """The model's own get_image_features / get_audio_features on `count` copies of the item."""
+        import torch
+
+        batch = {k: torch.cat([v] * count) if count > 1 else v for k, v in item.tensors.items()}
+        method = features_method(model, "audio" if "input_features" in batch else "image")
+        accepted = inspect.signature(method).parameters
+        inputs = {k: v for k, v in batch.items() if k in accepted or "kwargs" in accepted}
+        if "input_features" in batch:
+            inputs.update(full_clip_masks(method, tuple(batch["input_features"].shape), batch["input_features"].device))
+        out = method(**inputs)
+        return list(feature_rows(out).chunk(count))
+
+    def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
+        return language_model(model)(input_ids=input_ids, use_cache=False).last_hidden_state
+
+    def lm_head(self, model: Any, hidden: torch.Tensor) -> torch.Tensor:
+        return model.get_output_embeddings()(hidden)
+
+
+# --- the config ----------------------------------------------------------------------------------------
+
+
+def materialized(config: dict[str, Any]) -> dict[str, Any]:
+    """The config with transformers' defaults filled in, sub-configs as dicts (what vLLM's AutoConfig sees)."""
+    return json.loads(_materialized_json(json.dumps(config, sort_keys=True)))
+
+
+@lru_cache(maxsize=64)
+def _materialized_json(config_json: str) -> str:
+    config = json.loads(config_json)
+    model_type = config.get("model_type")
+    try:
+        from transformers import CONFIG_MAPPING
+    except ImportError as exc:
+        raise BadInput("the generic family reads configs through transformers: pip install the project") from exc
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+        raise BadInput(
+            f"model_type {model_type!r} has no config class in this transformers (remote code?): the generic family plans "
+            "architectures transformers builds"
+        )
+    raw = copy.deepcopy(config)
+    raw.pop("model_type", None)
+    try:
+        return json.dumps(CONFIG_MAPPING[model_type](**raw).to_dict(), default=str)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise BadInput(f"transformers cannot read this {model_type} config: {' '.join(str(exc).split())[:200]}") from exc
+
+
+# --- tokens per item ------------------------------------------------------------------------------------
+
+
+def item_tokens(
+    modality: str, config: dict[str, Any], full: dict[str, Any], preprocessor: dict[str, Any] | None, processor: dict[str, Any] | None
+) -> ItemTokens:
+    if modality == "audio":
+        return audio_item_tokens(config, full, preprocessor)
+    return image_item_tokens(config, full, preprocessor, processor)
+
+
+def _mapped_class(mapping: Any, model_type: str, wanted: str | None) -> Any:
+    """A transformers class by the name a preprocessor config gives, else the model_type's PIL/slow variant."""
+    import transformers
+
+    names: list[str] = []
+    if wanted:
+        names += [wanted.removesuffix("Fast") + "Pil", wanted.removesuffix("Fast"), wanted]
+    entry = mapping.get(model_type)
+    if isinstance(entry, dict):
+        names += [entry.get("pil"), entry.get("torchvision")]
+    elif isinstance(entry, (tuple, list)):
+        names += list(entry)
+    elif isinstance(entry, str):
+        names.append(entry)
+    for name in names:
+        if name and hasattr(transformers, name):
+            try:
+                return getattr(transformers, name)
+            except ImportError:  # a backend (torchvision, torchaudio) this install lacks
+                continue
+    return None
+
+
+def _init_kwargs(cls: Any, preprocessor: dict[str, Any], drop: tuple[str, ...]) -> dict[str, Any]:
+    """The preprocessor config's values the class's __init__ takes (all of them when it takes **kwargs), less `drop`."""
+    accepted = inspect.signature(cls.__init__).parameters
+    return {k: v for k, v in preprocessor.items() if (k in accepted or "kwargs" in accepted) and k not in drop}
+
+
+def image_processor(config: dict[str, Any], preprocessor: dict[str, Any] | None) -> Any:
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+
+    pre = dict(preprocessor or {})
+    cls = _mapped_class(IMAGE_PROCESSOR_MAPPING_NAMES, str(config.get("model_type")), pre.get("image_processor_type"))
+    if cls is None:
+        raise LookupError(f"no image processor class for model_type {config.get('model_type')!r}")
+    return cls(**_init_kwargs(cls, pre, ("image_processor_type", "processor_class", "auto_map")))
+
+
+def headless_processor(
+    config: dict[str, Any], full: dict[str, Any], image_proc: Any, processor: dict[str, Any] | None, preprocessor: dict[str, Any] | None = None
+) -> Any:
+    """The model's processor class without a tokenizer (none offline): its __init__ defaults, overridden by the
+    model config's and processor_config.json's values of the same names, and the image processor."""
+    import transformers
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+
+    name = processor_class(processor, preprocessor) or PROCESSOR_MAPPING_NAMES.get(str(config.get("model_type")))
+    cls = getattr(transformers, name, None) if isinstance(name, str) else None
+    if cls is None or not hasattr(cls, "_get_num_multimodal_tokens"):
+        raise LookupError(f"no processor with a placeholder count for model_type {config.get('model_type')!r}")
+    proc = object.__new__(cls)
+    params = inspect.signature(cls.__init__).parameters
+    vision = full.get("vision_config") or {}
+    for pname, param in params.items():
+        if pname in ("self", "tokenizer", "kwargs", "args", "chat_template"):
+            continue
+        value = param.default if param.default is not inspect.Parameter.empty else None
+        for source in (vision, full, processor or {}):
+            if pname in source:
+                value = source[pname]
+        setattr(proc, pname, value)
+    proc.image_processor = image_proc
+    return proc
+
+
+def candidate_sizes(image_proc: Any, vision: dict[str, Any]) -> list[tuple[int, int]]:
+    """(height, width) shapes among which the most-tokens image lies: the image processor's fixed sizes, its
+    grid pinpoints, tile grids up to its tile cap, and a huge square (processors capping by pixels shrink it)."""
+    sides: set[int] = set()
+    for attr in ("size", "crop_size", "max_image_size"):
+        value = getattr(image_proc, attr, None)
+        value = value if isinstance(value, dict) else (value.__dict__ if hasattr(value, "__dict__") else {})
+        sides.update(int(v) for k, v in value.items() if isinstance(v, (int, float)) and k in ("height", "width", "shortest_edge", "longest_edge") and 0 < v <= HUGE_SIDE)
+    if isinstance(vision.get("image_size"), int):
+        sides.add(int(vision["image_size"]))
+    shapes = {(HUGE_SIDE, HUGE_SIDE), (HUGE_SIDE, HUGE_SIDE // 2), (HUGE_SIDE // 2, HUGE_SIDE)}
+    for side in sides:
+        shapes.update({(side, side), (side, 2 * side), (2 * side, side)})
+    for pin in getattr(image_proc, "image_grid_pinpoints", None) or []:
+        shapes.add((int(pin[0]), int(pin[1])))
+    tiles = getattr(image_proc, "max_patches", None) or getattr(image_proc, "max_image_tiles", None) or getattr(image_proc, "max_num_tiles", None)
+    tile = min(sides) if sides else None
+    if isinstance(tiles, int) and tile:
+        for rows in range(1, tiles + 1):
+            for cols in range(1, tiles // rows + 1):
+                shapes.add((rows * tile, cols * tile))
+    return sorted(shapes)
+
+
+def image_item_tokens(config: dict[str, Any], full: dict[str, Any], preprocessor: dict[str, Any] | None, processor: dict[str, Any] | None) -> ItemTokens:
+    vision = full.get("vision_config") or {}
+    if str(config.get("model_type")) in IDEFICS3_IMAGES:  # its HF processor counts with the tokenizer; vLLM's rule does not
+        return idefics3_image_tokens(full, preprocessor, processor)
+    if str(config.get("model_type")) in LFM2_VL_IMAGES:  # vLLM counts with its own rule, the processor needs the tokenizer
+        return lfm2_vl_image_tokens(preprocessor, processor)
+    if str(config.get("model_type")) in QWEN_VL_IMAGES and preprocessor:
+        return qwen_vl_image_tokens(vision, preprocessor)
+    if not preprocessor:  # the processor's class defaults are not the model's (LLaVA's crop 224 vs its 336 tower)
+        return image_fallback(config, vision, reason="no preprocessor_config.json: the model's image processor settings are unknown")
+    try:
+        image_proc = image_processor(config, preprocessor)
+        proc = headless_processor(config, full, image_proc, processor, preprocessor)
+        best, best_shape = 0, (0, 0)
+        for shape in candidate_sizes(image_proc, vision):
+            counted = proc._get_num_multimodal_tokens(image_sizes=[list(shape)])
+            tokens = int((getattr(counted, "num_image_tokens", None) or [0])[0])
+            if tokens > best:
+                best, best_shape = tokens, shape
+        if best <= 0:
+            raise LookupError("the processor counted no image tokens")
+        built_from = " + ".join(n for n, d in (("preprocessor_config.json", preprocessor), ("processor_config.json", processor)) if d)
+        return ItemTokens(
+            "image",
+            best,
+            "processor",
+            f"{type(proc).__name__}._get_num_multimodal_tokens with {type(image_proc).__name__} ({built_from}), most tokens at {best_shape[0]}x{best_shape[1]}",
+        )
+    except Exception as exc:  # no class, a backend missing, a processor that needs its tokenizer: the formula
+        return image_fallback(config, vision, reason=f"{type(exc).__name__}: {' '.join(str(exc).split())[:120]}")
+
+
+def qwen_vl_image_tokens(vision: dict[str, Any], preprocessor: dict[str, Any]) -> ItemTokens:
+    """vLLM's largest Qwen-VL image (Qwen2VLProcessingInfo.get_max_image_tokens) from the image processor's size:
+    the grid with the most merged patches within size.longest_edge pixels, then smart_resize."""
+    bounds = processor_pixel_bounds(preprocessor)
+    low, high = bounds.get("shortest_edge"), bounds.get("longest_edge")
+    if not isinstance(low, int) or not isinstance(high, int):
+        return image_fallback({}, vision, reason="preprocessor_config.json gives no size.shortest_edge / longest_edge (or min_pixels / max_pixels)")
+    patch = _positive(vision, "patch_size", "vision_config")
+    merge = _positive(vision, "spatial_merge_size", "vision_config")
+    rows, cols = qwen_vl_max_image_grid(low, high, patch, merge)
+    unit = patch * merge
+    return ItemTokens(
+        "image",
+        rows * cols,
+        "vLLM rule",
+        f"Qwen2VLProcessingInfo.get_max_image_tokens: {rows} x {cols} merged patches within {high} pixels, most tokens at {rows * unit}x{cols * unit}",
+        image_size=(rows * unit, cols * unit),
+    )
+
+
+# model_types whose images vLLM 0.33 counts with Idefics3ProcessingInfo (SmolVLMProcessingInfo subclasses it).
+IDEFICS3_IMAGES = ("idefics3", "smolvlm")
+IDEFICS3_MAX_SIDE = 4096  # transformers idefics3 / smolvlm image processors: MAX_IMAGE_SIZE
+
+
+def idefics3_image_tokens(full: dict[str, Any], preprocessor: dict[str, Any] | None, processor: dict[str, Any] | None) -> ItemTokens:
+    """The <image> embeddings of vLLM's dummy image, a square of max_image_size.longest_edge
+    (vLLM: Idefics3ProcessingInfo.get_num_image_tokens = max(num_patches, 1) x image_seq_len). The budget counts
+    only these (get_num_embeds: select_token_id(image_token_id)); the <fake_token_around_image>, <global-img>,
+    <row_i_col_j> and newline text tokens around them are prompt tokens, not embeddings, and are not counted."""
+    pre, proc = preprocessor or {}, processor or {}
+    vision = full.get("vision_config") or {}
+    try:
+        size = _positive(pre.get("size") if isinstance(pre.get("size"), dict) else {}, "longest_edge", "preprocessor_config.json size")
+        tile_side = _positive(pre.get("max_image_size") if isinstance(pre.get("max_image_size"), dict) else {}, "longest_edge", "preprocessor_config.json max_image_size")
+        seq_len = _positive(proc, "image_seq_len", "processor_config.json")
+        patch = _positive(vision, "patch_size", "vision_config")
+        side = _positive(vision, "image_size", "vision_config")
+        scale = _positive(full, "scale_factor", "config.json")
+    except LookupError as exc:
+        raise BadInput(f"{full.get('model_type')}: {exc}, which vLLM's Idefics3 image count needs") from exc
+    split = bool(pre.get("do_image_splitting", True))  # the image processors' class default
+    per_tile = (side // patch) ** 2 // (scale * scale)  # the connector's pixel shuffle: what one tile yields
+    if per_tile != seq_len:
+        raise BadInput(
+            f"{full.get('model_type')}: processor_config.json image_seq_len {seq_len} is not (image_size {side} // patch_size {patch})^2 "
+            f"/ scale_factor {scale}^2 = {per_tile}, the embeddings one tile yields"
+        )
+    tiles, rows, cols = idefics3_image_patches(tile_side, tile_side, size, tile_side, split)
+    tiles = max(tiles, 1)  # get_num_patches: an unsplit image is one
+    return ItemTokens(
+        "image",
+        tiles * seq_len,
+        "vLLM rule",
+        f"Idefics3ProcessingInfo.get_num_image_tokens on its {tile_side}x{tile_side} dummy image: ({rows} x {cols} tiles + 1 global) "
+        f"x image_seq_len {seq_len}" if rows else f"Idefics3ProcessingInfo.get_num_image_tokens: 1 tile x image_seq_len {seq_len}",
+    )
+
+
+def idefics3_image_patches(height: int, width: int, longest_edge: int, tile_side: int, split: bool) -> tuple[int, int, int]:
+    """(tiles incl. the global image, rows, cols) of an image (vLLM: Idefics3ProcessingInfo._get_image_feature_grid_size,
+    i.e. transformers' Idefics3ImageProcessor.get_number_of_image_patches); (0, 0, 0) when it is not split."""
+    if not split:
+        return 0, 0, 0
+    if width >= height:  # _resize_output_size_rescale_to_max_len: the longest edge to size.longest_edge, the other even
+        height, width = int(longest_edge / (width / height)), longest_edge
+        height += height % 2
+    else:
+        height, width = longest_edge, int(longest_edge * (width / height))
+        width += width % 2
+    height, width = max(height, 1), max(width, 1)
+    if max(height, width) > IDEFICS3_MAX_SIDE:  # _resize_output_size_scale_below_upper_bound
+        aspect = width / height
+        height, width = (int(IDEFICS3_MAX_SIDE / aspect), IDEFICS3_MAX_SIDE) if width >= height else (IDEFICS3_MAX_SIDE, int(IDEFICS3_MAX_SIDE * aspect))
+        height, width = max(height, 1), max(width, 1)
+    rows, cols = math.ceil(height / tile_side), math.ceil(width / tile_side)  # sides rounded up to whole tiles
+    if rows > 1 or cols > 1:
+        return rows * cols + 1, rows, cols
+    return 0, 0, 0
+
+
+# model_types whose images vLLM 0.33 counts with Lfm2VLProcessingInfo.
+LFM2_VL_IMAGES = ("lfm2_vl",)
+
+
+def lfm2_vl_image_tokens(preprocessor: dict[str, Any] | None, processor: dict[str, Any] | None) -> ItemTokens:
+    """The <image> embeddings of vLLM's LFM2-VL dummy image (capacity.model.items.lfm2_vl); not counted, and
+    the modality refused unless --limit-mm-per-prompt image=0, when neither processor file is there."""
+    found = Lfm2VlImageSettings.from_files(preprocessor, processor)
+    if found is None:
+        return ItemTokens(
+            "image",
+            0,
+            "vLLM rule",
+            "",
+            unmodelled=(
+                "no preprocessor_config.json / processor_config.json: the tokens per image depend on the image processor's "
+                "max_image_tokens, encoder_patch_size, downsample_factor and tiling settings, which were not found"
+            ),
+        )
+    settings, source = found
+    tokens, detail = settings.dummy_image_tokens()
+    side = settings.dummy_side()
+    return ItemTokens("image", tokens, "vLLM rule", f"{detail} ({source})", image_size=(side, side))
+
+
+def image_fallback(config: dict[str, Any], vision: dict[str, Any], *, reason: str) -> ItemTokens:
+    """(image_size // patch_size)^2 patches, merged by the config's spatial merge / downsample factor."""
+    if isinstance(config.get("mm_tokens_per_image"), int):
+        return ItemTokens("image", int(config["mm_tokens_per_image"]), "fallback formula", f"mm_tokens_per_image ({reason})")
+    dynamic = dynamic_resizing(config)
+    if dynamic:
+        raise BadInput(
+            f"{config.get('architectures', ['?'])[0]}: {dynamic}, so the image tokens depend on its settings: "
+            f"give the model's preprocessor_config.json ({reason})"
+        )
+    size, patch = vision.get("image_size"), vision.get("patch_size")
+    size = max(size) if isinstance(size, (list, tuple)) and size else size  # [448, 448]
+    patch = max(patch) if isinstance(patch, (list, tuple)) and patch else patch
+    if not (isinstance(size, int) and isinstance(patch, int) and patch > 0):
+        raise BadInput(f"vision_config lacks image_size / patch_size, which the generic family's image fallback needs ({reason})")
+    patches = (size // patch) ** 2
+    merge = vision.get("spatial_merge_size") or config.get("spatial_merge_size")
+    ratio = config.get("downsample_ratio")
+    scale = config.get("scale_factor")
+    if isinstance(merge, int) and merge > 1:
+        tokens, how = patches // (merge * merge), f"/ spatial_merge_size {merge}^2"
+    elif isinstance(ratio, (int, float)) and 0 < ratio < 1:
+        tokens, how = int(patches * ratio * ratio), f"x downsample_ratio {ratio}^2"
+    elif isinstance(scale, int) and scale > 1:
+        tokens, how = patches // (scale * scale), f"/ scale_factor {scale}^2"
+    else:
+        tokens, how = patches, "(no merge)"
+    return ItemTokens("image", tokens, "fallback formula", f"(image_size {size} // patch_size {patch})^2 {how}, one tile ({reason})")
+
+
+# Image-processor attributes that make the tokens of an image depend on its settings: tiles, pinpoints, pixel caps.
+DYNAMIC_IMAGE_SETTINGS = ("image_grid_pinpoints", "do_image_splitting", "crop_to_patches", "max_patches", "max_image_size", "max_pixels", "max_image_tiles")
+
+
+def dynamic_resizing(config: dict[str, Any]) -> str | None:
+    """Why the one-tile formula cannot stand in for the model's image processor, or None when it resizes to one
+    fixed size (read from the processor class's defaults, which say how it works, not the model's numbers)."""
+    try:
+        proc = image_processor(config, None)
+    except Exception as exc:
+        return f"no image processor class can be built for it ({type(exc).__name__})"
+    name = type(proc).__name__
+    for attr in DYNAMIC_IMAGE_SETTINGS:
+        if getattr(proc, attr, None):
+            return f"its {name} tiles or caps images by {attr}"
+    size = getattr(proc, "size", None)
+    if size is not None and (getattr(size, "longest_edge", None) if not isinstance(size, dict) else size.get("longest_edge")):
+        return f"its {name} resizes images by size.longest_edge"
+    return None
+
+
+def feature_extractor(config: dict[str, Any], preprocessor: dict[str, Any] | None) -> Any:
+    from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
+
+    pre = dict(preprocessor or {})
+    cls = _mapped_class(FEATURE_EXTRACTOR_MAPPING_NAMES, str(config.get("model_type")), pre.get("feature_extractor_type"))
+    if cls is None:
+        raise LookupError(f"no feature extractor class for model_type {config.get('model_type')!r}")
+    accepted = inspect.signature(cls.__init__).parameters
+    kwargs = _init_kwargs(cls, pre, ("feature_extractor_type", "processor_class"))
+    mel_bins = (materialized(config).get("audio_config") or {}).get("num_mel_bins")
+    if "feature_size" not in kwargs and isinstance(mel_bins, int) and "feature_size" in accepted:
+        kwargs["feature_size"] = mel_bins  # without a preprocessor config: as many mel bins as the encoder reads
+    return cls(**kwargs)
+
+
+def audio_features(config: dict[str, Any], preprocessor: dict[str, Any] | None) -> tuple[Any, str]:
+    """The feature extractor on its longest clip (chunk_length seconds of noise): the model's input features."""
+    import numpy as np
+
+    extractor = feature_extractor(config, preprocessor)
+    defaults = "" if preprocessor else " (class defaults, feature_size = num_mel_bins: no preprocessor_config.json)"
+    rate = int(extractor.sampling_rate)
+    seconds = int(getattr(extractor, "chunk_length", 30) or 30)
+    audio = np.random.default_rng(0).standard_normal(seconds * rate).astype(np.float32) * 0.1
+    feats = extractor(audio, sampling_rate=rate, return_tensors="pt")
+    tensor = feats["input_features"]
+    return tensor, f"{type(extractor).__name__}{defaults} on {seconds} s of {rate} Hz audio -> {tuple(tensor.shape[1:])} features"
+
+
+def audio_item_tokens(config: dict[str, Any], full: dict[str, Any], preprocessor: dict[str, Any] | None) -> ItemTokens:
+    try:
+        features, note = audio_features(config, preprocessor)
+        rows = meta_audio_rows(json.dumps(config, sort_keys=True), tuple(features.shape))
+        return ItemTokens("audio", rows, "model", f"{note}; the model's audio path (get_audio_features, else its audio tower) on the meta device emits {rows} embeddings")
+    except Exception as exc:  # no extractor, a backend missing, a tower that reads values: the formula
+        audio = full.get("audio_config") or {}
+        positions = audio.get("max_source_positions")
+        if not isinstance(positions, int):
+            raise BadInput(f"audio_config lacks max_source_positions, which the generic family's audio fallback needs ({type(exc).__name__}: {exc})") from exc
+        return ItemTokens(
+            "audio",
+            positions,
+            "fallback formula",
+            f"audio_config.max_source_positions (encoder positions of one clip, before any pooling or projector downsampling: an upper bound) "
+            f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})",
+        )
+
+
+@lru_cache(maxsize=16)
+def meta_audio_rows(config_json: str, shape: tuple[int, ...]) -> int:
+    """Embeddings the model's own audio path emits for one clip: get_audio_features on the meta device."""
+    import torch
+
+    from capacity.model.family import family_named
+
+    model = family_named("generic").build_module(json.loads(config_json), device="meta", dtype="float32")
+    method = features_method(model, "audio")
+    with torch.inference_mode():
+        out = method(input_features=torch.zeros(shape, device="meta"), **full_clip_masks(method, shape))
+    return int(feature_rows(out).shape[0])
+
+
+def full_clip_masks(method: Any, shape: tuple[int, ...], device: Any = "meta") -> dict[str, Any]:
+    """Masks a get_audio_features requires (AudioFlamingo3's input_features_mask): every frame of the clip is real."""
+    import torch
+
+    required = [
+        name
+        for name, param in inspect.signature(method).parameters.items()
+        if "mask" in name and param.default is inspect.Parameter.empty and param.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
+    return {name: torch.ones(shape[0], shape[-1], dtype=torch.bool, device=device) for name in required}
+
+
+def features_method(model: Any, modality: str) -> Any:
+    """The model's own get_<modality>_features; a model without one (Qwen2-Audio) runs its tower (pooling included)."""
+    name = "get_audio_features" if modality == "audio" else "get_image_features"
+    if hasattr(model, name):
+        return getattr(model, name)
+    inner = getattr(model, "model", model)
+    for owner in (model, inner):
+        tower = getattr(owner, "audio_tower" if modality == "audio" else "vision_tower", None)
+        if tower is not None:
+            return tower
+    raise NotImplementedError(f"{type(model).__name__} has neither {name} nor a {modality} tower")
+
+
+def image_tensors(config: dict[str, Any], preprocessor: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
+    """The image processor's tensors for the most-tokens image (a mid-grey picture of that shape)."""
+    import numpy as np
+
+    if not preprocessor:
+        raise NotImplementedError("no preprocessor_config.json: the generic trace cannot run the model's image processor")
+    full = materialized(config)
+    counted = image_item_tokens(config, full, preprocessor, None)
+    image_proc = image_processor(config, preprocessor)
+    shapes = candidate_sizes(image_proc, full.get("vision_config") or {})
+    height, width = shapes[-1]
+    if counted.image_size is not None:
+        height, width = counted.image_size
+    elif "most tokens at " in counted.detail:
+        height, width = (int(v) for v in counted.detail.rsplit("most tokens at ", 1)[1].split("x"))
+    picture = np.full((height, width, 3), 128, dtype=np.uint8)
+    out = image_proc(images=[picture], return_tensors="pt")
+    tensors = {k: v for k, v in out.items() if hasattr(v, "is_floating_point")}
+    return tensors, f"{type(image_proc).__name__} on a {height}x{width} image -> " + ", ".join(f"{k} {tuple(v.shape)}" for k, v in tensors.items())
+
+
+# --- videos ---------------------------------------------------------------------------------------------
+
+VIDEO_TOKEN_KEYS = ("video_token_id", "video_token_index")
+# model_types whose videos vLLM 0.33 counts with Qwen3VLProcessingInfo.get_max_video_tokens (2 frames).
+QWEN3_VL_VIDEO = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")
+# model_types whose videos follow Qwen2VLProcessingInfo.get_max_video_tokens (frames at the largest image's size).
+QWEN2_VL_VIDEO = ("qwen2_vl",)
+# model_types whose images vLLM 0.33 counts with Qwen2VLProcessingInfo or a subclass (Qwen3VLProcessingInfo)
+QWEN_VL_IMAGES = QWEN2_VL_VIDEO + QWEN3_VL_VIDEO
+MAX_FRAMES_PER_VIDEO = 14  # vLLM: qwen2_vl _MAX_FRAMES_PER_VIDEO
+# model_types whose videos vLLM 0.33 counts with Glm4vProcessingInfo (dummy video, frames chosen by seq_len).
+GLM4V_VIDEO = ("glm4v", "glm4v_moe")
+GLM4V_MAX_FRAMES = 600  # vLLM: glm4_1v _MAX_FRAMES_PER_VIDEO
+GLM4V_MIN_PIXELS = 112 * 112  # transformers glm4v smart_resize's default min_pixels (vLLM's _get_vision_info passes none)
+
+
+def takes_videos(config: dict[str, Any], video_preprocessor: dict[str, Any] | None) -> bool:
+    """A video_preprocessor_config.json, or a video token in config.json's top level."""
+    return video_preprocessor is not None or any(config.get(key) is not None for key in VIDEO_TOKEN_KEYS)
+
+
+def video_note(config: dict[str, Any]) -> str:
+    return f"model_type {config.get('model_type')!r} takes videos (video_preprocessor_config.json or {' / '.join(VIDEO_TOKEN_KEYS)})"
+
+
+def processor_class(processor: dict[str, Any] | None, preprocessor: dict[str, Any] | None) -> str | None:
+    """processor_class from processor_config.json, else preprocessor_config.json (vLLM: get_processor_cls_name_from_config)."""
+    return next((str(c["processor_class"]) for c in (processor, preprocessor) if c and "processor_class" in c), None)
+
+
+def video_modality(
+    config: dict[str, Any],
+    full: dict[str, Any],
+    modalities: tuple[Modality, ...],
+    video_preprocessor: dict[str, Any] | None,
+    processor_cls: str | None = None,
+    preprocessor: dict[str, Any] | None = None,
+) -> Modality | None:
+    """The video modality vLLM budgets for this model: counted for the Qwen2-VL, Qwen3-VL and GLM-4.1V rules, else
+    marked unmodelled (planning is then refused unless --limit-mm-per-prompt video=0); None when it takes no videos."""
+    if not takes_videos(config, video_preprocessor):
+        return None
+    model_type = str(config.get("model_type"))
+    vision = full.get("vision_config") or {}
+    image = next((m for m in modalities if m.name == "image"), None)
+    try:
+        if model_type in QWEN3_VL_VIDEO:
+            tokens, patches = qwen3_vl_video_tokens(vision, video_preprocessor)
+            return Modality("video", tokens, None, encoder_positions=patches)
+        if model_type in QWEN2_VL_VIDEO and image is not None and not image.unmodelled:
+            # get_num_video_tokens at the largest image's size: ceil(frames / temporal_patch_size 2) x the image's tokens
+            if vision.get("temporal_patch_size") != 2:
+                raise LookupError(f"vision_config.temporal_patch_size {vision.get('temporal_patch_size')!r} (the frame-pair rule needs 2)")
+            return Modality("video", image.max_tokens_per_item, None, frame_pair_tokens=image.max_tokens_per_item, max_frames=MAX_FRAMES_PER_VIDEO)
+        if model_type in GLM4V_VIDEO:
+            if processor_cls != "Glm4vProcessor":  # get_mm_max_tokens_per_item's formula counts timestamp tokens by the tokenizer
+                raise LookupError(f"processor_class {processor_cls!r}: vLLM counts its videos' timestamp tokens with the tokenizer unless it is Glm4vProcessor")
+            by_frames = glm4v_video_tokens_by_frames(vision, preprocessor, video_preprocessor)
+            return Modality("video", max(by_frames), 1, tokens_by_frames=by_frames)  # get_supported_mm_limits: video 1
+    except LookupError as exc:
+        return Modality("video", 0, None, unmodelled=f"the generic family cannot count its video tokens ({exc})")
+    return Modality("video", 0, None, unmodelled=f"the generic family cannot count video tokens for model_type {model_type!r}")
+
+
+def _positive(where: dict[str, Any], key: str, name: str) -> int:
+    value = where.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise LookupError(f"{name}.{key} is {value!r}, not a positive integer")
+    return value
+
+
+def qwen3_vl_video_tokens(vision: dict[str, Any], video_preprocessor: dict[str, Any] | None) -> tuple[int, int]:
+    """(tokens, encoder patches) of vLLM's largest video (Qwen3VLProcessingInfo.get_max_video_tokens): 2 frames at
+    the size with the most features within video size.longest_edge // temporal_patch_size pixels."""
+    if video_preprocessor is None:
+        raise LookupError("no video_preprocessor_config.json: its video size is unknown")
+    size = video_preprocessor.get("size") if isinstance(video_preprocessor.get("size"), dict) else {}
+    longest = _positive(size, "longest_edge", "video_preprocessor_config.json size")
+    shortest = _positive(size, "shortest_edge", "video_preprocessor_config.json size")
+    processor_temporal = _positive(video_preprocessor, "temporal_patch_size", "video_preprocessor_config.json")
+    patch = _positive(vision, "patch_size", "vision_config")
+    merge = _positive(vision, "spatial_merge_size", "vision_config")
+    temporal = _positive(vision, "temporal_patch_size", "vision_config")
+    frames = 2  # get_max_video_tokens: num_frames=2
+    height, width = size_with_most_features(longest // processor_temporal, patch * merge)
+    height, width = video_smart_resize(frames, height, width, temporal, patch * merge, shortest, longest)  # _get_vision_info
+    grid_t = max(-(-frames // temporal) * temporal // temporal, 1)  # frames padded to temporal_patch_size
+    patches = grid_t * (height // patch) * (width // patch)
+    return patches // (merge * merge), patches
+
+
+def glm4v_video_tokens_by_frames(
+    vision: dict[str, Any], preprocessor: dict[str, Any] | None, video_preprocessor: dict[str, Any] | None
+) -> tuple[int, ...]:
+    """Tokens of GLM-4.1V's dummy video at 1..600 frames (Glm4vProcessingInfo._get_max_video_frames' loop): frames at
+    the largest image's size, resized so that frames x height x width <= the video size.longest_edge pixels."""
+    if video_preprocessor is None:
+        raise LookupError("no video_preprocessor_config.json: its video size is unknown")
+    image_size = (preprocessor or {}).get("size") if isinstance((preprocessor or {}).get("size"), dict) else {}
+    video_size = video_preprocessor.get("size") if isinstance(video_preprocessor.get("size"), dict) else {}
+    image_pixels = _positive(image_size, "longest_edge", "preprocessor_config.json size")  # a pixel area, not an edge
+    video_pixels = _positive(video_size, "longest_edge", "video_preprocessor_config.json size")
+    patch = _positive(vision, "patch_size", "vision_config")
+    merge = _positive(vision, "spatial_merge_size", "vision_config")
+    temporal = _positive(vision, "temporal_patch_size", "vision_config")
+    processor_temporal = video_preprocessor.get("temporal_patch_size", temporal)
+    if temporal != 2 or processor_temporal != 2:  # vLLM's smart_resize call keeps temporal_factor's default, 2
+        raise LookupError(f"temporal_patch_size {temporal} / {processor_temporal} (vLLM's frame count assumes 2)")
+    factor = patch * merge
+    # get_image_size_with_most_features: _get_vision_info(9999999 x 9999999, num_frames=1 -> 2, image max pixels)
+    side_h, side_w = video_smart_resize(2, 9999999, 9999999, 2, factor, GLM4V_MIN_PIXELS, image_pixels)
+    tokens = []
+    for frames in range(1, GLM4V_MAX_FRAMES + 1):  # _get_vision_info(target size, num_frames, video max pixels)
+        height, width = video_smart_resize(max(frames, temporal), side_h, side_w, 2, factor, GLM4V_MIN_PIXELS, video_pixels)
+        grid_t = max(-(-frames // temporal), 1)  # frames padded to temporal_patch_size
+        tokens.append(grid_t * (height // patch) * (width // patch) // (merge * merge))
+    return tuple(tokens)
+
+
+# --- the model -----------------------------------------------------------------------------------------
+
+
+def feature_rows(out: Any) -> torch.Tensor:
+    """get_*_features' embeddings as one (tokens, hidden) tensor, whatever container this transformers returns."""
+    import torch
+
+    if not isinstance(out, (torch.Tensor, list, tuple)):
+        pooled = getattr(out, "pooler_output", None)
+        out = pooled if pooled is not None else out.last_hidden_state
+    if isinstance(out, (list, tuple)):
+        out = torch.cat([o.reshape(-1, o.shape[-1]) for o in out])
+    return out.reshape(-1, out.shape[-1])
+
+
+def language_model(model: Any) -> Any:
+    inner = getattr(model, "model", model)
+    for attr in ("language_model", "text_model"):
+        if hasattr(inner, attr):
+            return getattr(inner, attr)
+    raise NotImplementedError(f"{type(model).__name__} has no language_model the generic trace can run")
+
+
+def encoder_shape(item: ItemTokens, full: dict[str, Any], text: dict[str, Any]) -> EncoderShape:
+    """The widest modality's encoder, for the activation formula: its sub-config's width, MLP and depth."""
+    key = "audio_config" if item.modality == "audio" else "vision_config"
+    sub = full.get(key) or {}
+    hidden = _first(sub, key, ("embed_dim", "hidden_size", "d_model", "width"))  # Qwen2-VL: embed_dim is the tower, hidden_size its output
+    ratio = sub.get("mlp_ratio")
+    ffn = int(hidden * ratio) if isinstance(ratio, (int, float)) and ratio > 0 else _first(sub, key, ("intermediate_size", "encoder_ffn_dim", "mlp_dim"))
+    depth = _first(sub, key, ("num_hidden_layers", "encoder_layers", "depth", "num_layers"))
+    merge = sub.get("spatial_merge_size")
+    ratio = full.get("downsample_ratio")
+    positions = sub.get("max_source_positions")
+    if item.modality == "audio" and isinstance(positions, int):  # the audio tower runs on its positions, then downsamples
+        seq_len = positions
+    elif isinstance(merge, int) and merge > 1:  # the tower runs on the patches before its merge
+        seq_len = item.tokens * merge * merge
+    elif isinstance(ratio, (int, float)) and 0 < ratio < 1:
+        seq_len = round(item.tokens / (ratio * ratio))
+    elif isinstance(full.get("scale_factor"), int) and full["scale_factor"] > 1:  # Idefics3: pixel shuffle by scale_factor^2
+        seq_len = item.tokens * full["scale_factor"] ** 2
+    elif isinstance(full.get("downsample_factor"), int) and full["downsample_factor"] > 1:  # LFM2-VL: pixel unshuffle
+        seq_len = item.tokens * full["downsample_factor"] ** 2
+    else:
+        seq_len = item.tokens
+    return EncoderShape(
+        seq_len=seq_len,
+        hidden_size=hidden,
+        ffn_size=ffn,
+        num_layers=depth,
+        output_hidden_size=int(text["hidden_size"]),
+    )
+
+
+def _first(sub: dict[str, Any], where: str, keys: tuple[str, ...]) -> int:
+    for key in keys:
+        value = sub.get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise BadInput(f"{where} has none of {', '.join(keys)}, which the generic family's encoder formula needs")
+
+
+FAMILY = GenericFamily()

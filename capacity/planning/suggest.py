@@ -1,0 +1,100 @@
+"""The `vllm serve` line that realises a plan, with the fixes the hazards ask for applied.
+
+A plan with `error` hazards (vLLM would refuse to start, or run out of memory) gets the line of a re-plan
+with each hazard's fix (`Hazard.knobs`) applied, one hazard at a time, until no error is left; an error
+without a fix in knobs (a model vLLM 0.33 does not serve, TP not dividing the heads, no memory left for
+the KV cache) gets no line, and the reason instead. A suggested command is one vLLM starts on.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Callable
+from dataclasses import replace
+
+from capacity.planning.plan import ERROR, Plan, Suggestion
+from capacity.serving.config import ServingArgs, model_dtype
+from capacity.units import MiB
+
+# vLLM 0.33 keeps this much back when it suggests --kv-cache-memory-bytes after profiling
+# (gpu_worker: redundancy_buffer_memory = 150 MiB; "requested - non_kv - 150 MiB" fits the requested memory).
+KV_CACHE_BUFFER_BYTES = 150 * MiB
+# Each round applies one hazard's fix; the checks that can chain (max_model_len, then max_num_batched_tokens,
+# then the memory they need) settle in a few rounds.
+MAX_FIX_ROUNDS = 8
+
+
+def suggested_kv_cache_memory_bytes(plan: Plan) -> int:
+    """vLLM 0.33's own suggestion for --kv-cache-memory-bytes: requested memory - non-KV memory - 150 MiB."""
+    return plan.requested_memory_bytes - plan.non_kv_bytes - KV_CACHE_BUFFER_BYTES
+
+
+def suggest(plan: Plan, replan: Callable[[Plan, ServingArgs], Plan]) -> Suggestion:
+    """The `vllm serve` line for `plan`, after applying the error hazards' fixes (see the module docstring).
+    `replan` plans the same model, GPU, measurements, version semantics and notes under other knobs."""
+    current, applied = plan, []
+    for _ in range(MAX_FIX_ROUNDS):
+        errors = [h for h in current.hazards if h.severity == ERROR]
+        if not errors:
+            return Suggestion(command_for(current), tuple(applied), "")
+        stuck = next((h for h in errors if not h.knobs), None)
+        if stuck is not None:
+            return Suggestion(None, tuple(applied), f"{stuck.id}: {stuck.message} ({stuck.fix})")
+        hazard = errors[0]
+        fixed = replan(current, replace(current.serving.as_args(), **dict(hazard.knobs)))
+        if fixed.serving == current.serving:  # the fix changed nothing: do not loop on it
+            return Suggestion(None, tuple(applied), f"{hazard.id}: {hazard.message} (its fix, {hazard.fix}, changes no knob)")
+        current = fixed
+        applied.append(hazard.id)
+    left = ", ".join(h.id for h in current.hazards if h.severity == ERROR)
+    return Suggestion(None, tuple(applied), f"after {MAX_FIX_ROUNDS} rounds of fixes vLLM would still not start ({left})")
+
+
+def suggested_flags(plan: Plan) -> list[str]:
+    """The `vllm serve` flags of the plan's own knobs (no fixes applied): what reproduces this plan."""
+    s = plan.serving
+    flags = [
+        f"--max-model-len {s.max_model_len}",
+        f"--max-num-seqs {s.max_num_seqs}",
+        f"--max-num-batched-tokens {s.max_num_batched_tokens}",
+    ]
+    if s.kv_cache_memory_bytes is not None:
+        flags.append(f"--kv-cache-memory-bytes {s.kv_cache_memory_bytes}")
+    else:
+        # A measured KV term (the non-KV terms came from a GPU profile) is pinned the way vLLM suggests,
+        # so the server skips profiling; the utilization keeps vLLM's free-memory check at startup.
+        kv_bytes = suggested_kv_cache_memory_bytes(plan)
+        if plan.memory["kv_cache"].kind == "measured" and kv_bytes > 0:
+            flags.append(f"--kv-cache-memory-bytes {kv_bytes}")
+        flags.append(f"--gpu-memory-utilization {s.gpu_memory_utilization}")
+    if s.block_size != 16:
+        flags.append(f"--block-size {s.block_size}")
+    if s.tensor_parallel_size != 1:
+        flags.append(f"--tensor-parallel-size {s.tensor_parallel_size}")
+    if s.enable_expert_parallel:
+        flags.append("--enable-expert-parallel")
+    if s.decode_context_parallel_size != 1:
+        flags.append(f"--decode-context-parallel-size {s.decode_context_parallel_size}")
+    if s.dtype != model_dtype(plan.spec, "auto"):
+        flags.append(f"--dtype {s.dtype}")
+    if s.kv_cache_dtype != "auto":
+        flags.append(f"--kv-cache-dtype {s.kv_cache_dtype}")
+    if s.enforce_eager:
+        flags.append("--enforce-eager")
+    if "enable_prefix_caching" not in s.defaulted:
+        flags.append("--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching")
+    limits = {m: n for m, n in s.limit_mm_per_prompt.items() if n != 999}
+    if s.language_model_only:
+        flags.append("--language-model-only")
+    elif limits:
+        flags.append("--limit-mm-per-prompt " + shlex.quote(",".join(f"{m}={n}" for m, n in limits.items())))
+    if s.mm_processor_kwargs:
+        flags.append("--mm-processor-kwargs " + shlex.quote(json.dumps(s.mm_processor_kwargs, separators=(",", ":"))))
+    return flags
+
+
+def command_for(plan: Plan) -> str:
+    model = plan.source.path if plan.source.origin == "folder" else plan.source.name
+    revision = ["--revision", shlex.quote(plan.source.revision)] if plan.source.revision else []
+    return " ".join(["vllm serve", shlex.quote(str(model)), *revision, *suggested_flags(plan)])

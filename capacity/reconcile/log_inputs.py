@@ -1,0 +1,144 @@
+"""What to plan for a vLLM startup log: its model, GPU, knobs and version semantics, from the log and the flags.
+
+Shared by `capacity reconcile` and `bench/predict_logs.py`. Flags win over the log; the log wins over defaults:
+- knobs: vLLM's `non-default args: {...}` (what the user passed), and with `effective=True` also the engine's config
+  line (dtype, enforce_eager, TP, max_seq_len: what vLLM ran with);
+- GPU: `--gpu`, else the total the log prints (`Free memory on device (F/T GiB)`, V0's `total_gpu_memory`, a CUDA
+  OOM's `total capacity of T GiB`), named after the nvidia-smi table when one is pasted, else a catalog GPU whose
+  vLLM-logged total it equals; else an nvidia-smi table alone (the catalog GPU of that name, or its MiB total).
+  Nothing to infer: BadInput asking for `--gpu` (never a silent H200);
+- semantics: the log's version (capacity.vllm.versions.log_semantics).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from capacity.errors import BadInput
+from capacity.gpu.catalog import CATALOG, Gpu, gpu_by_name
+from capacity.serving.config import ServingArgs
+from capacity.units import GiB, MiB
+from capacity.vllm.compile_lines import COLD, WARM
+from capacity.vllm.log import GpuEvidence, VllmLogFacts
+from capacity.vllm.versions import VllmSemantics, log_semantics
+
+_ARG_FIELDS = {f.name for f in fields(ServingArgs)}
+_DTYPES = {"float16": "float16", "half": "float16", "bfloat16": "bfloat16", "float32": "float32", "float": "float32", "auto": "auto"}
+
+
+@dataclass(frozen=True)
+class LogPlanInputs:
+    model: str
+    args: ServingArgs
+    gpu: Gpu
+    semantics: VllmSemantics | None
+    notes: tuple[str, ...]
+
+
+def gpu_from_evidence(ev: GpuEvidence) -> Gpu | None:
+    """The GPU a pasted log shows, or None (see the module docstring for the order)."""
+    named: Gpu | None = None
+    if ev.smi_name:
+        try:
+            named = gpu_by_name(ev.smi_name)
+        except BadInput:
+            named = None
+    if ev.cuda_total_gib is not None:
+        total = round(ev.cuda_total_gib * GiB)
+        if named is None and ev.smi_name is None:
+            for entry in CATALOG:
+                if entry.source == "vllm log" and abs(entry.total_memory_bytes - total) <= GiB // 200:
+                    named = entry.gpu()
+        name = named.name if named is not None else (ev.smi_name or f"{ev.cuda_total_gib} GiB GPU")
+        how = f"CUDA's total read from the log ({ev.cuda_total_basis}; printed to 0.01 GiB)" + (f", named by {ev.smi_basis}" if ev.smi_name else "")
+        base = named if named is not None else Gpu(name, total, "log", how)
+        return replace(base, name=name, total_memory_bytes=total, source="log", provenance=how)
+    if named is not None:
+        return replace(named, source="log", provenance=f"named by the log ({ev.smi_basis}); total from capacity's catalog: {named.provenance}")
+    if ev.smi_total_mib is not None:
+        return Gpu(
+            ev.smi_name or f"{ev.smi_total_mib} MiB GPU",
+            ev.smi_total_mib * MiB,
+            "log",
+            f"nvidia-smi's total in the log ({ev.smi_basis}); CUDA's total is a few hundred MiB lower",
+        )
+    return None
+
+
+def knobs_from_log(facts: VllmLogFacts, *, effective: bool) -> dict[str, Any]:
+    """ServingArgs fields the log states: the user's non-default args, and the engine's config line if `effective`;
+    either way a prefix caching the engine turned off (vLLM before 0.11 on hybrid models), which is the version's
+    behaviour rather than a default of capacity's."""
+    out: dict[str, Any] = {}
+    sources: list[dict[str, Any]] = []
+    if effective:
+        cfg = dict(facts.engine_config)
+        length = facts.max_seq_len or facts.concurrency_max_model_len  # 'Maximum concurrency for N tokens' is max_model_len
+        if length is not None:
+            cfg["max_model_len"] = length
+        sources.append(cfg)
+    elif facts.engine_config.get("enable_prefix_caching") is False:
+        sources.append({"enable_prefix_caching": False})
+    sources.append(facts.log_knobs)
+    for knobs in sources:
+        for key, value in knobs.items():
+            if key not in _ARG_FIELDS or value is None:
+                continue
+            if key == "dtype":
+                value = _DTYPES.get(str(value))
+                if value is None:
+                    continue
+            if key == "limit_mm_per_prompt" and isinstance(value, dict):
+                value = {str(k): int(v["count"] if isinstance(v, dict) else v) for k, v in value.items()}
+            out[key] = value
+    if facts.compile_cache is not None and facts.compile_cache.state in (COLD, WARM):
+        out["compile_cache"] = facts.compile_cache.state  # a fact of that start, not a default
+    return out
+
+
+def quantization(facts: VllmLogFacts) -> str | None:
+    """The weight quantization the log names (GPTQ, AWQ, FP8, ...), which capacity's weights do not model."""
+    q = facts.log_knobs.get("quantization") or facts.engine_config.get("quantization")
+    return None if q in (None, "None", "none") else str(q)
+
+
+def log_plan_inputs(
+    facts: VllmLogFacts,
+    *,
+    model: str | None,
+    flags: dict[str, Any],
+    gpu: str | None,
+    effective_knobs: bool = True,
+    extra_knobs: dict[str, Any] | None = None,
+) -> LogPlanInputs:
+    """Model, ServingArgs, GPU and semantics to plan a log with: `flags` (ServingArgs fields given on the command line)
+    over `extra_knobs` (e.g. a benchmark's sidecar) over the log's knobs. BadInput: no model, or no GPU to use."""
+    notes: list[str] = []
+    from_log = knobs_from_log(facts, effective=effective_knobs)
+    values = {**from_log, **(extra_knobs or {}), **flags}
+    used = sorted(k for k in from_log if k not in flags and k not in (extra_knobs or {}))
+    if used:
+        notes.append("knobs read from the log: " + ", ".join(f"{k}={from_log[k]}" for k in used))
+    if facts.gpu.found and gpu is not None:
+        notes.append("--gpu given: the GPU the log shows is not used (" + (facts.gpu.cuda_total_basis or facts.gpu.smi_basis) + ")")
+    if gpu is not None:
+        resolved = gpu_by_name(gpu)
+    else:
+        inferred = gpu_from_evidence(facts.gpu)
+        if inferred is None:
+            raise BadInput(
+                f"{facts.source}: the log does not say which GPU vLLM ran on (no 'Free memory on device', CUDA OOM or nvidia-smi total): "
+                "pass --gpu NAME (capacity gpus) or --gpu SIZE (e.g. --gpu 24GiB)"
+            )
+        resolved = inferred
+        notes.append(f"GPU from the log: {resolved.name}, {resolved.total_memory_bytes:,} B ({resolved.provenance})")
+    chosen = model or facts.model
+    if not chosen:
+        raise BadInput(f"{facts.source}: the log does not name the model: pass --model")
+    if model is None:
+        notes.append(f"model from the log: {chosen}")
+    q = quantization(facts)
+    if q is not None:
+        notes.append(f"the log's weights are quantized ({q}): capacity plans them in {values.get('dtype', 'the checkpoint dtype')}")
+    return LogPlanInputs(chosen, ServingArgs(**values), resolved, log_semantics(facts), tuple(notes))

@@ -1,0 +1,306 @@
+"""Hugging Face model ids: the local HF cache (pure file reads) and the Hub (through `huggingface_hub`).
+
+The Hub is asked only for what planning reads: `config.json`, the processor configs, `generation_config.json` and
+the safetensors index (`hf_hub_download`, into the standard HF cache), and the safetensors headers
+(`HfApi.get_safetensors_metadata`: HTTP range reads of each shard's header, never the weights). The headers'
+summary is recorded in the HF assets cache under the commit it was read at, so a later run plans the same
+weights from the cache, also with `HF_HUB_OFFLINE=1`.
+
+Settings come from the environment at call time (`HubSettings.from_env`) and are passed to `huggingface_hub`
+explicitly (endpoint, cache folder, timeouts), because `huggingface_hub.constants` reads HF_ENDPOINT, HF_HOME,
+HF_HUB_CACHE and HF_HUB_OFFLINE once, when it is first imported. One call still uses the import-time value:
+`get_safetensors_metadata` downloads the index into `constants.HF_HUB_CACHE`; in a fresh process (the CLI) that is
+the same folder. `huggingface_hub` is imported only when the Hub is asked, so planning from the cache, a folder or
+the catalog never imports it. Every failure is one line (BadInput, exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from capacity.errors import BadInput
+from capacity.source.checkpoint import INDEX_FILE, SINGLE_FILE, CheckpointWeights, folder_weights, summarize_headers
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+DEFAULT_TIMEOUT_S = 10.0  # huggingface_hub's own default for metadata calls (HF_HUB_ETAG_TIMEOUT)
+# The files planning reads, by their Hub names; config.json is required, the others are fetched when the repo has them.
+PLANNING_FILES = (
+    "config.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "video_preprocessor_config.json",
+    "generation_config.json",
+    INDEX_FILE,
+)
+COMMIT = re.compile(r"[0-9a-f]{40}")
+REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+_TRUE = {"1", "ON", "YES", "TRUE"}
+
+
+def _flag(name: str) -> bool:
+    return (os.environ.get(name) or "").strip().upper() in _TRUE
+
+
+@dataclass(frozen=True)
+class HubSettings:
+    """Where the Hub and the caches are, read from the environment the way huggingface_hub reads it."""
+
+    endpoint: str
+    cache_dir: Path  # HF_HUB_CACHE
+    assets_dir: Path  # HF_ASSETS_CACHE: capacity's recorded header summaries live here
+    offline: bool  # HF_HUB_OFFLINE (or TRANSFORMERS_OFFLINE)
+    timeout_s: float
+
+    @classmethod
+    def from_env(cls) -> HubSettings:
+        def path(value: str) -> Path:
+            return Path(os.path.expandvars(os.path.expanduser(value)))
+
+        home = path(os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "huggingface"))
+        cache = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+        assets = os.environ.get("HF_ASSETS_CACHE") or os.environ.get("HUGGINGFACE_ASSETS_CACHE")
+        try:
+            timeout = float(os.environ.get("HF_HUB_ETAG_TIMEOUT") or DEFAULT_TIMEOUT_S)
+        except ValueError:
+            timeout = DEFAULT_TIMEOUT_S
+        return cls(
+            endpoint=(os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/"),
+            cache_dir=path(cache) if cache else home / "hub",
+            assets_dir=path(assets) if assets else home / "assets",
+            offline=_flag("HF_HUB_OFFLINE") or _flag("TRANSFORMERS_OFFLINE"),
+            timeout_s=timeout,
+        )
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One revision of a Hub repo as a folder of the HF cache, with what its safetensors headers say."""
+
+    repo_id: str
+    revision: str | None  # as asked (None: main)
+    commit: str  # the snapshot's commit hash
+    folder: Path  # <HF_HUB_CACHE>/models--org--name/snapshots/<commit>
+    origin: str  # "hf-cache" (found there) | "hub" (fetched now)
+    weights: CheckpointWeights | None  # None: no safetensors headers known, the weights come from a meta build
+
+
+# --- the local cache (no huggingface_hub import) ------------------------------------------------------
+
+
+def repo_folder(settings: HubSettings, repo_id: str) -> Path:
+    return settings.cache_dir / ("models--" + repo_id.replace("/", "--"))
+
+
+def summary_path(settings: HubSettings, repo_id: str, commit: str) -> Path:
+    """Where the header summary of one commit is recorded: huggingface_hub's `cached_assets_path` layout
+    (<HF_ASSETS_CACHE>/<library>/<namespace>/<subfolder>), library "capacity", subfolder "safetensors"."""
+    return settings.assets_dir / "capacity" / ("models--" + repo_id.replace("/", "--")) / "safetensors" / f"{commit}.json"
+
+
+def recorded_weights(settings: HubSettings, repo_id: str, commit: str) -> CheckpointWeights | None:
+    path = summary_path(settings, repo_id, commit)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"cannot read the recorded safetensors summary {path} ({exc}): delete it and plan online once") from exc
+    if not isinstance(data, dict):
+        raise BadInput(f"{path} is not a safetensors summary: delete it and plan online once")
+    recorded = CheckpointWeights.from_dict(data, str(path))
+    return replace(recorded, source=f"{recorded.source}, recorded in the HF assets cache")
+
+
+def record_weights(settings: HubSettings, repo_id: str, commit: str, weights: CheckpointWeights) -> None:
+    """Write the summary atomically; a cache that cannot be written only costs the next run a meta build."""
+    path = summary_path(settings, repo_id, commit)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({**weights.to_dict(), "repo_id": repo_id, "commit": commit}, indent=1) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def snapshot_weights(settings: HubSettings, repo_id: str, commit: str, folder: Path) -> CheckpointWeights | None:
+    """Shards downloaded into the snapshot, else the summary recorded when the Hub was read (None: a meta build)."""
+    return folder_weights(folder, strict=False) or recorded_weights(settings, repo_id, commit)
+
+
+def cached_snapshot(repo_id: str, revision: str | None, settings: HubSettings) -> Snapshot | None:
+    """The cached snapshot of `revision` (a branch or tag through refs/, or a commit; None: main) holding config.json,
+    as huggingface_hub finds a file offline."""
+    repo = repo_folder(settings, repo_id)
+    snapshots = repo / "snapshots"
+    if not snapshots.is_dir():
+        return None
+    wanted = revision or "main"
+    commits: list[str] = []
+    if COMMIT.fullmatch(wanted):
+        commits.append(wanted)
+    elif (repo / "refs" / wanted).is_file():
+        commits.append((repo / "refs" / wanted).read_text().strip())
+    for commit in commits:
+        folder = snapshots / commit
+        if (folder / "config.json").is_file():
+            return Snapshot(repo_id, revision, commit, folder, "hf-cache", snapshot_weights(settings, repo_id, commit, folder))
+    return None
+
+
+# --- the Hub (huggingface_hub) -------------------------------------------------------------------------
+
+
+def fetch_snapshot(repo_id: str, revision: str | None, settings: HubSettings, closest: list[str]) -> Snapshot:
+    """Download the planning files of `repo_id` at `revision` into the HF cache and read its safetensors headers."""
+    where = f"{repo_id}" + (f" at revision {revision}" if revision else "")
+    if settings.offline:
+        raise BadInput(f"{where} is not in the HF cache ({settings.cache_dir}) and HF_HUB_OFFLINE=1 forbids the Hub: {_alternatives(closest, offline=True)}")
+    import huggingface_hub as hf
+
+    rev = revision or "main"
+    try:
+        with _quiet():
+            api = hf.HfApi(endpoint=settings.endpoint)
+            info = api.model_info(repo_id, revision=rev, timeout=settings.timeout_s)
+            names = {s.rfilename for s in info.siblings} if info.siblings is not None else {"config.json"}
+            if "config.json" not in names:
+                raise BadInput(_no_config(where, names))
+            paths = {
+                name: Path(
+                    hf.hf_hub_download(repo_id, name, revision=rev, cache_dir=str(settings.cache_dir), endpoint=settings.endpoint, etag_timeout=settings.timeout_s)
+                )
+                for name in PLANNING_FILES
+                if name in names
+            }
+            folder = paths["config.json"].parent
+            commit = folder.name
+            weights = None
+            if SINGLE_FILE in names or INDEX_FILE in names:
+                metadata = api.get_safetensors_metadata(repo_id, revision=commit, timeout=settings.timeout_s)
+                weights = hub_weights(metadata, repo_id, commit)
+                record_weights(settings, repo_id, commit, weights)
+    except BadInput:
+        raise
+    except Exception as exc:
+        raise explain(exc, where, repo_id, settings, closest) from exc
+    return Snapshot(repo_id, revision, commit, folder, "hub", weights)
+
+
+def hub_weights(metadata: Any, repo_id: str, commit: str) -> CheckpointWeights:
+    """The summary of a `SafetensorsRepoMetadata` (its TensorInfo entries are the headers' dtype, shape, data_offsets)."""
+    headers = {
+        file: {name: {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": list(t.data_offsets)} for name, t in meta.tensors.items()}
+        for file, meta in sorted(metadata.files_metadata.items())
+    }
+    return summarize_headers(headers, f"safetensors headers of {repo_id}@{commit[:12]} read from the Hub (HTTP ranges, no weights)")
+
+
+def explain(exc: BaseException, where: str, repo_id: str, settings: HubSettings, closest: list[str]) -> BadInput:
+    """One line for what went wrong talking to the Hub, and what to do."""
+    from huggingface_hub import errors
+
+    hub = settings.endpoint
+    if isinstance(exc, errors.GatedRepoError):
+        return BadInput(
+            f"{repo_id} is a gated repo ({_status(exc)}): accept its terms at {hub}/{repo_id}, then set HF_TOKEN to a read token "
+            "(export HF_TOKEN=hf_...) or run `hf auth login`"
+        )
+    if isinstance(exc, errors.RevisionNotFoundError):
+        return BadInput(f"{where}: no such revision on {hub}/{repo_id}: pass a branch, tag or commit of the repo to --revision")
+    if isinstance(exc, errors.RepositoryNotFoundError):
+        token = "" if (os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")) else "; a private repo needs HF_TOKEN"
+        hint = f"closest catalog ids: {', '.join(closest)}" if closest else "see `capacity models` for the catalog"
+        return BadInput(f"model '{repo_id}' not found: not a folder, not in the catalog or the HF cache, and not on {hub} ({_status(exc)}{token}); {hint}")
+    if isinstance(exc, errors.SafetensorsParsingError):
+        file = re.search(r"for '([^']+)'", str(exc))
+        name = file.group(1) if file else "a safetensors file"
+        reason = re.search(r"\): ([^.]+)", str(exc))
+        why = reason.group(1) if reason else _first_line(exc)
+        return BadInput(f"corrupt or truncated safetensors header: {name} of {where} on {hub} ({why}): the checkpoint cannot be planned from it")
+    if isinstance(exc, errors.OfflineModeIsEnabled):
+        return BadInput(f"{where} is not in the HF cache and offline mode forbids the Hub: {_alternatives(closest, offline=True)}")
+    if isinstance(exc, errors.LocalEntryNotFoundError):  # the HEAD call failed and the file is not cached: the network
+        return BadInput(f"cannot reach the Hub at {hub} for {where} ({_describe(exc)}): {_alternatives(closest)}")
+    if isinstance(exc, errors.EntryNotFoundError):
+        return BadInput(f"{where} on {hub} has no config.json: capacity plans from a transformers config.json")
+    if isinstance(exc, errors.HFValidationError):
+        return BadInput(f"'{repo_id}' is not a valid Hub id ({_first_line(exc)}): use org/name, a catalog id or a folder")
+    if isinstance(exc, errors.HfHubHTTPError):
+        return BadInput(f"the Hub at {hub} refused {where} ({_status(exc)}: {_first_line(exc)}): {_alternatives(closest)}")
+    if _network_error(exc):
+        return BadInput(f"cannot reach the Hub at {hub} for {where} ({_describe(exc)}): {_alternatives(closest)}")
+    if isinstance(exc, OSError):  # the cache itself: a read-only or full disk
+        return BadInput(f"cannot write the HF cache {settings.cache_dir} for {where} ({_describe(exc)}): set HF_HOME or HF_HUB_CACHE to a writable folder")
+    raise exc
+
+
+def _alternatives(closest: list[str], offline: bool = False) -> str:
+    catalog = f"a catalog id (closest: {', '.join(closest)})" if closest else "a catalog id (see `capacity models`)"
+    if offline:
+        return f"plan {catalog} or a folder with config.json, or fetch it once online"
+    return f"plan {catalog}, a folder with config.json, or set HF_HUB_OFFLINE=1 to plan from the HF cache"
+
+
+def _no_config(where: str, names: set[str]) -> str:
+    gguf = sorted(n for n in names if n.endswith(".gguf"))
+    if gguf:
+        shown = ", ".join(gguf[:3]) + (f" and {len(gguf) - 3} more" if len(gguf) > 3 else "")
+        return f"{where} has no config.json, only GGUF files ({shown}): capacity plans from a transformers config.json; plan the repo the GGUF was converted from"
+    shown = ", ".join(sorted(names)[:5]) or "no files"
+    return f"{where} has no config.json ({shown}): capacity plans from a transformers config.json"
+
+
+def _network_error(exc: BaseException) -> bool:
+    """A transport failure of whichever HTTP client huggingface_hub uses (httpx, httpx2, requests), or the socket's."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, (ConnectionError, TimeoutError)):
+            return True
+        if type(seen).__module__.split(".")[0] in ("httpx", "httpx2", "httpcore", "httpcore2", "requests", "urllib3", "socket"):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _describe(exc: BaseException) -> str:
+    root = exc
+    while root.__cause__ is not None:
+        root = root.__cause__
+    return f"{type(root).__name__}: {_first_line(root)}" if _first_line(root) else type(root).__name__
+
+
+def _status(exc: BaseException) -> str:
+    response = getattr(exc, "response", None)
+    code = getattr(response, "status_code", None)
+    return f"HTTP {code}" if code else type(exc).__name__
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return " ".join(lines[:2])[:200]
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """No progress bars and no library warnings on stderr while the Hub is read (the CLI's stderr holds one line)."""
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    logger = logging.getLogger("huggingface_hub")
+    level, bars_off = logger.level, are_progress_bars_disabled()
+    logger.setLevel(logging.ERROR)
+    disable_progress_bars()
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+        if not bars_off:
+            enable_progress_bars()

@@ -1,0 +1,342 @@
+"""What changed between vLLM releases in the figures a startup log prints: one `VllmSemantics` per range of versions.
+
+capacity plans vLLM 0.33 (Model Runner V2). A log of another version is compared with a plan made under *that*
+version's rules where they change the numbers: the default `gpu_memory_utilization`, whether the CUDA-graph
+estimate is taken out of the KV budget, the batch defaults per GPU and usage context, and how cross-attention is
+charged per request. `capacity reconcile` and `bench/predict_logs.py` both take their semantics from here.
+
+Sources (read from the wheels, /work/shared/reference/vllm-memory-model.md, and from public logs):
+
+| range | utilization default | CUDA-graph estimate in the KV budget | batch tier >= 160 GiB | cross-attention per request |
+|---|---|---|---|---|
+| V0 engine (any version) | 0.9 | no (graphs captured after the KV cache) | no; without chunked prefill a batch holds a whole prompt: max_num_batched_tokens = max(max_model_len, 2048), 256 sequences; above 32,768 tokens V0 turns chunked prefill on by itself (EngineArgs, index id 356895891: CUDA, no sliding window, no prefix caching, no LoRA or speculative model) and batches 2048 tokens (0.6.6.post1 SchedulerConfig, index id 59727640247; 5120 for multimodal models; 0.6.4 logs print 512, index ids 49009726947, 19400629813) | encoder length |
+| 0.8 - 0.11 (V1) | 0.9 (0.11.0 `CacheConfig`) | no (0.11.0) | no | encoder length (0.11.0 sets `max_num_encoder_input_tokens` to it) |
+
+The V1 worker of 0.9.2 and 0.10.2 takes its startup memory snapshot before `init_worker_distributed_environment`; 0.11.0
+and later (0.12.0, 0.19.1, 0.33.0 read) take it after ("Initialize the distributed environment BEFORE taking memory
+snapshot"). At TP > 1 the 0.8-0.10 non-torch figure therefore holds NCCL's communicators and vLLM's all-reduce buffers
+(`communicators_in_non_kv`): a 0.10.2 Qwen3-Next log at TP 2 on NVLinked H200s prints 1.38 GiB of non-torch memory, an
+L40S (PCIe) TP 4 log of the same version 0.21 GiB. Under these semantics capacity's plan adds them to the non-torch
+memory on NVLinked GPUs (`Gpu.nvlink`: NCCL's 975 MB measured on the NVLinked H200 pair + vLLM's buffers) and not over
+PCIe, where NCCL's device buffers are not measured (memory.communicators_in_profile).
+| 0.12 - 0.19 | 0.9 (0.15.0; a 0.19.1 log: "increase --gpu-memory-utilization from 0.9000") | no (a 0.19.1 log: "In v0.19, CUDA graph memory profiling will be enabled by default") | no | `max_num_batched_tokens` (0.15.0) |
+| 0.20 - 0.22 | 0.92 (0.20.0) | yes (0.20.0 `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` default "1"; a 0.23.0 log: "enabled (default since v0.21.0)"); V1 runner's estimate (MRV2 off: 0.20.0, 0.21.0 `VLLM_USE_V2_MODEL_RUNNER` default 0); 0 on ROCm (0.21.0 `is_cuda()`) | no | `max_num_batched_tokens` |
+| 0.23 | 0.92 | yes, 0 on ROCm (0.21.0, 0.23.0 and 0.24.0 profile graphs only when `current_platform.is_cuda()`); MRV2 for Llama / Mistral / Qwen3ForCausalLM (not MoE, not quantized), V1 for the rest (0.23.0 `DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`) | no | `max_num_batched_tokens` |
+| 0.24 - 0.26 | 0.92 | yes, 0 on ROCm; MRV2 for the six listed architectures (Qwen3, Llama, Mistral, DeepseekV2, Qwen2Moe, GraniteMoe: 0.24.0), V1 for the rest | no | `max_num_batched_tokens` |
+| 0.27 - 0.28 | 0.92 | the V1 runner's estimate; MRV2 (every dense model, V1 for MoE and hybrid models not listed: 0.27.1, 0.28.0 `_is_default_v2_model_runner_model`) sets none aside (see below) | yes (PR #51726, reported against 2026-08 releases in vllm#53961; the first release is not pinned down) | `max_num_batched_tokens` |
+| 0.29 - 0.32 | 0.92 | yes (MRV2 for every model: 0.29.0 to 0.32.0 `use_v2_model_runner` has no architecture test; on ROCm 0.29.0 keeps DeepseekV32 / DeepseekV4 on V1) | yes | `max_num_batched_tokens` |
+| 0.33 | 0.92 | yes (MRV2 extrapolation) | yes | `max_num_batched_tokens` |
+
+Model Runner V2's own estimate (`GPUModelRunner.profile_cudagraph_memory` in `vllm/v1/worker/gpu/model_runner.py`) is
+`return 0` ("NOTE(woosuk): It is TBD whether we keep this API or not") in 0.23.0, 0.24.0, 0.27.1 and 0.28.0: where those
+versions run MRV2, nothing is set aside for CUDA graphs (`mrv2_cudagraph_estimate` False) and the capture after the KV
+cache comes out of the (1 - gpu_memory_utilization) headroom. From 0.29.0 it calls cudagraph_utils.profile_cudagraph_memory,
+the form capacity models for 0.33 (0.29.0 to 0.32.0 differ from 0.33.0 only in the KV-config builder they call).
+
+The sampler's warmup-param pass in profile_run (`sampler_warmup_pass`) is new in 0.33.0: the 0.29.0, 0.30.0, 0.31.0
+and 0.32.0 wheels' MRV2 `_dummy_sampler_run` samples once with no request registered (model-dtype logits, no
+processing); public PR vllm#57926 (2026-09-21) proposed profiling with `for_sampler_warmup()`.
+
+The V1 model runner's `_dummy_sampler_run` (inside profile_run, so inside the profiled peak) samples
+min(max_num_seqs, max_num_batched_tokens) rows with temperature 0.5, top_k vocab - 1, top_p 0.9, no penalties and no
+logprobs (0.9.2 to 0.27.1 build the same metadata). Its top-k/top-p path on CUDA (`VllmSemantics.v1_top_k_top_p`):
+
+| range | TopKTopPSampler on CUDA with VLLM_USE_FLASHINFER_SAMPLER unset | forward_native's apply_top_k_top_p | second call with a generator |
+|---|---|---|---|
+| 0.8-0.11 (0.9.2, 0.10.2) | FlashInfer if importable (env None counts as on), else forward_native with the warning "FlashInfer is not available. Falling back to the PyTorch-native implementation"; flashinfer is no Requires-Dist (0.10.2: an extra) | sort | no |
+| 0.12-0.15 (0.15.1) | forward_native (env None is off: "Users must opt in explicitly via VLLM_USE_FLASHINFER_SAMPLER=1") | sort | no |
+| 0.16-0.19 (0.17.0, 0.18.0, 0.19.1) | forward_native (opt in) | Triton kernel in place for >= 8 rows | no |
+| 0.20-0.32 (0.21.0, 0.23.0, 0.24.0, 0.27.1) | FlashInfer (env default True; flashinfer_sampler_supported: CUDA, FlashInferBackend's capabilities) | Triton | yes ("Also warm forward_native"): forward_native runs too |
+
+Bytes per logit above the logits: capacity.memory.terms.TopKTopP (sort 36 B: its CUDA sort measured on the H200,
+bench/results/h200-sampler-sort-2026-12-01, the later stages 26 B with the wheels' own Sampler on CPU; Triton 12 B
+measured with the wheels' own Sampler, bench/results/vllm-sampler-reference-2026-12-01; FlashInfer 12 B estimated). 0.16, 0.20 and 0.22 were not
+read: taken as 0.17.0 and 0.21.0. MRV2 before 0.33 keeps capacity's earlier sampler form.
+
+Sliding-window and chunked-local layers (`window_batches`): 0.27.1+ reserve each request's window for
+`max_in_flight_tokens` (max_concurrent_batches x max_num_batched_tokens: two batches with async scheduling); 0.23.0 and
+0.24.0 for max_num_batched_tokens, one batch (a 0.22.1 Gemma-4-E4B log's 6.85x concurrency agrees: 81 blocks per
+sliding group, not 145). Earlier versions are taken as 0.23.0; 0.25 and 0.26 (not read) as 0.24.0.
+
+Versions before 0.20 ran the V1 model runner, 0.33 Model Runner V2. Where a version subtracts its estimate, capacity
+models the runner it runs (`runs_mrv2`): MRV2 measures every PIECEWISE graph, the V1 runner its first two capture
+sizes per mode, extrapolated (`capacity/memory/cuda_graphs.py`: `mrv2_estimate`, `v1_estimate`; estimated, from capture costs
+measured on the H200). A 0.23.0 Qwen2.5-VL-7B log printed 0.53 GiB (capacity 0.43), a 0.19.1 Qwen3-8B log 2.35 GiB
+(capacity 0.47). Versions 0.22, 0.25 and 0.26 were not read: taken as 0.21.0 and 0.24.0.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from capacity.errors import BadInput
+from capacity.gpu.catalog import Gpu
+from capacity.serving.config import DEFAULT_GPU_MEMORY_UTILIZATION, ServingArgs
+from capacity.units import GiB
+
+ENCODER_LENGTH = "encoder length"
+# Which model runner a version picks by default (VllmConfig.use_v2_model_runner with VLLM_USE_V2_MODEL_RUNNER unset)
+MRV2_NEVER = "never"  # 0.20.0, 0.21.0: VLLM_USE_V2_MODEL_RUNNER defaults to 0 (0.22 not read)
+MRV2_LISTED = "listed"  # 0.23.0: DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, not MoE, not quantized
+MRV2_LISTED_ANY = "listed, any"  # 0.24.0: DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, MoE and quantized too (0.25, 0.26 not read)
+MRV2_DENSE = "dense"  # 0.27.1, 0.28.0: listed architectures, or any generate model that is not MoE (hybrid: listed only)
+MRV2_ALL = "all"  # 0.29.0 to 0.33.0
+MRV2_ARCHITECTURES_0_23 = frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"})  # 0.23.0 vllm/config/vllm.py
+MRV2_ARCHITECTURES_0_24 = frozenset(
+    {"Qwen3ForCausalLM", "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM", "LlamaForCausalLM", "MistralForCausalLM"}
+)  # 0.24.0 vllm/config/vllm.py
+MRV2_ARCHITECTURES_0_27 = frozenset(
+    {
+        "DeepseekV2ForCausalLM",
+        "GraniteMoeForCausalLM",
+        "InklingForCausalLM",
+        "InklingForConditionalGeneration",
+        "KimiK3ForConditionalGeneration",
+        "LongcatFlashNgramForCausalLM",
+        "Qwen2MoeForCausalLM",
+    }
+)  # 0.27.1 vllm/config/vllm.py DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES
+MAX_NUM_BATCHED_TOKENS = "max_num_batched_tokens"
+
+
+@dataclass(frozen=True)
+class VllmSemantics:
+    """The rules of one range of vLLM versions that change the memory figures of a startup."""
+
+    name: str  # "0.20-0.26"
+    first: tuple[int, int]  # first (major, minor) of the range
+    engine: str  # "V0", "V1" (GPU model runner) or "MRV2"
+    default_gpu_memory_utilization: float
+    subtracts_cudagraph_estimate: bool  # the KV budget is requested - non-KV - CUDA-graph estimate
+    batch_tier_160gib: bool  # >= 160 GiB GPUs get 16384 tokens / 1024 sequences in both usage contexts
+    cross_attention_per_request: str  # ENCODER_LENGTH or MAX_NUM_BATCHED_TOKENS
+    non_kv_formula: str
+    plannable: bool = True
+    why_not_plannable: str = ""
+    whole_prompt_batches: bool = False  # V0 without chunked prefill: max_num_batched_tokens = max(max_model_len, 2048), 256 seqs
+    long_context_chunking: int | None = None  # V0: above this max_model_len chunked prefill is on by default
+    # profile_run's _dummy_sampler_run runs a second sampler pass with SamplingParams.for_sampler_warmup() (0.33.0;
+    # 0.29.0-0.32.0 MRV2 wheels run the default pass only, under "NOTE(woosuk): ... the sampler may skip top_k,
+    # top_p, and logprobs"); False keeps capacity's earlier sampler form (capacity.memory.terms.SamplerForm)
+    sampler_warmup_pass: bool = False
+    # Qwen2-VL / Qwen2.5-VL vision towers build a get_rope cos_sin_cache (8192 positions) at load: read in 0.21.0,
+    # 0.23.0, 0.24.0, 0.27.1 and 0.33.0; 0.9.0.1 keeps an inv_freq only (0.12-0.19 not read: taken as the older form)
+    vision_rope_cache: bool = True
+    # Which model runner vLLM picks by default (VllmConfig.use_v2_model_runner with VLLM_USE_V2_MODEL_RUNNER unset):
+    # MRV2_NEVER, MRV2_LISTED, MRV2_DENSE or MRV2_ALL (see runs_mrv2)
+    mrv2_default: str = MRV2_ALL
+    # Model Runner V2 measures its graphs before the KV cache is sized (cudagraph_utils.profile_cudagraph_memory, 0.29.0+);
+    # 0.23.0 to 0.28.0's MRV2 profile_cudagraph_memory returns 0
+    mrv2_cudagraph_estimate: bool = True
+    # The V1 worker takes its startup memory snapshot before init_worker_distributed_environment (0.9.2, 0.10.2): NCCL's
+    # communicators and vLLM's all-reduce buffers then count as non-torch growth, inside the non-KV memory; from 0.11.0
+    # the snapshot follows them (as in 0.33), so they sit outside it
+    communicators_in_non_kv: bool = False
+    # CompilationConfig sets Inductor's combo_kernels and benchmark_combo_kernel when torch >= 2.9 (0.12.0 pins torch
+    # 2.9.0; 0.11.0's compilation.py has no such line): a cold compile then benchmarks the embedding's kernel on
+    # random copies of its arguments (capacity/memory/compile_cache.py)
+    benchmarks_combo_kernels: bool = True
+    # determine_available_memory profiles CUDA graphs on ROCm too (is_cuda_alike: 0.27.1, 0.28.0, 0.33.0); 0.23.0 asks
+    # current_platform.is_cuda(), so on ROCm its estimate is 0
+    cudagraph_estimate_on_rocm: bool = True
+    # The V1 model runner's dummy sampler run (GPUModelRunner._dummy_sampler_run, inside profile_run's peak) on
+    # min(max_num_seqs, max_num_batched_tokens) rows with top_k vocab - 1 and top_p 0.9. `native_top_k_top_p`: what
+    # TopKTopPSampler.forward_native masks with on CUDA (apply_top_k_top_p: "sort" through 0.15.1, "triton" from 0.18.0
+    # for 8 rows or more); `flashinfer_sampler_by_default`: a plain `pip install vllm==X` samples through FlashInfer on
+    # a FlashInfer GPU (VLLM_USE_FLASHINFER_SAMPLER unset); `warms_native_sampler`: the run calls the sampler again with
+    # a generator, which takes forward_native (0.24.0, 0.27.1); `use_flashinfer_sampler`: the env var as a log states
+    # it, or as its sampler warning implies (None: the version's default)
+    native_top_k_top_p: str = "triton"
+    flashinfer_sampler_by_default: bool = True
+    warms_native_sampler: bool = True
+    use_flashinfer_sampler: bool | None = None
+    # The batches a sliding-window or chunked-local layer reserves KV for beyond its window: 0.27.1+ size it by
+    # VllmConfig.max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens (2 batches with async
+    # scheduling); 0.23.0 and 0.24.0's SlidingWindowSpec.max_memory_usage_bytes read scheduler_config.max_num_batched_tokens
+    # (one batch); earlier versions are taken as them, 0.25 and 0.26 (not read) as 0.24.0
+    window_batches: int = 2
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def runs_mrv2(self, architecture: str, *, moe: bool, quantized: bool, hybrid: bool) -> bool:
+        """Whether this version runs Model Runner V2 by default for the model (VllmConfig.use_v2_model_runner,
+        _is_default_v2_model_runner_model; features that force a fallback, e.g. custom logits processors, aside)."""
+        if self.mrv2_default == MRV2_NEVER:
+            return False
+        if self.mrv2_default == MRV2_LISTED:  # 0.23.0: the architecture list, not MoE, not quantized
+            return architecture in MRV2_ARCHITECTURES_0_23 and not moe and not quantized
+        if self.mrv2_default == MRV2_LISTED_ANY:  # 0.24.0: the (longer) list alone
+            return architecture in MRV2_ARCHITECTURES_0_24
+        if self.mrv2_default == MRV2_DENSE:  # 0.27.1, 0.28.0: listed, or not MoE; hybrid only when listed
+            listed = architecture in MRV2_ARCHITECTURES_0_27
+            return listed or (not moe and not hybrid)
+        return True
+
+    def v1_top_k_top_p(self, gpu: Gpu) -> tuple[str, ...]:
+        """The top-k/top-p paths the V1 runner's dummy sampler run takes on `gpu` (its peak is the larger):
+        FlashInfer where it is on and FlashInferBackend supports the GPU (CUDA, SM 8.0 to 12.x), else forward_native."""
+        flashinfer = self.flashinfer_sampler_by_default if self.use_flashinfer_sampler is None else self.use_flashinfer_sampler
+        if flashinfer and gpu.platform == "cuda" and 8 <= gpu.compute_capability_major <= 12:
+            return ("flashinfer", self.native_top_k_top_p) if self.warms_native_sampler else ("flashinfer",)
+        return (self.native_top_k_top_p,)
+
+    def with_flashinfer_sampler(self, used: bool | None) -> VllmSemantics:
+        """These rules with FlashInfer's sampler on or off as a log shows it (None: unchanged)."""
+        return self if used is None else replace(self, use_flashinfer_sampler=used)
+
+    def with_sampler_env(self, value: str | None) -> VllmSemantics:
+        """These rules with VLLM_USE_FLASHINFER_SAMPLER set to `value` ("0" / "1", envs.py: bool(int(value)))."""
+        if value is None:
+            return self
+        try:
+            return replace(self, use_flashinfer_sampler=bool(int(value)))
+        except ValueError:
+            raise BadInput(f"VLLM_USE_FLASHINFER_SAMPLER={value!r}: vLLM reads it as an integer (0 or 1)") from None
+
+    def batch_defaults(self, gpu: Gpu, usage_context: str) -> tuple[int, int]:
+        """(max_num_batched_tokens, max_num_seqs) before model rules (EngineArgs.get_batch_defaults of the version)."""
+        if self.whole_prompt_batches:
+            return 2048, 256
+        api = usage_context == "openai_api_server"
+        memory = gpu.total_memory_bytes
+        if self.batch_tier_160gib and memory >= 160 * GiB:
+            return 16384, 1024
+        name = gpu.name.lower()
+        if memory >= 70 * GiB and "a100" not in name and "gb10" not in name:
+            return (8192 if api else 16384), 1024
+        return (2048 if api else 8192), 256
+
+    def v0_batched_tokens(self, max_model_len: int, *, multimodal: bool, sliding_window: bool, prefix_caching: bool) -> int:
+        """V0's max_num_batched_tokens when the user sets none (SchedulerConfig.__post_init__, 0.6.6.post1): a whole
+        prompt without chunked prefill; 2048 (5120 for multimodal models) when EngineArgs turned chunked prefill on
+        for a context above 32K (no sliding window, no prefix caching)."""
+        chunked = (
+            self.long_context_chunking is not None and max_model_len > self.long_context_chunking and not sliding_window and not prefix_caching
+        )
+        tokens = 2048 if chunked else max(max_model_len, 2048)
+        return max(tokens, 5120) if multimodal else tokens
+
+    def serving_args(self, args: ServingArgs) -> ServingArgs:
+        """The knobs as this version would have defaulted them where they differ from 0.33 (the utilization);
+        the batch defaults go to `resolve_serving` through `batch_defaults`."""
+        if args.gpu_memory_utilization is None and self.default_gpu_memory_utilization != LATEST_UTILIZATION:
+            return replace(args, gpu_memory_utilization=self.default_gpu_memory_utilization)
+        return args
+
+
+LATEST_UTILIZATION = DEFAULT_GPU_MEMORY_UTILIZATION  # 0.33's
+
+
+V0 = VllmSemantics(
+    name="V0 engine",
+    first=(0, 0),
+    engine="V0",
+    default_gpu_memory_utilization=0.9,
+    subtracts_cudagraph_estimate=False,
+    batch_tier_160gib=False,
+    cross_attention_per_request=ENCODER_LENGTH,
+    non_kv_formula="V0 worker: weights + PyTorch activation peak + non-torch memory",
+    vision_rope_cache=False,
+    mrv2_default=MRV2_NEVER,
+    whole_prompt_batches=True,
+    long_context_chunking=32768,
+    benchmarks_combo_kernels=False,
+    window_batches=1,
+)
+
+# Each range is the one before it with what that release changed (the tables in the module docstring say where each
+# change was read).
+_V0_8 = VllmSemantics(
+    name="0.8-0.10",
+    first=(0, 8),
+    engine="V1",
+    default_gpu_memory_utilization=0.9,
+    subtracts_cudagraph_estimate=False,
+    batch_tier_160gib=False,
+    cross_attention_per_request=ENCODER_LENGTH,
+    non_kv_formula="weights + torch peak increase + non-torch increase",
+    vision_rope_cache=False,
+    mrv2_default=MRV2_NEVER,
+    native_top_k_top_p="sort",
+    flashinfer_sampler_by_default=False,  # used when installed, but no Requires-Dist (0.9.2; 0.10.2: an extra)
+    warms_native_sampler=False,
+    communicators_in_non_kv=True,
+    benchmarks_combo_kernels=False,
+    window_batches=1,
+)
+_V0_11 = replace(_V0_8, name="0.11", first=(0, 11), communicators_in_non_kv=False)  # snapshot after NCCL from 0.11.0
+# 0.15.1: opt in with VLLM_USE_FLASHINFER_SAMPLER=1 (as 0.18.0, 0.19.1)
+_V0_12 = replace(_V0_11, name="0.12-0.15", first=(0, 12), cross_attention_per_request=MAX_NUM_BATCHED_TOKENS, benchmarks_combo_kernels=True)
+_V0_16 = replace(_V0_12, name="0.16-0.19", first=(0, 16), native_top_k_top_p="triton")
+_V0_20 = replace(
+    _V0_16,
+    name="0.20-0.22",
+    first=(0, 20),
+    default_gpu_memory_utilization=0.92,
+    subtracts_cudagraph_estimate=True,
+    non_kv_formula="weights + torch peak increase + non-torch increase + CUDA-graph estimate",
+    vision_rope_cache=True,
+    flashinfer_sampler_by_default=True,
+    warms_native_sampler=True,
+    cudagraph_estimate_on_rocm=False,
+)
+_V0_23 = replace(_V0_20, name="0.23", first=(0, 23), mrv2_default=MRV2_LISTED, mrv2_cudagraph_estimate=False)
+_V0_24 = replace(_V0_23, name="0.24-0.26", first=(0, 24), mrv2_default=MRV2_LISTED_ANY)
+_V0_27 = replace(
+    _V0_24,
+    name="0.27-0.28",
+    first=(0, 27),
+    batch_tier_160gib=True,
+    non_kv_formula="consumed (mem_get_info) + peak activation + CUDA-graph estimate (V1 runner; 0 under MRV2)",
+    mrv2_default=MRV2_DENSE,
+    cudagraph_estimate_on_rocm=True,
+    window_batches=2,  # 0.27.1 SlidingWindowSpec.max_admission_blocks_per_request(max_in_flight_tokens)
+)
+_V0_29 = replace(
+    _V0_27,
+    name="0.29-0.32",
+    first=(0, 29),
+    engine="MRV2",
+    non_kv_formula="consumed (mem_get_info) + peak activation + CUDA-graph estimate",
+    mrv2_default=MRV2_ALL,
+    mrv2_cudagraph_estimate=True,
+)
+_V0_33 = replace(
+    _V0_29, name="0.33", first=(0, 33), non_kv_formula="consumed (mem_get_info) + transient peak + CUDA-graph estimate", sampler_warmup_pass=True
+)
+_RANGES: tuple[VllmSemantics, ...] = (_V0_8, _V0_11, _V0_12, _V0_16, _V0_20, _V0_23, _V0_24, _V0_27, _V0_29, _V0_33)
+LATEST = _RANGES[-1]
+
+
+def version_tuple(version: str) -> tuple[int, int] | None:
+    """(major, minor) of '0.15.1', '0.11.0+582e4e37.nv25.11', 'v0.21.1rc1.dev323', '0.15-0.20' (its first), or None."""
+    m = re.match(r"v?(\d+)\.(\d+)", version.strip())
+    return (int(m[1]), int(m[2])) if m else None
+
+
+def semantics_for(version: str | None) -> VllmSemantics | None:
+    """The semantics of a version string, or None when it names no version (capacity then uses 0.33's)."""
+    v = version_tuple(version) if version else None
+    if v is None:
+        return None
+    chosen = None
+    for sem in _RANGES:
+        if v >= sem.first:
+            chosen = sem
+    return chosen if chosen is not None else V0
+
+
+def all_semantics() -> tuple[VllmSemantics, ...]:
+    return (V0, *_RANGES)
+
+
+def log_semantics(facts: Any) -> VllmSemantics | None:
+    """The semantics of a parsed log (`VllmLogFacts`): the V0 engine when its worker lines are there, else the
+    version stated or guessed from the formats; None when neither tells."""
+    if getattr(facts, "engine", None) == "V0":
+        return V0
+    sem = semantics_for(facts.version or facts.version_guess)
+    return sem.with_flashinfer_sampler(getattr(facts, "flashinfer_sampler", None)) if sem is not None else None

@@ -40,7 +40,7 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "configs"
-CATALOG = ROOT / "capacity" / "catalog" / "models"
+CATALOG = ROOT / "capacity" / "source" / "catalog" / "models"
 GiB = 1 << 30
 
 # name, config file, GPU (compute capability major), knobs. `available` is the fake KV memory per rank.

@@ -27,7 +27,7 @@ from pathlib import Path
 
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
-CATALOG_PROCESSOR = Path(__file__).resolve().parents[1] / "capacity" / "catalog" / "models" / "LiquidAI--LFM2.5-VL-1.6B" / "processor_config.json"
+CATALOG_PROCESSOR = Path(__file__).resolve().parents[1] / "capacity" / "source" / "catalog" / "models" / "LiquidAI--LFM2.5-VL-1.6B" / "processor_config.json"
 SETTINGS: list[dict] = [
     # the catalog's LFM2.5-VL-1.6B processor_config.json, its image_processor settings as the processor loads them
     {k: v for k, v in json.loads(CATALOG_PROCESSOR.read_text())["image_processor"].items() if k != "image_processor_type"},

@@ -29,7 +29,7 @@ from pathlib import Path
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
 ROOT = Path(__file__).resolve().parents[1]
-CATALOG = ROOT / "capacity" / "catalog" / "models" / "llava-hf--llava-v1.6-vicuna-7b-hf" / "config.json"
+CATALOG = ROOT / "capacity" / "source" / "catalog" / "models" / "llava-hf--llava-v1.6-vicuna-7b-hf" / "config.json"
 BASE = json.loads(CATALOG.read_text())
 
 # (name, fields replaced in the catalog's config)

@@ -41,7 +41,7 @@ from typing import Any
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
 ROOT = Path(__file__).resolve().parents[1]
-CATALOG = ROOT / "capacity" / "catalog" / "models"
+CATALOG = ROOT / "capacity" / "source" / "catalog" / "models"
 
 GEMMA3_MODELS = ("google/gemma-3-4b-it", "google/gemma-3-27b-it", "google/medgemma-27b-it")
 GEMMA3_KWARGS: tuple[dict[str, Any], ...] = (

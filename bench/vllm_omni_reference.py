@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from vllm_weights_reference import TP, model_folder, patch_tp  # noqa: E402
 
 MODEL = "Qwen/Qwen2.5-Omni-7B-AWQ"
-CATALOG = ROOT / "capacity" / "catalog" / "models" / MODEL.replace("/", "--")
+CATALOG = ROOT / "capacity" / "source" / "catalog" / "models" / MODEL.replace("/", "--")
 SEQ_LENS = (4096, 16384, 32768, 65536, 131072)
 
 

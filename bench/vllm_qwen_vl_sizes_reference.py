@@ -28,7 +28,7 @@ from typing import Any
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
 ROOT = Path(__file__).resolve().parents[1]
-CATALOG = ROOT / "capacity" / "catalog" / "models"
+CATALOG = ROOT / "capacity" / "source" / "catalog" / "models"
 
 CASES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("Qwen/Qwen2.5-VL-7B-Instruct", {}),

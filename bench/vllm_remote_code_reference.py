@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from vllm_weights_reference import TP, model_folder, patch_tp  # noqa: E402
 
-CATALOG = ROOT / "capacity" / "catalog" / "models"
+CATALOG = ROOT / "capacity" / "source" / "catalog" / "models"
 SEQ_LENS = (8192, 32768, 65536)
 
 

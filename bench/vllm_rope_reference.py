@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CATALOG = ROOT / "capacity" / "catalog" / "models"
+CATALOG = ROOT / "capacity" / "source" / "catalog" / "models"
 LOG_CONFIGS = ROOT / "bench" / "vllm_logs" / "configs"
 
 # (case name, config folder, dtype)

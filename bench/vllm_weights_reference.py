@@ -41,7 +41,7 @@ from pathlib import Path
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 
 ROOT = Path(__file__).resolve().parents[1]
-CATALOG = ROOT / "capacity" / "catalog" / "models"
+CATALOG = ROOT / "capacity" / "source" / "catalog" / "models"
 
 CASES: list[dict] = [
     {"model": "openai/whisper-tiny", "tp": 1},

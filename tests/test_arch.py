@@ -26,7 +26,7 @@ from capacity.model.arch.nemotron_parse import encoder_tokens, radio_config
 from capacity.model.family import family_named
 from capacity.source.safetensors_header import read_safetensors_header, safetensors_parameter_bytes, safetensors_parameter_count
 
-CONFIGS = ROOT / "capacity" / "catalog" / "models"  # in the repo: the suite means the same from a plain clone
+CONFIGS = ROOT / "capacity" / "source" / "catalog" / "models"  # in the repo: the suite means the same from a plain clone
 
 # (family, config file stem, published / native parameter count)
 EXPECTED: list[tuple[str, str, int]] = [

@@ -14,7 +14,7 @@ from capacity.errors import BadInput
 from capacity.source.catalog import MODEL_FILES, model_files, read_index
 from capacity.source.resolve import catalog, resolve_model
 
-CATALOG = Path(__file__).resolve().parents[1] / "capacity" / "catalog"
+CATALOG = Path(__file__).resolve().parents[1] / "capacity" / "source" / "catalog"
 README = (CATALOG / "README.md").read_text()
 # Rows "| id | file | ... | `sha256` |" of the README tables.
 ROW = re.compile(r"^\| (?P<id>[^|]+?) \| (?P<file>[^|]+?) \|.*`(?P<sha>[0-9a-f]{64})` \|$", re.MULTILINE)

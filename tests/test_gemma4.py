@@ -24,7 +24,7 @@ from capacity.model.families.gemma4 import TEXT_DEFAULTS, VISION_DEFAULTS
 from capacity.model.registry import spec_from_files
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG: dict[str, Any] = json.loads((ROOT / "capacity" / "catalog" / "models" / "google--gemma-4-26B-A4B" / "config.json").read_text())
+CONFIG: dict[str, Any] = json.loads((ROOT / "capacity" / "source" / "catalog" / "models" / "google--gemma-4-26B-A4B" / "config.json").read_text())
 WEIGHTS_REFERENCE = json.loads((ROOT / "bench" / "results" / "vllm-weights-reference-2026-11-30" / "reference.json").read_text())
 
 

@@ -25,7 +25,7 @@ from capacity.model.families.gemma4 import audio_soft_tokens, dummy_audio_sample
 from capacity.model.registry import spec_from_files
 
 ROOT = Path(__file__).resolve().parents[1]
-ENTRY = ROOT / "capacity" / "catalog" / "models" / "google--gemma-4-E2B-it"
+ENTRY = ROOT / "capacity" / "source" / "catalog" / "models" / "google--gemma-4-E2B-it"
 CONFIG: dict[str, Any] = json.loads((ENTRY / "config.json").read_text())
 PROCESSOR: dict[str, Any] = json.loads((ENTRY / "processor_config.json").read_text())
 WEIGHTS_REFERENCE = json.loads((ROOT / "bench" / "results" / "vllm-weights-reference-2026-11-30" / "reference.json").read_text())

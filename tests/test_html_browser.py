@@ -24,7 +24,7 @@ from capacity.cli.app import main
 from capacity.errors import EXIT_FITS
 
 ROOT = Path(__file__).resolve().parents[1]
-CATALOG = ROOT / "capacity" / "catalog" / "models"
+CATALOG = ROOT / "capacity" / "source" / "catalog" / "models"
 SCRIPT = "<script>alert(1)</script>"
 CHROMIUM_FLAGS = [
     "--headless",

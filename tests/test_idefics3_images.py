@@ -21,7 +21,7 @@ from capacity.model.families.generic import idefics3_image_patches
 from capacity.model.registry import spec_from_files
 
 ROOT = Path(__file__).resolve().parents[1]
-SMOLVLM = ROOT / "capacity" / "catalog" / "models" / "HuggingFaceTB--SmolVLM-256M-Instruct"
+SMOLVLM = ROOT / "capacity" / "source" / "catalog" / "models" / "HuggingFaceTB--SmolVLM-256M-Instruct"
 
 
 def smolvlm_files() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:

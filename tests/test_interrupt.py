@@ -64,7 +64,7 @@ def test_a_sigint_during_an_import_waits_for_the_import(tmp_path, monkeypatch):
     """Raising inside an extension module's initialisation aborts the process (torch's pybind11 callbacks during
     `import torch`: SIGABRT, seen under load in CI): a Ctrl-C landing in an import is taken again just after it."""
     (tmp_path / "capacity_test_slow_import.py").write_text(
-        "import signal, sys\nfrom capacity import cli\ncli._raise_interrupted(signal.SIGINT, sys._getframe())\nDONE = True\n"
+        "import signal, sys\nfrom capacity.cli import app as cli\ncli._raise_interrupted(signal.SIGINT, sys._getframe())\nDONE = True\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     resent: list[bool] = []

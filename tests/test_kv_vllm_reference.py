@@ -33,7 +33,7 @@ def config_of(ref: str) -> dict[str, Any]:
     if not ref.startswith("catalog:"):
         return json.loads((ROOT / "tests" / "fixtures" / "configs" / ref).read_text())
     name, _, key = ref.split(":", 1)[1].partition("#")  # `#text_config`: a published VL config's text config, alone
-    entry = ROOT / "capacity" / "catalog" / "models" / name
+    entry = ROOT / "capacity" / "source" / "catalog" / "models" / name
     raw = json.loads((entry / "config.json" if entry.is_dir() else entry.with_suffix(".json")).read_text())
     return raw[key] if key else raw
 

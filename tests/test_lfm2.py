@@ -25,7 +25,7 @@ from capacity.planning.kv_groups import kv_groups_for
 from capacity.serving.config import ServingArgs, resolve_serving
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG = json.loads((ROOT / "capacity" / "catalog" / "models" / "LiquidAI--LFM2.5-VL-1.6B" / "config.json").read_text())
+CONFIG = json.loads((ROOT / "capacity" / "source" / "catalog" / "models" / "LiquidAI--LFM2.5-VL-1.6B" / "config.json").read_text())
 IMAGES = json.loads((ROOT / "bench" / "results" / "vllm-lfm2-vl-images-2026-12-01" / "reference.json").read_text())
 NAME = "LiquidAI/LFM2.5-VL-1.6B"
 
@@ -144,7 +144,7 @@ def test_published_processor_config_counts_256_per_image():
     """get_image_size_with_most_features: sqrt(256 x 16^2 x 2^2) = 512. 512 x 512 is not too large (512^2 =
     262,144 <= 256 x 1,024 x 2.0), so one picture; smart_resize keeps 512 x 512 (262,144 = max pixels):
     (512 // 16 / 2)^2 = 16 x 16 = 256 embeddings."""
-    processor = json.loads((ROOT / "capacity" / "catalog" / "models" / "LiquidAI--LFM2.5-VL-1.6B" / "processor_config.json").read_text())
+    processor = json.loads((ROOT / "capacity" / "source" / "catalog" / "models" / "LiquidAI--LFM2.5-VL-1.6B" / "processor_config.json").read_text())
     spec = spec_from_files(CONFIG, NAME, None, processor)
     assert [(m.name, m.max_tokens_per_item, m.unmodelled) for m in spec.modalities] == [("image", 256, "")]
     assert spec.encoder is not None and spec.encoder.seq_len == 1_024  # 256 x downsample_factor 2^2 patches
@@ -216,5 +216,5 @@ def test_stored_files_are_the_hub_blobs_a_record_of_revision_919fde3_names(filen
     each file's git blob id (sha1 of "blob <size>\\0" + bytes); the stored files hash to them (catalog README)."""
     import hashlib
 
-    data = (ROOT / "capacity" / "catalog" / "models" / "LiquidAI--LFM2.5-VL-1.6B" / filename).read_bytes()
+    data = (ROOT / "capacity" / "source" / "catalog" / "models" / "LiquidAI--LFM2.5-VL-1.6B" / filename).read_bytes()
     assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == blob

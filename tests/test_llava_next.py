@@ -23,7 +23,7 @@ from capacity.model.items.llava_next import AnyresImages, select_best_resolution
 from capacity.model.registry import family_for, spec_from_files
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG = json.loads((ROOT / "capacity" / "catalog" / "models" / "llava-hf--llava-v1.6-vicuna-7b-hf" / "config.json").read_text())
+CONFIG = json.loads((ROOT / "capacity" / "source" / "catalog" / "models" / "llava-hf--llava-v1.6-vicuna-7b-hf" / "config.json").read_text())
 REFERENCE = json.loads((ROOT / "bench" / "results" / "vllm-llava-next-reference-2026-12-01" / "reference.json").read_text())
 
 

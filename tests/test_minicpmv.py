@@ -22,7 +22,7 @@ from capacity.planning.planner import build_plan
 from capacity.serving.config import ServingArgs, resolve_serving
 
 NAME = "openbmb/MiniCPM-Llama3-V-2_5"
-INDEX = Path(__file__).resolve().parents[1] / "capacity" / "catalog" / "models" / "openbmb--MiniCPM-Llama3-V-2_5" / "model.safetensors.index.json"
+INDEX = Path(__file__).resolve().parents[1] / "capacity" / "source" / "catalog" / "models" / "openbmb--MiniCPM-Llama3-V-2_5" / "model.safetensors.index.json"
 
 V, VF = 1152, 4304
 VPM = (V * 3 * 14 * 14 + V) + (980 // 14) ** 2 * V + 27 * (4 * (V * V + V) + (VF * V + VF) + (V * VF + V) + 4 * V) + 2 * V

@@ -26,7 +26,7 @@ from capacity.planning.suggest import command_for, suggested_kv_cache_memory_byt
 GiB = 2**30
 MiB = 2**20
 WHISPER_10G = ["plan", "--model", "openai/whisper-large-v3", "--gpu", "H200", "--kv-cache-memory-bytes", "10G"]
-CATALOG = Path(__file__).resolve().parents[1] / "capacity" / "catalog" / "models"
+CATALOG = Path(__file__).resolve().parents[1] / "capacity" / "source" / "catalog" / "models"
 
 
 @pytest.fixture(autouse=True)

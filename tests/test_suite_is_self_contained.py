@@ -31,7 +31,7 @@ def test_no_test_names_a_path_outside_the_repo():
 def test_the_pattern_catches_the_old_reference():
     assert OUTSIDE.search('    Path("/work/shared/model-configs"),')
     assert OUTSIDE.search("ROOT / '../shared/model-configs'")
-    assert not OUTSIDE.search('ROOT / "capacity" / "catalog" / "models"')
+    assert not OUTSIDE.search('ROOT / "capacity" / "source" / "catalog" / "models"')
 
 
 def test_the_machines_hf_caches_are_hidden_from_tests():

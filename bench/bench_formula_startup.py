@@ -4,7 +4,7 @@
 
 Cases (each REPEATS fresh interpreters running `capacity.cli.app.main`, `--gpu L4 --offline --estimate formula --json`):
 - hub-cache: a Hub id planned from the HF cache with HF_HUB_OFFLINE=1, its weights from the safetensors header
-  summary recorded when it was fetched (the fetch is one earlier run against tests/hub_server.py on 127.0.0.1,
+  summary recorded when it was fetched (the fetch is one earlier run against tests/support/hub_server.py on 127.0.0.1,
   timed as hub-fetch);
 - folder: a model folder with config.json and a model.safetensors;
 - catalog-meta: a catalog id without recorded headers (openai/whisper-tiny): the weights come from a meta-device
@@ -33,7 +33,7 @@ from pathlib import Path
 from machine import cpu_model, package_versions
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from safetensors_files import safetensors_bytes  # noqa: E402
+from tests.support.safetensors_files import safetensors_bytes  # noqa: E402
 
 REPEATS = 7
 GOAL_S = 1.0
@@ -85,9 +85,8 @@ def summary(runs: list[dict[str, object]]) -> dict[str, object]:
 
 
 def main() -> None:
-    from hub_server import add_repo, serve
-
     from capacity.source.resolve import resolve_model
+    from tests.support.hub_server import add_repo, serve
 
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else None
     whisper = json.dumps(resolve_model("openai/whisper-tiny").config).encode()

@@ -12,7 +12,7 @@ the decoder's head size (DeepSeek MLA: qk_rope_head_dim, is_neox_style False), m
 rope parameters (one call per distinct parameter set where transformers keys them by layer type); the
 Qwen2.5-VL vision tower's `get_rope(head_dim, max_position=8192, partial_rotary_factor 0.5)`. It records the class
 vLLM picked and the shape, dtype and bytes of each distinct module's cos_sin_cache (get_rope's _ROPE_DICT returns
-the same module for a repeated key: layers share one buffer). tests/test_load_allocations.py compares
+the same module for a repeated key: layers share one buffer). tests/memory/test_load_buffers.py compares
 capacity.memory.load_buffers with these numbers.
 """
 

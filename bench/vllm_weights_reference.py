@@ -11,7 +11,7 @@ tensor-parallel group of the case's size: `get_tensor_model_parallel_world_size`
 `get_tensor_model_parallel_rank` are replaced, in every loaded module that imported them, by the case's TP size
 and rank (rank 0, the largest). The model class vLLM picks for the architecture is then built on the meta
 device (no memory) in the case's dtype, and the bytes of its unique parameters are summed: the weights one rank
-holds before load-time repacking. tests/test_weights.py compares capacity's `weights_breakdown` with these
+holds before load-time repacking. tests/weights/test_per_rank.py compares capacity's `weights_breakdown` with these
 numbers. Nemotron-Parse is not among the cases: its config needs the model's remote code
 (hf_nemotron_parse_config.py), which is not in the catalog.
 

@@ -84,6 +84,6 @@ def no_local_hf_cache(monkeypatch: pytest.MonkeyPatch, empty_hf_hub: str) -> Non
 
 @pytest.fixture(autouse=True)
 def no_hub_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test reaches huggingface.co: an unknown org/name stops at the cache. The Hub tests (tests/test_hub.py)
-    turn this off and point HF_ENDPOINT at a local server (tests/hub_server.py)."""
+    """No test reaches huggingface.co: an unknown org/name stops at the cache. The Hub tests (tests/source/test_hub.py)
+    turn this off and point HF_ENDPOINT at a local server (tests/support/hub_server.py)."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -1,0 +1,154 @@
+"""V0's default max_num_batched_tokens, from vLLM's own code (0.6.6.post1 SchedulerConfig.__post_init__, index id
+59727640247; EngineArgs' long-context rule, index id 356895891): a whole prompt of max(max_model_len, 2048) tokens
+without chunked prefill; above 32,768 tokens V0 turns chunked prefill on by itself (no sliding window, no prefix
+caching) and batches 2048 tokens; multimodal models get at least 5120."""
+
+from __future__ import annotations
+
+import pytest
+
+from capacity.vllm.versions import V0, semantics_for
+from tests.support.paths import REPO_ROOT
+
+ROOT = REPO_ROOT
+
+
+@pytest.mark.parametrize(
+    ("max_model_len", "multimodal", "sliding_window", "prefix_caching", "tokens"),
+    [
+        (20_000, False, False, False, 20_000),  # the RTX 3090 log's 20k start: a whole prompt
+        (32_768, False, False, False, 32_768),  # 32K itself is not 'long context' (> 32K)
+        (131_072, False, False, False, 2048),  # Llama-3.1-8B's default length: chunked, 2048
+        (131_072, False, False, True, 131_072),  # --enable-prefix-caching keeps chunked prefill off in V0
+        (131_072, False, True, False, 131_072),  # a sliding-window model too
+        (1024, False, False, False, 2048),  # a short context still batches 2048
+        (131_072, True, False, False, 5120),  # multimodal floor
+    ],
+)
+def test_v0_batched_tokens(max_model_len: int, multimodal: bool, sliding_window: bool, prefix_caching: bool, tokens: int) -> None:
+    got = V0.v0_batched_tokens(max_model_len, multimodal=multimodal, sliding_window=sliding_window, prefix_caching=prefix_caching)
+    assert got == tokens
+
+
+def test_v1_ranges_have_no_v0_long_context_rule() -> None:
+    assert semantics_for("0.15.1").long_context_chunking is None
+
+
+@pytest.mark.parametrize(
+    ("version", "architecture", "moe", "quantized", "hybrid", "mrv2"),
+    [
+        ("0.19.1", "Qwen3ForCausalLM", False, False, False, False),  # V1 runner only
+        ("0.20.0", "LlamaForCausalLM", False, False, False, False),  # VLLM_USE_V2_MODEL_RUNNER defaults to 0
+        ("0.23.0", "LlamaForCausalLM", False, False, False, True),  # DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES
+        ("0.23.0", "Qwen3ForCausalLM", False, True, False, False),  # ... not quantized
+        ("0.23.0", "Qwen2_5_VLForConditionalGeneration", False, False, False, False),  # not listed
+        ("0.21.0", "Qwen3ForCausalLM", False, False, False, False),  # 0.21.0: VLLM_USE_V2_MODEL_RUNNER defaults to 0
+        ("0.24.0", "Qwen2MoeForCausalLM", True, False, False, True),  # 0.24.0: the list alone, MoE included
+        ("0.24.0", "Qwen3ForCausalLM", False, True, False, True),  # ... quantized too
+        ("0.24.0", "Qwen2ForCausalLM", False, False, False, False),
+        ("0.27.1", "Qwen2_5_VLForConditionalGeneration", False, False, False, True),  # any dense generate model
+        ("0.27.1", "Qwen3MoeForCausalLM", True, False, False, False),  # MoE, not listed
+        ("0.27.1", "Qwen2MoeForCausalLM", True, False, False, True),  # MoE, listed
+        ("0.28.0", "Qwen3ForCausalLM", False, False, False, True),
+        ("0.28.0", "NemotronHForCausalLM", False, False, True, False),  # hybrid, not listed
+        ("0.29.0", "Qwen3MoeForCausalLM", True, False, False, True),  # 0.29.0+: no architecture test
+        ("0.32.0", "NemotronHForCausalLM", False, False, True, True),
+        ("0.33.0", "Qwen3MoeForCausalLM", True, True, True, True),
+    ],
+)
+def test_default_model_runner(version: str, architecture: str, moe: bool, quantized: bool, hybrid: bool, mrv2: bool) -> None:
+    sem = semantics_for(version)
+    assert sem is not None and sem.runs_mrv2(architecture, moe=moe, quantized=quantized, hybrid=hybrid) is mrv2
+
+
+def test_v1_runner_and_mrv2_charge_the_same_captures_differently() -> None:
+    """Qwen2.5-VL-7B (28 decoder layers) under 0.23.0 runs the V1 runner, under 0.29.0 Model Runner V2: both capture 51
+    PIECEWISE sizes and 35 FULL decode graphs. MRV2 adds its first FULL sample (s1) to the PIECEWISE total; the V1
+    runner takes the larger first capture of the two modes once (the PIECEWISE one): one FULL graph less, 28 x 40 KiB."""
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
+
+    args = ServingArgs(max_model_len=8192)
+    v023 = plan_for("Qwen/Qwen2.5-VL-7B-Instruct", args, "A100-80GB", semantics=semantics_for("0.23.0"))
+    v029 = plan_for("Qwen/Qwen2.5-VL-7B-Instruct", args, "A100-80GB", semantics=semantics_for("0.29.0"))
+    assert v023.serving.max_num_seqs == v029.serving.max_num_seqs == 256
+    assert v023.memory["cuda_graphs"].bytes == v029.memory["cuda_graphs"].bytes - 28 * 40 * 1024
+    assert v023.memory["cuda_graphs"].kind == "estimated" and "V1 runner" in v023.memory["cuda_graphs"].method
+    assert "MRV2: 51 PIECEWISE sizes x 29 pieces" in v029.memory["cuda_graphs"].method
+
+
+@pytest.mark.parametrize(("version", "set_aside"), [("0.23.0", False), ("0.24.0", False), ("0.27.1", False), ("0.28.0", False), ("0.29.0", True), ("0.32.0", True)])
+def test_mrv2_cuda_graph_estimate_by_version(version: str, set_aside: bool) -> None:
+    """Model Runner V2's profile_cudagraph_memory is `return 0` in the 0.23.0, 0.24.0, 0.27.1 and 0.28.0 wheels and
+    calls cudagraph_utils.profile_cudagraph_memory from 0.29.0 (read in each wheel's vllm/v1/worker/gpu/model_runner.py):
+    Llama-3.1-8B (an MRV2 architecture in all of them) has nothing set aside before 0.29, and 0.33's form after."""
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
+
+    args = ServingArgs(max_model_len=8192)
+    latest = plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "H100-SXM").memory["cuda_graphs"]
+    graphs = plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "H100-SXM", semantics=semantics_for(version)).memory["cuda_graphs"]
+    assert latest.bytes > 0
+    assert graphs.bytes == (latest.bytes if set_aside else 0)
+    if not set_aside:
+        assert graphs.kind == "exact" and "returns 0 from profile_cudagraph_memory" in graphs.method
+
+
+def test_rocm_has_no_estimate_in_0_23() -> None:
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
+
+    args = ServingArgs(max_model_len=8192)
+    assert plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "MI300X", semantics=semantics_for("0.23.0")).memory["cuda_graphs"].bytes == 0
+    assert plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "MI300X", semantics=semantics_for("0.29.0")).memory["cuda_graphs"].bytes > 0  # is_cuda_alike()
+
+
+@pytest.mark.parametrize(("gpu", "charged"), [("H200", True), ("L40S", False)])
+def test_0_10_charges_the_communicators_on_nvlinked_gpus(gpu: str, charged: bool) -> None:
+    """vLLM 0.9.2 / 0.10.2 take the startup snapshot before init_worker_distributed_environment, 0.11.0 after: at TP 2
+    on NVLinked H200s the 0.10 non-torch memory holds NCCL's communicator (975,175,680 B measured on the H200 pair) and
+    vLLM's buffers for capability 9.0 at world size 2 (symmetric memory 64 MiB + custom all-reduce: signal 8 MiB, IPC
+    max(8, 2, 16) = 16 MiB, rank data 8 MiB: 96 MiB). Over PCIe (L40S) nothing is added, and the method says why."""
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
+    from capacity.units import MiB
+
+    args = ServingArgs(max_model_len=8192, tensor_parallel_size=2)
+    v010 = plan_for("meta-llama/Llama-3.1-8B-Instruct", args, gpu, semantics=semantics_for("0.10.2"))
+    v011 = plan_for("meta-llama/Llama-3.1-8B-Instruct", args, gpu, semantics=semantics_for("0.11.0"))
+    added = v010.memory["non_torch"].bytes - v011.memory["non_torch"].bytes
+    assert added == ((975_175_680 + 96 * MiB) if charged else 0)
+    assert v010.kv.available_bytes == v011.kv.available_bytes - added
+    # the snapshot precedes NCCL in 0.10: the GPU starts with the communicators' memory still free
+    assert v010.free_at_startup_bytes - v011.free_at_startup_bytes == v011.memory["collectives"].bytes
+    if not charged:
+        assert "not added" in v010.memory["non_torch"].method
+
+
+def test_0_11_and_tp1_charge_no_communicators() -> None:
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
+
+    tp1 = ServingArgs(max_model_len=8192)
+    a = plan_for("meta-llama/Llama-3.1-8B-Instruct", tp1, "H200", semantics=semantics_for("0.10.2")).memory["non_torch"]
+    b = plan_for("meta-llama/Llama-3.1-8B-Instruct", tp1, "H200", semantics=semantics_for("0.11.0")).memory["non_torch"]
+    assert a == b
+
+
+def test_sliding_windows_reserve_one_batch_before_0_27() -> None:
+    """Gemma-4-E4B (20 sliding layers of window 512 as 5 groups of 4, 4 full layers of head_dim 512; pages unified at
+    64 KiB, so sliding blocks hold 32 tokens) at max_model_len 32,768 and 2,048 batched tokens. vLLM 0.23/0.24
+    reserve a window for one batch: cdiv(511 + 2048, 32) + 1 = 81 blocks; 0.27.1+ for max_in_flight_tokens, two batches
+    with async scheduling: cdiv(511 + 4096, 32) + 1 = 145. The 0.22.1 log of bench/vllm_logs agrees with the former:
+    4.1 GiB / ((5 x 81 + 2048) blocks x 4 layers x 64 KiB) = 6.85x, as printed (with 145: 6.06x)."""
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
+
+    model = str(ROOT / "bench" / "vllm_logs" / "configs" / "google--gemma-4-E4B-it")
+    args = ServingArgs(max_model_len=32768, gpu_memory_utilization=0.9)
+    for version, window in (("0.22.1", 81), ("0.24.0", 81), ("0.27.1", 145), ("0.33.0", 145)):
+        plan = plan_for(model, args, "RTX-3090-Ti", semantics=semantics_for(version))
+        assert plan.serving.max_num_batched_tokens == 2048
+        assert [g.blocks_per_request_vllm for g in plan.kv.groups] == [window] * 5 + [2048], version
+    assert round(4.1 * 2**30 / ((5 * 81 + 2048) * 4 * 64 * 1024), 2) == 6.85
+    assert round(4.1 * 2**30 / ((5 * 145 + 2048) * 4 * 64 * 1024), 2) == 6.06

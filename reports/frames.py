@@ -39,11 +39,6 @@ def unused_bytes(plan: Plan) -> int:
     return plan.gpu.total_memory_bytes - used
 
 
-def max_model_len_served(plan: Plan) -> int:
-    """The longest request the plan serves: max_model_len, or less when one request at it does not fit."""
-    return min(plan.serving.max_model_len, plan.max_model_len_that_fits)
-
-
 # --- the plan's sections -----------------------------------------------------------------------------
 
 

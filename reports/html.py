@@ -19,7 +19,7 @@ from capacity.planning.plan import ERROR, INFO, TERM_LABELS, WARNING, Plan
 from capacity.planning.sweep import SweepPoint, SweepResult
 from capacity.serving.config import ServingArgs
 from capacity.units import GiB
-from reports.frames import fingerprint, max_model_len_served, unused_bytes
+from reports.frames import fingerprint, unused_bytes
 
 
 class Html(str):
@@ -263,7 +263,7 @@ def _verdict_section(plan: Plan) -> Html:
             ["actual concurrency", f"{c.actual:.2f}x = {c.actual_requests} requests", "usable blocks (null block excluded) / blocks a request really holds"],
             ["vLLM-reported concurrency", f"{c.vllm_reported:.2f}x", "vLLM's log line: num_blocks / blocks per request it charges"],
             ["KV cache tokens (vLLM log)", _num(c.tokens_vllm_reported), "int(vLLM concurrency x max_model_len)"],
-            ["longest request served", f"{max_model_len_served(plan):,} tokens", "max_model_len, or the longest one request's KV fits in"],
+            ["longest request served", f"{plan.max_model_len_served:,} tokens", "max_model_len, or the longest one request's KV fits in"],
             ["max_num_seqs", _num(s.max_num_seqs), "the scheduler's cap on concurrent requests"],
             [
                 "requests run at once",

@@ -6,7 +6,9 @@ architecture the generic family plans. Regenerate it from that file when the vLL
 
 from __future__ import annotations
 
-VLLM_VERSION = "0.33.0"
+from capacity import VLLM_VERSION
+
+__all__ = ["MULTIMODAL_ARCHITECTURES", "VLLM_VERSION"]
 
 MULTIMODAL_ARCHITECTURES: frozenset[str] = frozenset(
     (

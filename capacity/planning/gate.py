@@ -131,7 +131,7 @@ def evaluate(plan: Plan, thresholds: Thresholds) -> GateResult:
             _at_least("min_kv_tokens", "kv_cache.tokens_vllm_reported", "KV tokens (vLLM)", c.tokens_vllm_reported, thresholds.min_kv_tokens, "--min-kv-tokens")
         )
     if thresholds.require_max_model_len is not None:
-        served = min(plan.serving.max_model_len, plan.max_model_len_that_fits)
+        served = plan.max_model_len_served
         checks.append(
             _at_least(
                 "require_max_model_len",

@@ -170,6 +170,11 @@ class Plan:
         return min(self.concurrency.actual_requests, self.serving.max_num_seqs)
 
     @property
+    def max_model_len_served(self) -> int:
+        """The longest request the plan serves: max_model_len, or less when one request at it does not fit."""
+        return min(self.serving.max_model_len, self.max_model_len_that_fits)
+
+    @property
     def concurrency_limited_by(self) -> str:
         """"max_num_seqs" when the scheduler's cap binds before the KV cache does, else "kv_cache"."""
         return "max_num_seqs" if self.serving.max_num_seqs < self.concurrency.actual_requests else "kv_cache"

@@ -135,7 +135,7 @@ def point_from_plan(plan: Plan, tp: int | None, seqs: int | None, max_model_len:
         verdict=plan.verdict,
         fits=plan.fits,
         actual_requests=c.actual_requests,
-        max_concurrent_requests=min(s.max_num_seqs, c.actual_requests),
+        max_concurrent_requests=plan.max_concurrent_requests,
         concurrency_actual=round(c.actual, 2),
         concurrency_vllm_reported=round(c.vllm_reported, 2),
         tokens_vllm_reported=c.tokens_vllm_reported,

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from capacity.errors import BadInput
-from capacity.source.safetensors_header import DTYPE_BYTES, read_safetensors_header
+from capacity.source.safetensors_header import SAFETENSORS_DTYPE_BYTES, read_safetensors_header
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
@@ -128,7 +128,7 @@ def _tensor(file: str, name: str, info: Any) -> tuple[str, int, int]:
     if not isinstance(info, Mapping):
         raise BadInput(f"{bad} is not an object")
     dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
-    if dtype not in DTYPE_BYTES:
+    if dtype not in SAFETENSORS_DTYPE_BYTES:
         raise BadInput(f"{bad} has unknown dtype {dtype!r}")
     if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) and d >= 0 for d in shape):
         raise BadInput(f"{bad} has a bad shape {shape!r}")
@@ -138,7 +138,7 @@ def _tensor(file: str, name: str, info: Any) -> tuple[str, int, int]:
     for d in shape:
         numel *= d
     size = offsets[1] - offsets[0]
-    per = DTYPE_BYTES[dtype]
+    per = SAFETENSORS_DTYPE_BYTES[dtype]
     if float(per).is_integer() and size != numel * int(per):
         raise BadInput(f"{bad}: {size} bytes for {numel} x {dtype} elements")
     return str(dtype), numel, size

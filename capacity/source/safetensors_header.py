@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass, field
 
 __all__ = [
-    "DTYPE_BYTES",
+    "SAFETENSORS_DTYPE_BYTES",
     "SafetensorsSummary",
     "read_safetensors_header",
     "safetensors_files",
@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 # Bytes per element for the dtype names used by the safetensors format.
-DTYPE_BYTES: dict[str, float] = {
+SAFETENSORS_DTYPE_BYTES: dict[str, float] = {
     "BOOL": 1,
     "U8": 1,
     "I8": 1,

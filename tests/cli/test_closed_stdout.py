@@ -1,4 +1,4 @@
-"""A reader that closes stdout early (`capacity plan --json | true`) is not a verdict (issue 12, item 6b).
+"""A reader that closes stdout early (`capacity plan --json | true`) is not a verdict.
 
 typer's and rich's broken-pipe handling exit 1, which a CI gate reads as "does not fit". With the plan complete,
 the exit code is the verdict's own (0 fits, 1 does not fit) and one note on stderr says stdout was closed; a pipe

@@ -1,4 +1,4 @@
-"""Hostile and corrupt inputs (issue 12, items 6-10): each is one `capacity: error:` line and exit 2.
+"""Hostile and corrupt inputs: each is one `capacity: error:` line and exit 2.
 
 Absurd sizes in config.json, widths the heads do not divide, binary files, output names the file system
 refuses, and one serve-YAML option spelled two ways with different values.

@@ -1,5 +1,5 @@
-"""The README's example outputs are what the program prints now (issue 12: the plan example came from
-`--estimate formula`, not the default). Each block is re-run from the command the README names, in a fresh process
+"""The README's example outputs are what the program prints now, on the default path (the default estimate, as a user
+runs it). Each block is re-run from the command the README names, in a fresh process
 without a GPU at the README's width, cut as the README cuts it, and compared line by line.
 
 When the figures change on purpose, regenerate the blocks: `python tests/support/readme_examples.py`.

@@ -1,4 +1,4 @@
-"""The suite needs nothing outside the repo (issue 12: tests/model/test_arch.py read ../shared/model-configs).
+"""The suite needs nothing outside the repo (no test reads ../shared or any other folder beside the clone).
 
 Every file a test reads is found under the repo, a test's own temporary folder or the installed packages; the
 sources of the tests name no absolute path and no folder above the repo.

@@ -222,7 +222,7 @@ def test_the_example_workflow_gate_passes(capsys, tmp_path):
 
 
 def test_min_concurrency_compares_what_the_server_runs(capsys):
-    """Issue 12 item 6a: the KV cache holds 33 requests (4,096 blocks, 4,095 usable // 122 per request), but with
+    """The gate reads what the server runs: the KV cache holds 33 requests (4,096 blocks, 4,095 usable // 122 per request), but with
     --max-num-seqs 8 the server never runs more than 8 at once; the gate compares min(33, 8) = 8."""
     code, doc, line = check(capsys, "--max-num-seqs", "8", "--min-concurrency", "30")
     assert code == EXIT_DOES_NOT_FIT

@@ -314,7 +314,7 @@ def test_mllama_cross_attention_layers(spec_of):
     assert spec.encoder_tokens_per_request == 4 * ((560 // 14) ** 2 + 1) == 6404
 
 
-# --- block sizes vLLM 0.33's attention backends take (issue 12 item 4) ---------------------------------------
+# --- block sizes vLLM 0.33's attention backends take ----------------------------------------------------------
 
 
 @pytest.mark.parametrize(("block_size", "fix"), [(7, 16), (8, 16), (24, 32), (1, 16), (100, 96)])

@@ -1,4 +1,4 @@
-"""The suggested `vllm serve` line starts vLLM (issue 12, item 2): the error hazards' fixes are applied, or there is
+"""The suggested `vllm serve` line starts vLLM: the error hazards' fixes are applied, or there is
 no line and the reason says why.
 
 Defaults worked by hand (vLLM 0.33 EngineArgs.get_batch_defaults and the encoder-decoder rules): an L4 (22.49 GiB,

@@ -265,7 +265,7 @@ def test_capacity_core_never_imports_reports():
     assert offenders == []
 
 
-# --- large grids: a documented limit, and progress on stderr (issue 12, item 11) ------------------------------
+# --- large grids: a documented limit, and progress on stderr ------------------------------------------------
 
 
 def test_a_grid_above_the_limit_is_refused_before_any_work(capsys):

@@ -323,7 +323,7 @@ def test_a_host_allocation_failure_is_an_out_of_memory_result():
 
 
 def test_profile_of_the_whole_model_replanned_at_tp2_gives_one_ranks_terms(tiny_whisper):
-    """Issue 12 item 1 on the profile path: a single-GPU profile (the whole model) re-planned at TP 2 plans one
+    """On the profile path too: a single-GPU profile (the whole model) re-planned at TP 2 plans one
     rank: the weights are the formula path's per-rank figure, the activations divided as the formula divides them."""
     source, spec, gpu, serving = tiny_whisper
     p = profile_of(tiny_whisper, warmup=False)

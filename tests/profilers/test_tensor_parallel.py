@@ -194,7 +194,7 @@ def test_more_ranks_than_gpus_is_bad_input():
 
 @pytest.mark.slow
 def test_four_gloo_ranks_split_and_combine(tmp_path):
-    """Issue 14's CPU part: TP 4 over four processes (tiny Whisper's 4 heads give one head per rank)."""
+    """TP 4 over four processes on the CPU (tiny Whisper's 4 heads give one head per rank)."""
     source, spec, gpu, serving = folder_model(tmp_path / "w", TINY_WHISPER, max_num_batched_tokens=2048, max_num_seqs=16, dtype="float32", tensor_parallel_size=4)
     job = tensor_parallel_job(source, spec, serving, build_budget(spec, serving), gpu, backend="gloo", collective_timeout_s=120, warmup=False)
     profile = run_tensor_parallel(job, timeout_s=400)

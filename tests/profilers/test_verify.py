@@ -54,7 +54,7 @@ def test_verify_needs_a_gpu_or_the_cpu_probe(capsys):
     assert code == 2 and "no usable NVIDIA GPU" in err
 
 
-# --- reading a run: the caching allocator's slack (issue 12, item 5) -------------------------------------------
+# --- reading a run: the caching allocator's slack -------------------------------------------------------------
 #
 # bench/results/h200-verify-2026-11-30: Nemotron-Parse v1.1 verified on the H200 (cudaMemGetInfo total
 # 150,109,880,320 B, gpu_memory_utilization 0.92 -> requested ceil(150,109,880,320 x 0.92) = 138,101,089,895 B).

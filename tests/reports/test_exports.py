@@ -455,7 +455,7 @@ def test_kv_cache_memory_bytes_from_a_real_profile():
 
 
 def test_terminal_and_csv_say_what_the_kv_cache_holds_and_what_the_server_runs(capsys, tmp_path):
-    """Issue 12 item 3: with --max-num-seqs 8 the KV cache (10 GiB: 4,096 blocks, 4,095 usable // 122 per
+    """What the server runs, not what the cache holds: with --max-num-seqs 8 the KV cache (10 GiB: 4,096 blocks, 4,095 usable // 122 per
     request) still holds 33 requests at max_model_len 448, and the server runs min(33, 8) = 8 of them."""
     code, out, err = run(capsys, [*WHISPER_10G, "--max-num-seqs", "8", "--csv", "tables"])
     assert code == EXIT_FITS, err

@@ -210,7 +210,7 @@ def _cli(args: list[str], env: dict[str, str], code: str = "") -> subprocess.Com
 
 
 def test_cli_plans_a_hub_model_then_offline_without_torch(hub, whisper_config):
-    """Issue 9 part 5: a config-only plan (--estimate formula) of a model whose safetensors headers give its count
+    """A config-only plan (--estimate formula) of a model whose safetensors headers give its count
     imports neither torch nor transformers (nor pandas for --json, nor huggingface_hub from the cache)."""
     weights = safetensors_bytes({"a": ("F32", [1000, 384]), "b": ("F32", [384])})
     add_repo(hub.root, "acme/tiny-asr", {"main": {"config.json": whisper_config, "model.safetensors": weights}})

@@ -1,7 +1,7 @@
 """Weights per rank (capacity/weights/per_rank.py), every value worked out by hand in the comments from vLLM 0.33's layers:
 ColumnParallelLinear / QKVParallelLinear / RowParallelLinear (linear.py), VocabParallelEmbedding and
 ParallelLMHead (vocab_parallel_embedding.py: pad_vocab_size to 64, then / TP), FusedMoE and determine_expert_map,
-and the checkpoint formats of AWQ, GPTQ, fp8, NVFP4. Plus the regression of issue 12 item 1: at TP 2 the default
+and the checkpoint formats of AWQ, GPTQ, fp8, NVFP4. Plus: at TP 2 the default
 trace path, the formula path and the sweep give the same per-rank terms."""
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ def test_headers_keep_quantized_stored_bytes_and_cast_dense_tensors():
     assert wb.total_bytes == 8_716_288 + 4096 * 2
 
 
-# --- issue 12 item 1: the same per-rank terms on every path --------------------------------------------
+# --- the same per-rank terms on every path --------------------------------------------------------
 
 
 @pytest.fixture()

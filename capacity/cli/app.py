@@ -16,8 +16,26 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from typer.core import TyperCommand
 
+from capacity.cli.options import (
+    CPU_PROBE_HELP,
+    JSON_STDOUT,
+    SERVING_OPTIONS,
+    ConfigOpt,
+    CsvOpt,
+    EstimateOpt,
+    GpuOpt,
+    HtmlOpt,
+    JsonOpt,
+    Knobs,
+    ModelOpt,
+    OptionalJsonCommand,
+    TpOpt,
+    _serve_yaml,
+    _serving_args,
+    serving_options,
+    serving_values,
+)
 from capacity.cli.runtime import (
     _DEFERRED,
     _WRITTEN,
@@ -33,7 +51,6 @@ from capacity.cli.runtime import (
     _writing,
 )
 from capacity.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_INTERRUPTED, EXIT_RUNTIME_FAILURE, BadInput, CapacityError
-from capacity.units import parse_human_int
 
 EXIT_CODES_HELP = (
     "Exit codes: 0 fits (check: passes), 1 does not fit (check: fails), 2 bad input, 3 runtime failure, 130 interrupted (Ctrl-C; no partial file). "
@@ -52,121 +69,6 @@ app = typer.Typer(
     help=f"How a multimodal / encoder-decoder model will use GPU memory under vLLM 0.33 (Model Runner V2). {MODEL_RESOLUTION_HELP} {EXIT_CODES_HELP}",
 )
 
-
-def _size(value: str | None, flag: str) -> int | None:
-    return None if value is None else parse_human_int(value, flag)
-
-
-def _max_model_len(value: str | None) -> int | None:
-    if value is None:
-        return None
-    if value.strip().lower() in ("auto", "-1"):
-        return -1
-    return parse_human_int(value, "--max-model-len")
-
-
-def serving_values(**given: Any) -> dict[str, Any]:
-    """The knobs given on the command line (None = not given), converted to ServingArgs fields."""
-    from capacity.model.processor_kwargs import parse_mm_processor_kwargs
-    from capacity.serving.config import parse_limit_mm
-
-    out: dict[str, Any] = {}
-    conversions = {
-        "max_model_len": _max_model_len,
-        "max_num_batched_tokens": lambda v: _size(v, "--max-num-batched-tokens"),
-        "kv_cache_memory_bytes": lambda v: _size(v, "--kv-cache-memory-bytes"),
-        "limit_mm_per_prompt": lambda v: parse_limit_mm(v, "--limit-mm-per-prompt"),
-        "mm_processor_kwargs": lambda v: parse_mm_processor_kwargs(v, "--mm-processor-kwargs"),
-    }
-    for key, value in given.items():
-        if value is None:
-            continue
-        out[key] = conversions[key](value) if key in conversions else value
-    return out
-
-
-# --- options shared by plan, check and sweep ----------------------------------------------------------
-
-ModelOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        "-m",
-        help="A folder with config.json, else a catalog id or alias, else a Hugging Face id (org/name) from the local HF cache, else from the Hub.",
-    ),
-]
-RevisionOpt = Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a Hub --model (default main); skips the catalog.")]
-ConfigOpt = Annotated[Path | None, typer.Option("--config", help="A `vllm serve --config` YAML file; flags given here override it.")]
-GpuOpt = Annotated[str | None, typer.Option(help="Target GPU: a catalog name (see `capacity gpus`) or its total memory (24GiB, 16000MiB); default: the local GPU, else H200.")]
-MaxModelLenOpt = Annotated[str | None, typer.Option(help="Decoder context length; 'auto' or -1 fits it to memory.")]
-MaxNumSeqsOpt = Annotated[int | None, typer.Option(help="Max concurrent sequences (default by GPU memory).")]
-TpOpt = Annotated[int | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel ranks.")]
-UtilOpt = Annotated[float | None, typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory vLLM may use (vLLM default 0.92).")]
-BlockSizeOpt = Annotated[int | None, typer.Option("--block-size", help="KV block size in tokens (default 16).")]
-BatchedTokensOpt = Annotated[str | None, typer.Option("--max-num-batched-tokens", help="Tokens per scheduler step (default by GPU memory and model).")]
-LimitMmOpt = Annotated[str | None, typer.Option("--limit-mm-per-prompt", help="Items per prompt, e.g. image=1 or '{\"image\": 1}'.")]
-MmKwargsOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--mm-processor-kwargs",
-        help=(
-            "vLLM's HF processor overrides as JSON, e.g. '{\"max_pixels\": 1003520}' (modelled: the Qwen-VL size keys, Gemma-4's "
-            "max_soft_tokens, Gemma-3's do_pan_and_scan / pan_and_scan_*, InternVL's min/max_dynamic_patch, dynamic_image_size, "
-            "use_thumbnail; others are refused)."
-        ),
-    ),
-]
-SpecTokensOpt = Annotated[int | None, typer.Option("--num-speculative-tokens", help="Speculative tokens per step (k).")]
-DcpOpt = Annotated[int | None, typer.Option("--decode-context-parallel-size", "-dcp", help="Decode context parallel size.")]
-KvDtypeOpt = Annotated[str | None, typer.Option("--kv-cache-dtype", help="auto, fp8, fp8_e4m3, fp8_e5m2, float16 or bfloat16.")]
-KvBytesOpt = Annotated[str | None, typer.Option("--kv-cache-memory-bytes", help="Fixed KV cache size (e.g. 10G); skips profiling like vLLM.")]
-DtypeOpt = Annotated[str | None, typer.Option("--dtype", help="Model dtype: auto, bfloat16, float16, float32.")]
-EagerOpt = Annotated[bool | None, typer.Option("--enforce-eager", help="No CUDA graphs.")]
-CompileCacheOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--compile-cache",
-        help="The torch.compile cache the start finds: warm (default: a restart with the same flags) or cold (the first start: vLLM "
-        "compiles inside its memory profile and sizes a smaller KV cache).",
-    ),
-]
-LanguageModelOnlyOpt = Annotated[
-    bool | None, typer.Option("--language-model-only", help="vLLM's --language-model-only: every modality limit 0 (no encoder budget, towers not loaded).")
-]
-ExpertParallelOpt = Annotated[
-    bool | None, typer.Option("--enable-expert-parallel", help="MoE: divide the experts over the TP ranks (vLLM's expert parallelism) instead of splitting each.")
-]
-PrefixCachingOpt = Annotated[
-    bool | None,
-    typer.Option(
-        "--enable-prefix-caching/--no-enable-prefix-caching",
-        help="vLLM's prefix caching (default on, off for encoder-decoder models); hybrid Mamba models keep state in 'align' mode with it.",
-    ),
-]
-UsageOpt = Annotated[str | None, typer.Option("--usage-context", help="openai_api_server (vllm serve, default) or llm_class (offline LLM).")]
-CsvOpt = Annotated[
-    Path | None,
-    typer.Option("--csv", metavar="PATH", help="Write the tables as CSV: for a plan a folder with one <section>.csv per section, for a sweep one file."),
-]
-HtmlOpt = Annotated[Path | None, typer.Option("--html", metavar="PATH", help="Write a self-contained HTML report (no scripts, no network).")]
-JsonOpt = Annotated[
-    str | None,
-    typer.Option("--json", metavar="[PATH]", help="--json alone: print JSON on stdout instead of the report; --json PATH: write it to PATH."),
-]
-
-EstimateOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--estimate",
-        help="Without a GPU profile: 'trace' runs the real model's phases on fake tensors (default; CAPACITY_ESTIMATE sets another), 'formula' uses the quick formulas.",
-    ),
-]
-
-CPU_PROBE_HELP = (
-    "Run every phase for real on the CPU, counting live tensor bytes (tests, dry runs of small models). The host memory and time "
-    "are estimated first; above half the available memory or 5 minutes the run is refused (--force runs it)."
-)
-JSON_STDOUT = "-"
 ESTIMATES = ("trace", "formula")
 
 
@@ -175,6 +77,17 @@ def _estimate(estimate: str | None) -> str:
     if how not in ESTIMATES:
         raise BadInput(f"--estimate {how!r}: use trace or formula")
     return how
+
+
+def _local_cuda_gpu() -> bool:
+    """An NVIDIA GPU here that torch can use (NVML first: it is cheap and needs no CUDA context)."""
+    from capacity.gpu.catalog import detect_local_gpu
+
+    if detect_local_gpu() is None:
+        return False
+    from profilers.api import cuda_available
+
+    return cuda_available()
 
 
 def _plan(model: str, args: Any, gpu: str | None, measured: Any, *, offline: bool, estimate: str | None) -> Any:
@@ -213,79 +126,6 @@ def _plan(model: str, args: Any, gpu: str | None, measured: Any, *, offline: boo
         fake_log.removeFilter(quiet)
     result = plan_for(model, args, gpu)
     return replace(result, notes=(*result.notes, reason))
-
-
-class OptionalJsonCommand(TyperCommand):
-    """`--json` takes an optional value: bare `--json` (last, or followed by another option) means stdout.
-
-    typer's bundled click parser has no optional-value options (click's `is_flag=False, flag_value=`),
-    so a bare `--json` is rewritten to `--json=-` before parsing. These commands take no positional
-    arguments, so a word after `--json` that is not an option can only be its PATH.
-    """
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        out: list[str] = []
-        for i, arg in enumerate(args):
-            if arg == "--":
-                out += args[i:]
-                break
-            nxt = args[i + 1] if i + 1 < len(args) else None
-            if arg == "--json" and (nxt is None or (nxt.startswith("-") and nxt != JSON_STDOUT)):
-                arg = f"--json={JSON_STDOUT}"
-            out.append(arg)
-        return super().parse_args(ctx, out)
-
-
-KNOBS = (
-    "gpu_memory_utilization",
-    "block_size",
-    "max_model_len",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "limit_mm_per_prompt",
-    "mm_processor_kwargs",
-    "num_speculative_tokens",
-    "tensor_parallel_size",
-    "decode_context_parallel_size",
-    "kv_cache_dtype",
-    "kv_cache_memory_bytes",
-    "dtype",
-    "enforce_eager",
-    "compile_cache",
-    "language_model_only",
-    "enable_expert_parallel",
-    "enable_prefix_caching",
-    "usage_context",
-    "revision",
-)
-
-
-def _knobs(scope: dict[str, Any]) -> dict[str, Any]:
-    """The serving knobs among a command's parameters (its `locals()`); each command takes a subset."""
-    return {name: scope[name] for name in KNOBS if name in scope}
-
-
-def _serve_yaml(config: Path | None, model: str | None) -> tuple[dict[str, Any], str | None]:
-    """The knobs of a `vllm serve --config` YAML (none without one) and the model: --model, else the YAML's."""
-    if config is None:
-        return {}, model
-    from capacity.serving.config import load_serve_yaml
-
-    values, yaml_model, ignored = load_serve_yaml(config)
-    if ignored:
-        print(f"capacity: note: {config} options not modelled, ignored: {', '.join(ignored)}", file=sys.stderr)
-    return values, model or yaml_model
-
-
-def _serving_args(model: str | None, config: Path | None, **knobs: Any) -> tuple[str, Any]:
-    """The model and ServingArgs from --config (if any) and the flags, flags winning."""
-    from capacity.serving.config import ServingArgs
-
-    values, model = _serve_yaml(config, model)
-    if not model:
-        raise BadInput("no model: pass --model (a folder, a catalog id or a Hugging Face id org/name), or 'model:' in --config")
-    values.update(serving_values(**knobs))
-    return model, ServingArgs(**values)
 
 
 def _json_path(value: str | None) -> Path | None:
@@ -328,65 +168,6 @@ def _print_json(subject: Any, extra: dict[str, Any] | None = None) -> None:
     sys.stdout.write(json_text(subject, extra))
 
 
-@app.command(cls=OptionalJsonCommand)
-def plan(
-    model: ModelOpt = None,
-    revision: RevisionOpt = None,
-    gpu: GpuOpt = None,
-    config: ConfigOpt = None,
-    gpu_memory_utilization: UtilOpt = None,
-    block_size: BlockSizeOpt = None,
-    max_model_len: MaxModelLenOpt = None,
-    max_num_seqs: MaxNumSeqsOpt = None,
-    max_num_batched_tokens: BatchedTokensOpt = None,
-    limit_mm_per_prompt: LimitMmOpt = None,
-    mm_processor_kwargs: MmKwargsOpt = None,
-    num_speculative_tokens: SpecTokensOpt = None,
-    tensor_parallel_size: TpOpt = None,
-    decode_context_parallel_size: DcpOpt = None,
-    kv_cache_dtype: KvDtypeOpt = None,
-    kv_cache_memory_bytes: KvBytesOpt = None,
-    dtype: DtypeOpt = None,
-    enforce_eager: EagerOpt = None,
-    compile_cache: CompileCacheOpt = None,
-    language_model_only: LanguageModelOnlyOpt = None,
-    enable_expert_parallel: ExpertParallelOpt = None,
-    enable_prefix_caching: PrefixCachingOpt = None,
-    usage_context: UsageOpt = None,
-    profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Plan from a saved GPU profile (`capacity profile -o`); --model defaults to its model.")] = None,
-    offline: Annotated[bool, typer.Option("--offline", help="Never profile on a local GPU: plan from the config alone.")] = False,
-    estimate: EstimateOpt = None,
-    json_out: JsonOpt = None,
-    csv: CsvOpt = None,
-    html: HtmlOpt = None,
-) -> None:
-    """Plan how vLLM 0.33 would budget GPU memory for MODEL, and whether it will start.
-
-    MODEL: a folder with config.json, else a catalog id or alias, else a Hugging Face id in the local HF cache,
-    else the Hub (only the configs and the safetensors headers are fetched).
-
-    On a machine with an NVIDIA GPU (and without --offline or --profile) the model is profiled on it
-    first and the plan uses the measurements. Exit codes: 0 fits, 1 does not fit, 2 bad input, 3 runtime failure.
-    """
-
-    measured = None
-    if profile is not None:
-        from capacity.memory.measured_profile import load_profile, tensor_parallel_of
-
-        measured = load_profile(profile)
-        model = model or measured.fingerprint.model_name
-        tensor_parallel_size = tensor_parallel_of(measured, tensor_parallel_size)
-
-    model, args = _serving_args(model, config, **_knobs(locals()))
-    _check_outputs(csv=csv, html=html, json_out=json_out)  # bad output paths fail before any work
-    result = _plan(model, args, gpu, measured, offline=offline, estimate=estimate)
-    _export(result, csv, html, json_out)
-    code = EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT
-    with _stdout(code):
-        _show_plan(result, json_out)
-    raise typer.Exit(code)
-
-
 def _show_plan(result: Any, json_out: str | None) -> None:
     """The plan on stdout: its JSON for a bare --json, else the terminal report."""
     if json_out == JSON_STDOUT:
@@ -395,17 +176,6 @@ def _show_plan(result: Any, json_out: str | None) -> None:
         from reports.terminal import render
 
         render(result, _console())
-
-
-def _local_cuda_gpu() -> bool:
-    """An NVIDIA GPU here that torch can use (NVML first: it is cheap and needs no CUDA context)."""
-    from capacity.gpu.catalog import detect_local_gpu
-
-    if detect_local_gpu() is None:
-        return False
-    from profilers.api import cuda_available
-
-    return cuda_available()
 
 
 class _PhaseProgress:
@@ -492,29 +262,80 @@ def _profile_with_progress(
         )
 
 
+@app.command(cls=OptionalJsonCommand)
+@serving_options(*SERVING_OPTIONS)
+def plan(
+    *,
+    model: ModelOpt = None,
+    gpu: GpuOpt = None,
+    config: ConfigOpt = None,
+    knobs: Knobs,
+    profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Plan from a saved GPU profile (`capacity profile -o`); --model defaults to its model.")] = None,
+    offline: Annotated[bool, typer.Option("--offline", help="Never profile on a local GPU: plan from the config alone.")] = False,
+    estimate: EstimateOpt = None,
+    json_out: JsonOpt = None,
+    csv: CsvOpt = None,
+    html: HtmlOpt = None,
+) -> None:
+    """Plan how vLLM 0.33 would budget GPU memory for MODEL, and whether it will start.
+
+    MODEL: a folder with config.json, else a catalog id or alias, else a Hugging Face id in the local HF cache,
+    else the Hub (only the configs and the safetensors headers are fetched).
+
+    On a machine with an NVIDIA GPU (and without --offline or --profile) the model is profiled on it
+    first and the plan uses the measurements. Exit codes: 0 fits, 1 does not fit, 2 bad input, 3 runtime failure.
+    """
+
+    measured = None
+    if profile is not None:
+        from capacity.memory.measured_profile import load_profile, tensor_parallel_of
+
+        measured = load_profile(profile)
+        model = model or measured.fingerprint.model_name
+        knobs["tensor_parallel_size"] = tensor_parallel_of(measured, knobs["tensor_parallel_size"])
+
+    model, args = _serving_args(model, config, **knobs)
+    _check_outputs(csv=csv, html=html, json_out=json_out)  # bad output paths fail before any work
+    result = _plan(model, args, gpu, measured, offline=offline, estimate=estimate)
+    _export(result, csv, html, json_out)
+    code = EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT
+    with _stdout(code):
+        _show_plan(result, json_out)
+    raise typer.Exit(code)
+
+
+LOCAL_GPU_HELP = "Resolve vLLM's defaults for this catalog GPU instead of the local one."
+MAX_MODEL_LEN_HELP = "Decoder context length."
+
+
 @app.command(name="profile", cls=OptionalJsonCommand)
+@serving_options(
+    "gpu_memory_utilization",
+    "block_size",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "limit_mm_per_prompt",
+    "mm_processor_kwargs",
+    "num_speculative_tokens",
+    "kv_cache_dtype",
+    "dtype",
+    "enforce_eager",
+    "language_model_only",
+    "enable_expert_parallel",
+    "enable_prefix_caching",
+    "usage_context",
+    "tensor_parallel_size",
+    "revision",
+    helps={"max_model_len": MAX_MODEL_LEN_HELP},
+)
 def profile_command(
+    *,
     output: Annotated[Path, typer.Option("--output", "-o", metavar="PATH", help="Where to write the profile JSON (atomically).")],
     model: ModelOpt = None,
-    revision: RevisionOpt = None,
-    gpu: Annotated[str | None, typer.Option(help="Resolve vLLM's defaults for this catalog GPU instead of the local one.")] = None,
+    gpu: Annotated[str | None, typer.Option(help=LOCAL_GPU_HELP)] = None,
     config: ConfigOpt = None,
-    gpu_memory_utilization: UtilOpt = None,
-    block_size: BlockSizeOpt = None,
-    max_model_len: Annotated[str | None, typer.Option(help="Decoder context length.")] = None,
-    max_num_seqs: MaxNumSeqsOpt = None,
-    max_num_batched_tokens: BatchedTokensOpt = None,
-    limit_mm_per_prompt: LimitMmOpt = None,
-    mm_processor_kwargs: MmKwargsOpt = None,
-    num_speculative_tokens: SpecTokensOpt = None,
-    kv_cache_dtype: KvDtypeOpt = None,
-    dtype: DtypeOpt = None,
-    enforce_eager: EagerOpt = None,
-    language_model_only: LanguageModelOnlyOpt = None,
-    enable_expert_parallel: ExpertParallelOpt = None,
-    enable_prefix_caching: PrefixCachingOpt = None,
-    usage_context: UsageOpt = None,
-    tensor_parallel_size: TpOpt = None,
+    knobs: Knobs,
     mm_encoder_tp_mode: Annotated[str, typer.Option(help="With --tensor-parallel-size: the multimodal encoder sharded ('weights', vLLM's default) or whole on every rank ('data', where vLLM supports it).")] = "weights",
     timeout: Annotated[float, typer.Option(help="With --tensor-parallel-size: seconds before the ranks are stopped (collectives time out after min(timeout, 300) s).")] = 900.0,
     attn_implementation: Annotated[str, typer.Option(help="transformers attention: sdpa (default, like vLLM's kernels), flash_attention_2 or eager.")] = "sdpa",
@@ -535,7 +356,7 @@ def profile_command(
 
     if attn_implementation not in ("sdpa", "eager", "flash_attention_2"):
         raise BadInput(f"--attn-implementation {attn_implementation!r}: use sdpa, flash_attention_2 or eager")
-    model, args = _serving_args(model, config, **_knobs(locals()))
+    model, args = _serving_args(model, config, **knobs)
     _check_outputs(csv=csv, html=html, json_out=json_out, output=output)
     if not cpu_probe and not _local_cuda_gpu():
         raise BadInput(
@@ -569,21 +390,26 @@ def profile_command(
 
 
 @app.command(cls=OptionalJsonCommand)
+@serving_options(
+    "gpu_memory_utilization",
+    "block_size",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "kv_cache_memory_bytes",
+    "dtype",
+    "revision",
+    helps={"max_model_len": MAX_MODEL_LEN_HELP},
+)
 def verify(
+    *,
     model: ModelOpt = None,
-    revision: RevisionOpt = None,
-    gpu: Annotated[str | None, typer.Option(help="Resolve vLLM's defaults for this catalog GPU instead of the local one.")] = None,
+    gpu: Annotated[str | None, typer.Option(help=LOCAL_GPU_HELP)] = None,
     config: ConfigOpt = None,
-    gpu_memory_utilization: UtilOpt = None,
-    block_size: BlockSizeOpt = None,
-    max_model_len: Annotated[str | None, typer.Option(help="Decoder context length.")] = None,
-    max_num_seqs: MaxNumSeqsOpt = None,
-    max_num_batched_tokens: BatchedTokensOpt = None,
-    kv_cache_memory_bytes: KvBytesOpt = None,
-    dtype: DtypeOpt = None,
+    knobs: Knobs,
     profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Verify the plan made from this saved profile (default: profile here first).")] = None,
     steps: Annotated[int, typer.Option(help="Decode steps to run at full concurrency.")] = 3,
-    tensor_parallel_size: TpOpt = None,
+    tensor_parallel_size: TpOpt = None,  # a serving knob, listed after --steps in verify's help
     mm_encoder_tp_mode: Annotated[str, typer.Option(help="With --tensor-parallel-size: the multimodal encoder sharded ('weights') or whole on every rank ('data').")] = "weights",
     timeout: Annotated[float, typer.Option(help="With --tensor-parallel-size: seconds before the ranks are stopped.")] = 900.0,
     cpu_probe: Annotated[bool, typer.Option("--cpu-probe", help=CPU_PROBE_HELP)] = False,
@@ -609,7 +435,7 @@ def verify(
 
         measured = load_profile(profile)
         model = model or measured.fingerprint.model_name
-    model, args = _serving_args(model, config, **_knobs(locals()))
+    model, args = _serving_args(model, config, **knobs, tensor_parallel_size=tensor_parallel_size)
     _check_outputs(json_out=json_out)
     if not cpu_probe and not _local_cuda_gpu():
         raise BadInput("no usable NVIDIA GPU here: `capacity verify` runs on a GPU (or pass --cpu-probe for a dry run)")
@@ -665,33 +491,19 @@ def verify(
 
 
 @app.command()
+@serving_options(
+    *SERVING_OPTIONS,
+    helps={"max_model_len": "Decoder context length vLLM ran with (default: the log's).", "max_num_seqs": "max_num_seqs vLLM ran with."},
+)
 def reconcile(
+    *,
     log: Annotated[Path, typer.Argument(metavar="LOG", help="A vLLM startup log, or what you pasted of it (V0 and 0.8 to 0.33).")],
     model: Annotated[str | None, typer.Option("--model", "-m", help="The model vLLM served; default: the one the log names.")] = None,
-    revision: RevisionOpt = None,
     gpu: Annotated[
         str | None, typer.Option(help="The GPU vLLM ran on: a catalog name or its total memory (24GiB); default: the total the log prints.")
     ] = None,
     config: ConfigOpt = None,
-    gpu_memory_utilization: UtilOpt = None,
-    block_size: BlockSizeOpt = None,
-    max_model_len: Annotated[str | None, typer.Option(help="Decoder context length vLLM ran with (default: the log's).")] = None,
-    max_num_seqs: Annotated[int | None, typer.Option(help="max_num_seqs vLLM ran with.")] = None,
-    max_num_batched_tokens: BatchedTokensOpt = None,
-    limit_mm_per_prompt: LimitMmOpt = None,
-    mm_processor_kwargs: MmKwargsOpt = None,
-    num_speculative_tokens: SpecTokensOpt = None,
-    tensor_parallel_size: TpOpt = None,
-    decode_context_parallel_size: DcpOpt = None,
-    kv_cache_dtype: KvDtypeOpt = None,
-    kv_cache_memory_bytes: KvBytesOpt = None,
-    dtype: DtypeOpt = None,
-    enforce_eager: EagerOpt = None,
-    compile_cache: CompileCacheOpt = None,
-    language_model_only: LanguageModelOnlyOpt = None,
-    enable_expert_parallel: ExpertParallelOpt = None,
-    enable_prefix_caching: PrefixCachingOpt = None,
-    usage_context: UsageOpt = None,
+    knobs: Knobs,
     engine: Annotated[
         int | None, typer.Option("--engine", help="Which startup of a paste holding several (1 = the first); default: each one, in order.")
     ] = None,
@@ -724,9 +536,9 @@ def reconcile(
 
         measured = load_profile(profile)
         model = model or measured.fingerprint.model_name
-        tensor_parallel_size = tensor_parallel_of(measured, tensor_parallel_size)
+        knobs["tensor_parallel_size"] = tensor_parallel_of(measured, knobs["tensor_parallel_size"])
     flags, model = _serve_yaml(config, model)
-    flags.update(serving_values(**_knobs(locals())))
+    flags.update(serving_values(**knobs))
     if engine is not None:
         if not 1 <= engine <= len(startups):
             raise BadInput(f"--engine {engine}: {log} holds {len(startups)} vLLM startup(s); pick 1 to {len(startups)}")
@@ -755,30 +567,13 @@ def reconcile(
 
 
 @app.command(cls=OptionalJsonCommand)
+@serving_options(*SERVING_OPTIONS)
 def check(
+    *,
     model: ModelOpt = None,
-    revision: RevisionOpt = None,
     gpu: GpuOpt = None,
     config: ConfigOpt = None,
-    gpu_memory_utilization: UtilOpt = None,
-    block_size: BlockSizeOpt = None,
-    max_model_len: MaxModelLenOpt = None,
-    max_num_seqs: MaxNumSeqsOpt = None,
-    max_num_batched_tokens: BatchedTokensOpt = None,
-    limit_mm_per_prompt: LimitMmOpt = None,
-    mm_processor_kwargs: MmKwargsOpt = None,
-    num_speculative_tokens: SpecTokensOpt = None,
-    tensor_parallel_size: TpOpt = None,
-    decode_context_parallel_size: DcpOpt = None,
-    kv_cache_dtype: KvDtypeOpt = None,
-    kv_cache_memory_bytes: KvBytesOpt = None,
-    dtype: DtypeOpt = None,
-    enforce_eager: EagerOpt = None,
-    compile_cache: CompileCacheOpt = None,
-    language_model_only: LanguageModelOnlyOpt = None,
-    enable_expert_parallel: ExpertParallelOpt = None,
-    enable_prefix_caching: PrefixCachingOpt = None,
-    usage_context: UsageOpt = None,
+    knobs: Knobs,
     min_concurrency: Annotated[int | None, typer.Option(help="Fail unless the server runs this many requests at max_model_len at once: min(requests the KV cache holds, max_num_seqs) (concurrency.max_concurrent_requests).")] = None,
     min_vllm_concurrency: Annotated[float | None, typer.Option(help="Fail unless vLLM's logged concurrency (concurrency.vllm_reported) is at least this.")] = None,
     min_kv_tokens: Annotated[int | None, typer.Option(help="Fail unless vLLM's logged KV cache size in tokens (kv_cache.tokens_vllm_reported) is at least this.")] = None,
@@ -804,7 +599,7 @@ def check(
         require_max_model_len=require_max_model_len,
         fail_on_hazard=fail_on_hazard.strip().lower(),
     )
-    model, args = _serving_args(model, config, **_knobs(locals()))
+    model, args = _serving_args(model, config, **knobs)
     _check_outputs(csv=csv, html=html, json_out=json_out)
     result = _plan(model, args, gpu, None, offline=offline, estimate=estimate)
     gate = evaluate(result, thresholds)
@@ -820,32 +615,22 @@ def check(
     raise typer.Exit(code)
 
 
+SWEEP_AXES = ("max_model_len", "max_num_seqs", "tensor_parallel_size")  # knobs the sweep takes as comma-separated grids instead
+SWEEP_PROGRESS_MIN_POINTS = 1000  # smaller grids take about a second: no progress lines
+
+
 @app.command(cls=OptionalJsonCommand)
+@serving_options(*(name for name in SERVING_OPTIONS if name not in SWEEP_AXES))
 def sweep(
+    *,
     model: ModelOpt = None,
-    revision: RevisionOpt = None,
     gpu: Annotated[str | None, typer.Option(help="GPUs, comma-separated (e.g. L4,L40S,H100-80GB,H200); default: the local GPU, else H200.")] = None,
     tp_values: Annotated[str | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel sizes, comma-separated.")] = None,
     seqs_values: Annotated[str | None, typer.Option("--max-num-seqs", help="max_num_seqs values, comma-separated (e.g. 16,64,256).")] = None,
     len_values: Annotated[str | None, typer.Option("--max-model-len", help="max_model_len values, comma-separated ('auto' fits to memory).")] = None,
     profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Re-plan every point from this GPU profile's measured terms.")] = None,
     config: ConfigOpt = None,
-    gpu_memory_utilization: UtilOpt = None,
-    block_size: BlockSizeOpt = None,
-    max_num_batched_tokens: BatchedTokensOpt = None,
-    limit_mm_per_prompt: LimitMmOpt = None,
-    mm_processor_kwargs: MmKwargsOpt = None,
-    num_speculative_tokens: SpecTokensOpt = None,
-    decode_context_parallel_size: DcpOpt = None,
-    kv_cache_dtype: KvDtypeOpt = None,
-    kv_cache_memory_bytes: KvBytesOpt = None,
-    dtype: DtypeOpt = None,
-    enforce_eager: EagerOpt = None,
-    compile_cache: CompileCacheOpt = None,
-    language_model_only: LanguageModelOnlyOpt = None,
-    enable_expert_parallel: ExpertParallelOpt = None,
-    enable_prefix_caching: PrefixCachingOpt = None,
-    usage_context: UsageOpt = None,
+    knobs: Knobs,
     estimate: EstimateOpt = None,
     json_out: JsonOpt = None,
     csv: CsvOpt = None,
@@ -859,7 +644,7 @@ def sweep(
     """
     from capacity.planning.sweep import SweepAxes, parse_int_list, parse_name_list, run_sweep
 
-    model, base = _serving_args(model, config, **_knobs(locals()))
+    model, base = _serving_args(model, config, **knobs)
     axes = SweepAxes(
         gpus=parse_name_list(gpu, "--gpu") if gpu is not None else (None,),
         tensor_parallel_sizes=parse_int_list(tp_values, "--tensor-parallel-size") if tp_values is not None else (None,),
@@ -892,9 +677,6 @@ def sweep(
 
             render_sweep(result, _console())
     raise typer.Exit(code)
-
-
-SWEEP_PROGRESS_MIN_POINTS = 1000  # smaller grids take about a second: no progress lines
 
 
 def _sweep_progress(total: int) -> Any:

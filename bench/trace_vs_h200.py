@@ -69,7 +69,7 @@ def main(folder: Path, out: Path) -> None:
               "| model | activation peak H200 (MiB) | trace | error | non-KV H200 (MiB) | trace | error | trace wall (s) |",
               "|---|---|---|---|---|---|---|---|", *summary, ""]
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "capacity.cli.app", "plan", "--model", "openai/whisper-large-v3", "--estimate", "trace", "--json"], check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "capacity.cli", "plan", "--model", "openai/whisper-large-v3", "--estimate", "trace", "--json"], check=True, capture_output=True)
     cold = time.perf_counter() - start
     lines.append(f"`capacity plan --model openai/whisper-large-v3 --estimate trace` in a fresh process: {cold:.1f} s (goal: 10 s on 2 cores).")
     out.write_text("\n".join(lines) + "\n")

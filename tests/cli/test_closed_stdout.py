@@ -25,7 +25,7 @@ def run_with_closed_stdout(tmp_path: Path, argv: list[str]) -> tuple[int, str]:
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the process starts: every write to the pipe is EPIPE
     try:
-        proc = subprocess.run([sys.executable, "-m", "capacity.cli.app", *argv], stdout=write_end, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env, timeout=180)
+        proc = subprocess.run([sys.executable, "-m", "capacity.cli", *argv], stdout=write_end, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env, timeout=180)
     finally:
         os.close(write_end)
     return proc.returncode, proc.stderr

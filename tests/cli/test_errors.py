@@ -188,7 +188,7 @@ def test_bad_config_file(capsys, tmp_path, content, needles):
 )
 def test_subprocess_bad_input_has_no_traceback(tmp_path, argv, needle):
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hf-hub")}
-    proc = subprocess.run([sys.executable, "-m", "capacity.cli.app", *argv], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "capacity.cli", *argv], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
     assert "Traceback" not in proc.stderr
     assert_bad_input(proc.returncode, proc.stdout, proc.stderr, needle)
 
@@ -197,7 +197,7 @@ def test_subprocess_folder_with_invalid_json(tmp_path):
     folder = write_model_folder(tmp_path, "{not json")
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hf-hub")}
     proc = subprocess.run(
-        [sys.executable, "-m", "capacity.cli.app", "plan", "--model", str(folder), "--gpu", "L4"],
+        [sys.executable, "-m", "capacity.cli", "plan", "--model", str(folder), "--gpu", "L4"],
         capture_output=True,
         text=True,
         cwd=tmp_path,

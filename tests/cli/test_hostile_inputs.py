@@ -105,7 +105,7 @@ def test_huge_layer_count_fails_fast_in_a_real_process(tmp_path):
     folder = write_model_folder(tmp_path, {**LLAMA, "num_hidden_layers": 10**12})
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hf-hub"), "CAPACITY_ESTIMATE": "formula"}
     proc = subprocess.run(
-        [sys.executable, "-m", "capacity.cli.app", "plan", "--model", str(folder), "--gpu", "L4"], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-m", "capacity.cli", "plan", "--model", str(folder), "--gpu", "L4"], capture_output=True, text=True, env=env, timeout=120
     )
     assert_bad_input(proc.returncode, proc.stdout, proc.stderr, "num_hidden_layers = 1,000,000,000,000")
 
@@ -226,7 +226,7 @@ def test_absurd_batch_under_the_trace_logs_nothing_on_stderr(tmp_path):
     raising; capacity falls back to the formulas with a note, and stderr stays empty."""
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hf-hub"), "CAPACITY_ESTIMATE": "trace", "COLUMNS": "250"}
     argv = ["plan", "--model", "openai/whisper-tiny", "--gpu", "L4", "--max-num-batched-tokens", "1000000000000000"]
-    proc = subprocess.run([sys.executable, "-m", "capacity.cli.app", *argv], capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "capacity.cli", *argv], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 1  # does not fit: 10^15 tokens of activations
     assert proc.stderr == ""
     assert "the fake-tensor trace stopped at RuntimeError: numel: integer multiplication overflow" in proc.stdout

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from capacity.cli import app as cli
+from capacity.cli import app, runtime
 from capacity.errors import EXIT_INTERRUPTED
 from tests.support.paths import REPO_ROOT
 
@@ -38,18 +38,18 @@ def test_sigint_exits_130_with_one_line_and_no_file(tmp_path):
 
 def test_a_sigint_while_files_are_written_waits_for_them(tmp_path):
     """The write finishes and is recorded, then the interrupt is acted on, and the message names the file."""
-    previous = signal.signal(signal.SIGINT, cli._raise_interrupted)
-    cli._WRITTEN.clear()
+    previous = signal.signal(signal.SIGINT, runtime._raise_interrupted)
+    runtime._WRITTEN.clear()
     try:
-        with pytest.raises(cli.Interrupted), cli._writing():
+        with pytest.raises(runtime.Interrupted), runtime._writing():
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.01)  # the handler has run: it must not have raised here
             (tmp_path / "plan.json").write_text("{}")
-            cli._WRITTEN.append(str(tmp_path / "plan.json"))
-        line = cli._interrupted_line(["check", "--json", str(tmp_path / "plan.json")])
+            runtime._WRITTEN.append(str(tmp_path / "plan.json"))
+        line = runtime._interrupted_line(["check", "--json", str(tmp_path / "plan.json")])
     finally:
         signal.signal(signal.SIGINT, previous)
-        cli._WRITTEN.clear()
+        runtime._WRITTEN.clear()
     assert line == f"capacity: interrupted: `capacity check` stopped by Ctrl-C (SIGINT) before it finished; files written before it, complete: {tmp_path / 'plan.json'}"
 
 
@@ -57,20 +57,20 @@ def test_readme_and_help_document_130():
     readme = (ROOT / "README.md").read_text()
     assert "| 130 | interrupted (Ctrl-C, SIGINT" in readme
     assert "``capacity: interrupted: `capacity plan` stopped by Ctrl-C (SIGINT) before it finished; no file was written``" in readme
-    assert "130 interrupted (Ctrl-C" in cli.EXIT_CODES_HELP and cli.EXIT_CODES_HELP in cli.app.info.help
+    assert "130 interrupted (Ctrl-C" in app.EXIT_CODES_HELP and app.EXIT_CODES_HELP in app.app.info.help
 
 
 def test_a_sigint_during_an_import_waits_for_the_import(tmp_path, monkeypatch):
     """Raising inside an extension module's initialisation aborts the process (torch's pybind11 callbacks during
     `import torch`: SIGABRT, seen under load in CI): a Ctrl-C landing in an import is taken again just after it."""
     (tmp_path / "capacity_test_slow_import.py").write_text(
-        "import signal, sys\nfrom capacity.cli import app as cli\ncli._raise_interrupted(signal.SIGINT, sys._getframe())\nDONE = True\n"
+        "import signal, sys\nfrom capacity.cli import runtime\nruntime._raise_interrupted(signal.SIGINT, sys._getframe())\nDONE = True\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     resent: list[bool] = []
-    monkeypatch.setattr(cli, "_resend_sigint", lambda: resent.append(True))
-    monkeypatch.setattr(cli, "RESEND_SECONDS", 0.0)
-    cli._DEFERRED.update(depth=0, pending=False, seen=False, armed=True)
+    monkeypatch.setattr(runtime, "_resend_sigint", lambda: resent.append(True))
+    monkeypatch.setattr(runtime, "RESEND_SECONDS", 0.0)
+    runtime._DEFERRED.update(depth=0, pending=False, seen=False, armed=True)
     try:
         import capacity_test_slow_import  # the handler ran inside this import: it must not raise there
 
@@ -79,9 +79,9 @@ def test_a_sigint_during_an_import_waits_for_the_import(tmp_path, monkeypatch):
             if resent:
                 break
             time.sleep(0.01)
-        assert resent == [True] and cli._DEFERRED["seen"]
-        with pytest.raises(cli.Interrupted):  # outside an import the same Ctrl-C stops the run
-            cli._raise_interrupted(signal.SIGINT, sys._getframe())
+        assert resent == [True] and runtime._DEFERRED["seen"]
+        with pytest.raises(runtime.Interrupted):  # outside an import the same Ctrl-C stops the run
+            runtime._raise_interrupted(signal.SIGINT, sys._getframe())
     finally:
-        cli._DEFERRED.update(depth=0, pending=False, seen=False, armed=False)
+        runtime._DEFERRED.update(depth=0, pending=False, seen=False, armed=False)
         sys.modules.pop("capacity_test_slow_import", None)

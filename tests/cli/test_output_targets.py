@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from capacity.cli import app as cli
 from capacity.cli.app import main
 from capacity.errors import EXIT_BAD_INPUT, BadInput
 from reports.targets import Target, check_targets
@@ -24,8 +23,9 @@ def no_planning(monkeypatch, tmp_path):
     def planned(*args, **kwargs):
         raise AssertionError("planned before the output paths were checked")
 
-    monkeypatch.setattr(cli, "_plan", planned)
-    monkeypatch.setattr(cli, "_profile_with_progress", planned)
+    monkeypatch.setattr("capacity.cli.plan._plan", planned)
+    monkeypatch.setattr("capacity.cli.check._plan", planned)
+    monkeypatch.setattr("capacity.cli.profile._profile_with_progress", planned)
     monkeypatch.setattr("capacity.planning.sweep.run_sweep", planned)
     monkeypatch.chdir(tmp_path)
 

@@ -297,9 +297,9 @@ def test_a_one_million_value_axis_is_parsed_quickly():
 
 
 def test_large_grids_show_progress_on_stderr(capsys, monkeypatch):
-    import capacity.cli.app
+    import capacity.cli.sweep
 
-    monkeypatch.setattr(capacity.cli.app, "SWEEP_PROGRESS_MIN_POINTS", 4)  # the CLI's threshold is 1,000 points
+    monkeypatch.setattr(capacity.cli.sweep, "SWEEP_PROGRESS_MIN_POINTS", 4)  # the CLI's threshold is 1,000 points
     code = main(["sweep", "--model", "openai/whisper-tiny", "--gpu", "L4,H200", "--max-num-seqs", "8,16", "--json"])
     out, err = capsys.readouterr()
     assert code == EXIT_FITS and len(json.loads(out)["points"]) == 4

@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 
-from capacity.cli import app as cli
 from capacity.cli.app import main
 from capacity.errors import EXIT_BAD_INPUT
 
@@ -23,7 +22,7 @@ def test_not_a_log_is_refused_before_planning(tmp_path, monkeypatch, capsys):
     def planned(*args, **kwargs):
         raise AssertionError("planned before the log was read")
 
-    monkeypatch.setattr(cli, "_plan", planned)
+    monkeypatch.setattr("capacity.planning.planner.plan_for", planned)  # where reconcile looks it up
     log = tmp_path / "app.log"
     log.write_text(NOT_A_LOG)
     code = main(["reconcile", str(log), "--model", "openai/whisper-large-v3", "--gpu", "H200"])

@@ -150,7 +150,7 @@ def tiny_qwen2_audio() -> dict[str, Any]:
 def test_fake_trace_runs_the_models_own_audio_path(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(tiny_qwen2_audio()))
     out = subprocess.run(
-        [sys.executable, "-m", "capacity.cli.app", "plan", "--model", str(tmp_path), "--gpu", "H200", "--offline", "--dtype", "bfloat16",
+        [sys.executable, "-m", "capacity.cli", "plan", "--model", str(tmp_path), "--gpu", "H200", "--offline", "--dtype", "bfloat16",
          "--max-num-batched-tokens", "8192", "--json"],
         capture_output=True, text=True, cwd=ROOT, env={"CAPACITY_ESTIMATE": "trace", "PATH": "/usr/bin:/bin"}, check=False,
     )
@@ -178,7 +178,7 @@ def folder_copy(tmp_path: Path, entry: str, drop: tuple[str, ...] = ()) -> Path:
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "capacity.cli.app", *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    return subprocess.run([sys.executable, "-m", "capacity.cli", *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
 
 
 # GLM-4.1V-9B-Thinking (glm4_1v.py Glm4vProcessingInfo; processor_class Glm4vProcessor, so get_mm_max_tokens_per_item

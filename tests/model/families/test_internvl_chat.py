@@ -196,7 +196,7 @@ def test_select_layer_drops_the_layers_vllm_does_not_build(source):
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "capacity.cli.app", *args], capture_output=True, text=True, cwd=ROOT, check=False)
+    return subprocess.run([sys.executable, "-m", "capacity.cli", *args], capture_output=True, text=True, cwd=ROOT, check=False)
 
 
 def test_cli_plan_default_path_l40s_tp2():

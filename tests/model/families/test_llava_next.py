@@ -112,7 +112,7 @@ def test_fields_the_rule_cannot_read_are_refused_naming_them(fields: dict[str, A
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "capacity.cli.app", *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    return subprocess.run([sys.executable, "-m", "capacity.cli", *args], capture_output=True, text=True, timeout=300, cwd=ROOT)
 
 
 def test_cli_plans_the_catalog_entry_offline_and_leaves_the_tower_out_at_image_0():

@@ -91,7 +91,7 @@ def test_image_seq_len_missing_or_inconsistent_is_refused():
 
 def test_cli_plans_smolvlm_with_the_formula_estimate():
     out = subprocess.run(
-        [sys.executable, "-m", "capacity.cli.app", "plan", "--model", "HuggingFaceTB/SmolVLM-256M-Instruct", "--estimate", "formula", "--json"],
+        [sys.executable, "-m", "capacity.cli", "plan", "--model", "HuggingFaceTB/SmolVLM-256M-Instruct", "--estimate", "formula", "--json"],
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,0 +1,62 @@
+"""`capacity check`: a deployment gate, the plan compared with thresholds."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from capacity.cli.estimate import _plan
+from capacity.cli.options import SERVING_OPTIONS, ConfigOpt, CsvOpt, EstimateOpt, GpuOpt, HtmlOpt, Knobs, ModelOpt, _serving_args, serving_options
+from capacity.cli.output import _check_outputs, _export, _json_path, _print_json
+from capacity.cli.runtime import _stdout
+from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS
+
+
+@serving_options(*SERVING_OPTIONS)
+def check(
+    *,
+    model: ModelOpt = None,
+    gpu: GpuOpt = None,
+    config: ConfigOpt = None,
+    knobs: Knobs,
+    min_concurrency: Annotated[int | None, typer.Option(help="Fail unless the server runs this many requests at max_model_len at once: min(requests the KV cache holds, max_num_seqs) (concurrency.max_concurrent_requests).")] = None,
+    min_vllm_concurrency: Annotated[float | None, typer.Option(help="Fail unless vLLM's logged concurrency (concurrency.vllm_reported) is at least this.")] = None,
+    min_kv_tokens: Annotated[int | None, typer.Option(help="Fail unless vLLM's logged KV cache size in tokens (kv_cache.tokens_vllm_reported) is at least this.")] = None,
+    require_max_model_len: Annotated[int | None, typer.Option(help="Fail unless requests of this many tokens are served (max_model_len, and one request's KV fits).")] = None,
+    fail_on_hazard: Annotated[str, typer.Option(help="Lowest hazard severity that fails: info, warning or error (errors always fail).")] = "error",
+    offline: Annotated[bool, typer.Option("--offline", help="Never profile on a local GPU: plan from the config alone.")] = False,
+    estimate: EstimateOpt = None,
+    json_out: Annotated[str | None, typer.Option("--json", metavar="[PATH]", help="Write the JSON (plan + gate) to PATH instead of stdout.")] = None,
+    csv: CsvOpt = None,
+    html: HtmlOpt = None,
+) -> None:
+    """Gate a deployment: plan MODEL and compare the plan with thresholds.
+
+    Prints one verdict line on stderr and the plan's JSON with a `gate` section on stdout (or in --json PATH).
+    Exit codes: 0 pass, 1 fail, 2 bad input, 3 runtime failure.
+    """
+    from capacity.planning.gate import Thresholds, evaluate
+
+    thresholds = Thresholds(
+        min_concurrency=min_concurrency,
+        min_vllm_concurrency=min_vllm_concurrency,
+        min_kv_tokens=min_kv_tokens,
+        require_max_model_len=require_max_model_len,
+        fail_on_hazard=fail_on_hazard.strip().lower(),
+    )
+    model, args = _serving_args(model, config, **knobs)
+    _check_outputs(csv=csv, html=html, json_out=json_out)
+    result = _plan(model, args, gpu, None, offline=offline, estimate=estimate)
+    gate = evaluate(result, thresholds)
+    extra = {"gate": gate.to_dict()}
+    _export(result, csv, html, json_out, extra)
+    code = EXIT_FITS if gate.passed else EXIT_DOES_NOT_FIT
+    try:
+        if _json_path(json_out) is None:
+            with _stdout(code):
+                _print_json(result, extra)
+    finally:  # the gate's verdict reaches stderr even when stdout's reader left early
+        print(f"capacity: check: {gate.verdict_line(result)}", file=sys.stderr)
+    raise typer.Exit(code)

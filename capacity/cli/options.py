@@ -1,0 +1,224 @@
+"""The options the commands share: the serving knobs (one table, `SERVING_OPTIONS`, given to a command by
+`serving_options`), --model, --config, the output options, and the knobs turned into ServingArgs."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+from collections.abc import Callable, Mapping
+from copy import copy
+from pathlib import Path
+from typing import Annotated, Any, TypeVar, get_args
+
+import typer
+from typer.core import TyperCommand
+
+from capacity.errors import BadInput
+from capacity.units import parse_human_int
+
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        "-m",
+        help="A folder with config.json, else a catalog id or alias, else a Hugging Face id (org/name) from the local HF cache, else from the Hub.",
+    ),
+]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="A `vllm serve --config` YAML file; flags given here override it.")]
+GpuOpt = Annotated[str | None, typer.Option(help="Target GPU: a catalog name (see `capacity gpus`) or its total memory (24GiB, 16000MiB); default: the local GPU, else H200.")]
+CsvOpt = Annotated[
+    Path | None,
+    typer.Option("--csv", metavar="PATH", help="Write the tables as CSV: for a plan a folder with one <section>.csv per section, for a sweep one file."),
+]
+HtmlOpt = Annotated[Path | None, typer.Option("--html", metavar="PATH", help="Write a self-contained HTML report (no scripts, no network).")]
+JsonOpt = Annotated[
+    str | None,
+    typer.Option("--json", metavar="[PATH]", help="--json alone: print JSON on stdout instead of the report; --json PATH: write it to PATH."),
+]
+EstimateOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--estimate",
+        help="Without a GPU profile: 'trace' runs the real model's phases on fake tensors (default; CAPACITY_ESTIMATE sets another), 'formula' uses the quick formulas.",
+    ),
+]
+
+CPU_PROBE_HELP = (
+    "Run every phase for real on the CPU, counting live tensor bytes (tests, dry runs of small models). The host memory and time "
+    "are estimated first; above half the available memory or 5 minutes the run is refused (--force runs it)."
+)
+JSON_STDOUT = "-"
+
+# One option per ServingArgs field, in the order of `capacity plan --help` (--revision, which qualifies --model, follows it).
+SERVING_OPTIONS: dict[str, Any] = {
+    "gpu_memory_utilization": Annotated[float | None, typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory vLLM may use (vLLM default 0.92).")],
+    "block_size": Annotated[int | None, typer.Option("--block-size", help="KV block size in tokens (default 16).")],
+    "max_model_len": Annotated[str | None, typer.Option(help="Decoder context length; 'auto' or -1 fits it to memory.")],
+    "max_num_seqs": Annotated[int | None, typer.Option(help="Max concurrent sequences (default by GPU memory).")],
+    "max_num_batched_tokens": Annotated[str | None, typer.Option("--max-num-batched-tokens", help="Tokens per scheduler step (default by GPU memory and model).")],
+    "limit_mm_per_prompt": Annotated[str | None, typer.Option("--limit-mm-per-prompt", help="Items per prompt, e.g. image=1 or '{\"image\": 1}'.")],
+    "mm_processor_kwargs": Annotated[
+        str | None,
+        typer.Option(
+            "--mm-processor-kwargs",
+            help=(
+                "vLLM's HF processor overrides as JSON, e.g. '{\"max_pixels\": 1003520}' (modelled: the Qwen-VL size keys, Gemma-4's "
+                "max_soft_tokens, Gemma-3's do_pan_and_scan / pan_and_scan_*, InternVL's min/max_dynamic_patch, dynamic_image_size, "
+                "use_thumbnail; others are refused)."
+            ),
+        ),
+    ],
+    "num_speculative_tokens": Annotated[int | None, typer.Option("--num-speculative-tokens", help="Speculative tokens per step (k).")],
+    "tensor_parallel_size": Annotated[int | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel ranks.")],
+    "decode_context_parallel_size": Annotated[int | None, typer.Option("--decode-context-parallel-size", "-dcp", help="Decode context parallel size.")],
+    "kv_cache_dtype": Annotated[str | None, typer.Option("--kv-cache-dtype", help="auto, fp8, fp8_e4m3, fp8_e5m2, float16 or bfloat16.")],
+    "kv_cache_memory_bytes": Annotated[str | None, typer.Option("--kv-cache-memory-bytes", help="Fixed KV cache size (e.g. 10G); skips profiling like vLLM.")],
+    "dtype": Annotated[str | None, typer.Option("--dtype", help="Model dtype: auto, bfloat16, float16, float32.")],
+    "enforce_eager": Annotated[bool | None, typer.Option("--enforce-eager", help="No CUDA graphs.")],
+    "compile_cache": Annotated[
+        str | None,
+        typer.Option(
+            "--compile-cache",
+            help="The torch.compile cache the start finds: warm (default: a restart with the same flags) or cold (the first start: vLLM "
+            "compiles inside its memory profile and sizes a smaller KV cache).",
+        ),
+    ],
+    "language_model_only": Annotated[
+        bool | None, typer.Option("--language-model-only", help="vLLM's --language-model-only: every modality limit 0 (no encoder budget, towers not loaded).")
+    ],
+    "enable_expert_parallel": Annotated[
+        bool | None, typer.Option("--enable-expert-parallel", help="MoE: divide the experts over the TP ranks (vLLM's expert parallelism) instead of splitting each.")
+    ],
+    "enable_prefix_caching": Annotated[
+        bool | None,
+        typer.Option(
+            "--enable-prefix-caching/--no-enable-prefix-caching",
+            help="vLLM's prefix caching (default on, off for encoder-decoder models); hybrid Mamba models keep state in 'align' mode with it.",
+        ),
+    ],
+    "usage_context": Annotated[str | None, typer.Option("--usage-context", help="openai_api_server (vllm serve, default) or llm_class (offline LLM).")],
+    "revision": Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a Hub --model (default main); skips the catalog.")],
+}
+TpOpt = SERVING_OPTIONS["tensor_parallel_size"]
+
+Knobs = dict[str, Any]  # ServingArgs field -> the option's value as given (None: not given)
+Command = TypeVar("Command", bound=Callable[..., Any])
+
+
+def serving_options(*names: str, helps: Mapping[str, str] | None = None) -> Callable[[Command], Command]:
+    """Give a command the serving knobs `names` (keys of SERVING_OPTIONS) as options, in this order where its `knobs`
+    parameter stands (--revision right after --model); the command gets their values as one dict, `knobs`.
+
+    `helps` replaces a knob's help text for this command; the option's name, type and default stay the table's.
+    """
+    unknown = [name for name in names if name not in SERVING_OPTIONS]
+    if unknown:
+        raise ValueError(f"not serving knobs: {', '.join(unknown)}")
+
+    def knob(name: str) -> inspect.Parameter:
+        annotation = SERVING_OPTIONS[name]
+        if helps is not None and name in helps:
+            kind, option = get_args(annotation)
+            option = copy(option)
+            option.help = helps[name]
+            annotation = Annotated[kind, option]
+        return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
+
+    def add(command: Command) -> Command:
+        signature = inspect.signature(command, eval_str=True)  # typer reads these annotations as objects, not strings
+        params: list[inspect.Parameter] = []
+        for param in signature.parameters.values():
+            if param.name == "knobs":
+                params += [knob(name) for name in names if name != "revision"]
+                continue
+            params.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+            if param.name == "model" and "revision" in names:
+                params.append(knob("revision"))
+
+        @functools.wraps(command)
+        def run(**given: Any) -> Any:
+            knobs = {name: given.pop(name) for name in names}
+            return command(**given, knobs=knobs)
+
+        run.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        run.__annotations__ = {param.name: param.annotation for param in params} | {"return": signature.return_annotation}
+        return run  # type: ignore[return-value]
+
+    return add
+
+
+class OptionalJsonCommand(TyperCommand):
+    """`--json` takes an optional value: bare `--json` (last, or followed by another option) means stdout.
+
+    typer's bundled click parser has no optional-value options (click's `is_flag=False, flag_value=`),
+    so a bare `--json` is rewritten to `--json=-` before parsing. These commands take no positional
+    arguments, so a word after `--json` that is not an option can only be its PATH.
+    """
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        out: list[str] = []
+        for i, arg in enumerate(args):
+            if arg == "--":
+                out += args[i:]
+                break
+            nxt = args[i + 1] if i + 1 < len(args) else None
+            if arg == "--json" and (nxt is None or (nxt.startswith("-") and nxt != JSON_STDOUT)):
+                arg = f"--json={JSON_STDOUT}"
+            out.append(arg)
+        return super().parse_args(ctx, out)
+
+
+def _size(value: str | None, flag: str) -> int | None:
+    return None if value is None else parse_human_int(value, flag)
+
+
+def _max_model_len(value: str | None) -> int | None:
+    if value is None:
+        return None
+    if value.strip().lower() in ("auto", "-1"):
+        return -1
+    return parse_human_int(value, "--max-model-len")
+
+
+def serving_values(**given: Any) -> dict[str, Any]:
+    """The knobs given on the command line (None = not given), converted to ServingArgs fields."""
+    from capacity.model.processor_kwargs import parse_mm_processor_kwargs
+    from capacity.serving.config import parse_limit_mm
+
+    out: dict[str, Any] = {}
+    conversions = {
+        "max_model_len": _max_model_len,
+        "max_num_batched_tokens": lambda v: _size(v, "--max-num-batched-tokens"),
+        "kv_cache_memory_bytes": lambda v: _size(v, "--kv-cache-memory-bytes"),
+        "limit_mm_per_prompt": lambda v: parse_limit_mm(v, "--limit-mm-per-prompt"),
+        "mm_processor_kwargs": lambda v: parse_mm_processor_kwargs(v, "--mm-processor-kwargs"),
+    }
+    for key, value in given.items():
+        if value is None:
+            continue
+        out[key] = conversions[key](value) if key in conversions else value
+    return out
+
+
+def _serve_yaml(config: Path | None, model: str | None) -> tuple[dict[str, Any], str | None]:
+    """The knobs of a `vllm serve --config` YAML (none without one) and the model: --model, else the YAML's."""
+    if config is None:
+        return {}, model
+    from capacity.serving.config import load_serve_yaml
+
+    values, yaml_model, ignored = load_serve_yaml(config)
+    if ignored:
+        print(f"capacity: note: {config} options not modelled, ignored: {', '.join(ignored)}", file=sys.stderr)
+    return values, model or yaml_model
+
+
+def _serving_args(model: str | None, config: Path | None, **knobs: Any) -> tuple[str, Any]:
+    """The model and ServingArgs from --config (if any) and the flags, flags winning."""
+    from capacity.serving.config import ServingArgs
+
+    values, model = _serve_yaml(config, model)
+    if not model:
+        raise BadInput("no model: pass --model (a folder, a catalog id or a Hugging Face id org/name), or 'model:' in --config")
+    values.update(serving_values(**knobs))
+    return model, ServingArgs(**values)

@@ -1,0 +1,199 @@
+"""`capacity profile` and `capacity verify`: measure a model on the local GPU (or the CPU probe), and prove a plan there."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from capacity.cli.estimate import _local_cuda_gpu
+from capacity.cli.options import CPU_PROBE_HELP, JSON_STDOUT, ConfigOpt, CsvOpt, HtmlOpt, JsonOpt, Knobs, ModelOpt, TpOpt, _serving_args, serving_options
+from capacity.cli.output import _check_outputs, _export, _json_path, _show_plan
+from capacity.cli.progress import _cpu_probe_cost, _PhaseProgress, _profile_with_progress
+from capacity.cli.runtime import _WRITTEN, _console, _stdout, _writing
+from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS, BadInput
+
+LOCAL_GPU_HELP = "Resolve vLLM's defaults for this catalog GPU instead of the local one."
+MAX_MODEL_LEN_HELP = "Decoder context length."
+
+
+@serving_options(
+    "gpu_memory_utilization",
+    "block_size",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "limit_mm_per_prompt",
+    "mm_processor_kwargs",
+    "num_speculative_tokens",
+    "kv_cache_dtype",
+    "dtype",
+    "enforce_eager",
+    "language_model_only",
+    "enable_expert_parallel",
+    "enable_prefix_caching",
+    "usage_context",
+    "tensor_parallel_size",
+    "revision",
+    helps={"max_model_len": MAX_MODEL_LEN_HELP},
+)
+def profile_command(
+    *,
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="PATH", help="Where to write the profile JSON (atomically).")],
+    model: ModelOpt = None,
+    gpu: Annotated[str | None, typer.Option(help=LOCAL_GPU_HELP)] = None,
+    config: ConfigOpt = None,
+    knobs: Knobs,
+    mm_encoder_tp_mode: Annotated[str, typer.Option(help="With --tensor-parallel-size: the multimodal encoder sharded ('weights', vLLM's default) or whole on every rank ('data', where vLLM supports it).")] = "weights",
+    timeout: Annotated[float, typer.Option(help="With --tensor-parallel-size: seconds before the ranks are stopped (collectives time out after min(timeout, 300) s).")] = 900.0,
+    attn_implementation: Annotated[str, typer.Option(help="transformers attention: sdpa (default, like vLLM's kernels), flash_attention_2 or eager.")] = "sdpa",
+    no_graphs: Annotated[bool, typer.Option("--no-graphs", help="Skip the CUDA-graph captures (the graph term stays estimated).")] = False,
+    no_warmup: Annotated[bool, typer.Option("--no-warmup", help="Skip the warmup batches.")] = False,
+    cpu_probe: Annotated[bool, typer.Option("--cpu-probe", help=CPU_PROBE_HELP)] = False,
+    force: Annotated[bool, typer.Option("--force", help="Run a --cpu-probe even above its host-memory and time limits.")] = False,
+    json_out: JsonOpt = None,
+    csv: CsvOpt = None,
+    html: HtmlOpt = None,
+) -> None:
+    """Profile MODEL on the local GPU as vLLM 0.33's Model Runner V2 starts it, save the profile, and plan from it.
+
+    A CUDA out-of-memory error in a phase is a result (exit 1), and the GPU memory is released.
+    Exit codes: 0 fits, 1 does not fit or out of memory, 2 bad input (e.g. no GPU), 3 runtime failure.
+    """
+    from capacity.memory.measured_profile import save_profile
+
+    if attn_implementation not in ("sdpa", "eager", "flash_attention_2"):
+        raise BadInput(f"--attn-implementation {attn_implementation!r}: use sdpa, flash_attention_2 or eager")
+    model, args = _serving_args(model, config, **knobs)
+    _check_outputs(csv=csv, html=html, json_out=json_out, output=output)
+    if not cpu_probe and not _local_cuda_gpu():
+        raise BadInput(
+            "no usable NVIDIA GPU here: `capacity profile` measures on a GPU; plan offline with `capacity plan` (the same phases on fake tensors, "
+            "seconds), or pass --cpu-probe for a real, slow CPU run of a small model"
+        )
+    if args.tensor_parallel_size > 1:
+        from profilers.api import profile_model_tensor_parallel
+
+        if timeout <= 0:
+            raise BadInput(f"--timeout must be > 0 seconds, got {timeout}")
+        result, measured = profile_model_tensor_parallel(
+            model, args, gpu_name=gpu, cpu=cpu_probe, encoder_tp_mode=mm_encoder_tp_mode, attn_implementation=attn_implementation,
+            capture_graphs=not no_graphs, warmup=not no_warmup, timeout_s=timeout, collective_timeout_s=min(timeout, 300.0),
+        )  # fmt: skip
+    else:
+        result, measured = _profile_with_progress(
+            model, args, gpu, cpu_probe=cpu_probe, attn=attn_implementation, graphs=not no_graphs, warmup=not no_warmup, force=force
+        )
+    with _writing():
+        save_profile(measured, output)
+        _WRITTEN.append(str(output))
+    print(f"capacity: wrote profile {output}", file=sys.stderr)
+    if measured.oom is not None:
+        print(f"capacity: out of memory in phase '{measured.oom.phase}' ({measured.oom.detail}); GPU memory released", file=sys.stderr)
+    _export(result, csv, html, json_out)
+    code = EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT
+    with _stdout(code):
+        _show_plan(result, json_out)
+    raise typer.Exit(code)
+
+
+@serving_options(
+    "gpu_memory_utilization",
+    "block_size",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "kv_cache_memory_bytes",
+    "dtype",
+    "revision",
+    helps={"max_model_len": MAX_MODEL_LEN_HELP},
+)
+def verify(
+    *,
+    model: ModelOpt = None,
+    gpu: Annotated[str | None, typer.Option(help=LOCAL_GPU_HELP)] = None,
+    config: ConfigOpt = None,
+    knobs: Knobs,
+    profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Verify the plan made from this saved profile (default: profile here first).")] = None,
+    steps: Annotated[int, typer.Option(help="Decode steps to run at full concurrency.")] = 3,
+    tensor_parallel_size: TpOpt = None,  # a serving knob, listed after --steps in verify's help
+    mm_encoder_tp_mode: Annotated[str, typer.Option(help="With --tensor-parallel-size: the multimodal encoder sharded ('weights') or whole on every rank ('data').")] = "weights",
+    timeout: Annotated[float, typer.Option(help="With --tensor-parallel-size: seconds before the ranks are stopped.")] = 900.0,
+    cpu_probe: Annotated[bool, typer.Option("--cpu-probe", help=CPU_PROBE_HELP)] = False,
+    force: Annotated[bool, typer.Option("--force", help="Run a --cpu-probe even above its host-memory and time limits.")] = False,
+    json_out: JsonOpt = None,
+) -> None:
+    """Prove a plan on the GPU: allocate its KV pool next to the model and run its worst steady state.
+
+    Exit codes: 0 verified (no OOM, within the requested memory), 1 failed (a reproducer is printed), 2 bad input, 3 runtime failure.
+    """
+    import shlex
+
+    from capacity.planning.planner import plan_for
+    from capacity.planning.suggest import suggested_flags
+    from profilers.probes import CpuProbe, CudaProbe
+    from profilers.verify import check_verifiable, run_verify
+
+    if steps < 1:
+        raise BadInput(f"--steps must be >= 1, got {steps}")
+    measured = None
+    if profile is not None:
+        from capacity.memory.measured_profile import load_profile
+
+        measured = load_profile(profile)
+        model = model or measured.fingerprint.model_name
+    model, args = _serving_args(model, config, **knobs, tensor_parallel_size=tensor_parallel_size)
+    _check_outputs(json_out=json_out)
+    if not cpu_probe and not _local_cuda_gpu():
+        raise BadInput("no usable NVIDIA GPU here: `capacity verify` runs on a GPU (or pass --cpu-probe for a dry run)")
+    tp = args.tensor_parallel_size if measured is None else measured.measured_tensor_parallel_size
+    if measured is not None and args.tensor_parallel_size not in (1, tp):
+        raise BadInput(f"--tensor-parallel-size {args.tensor_parallel_size}: the profile was taken at TP {tp}; verify its plan at TP {tp} or profile again")
+    if tp > 1:
+        from dataclasses import replace
+
+        from profilers.api import profile_model_tensor_parallel, verify_tensor_parallel_plan
+
+        if timeout <= 0:
+            raise BadInput(f"--timeout must be > 0 seconds, got {timeout}")
+        args = replace(args, tensor_parallel_size=tp)
+        if measured is None and not cpu_probe:
+            result, _ = profile_model_tensor_parallel(model, args, gpu_name=gpu, cpu=cpu_probe, encoder_tp_mode=mm_encoder_tp_mode, timeout_s=timeout, collective_timeout_s=min(timeout, 300.0))
+        else:
+            result = plan_for(model, args, gpu, measured)
+    elif measured is None and not cpu_probe:
+        result, _ = _profile_with_progress(model, args, gpu)
+    else:
+        result = plan_for(model, args, gpu, measured)
+    pinned = ["--revision", args.revision] if args.revision else []
+    reproducer = shlex.join(["capacity", "verify", "--model", model, *pinned, *" ".join(suggested_flags(result)).split(), "--steps", str(steps)])
+    check_verifiable(result)
+    if tp > 1:
+        outcome = verify_tensor_parallel_plan(result, cpu=cpu_probe, steps=steps, reproducer=reproducer, encoder_tp_mode=mm_encoder_tp_mode, timeout_s=timeout)
+    else:
+        cost = _cpu_probe_cost("verify", result, force=force, steps=steps) if cpu_probe else None
+        with _PhaseProgress(cost) as on_phase:
+            outcome = run_verify(result, CpuProbe() if cpu_probe else CudaProbe(), steps=steps, reproducer=reproducer, on_phase=on_phase)
+    code = EXIT_FITS if outcome.passed else EXIT_DOES_NOT_FIT
+    text = None
+    if json_out is not None:
+        import json
+
+        text = json.dumps({"plan": result.to_dict(), "verify": outcome.to_dict()}, indent=2) + "\n"
+        path = _json_path(json_out)
+        if path is not None:
+            from reports.export import write_files
+
+            with _writing():
+                write_files({path: ("--json", text.encode())})
+                _WRITTEN.append(str(path))
+    with _stdout(code):
+        if json_out == JSON_STDOUT:
+            sys.stdout.write(text or "")
+        else:
+            from reports.terminal import render_verify
+
+            render_verify(outcome, _console())
+    raise typer.Exit(code)

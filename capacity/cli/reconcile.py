@@ -1,0 +1,88 @@
+"""`capacity reconcile`: a vLLM startup log set side by side with capacity's plan for the same knobs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from capacity.cli.options import SERVING_OPTIONS, ConfigOpt, Knobs, _serve_yaml, serving_options, serving_values
+from capacity.cli.runtime import _console, _stdout
+from capacity.errors import EXIT_FITS, BadInput
+
+
+@serving_options(
+    *SERVING_OPTIONS,
+    helps={"max_model_len": "Decoder context length vLLM ran with (default: the log's).", "max_num_seqs": "max_num_seqs vLLM ran with."},
+)
+def reconcile(
+    *,
+    log: Annotated[Path, typer.Argument(metavar="LOG", help="A vLLM startup log, or what you pasted of it (V0 and 0.8 to 0.33).")],
+    model: Annotated[str | None, typer.Option("--model", "-m", help="The model vLLM served; default: the one the log names.")] = None,
+    gpu: Annotated[
+        str | None, typer.Option(help="The GPU vLLM ran on: a catalog name or its total memory (24GiB); default: the total the log prints.")
+    ] = None,
+    config: ConfigOpt = None,
+    knobs: Knobs,
+    engine: Annotated[
+        int | None, typer.Option("--engine", help="Which startup of a paste holding several (1 = the first); default: each one, in order.")
+    ] = None,
+    vllm_version: Annotated[
+        str | None,
+        typer.Option("--vllm-version", help="The vLLM version that printed the log (e.g. 0.28.0), when the paste does not state it: its rules are used."),
+    ] = None,
+    profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Compare with the plan made from this saved profile.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON on stdout.")] = False,
+) -> None:
+    """Set a vLLM startup log side by side with capacity's plan for the same knobs, term by term.
+
+    The log's own knobs (non-default args, the engine's config), GPU total and version rules are used unless flags
+    say otherwise. Exit codes: 0 compared, 2 bad input (no vLLM startup in the input, no GPU to plan for), 3 runtime failure.
+    """
+    import json
+    from dataclasses import replace
+
+    from capacity.planning.planner import plan_for
+    from capacity.reconcile.compare import reconcile_facts
+    from capacity.reconcile.log_inputs import log_plan_inputs
+    from capacity.vllm.log import load_vllm_startups, with_stated_version
+
+    startups = load_vllm_startups(log)  # a file that is not a vLLM log is refused before any planning (or torch import)
+    if vllm_version is not None:
+        startups = tuple(with_stated_version(f, vllm_version, "--vllm-version") for f in startups)
+    measured = None
+    if profile is not None:
+        from capacity.memory.measured_profile import load_profile, tensor_parallel_of
+
+        measured = load_profile(profile)
+        model = model or measured.fingerprint.model_name
+        knobs["tensor_parallel_size"] = tensor_parallel_of(measured, knobs["tensor_parallel_size"])
+    flags, model = _serve_yaml(config, model)
+    flags.update(serving_values(**knobs))
+    if engine is not None:
+        if not 1 <= engine <= len(startups):
+            raise BadInput(f"--engine {engine}: {log} holds {len(startups)} vLLM startup(s); pick 1 to {len(startups)}")
+        startups = (startups[engine - 1],)
+    results = []
+    for facts in startups:
+        inputs = log_plan_inputs(facts, model=model, flags=flags, gpu=gpu)
+        plan = plan_for(inputs.model, inputs.args, profile=measured, gpu=inputs.gpu, semantics=inputs.semantics)
+        result = reconcile_facts(facts, plan)
+        results.append(replace(result, notes=(*inputs.notes, *result.notes)))
+    for warning in {w for r in results for w in r.facts.warnings}:
+        print(f"capacity: warning: {warning}", file=sys.stderr)
+    with _stdout(EXIT_FITS):
+        if as_json:
+            doc: Any = results[0].to_dict() if len(results) == 1 else {"capacity_reconcile_version": 1, "engines": [r.to_dict() for r in results]}
+            sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        else:
+            from reports.reconcile import render_reconcile
+
+            console = _console()
+            for result in results:
+                if len(results) > 1:
+                    console.rule(f"startup {result.facts.index} of {len(results)} (lines {result.facts.first_line}-{result.facts.last_line})")
+                render_reconcile(result, console)
+    raise typer.Exit(EXIT_FITS)

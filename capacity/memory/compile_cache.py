@@ -46,7 +46,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from capacity.memory.terms import ESTIMATED, MemoryTerm
+from capacity.memory.term import ESTIMATED, MemoryTerm
 from capacity.units import MiB
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

@@ -7,21 +7,21 @@ The estimates are rough formulas, replaced by measurements once a GPU profile is
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from capacity.errors import BadInput, RuntimeFailure
 from capacity.gpu.catalog import Gpu
-from capacity.memory.collectives import NCCL_COMMUNICATOR_BYTES, vllm_all_reduce_buffers
 from capacity.memory.cuda_graphs import GraphEstimate, capture_sizes, full_decode_graph_sizes, mrv2_estimate, preset_max_capture_size, v1_estimate
 from capacity.memory.load_buffers import load_allocations
 from capacity.memory.measured_profile import MemoryProfile
+from capacity.memory.non_torch import NON_TORCH_WITH_CONVOLUTIONS_BYTES, NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES, VLLM_NON_TORCH_BYTES
+from capacity.memory.term import ESTIMATED, EXACT, MEASURED, MemoryTerm
 from capacity.model.spec import DTYPE_BYTES, DecoderShape, EncoderShape, ModelSpec
 from capacity.serving.config import ServingConfig
 from capacity.serving.encoder_budget import MultiModalBudget
 from capacity.source.resolve import ModelSource
-from capacity.units import MiB
 from capacity.weights.awq import awq_kernel, kernel_tensors
 from capacity.weights.mxfp4 import GptOssMxfp4, gpt_oss_mxfp4
 from capacity.weights.per_rank import (
@@ -42,37 +42,6 @@ from capacity.weights.per_rank import (
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from capacity.model.family import Family, Tower
     from capacity.vllm.versions import VllmSemantics
-
-EXACT = "exact"
-ESTIMATED = "estimated"
-MEASURED = "measured"
-
-# Constants of the estimates (documented in README "How each figure is obtained").
-# CUDA context + cuBLAS/cuBLASLt handles before vLLM's baseline snapshot: measured on the H200
-# (torch 2.11, CUDA 13.0, driver 580.159.04; bench/results/calibration-h200-2026-11-30.json).
-CUDA_CONTEXT_BYTES = 753_729_536
-NON_TORCH_INCREASE_BYTES = 256 * MiB  # kernel modules loaded during profile_run (non-torch growth)
-# total_consumed - weights on the H200 (bench/results/h200-profiles-2026-11-30), what a fake-tensor trace cannot
-# see: models that run convolutions initialise cuDNN (whisper-tiny, -large-v3, -turbo, Nemotron-Parse, Gemma-3,
-# Qwen2.5-VL: 105.9 to 252.9 MB, median 134.9 MB); those that do not (BART, T5: 5.2 and 14.6 MB) stay small.
-NON_TORCH_WITH_CONVOLUTIONS_BYTES = 134_862_848
-NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES = 9_925_888
-# vLLM's own non-torch memory (consumed - weights), which a trace of transformers' modules cannot see (vLLM's
-# attention and sampler kernels, cuBLAS and NCCL state): the median of the calibration half of bench/vllm_logs
-# where a log prints it, 0.26 GiB (Llama-3.1-8B, H100, MRV2: consumed 15.26 - loaded 15.0), 0.27 GiB (Qwen2.5-1.5B,
-# 0.28.1 MRV2: 3.25 - 2.98) and 0.56 GiB (Qwen2.5-0.5B, 0.27.1 under WSL2: 1.49 - 0.93). A fake trace's plan
-# uses it, plus the cuDNN difference the H200 measured for models that run convolutions.
-VLLM_NON_TORCH_BYTES = round(0.27 * 2**30)
-
-
-@dataclass(frozen=True)
-class MemoryTerm:
-    bytes: int
-    kind: str
-    method: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 # --- weights ---------------------------------------------------------------------------------------
@@ -612,59 +581,6 @@ def activation_term(estimate: ActivationEstimate) -> MemoryTerm:
         f"(encoder {estimate.encoder_bytes:,} B, decoder {estimate.decoder_bytes:,} B, sampler {estimate.sampler_bytes:,} B"
         + (f": {estimate.sampler_form})" if estimate.sampler_form else ")"),
     )
-
-
-# --- constants: context, non-torch ----------------------------------------------------------------------
-
-
-def cuda_context_term(serving: ServingConfig) -> MemoryTerm:
-    return MemoryTerm(CUDA_CONTEXT_BYTES, ESTIMATED, "constant measured on an H200: CUDA context and cuBLAS handles (before vLLM's baseline snapshot)")
-
-
-def compute_capability(gpu: Gpu) -> str:
-    """The capability vLLM's all-reduce size tables are keyed by (Hopper "9.0", data-centre Blackwell "10.0")."""
-    return f"{gpu.compute_capability_major}.0"
-
-
-def collectives_term(serving: ServingConfig, gpu: Gpu, profile: MemoryProfile | None = None) -> MemoryTerm:
-    """NCCL's communicator (measured by a tensor-parallel profile, else a constant) + vLLM's all-reduce buffers
-    (from its source, capacity/memory/collectives.py); allocated before the baseline snapshot, like the CUDA context."""
-    tp = serving.tensor_parallel_size
-    if tp == 1:
-        return MemoryTerm(0, EXACT, "TP 1: no communicators")
-    buffers = vllm_all_reduce_buffers(tp, compute_capability(gpu))
-    measured = profile is not None and profile.communicator_bytes is not None and profile.measured_tensor_parallel_size == tp
-    if measured:
-        assert profile is not None and profile.communicator_bytes is not None
-        nccl, how = profile.communicator_bytes, f"NCCL communicator {profile.communicator_bytes:,} B measured (init_process_group + first collectives, rank {profile.rank})"
-    else:
-        nccl, how = NCCL_COMMUNICATOR_BYTES, f"NCCL communicator {NCCL_COMMUNICATOR_BYTES:,} B (constant)"
-    return MemoryTerm(nccl + buffers.total_bytes, ESTIMATED, f"{how} + {buffers.describe()}; before the baseline snapshot")
-
-
-# The only non-torch figure a PCIe log at TP > 1 of a version that counts the communicators prints: 0.21 GiB on an
-# L40S at TP 4, vLLM 0.10.2 (bench/vllm_logs/qwen3-235b-fp8-l40s-tp4.log, calibration half), where NVLinked H200s
-# at TP 2 print 1.38 GiB (qwen3-next-80b-instruct-2xh200-tp2-v0.10.2.log). Over PCIe NCCL's device buffers are
-# not measured; they are left out there.
-def communicators_in_profile(non_torch: MemoryTerm, collectives: MemoryTerm, gpu: Gpu, version: str) -> MemoryTerm:
-    """The non-torch growth of a version whose startup snapshot precedes NCCL's initialisation (vLLM 0.8-0.10's
-    Worker.init_device): it holds the communicators and all-reduce buffers too, measured over NVLink."""
-    if not gpu.nvlink:
-        return replace(
-            non_torch,
-            method=f"{non_torch.method}; vLLM {version} also counts NCCL's communicator here, not added: {gpu.name} is not "
-            "known to be NVLinked and NCCL's buffers over PCIe are not measured",
-        )
-    return MemoryTerm(
-        non_torch.bytes + collectives.bytes,
-        ESTIMATED,
-        f"{non_torch.method} + the communicators ({collectives.bytes:,} B: {collectives.method}); vLLM {version} takes its "
-        "startup snapshot before init_worker_distributed_environment",
-    )
-
-
-def non_torch_term() -> MemoryTerm:
-    return MemoryTerm(NON_TORCH_INCREASE_BYTES, ESTIMATED, "constant: non-torch growth during profile_run (kernel modules)")
 
 
 # --- CUDA graphs (estimated): capacity/memory/cuda_graphs.py -----------------------------------------------------------

@@ -8,27 +8,23 @@ from dataclasses import replace
 from capacity.errors import BadInput
 from capacity.gpu.catalog import Gpu, nvidia_smi_total_caveat, resolve_gpu
 from capacity.kv.specs import BlockContext, KVGroup, bytes_per_block
+from capacity.memory.collectives import collectives_term
 from capacity.memory.compile_cache import cold_compile_scratch, cold_start_activation
+from capacity.memory.cuda_context import cuda_context_term
 from capacity.memory.cuda_graphs import GraphEstimate
 from capacity.memory.measured_profile import MemoryProfile, require_profile_of
+from capacity.memory.non_torch import communicators_in_profile, non_torch_term
+from capacity.memory.term import ESTIMATED, EXACT, MEASURED, MemoryTerm
 from capacity.memory.terms import (
-    ESTIMATED,
-    EXACT,
-    MEASURED,
     SAMPLER_0_33,
-    MemoryTerm,
     SamplerForm,
     activation_estimate,
     activation_term,
-    collectives_term,
-    communicators_in_profile,
-    cuda_context_term,
     cuda_graph_term,
     encoder_cache_term,
     graph_estimate,
     load_buffers_term,
     measured_terms,
-    non_torch_term,
     runner_facts,
     sampler_form,
     v1_cuda_graph_term,

@@ -14,11 +14,13 @@ from capacity.memory.compile_cache import cold_compile_scratch, cold_start_activ
 from capacity.memory.cuda_context import cuda_context_term
 from capacity.memory.cuda_graphs import GraphEstimate, cuda_graph_term, graph_estimate, v1_cuda_graph_term
 from capacity.memory.encoder_cache import encoder_cache_term
+from capacity.memory.load_buffers import load_buffers_term
 from capacity.memory.measured_profile import MemoryProfile, require_profile_of
 from capacity.memory.non_torch import communicators_in_profile, non_torch_term
 from capacity.memory.sampler import SAMPLER_0_33, SamplerForm, sampler_form, v1_sampler_form
 from capacity.memory.term import ESTIMATED, EXACT, MEASURED, MemoryTerm
-from capacity.memory.terms import load_buffers_term, measured_terms, runner_facts, weights_term
+from capacity.memory.terms import measured_terms
+from capacity.memory.weights import runner_facts, weights_term
 from capacity.model.registry import load_model
 from capacity.model.spec import ModelSpec
 from capacity.planning.hazards import find_hazards

@@ -313,7 +313,7 @@ def _llama_folder(root: Path, **extra: object) -> Path:
 
 def _breakdown(folder: Path, **knobs: object):
     from capacity.gpu.catalog import gpu_by_name
-    from capacity.memory.terms import weights_breakdown, weights_term
+    from capacity.memory.weights import weights_breakdown, weights_term
     from capacity.model.registry import spec_from_files
     from capacity.serving.config import ServingArgs, resolve_serving
     from capacity.source.resolve import resolve_model
@@ -394,7 +394,7 @@ def test_weights_per_rank_equal_vllm_own_model_classes(case: dict, hermetic: Pat
     load-time conversion (the weights figure capacity plans with)."""
     pytest.importorskip("torch")
     from capacity.gpu.catalog import gpu_by_name
-    from capacity.memory.terms import weights_breakdown
+    from capacity.memory.weights import weights_breakdown
     from capacity.model.registry import spec_from_files
     from capacity.serving.config import ServingArgs, resolve_serving
 
@@ -422,7 +422,7 @@ def test_quantized_checkpoint_known_by_its_header_summary_only(hermetic: Path):
     The AWQ layout is 47,296 B whole (21,312 quantized + 25,600 embedding and head + 384 norms), 27,424 B on rank 0
     at TP 2: 51,296 x 27,424 // 47,296 = 29,743 B."""
     from capacity.gpu.catalog import gpu_by_name
-    from capacity.memory.terms import weights_term
+    from capacity.memory.weights import weights_term
     from capacity.model.registry import spec_from_files
     from capacity.serving.config import ServingArgs, resolve_serving
     from capacity.source.checkpoint import CheckpointWeights

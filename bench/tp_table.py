@@ -4,7 +4,7 @@
 
 For each `*-tp2-plan.json` written by `capacity profile --tensor-parallel-size 2 --json` (the measured plan, with
 every rank's profile under profile.ranks), the arithmetic plan is built here for the same model, knobs and GPU
-(its CUDA total) with no profile: `capacity/memory/terms.py`'s formula path at that TP. The single-GPU profile of the
+(its CUDA total) with no profile: `capacity/memory`'s formula path at that TP. The single-GPU profile of the
 same model and knobs (bench/results/h200-profiles-2026-11-30) gives the TP 1 column. `--weights-from PATH` adds the
 weights that another checkout's `capacity.memory.weights.weights_term` gives (e.g. the weights branch's per-rank rules),
 computed in a subprocess with PYTHONPATH=PATH.

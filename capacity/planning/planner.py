@@ -16,10 +16,10 @@ from capacity.memory.cuda_graphs import GraphEstimate, cuda_graph_term, graph_es
 from capacity.memory.encoder_cache import encoder_cache_term
 from capacity.memory.load_buffers import load_buffers_term
 from capacity.memory.measured_profile import MemoryProfile, require_profile_of
+from capacity.memory.measured_terms import measured_terms
 from capacity.memory.non_torch import communicators_in_profile, non_torch_term
 from capacity.memory.sampler import SAMPLER_0_33, SamplerForm, sampler_form, v1_sampler_form
 from capacity.memory.term import ESTIMATED, EXACT, MEASURED, MemoryTerm
-from capacity.memory.terms import measured_terms
 from capacity.memory.weights import runner_facts, weights_term
 from capacity.model.registry import load_model
 from capacity.model.spec import ModelSpec

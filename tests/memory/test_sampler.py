@@ -13,6 +13,7 @@ import pytest
 from capacity.errors import BadInput
 from capacity.gpu.catalog import gpu_by_name
 from capacity.memory.measured_profile import MemoryProfile
+from capacity.memory.rank_scaling import RankScaling, per_rank_headroom
 from capacity.memory.sampler import (
     SAMPLER_0_33,
     SAMPLER_BEFORE_0_33,
@@ -26,7 +27,6 @@ from capacity.memory.sampler import (
     sampler_pass_bytes,
     v1_sampler_form,
 )
-from capacity.memory.terms import RankScaling, per_rank_headroom
 from capacity.model.spec import DecoderShape
 from capacity.vllm.log import load_vllm_startups
 from capacity.vllm.versions import LATEST, log_semantics, semantics_for

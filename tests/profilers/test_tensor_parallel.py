@@ -329,8 +329,8 @@ def test_rank_scaling_adds_the_logits_all_gather(spec_of):
     0.33, default pass: the gather's 10 B per logit at TP 2 against the 2 B logits + gumbel_sample's 51 blocks x 12 B
     per row at TP 1; warmup pass: the 2 x 51,866-column gathered storage against 51,866 columns, 2 B each."""
     from capacity.gpu.catalog import gpu_by_name
+    from capacity.memory.rank_scaling import rank_scaling
     from capacity.memory.sampler import SAMPLER_BEFORE_0_33
-    from capacity.memory.terms import rank_scaling
     from capacity.serving.config import ServingArgs, resolve_serving
 
     spec = spec_of("openai/whisper-large-v3")

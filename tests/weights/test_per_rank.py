@@ -267,7 +267,7 @@ def test_per_rank_headroom_divides_encoder_and_decoder_phases_not_the_sampler():
 
     from capacity.gpu.catalog import gpu_by_name
     from capacity.memory.measured_profile import Fingerprint, MemoryProfile, PhaseMeasurement
-    from capacity.memory.terms import per_rank_headroom, rank_scaling
+    from capacity.memory.rank_scaling import per_rank_headroom, rank_scaling
     from capacity.model.registry import spec_from_files
     from capacity.serving.config import ServingArgs, resolve_serving
     from capacity.source.resolve import resolve_model

@@ -1,8 +1,5 @@
-"""Memory terms without a GPU: exact where the architecture fixes them, documented estimates elsewhere.
-
-Every term says how it was obtained (`kind`: exact / estimated / measured) and by which method.
-The estimates are rough formulas, replaced by measurements once a GPU profile is given.
-"""
+"""Terms measured on a model split over one number of TP ranks, as one rank's at another: the formula's per-rank
+widths give each profile_run phase's ratio; the sampler's logits stay whole, plus what their all-gather adds."""
 
 from __future__ import annotations
 
@@ -10,13 +7,10 @@ from dataclasses import dataclass
 
 from capacity.memory.activations import per_token_activation_bytes
 from capacity.memory.measured_profile import MemoryProfile
-from capacity.memory.non_torch import NON_TORCH_WITH_CONVOLUTIONS_BYTES, NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES, VLLM_NON_TORCH_BYTES
 from capacity.memory.sampler import FP32_BYTES, SAMPLER_0_33, SamplerForm, sampler_bytes, sampler_pass_bytes
 from capacity.memory.term import ESTIMATED, MEASURED, MemoryTerm
 from capacity.model.spec import ModelSpec
 from capacity.serving.config import ServingConfig
-
-# --- measured (from a MemoryProfile) --------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -116,67 +110,6 @@ def per_rank_headroom(profile: MemoryProfile, scaling: RankScaling) -> int:
             del scaled["sampler_warmup"]
     offset = profile.transient_peak_headroom_bytes - max(raw.values())  # allocated after vs before profile_run
     return max(max(scaled.values()) + offset, 0)
-
-
-def measured_terms(
-    profile: MemoryProfile, estimates: dict[str, MemoryTerm], spec: ModelSpec, serving: ServingConfig, sampler: SamplerForm = SAMPLER_0_33
-) -> dict[str, MemoryTerm]:
-    """The terms a GPU profile measured; they replace the estimates.
-
-    weights + non_torch = vLLM's total_consumed (cudaMemGetInfo delta since the baseline), and
-    encoder_cache + activation_peak = vLLM's transient_peak_headroom (peak - allocated after).
-    A fake-tensor trace's weights are the planner's own per-rank figure (the same tensors, counted by
-    capacity/weights/per_rank.py). A profile of a model split over another number of ranks than the plan's TP
-    (a single-GPU profile re-planned at TP 2) gives per-rank terms: weights from capacity/weights/per_rank.py,
-    activations and CUDA graphs divided as the formula divides them (RankScaling).
-    """
-    where = f"measured on {profile.fingerprint.gpu_name} ({profile.fingerprint.created})"
-    modelled = f" ({profile.modelled_layers})" if profile.modelled_layers else ""
-    terms = {
-        "weights": MemoryTerm(profile.weights_bytes, MEASURED, f"allocated growth across model load, {profile.fingerprint.weights} weights; {where}"),
-        "encoder_cache": MemoryTerm(
-            profile.encoder_cache_bytes, MEASURED, f"{profile.encoder_items} encoder outputs of {profile.encoder_tokens_per_item} tokens held; {where}"
-        ),
-        "activation_peak": MemoryTerm(profile.activation_peak_bytes, MEASURED, f"profile peak - allocated after - encoder outputs{modelled}; {where}"),
-        "non_torch": MemoryTerm(
-            profile.non_torch_and_reserve_bytes, MEASURED, f"total_consumed - weights (non-torch growth + allocator reserve); {where}"
-        ),
-        "cuda_context": MemoryTerm(
-            profile.baseline_device_used_bytes - (profile.communicator_bytes or 0), MEASURED, f"CUDA context + cuBLAS before the model (NCCL's share in collectives); {where}"
-        ),
-    }
-    fake = profile.fingerprint.device == "fake"
-    if fake:
-        # A fake-tensor trace sees the allocator's tensors only: device-level memory is a constant.
-        terms.pop("cuda_context")
-        conv = bool(profile.uses_convolution)
-        cudnn = NON_TORCH_WITH_CONVOLUTIONS_BYTES - NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES if conv else 0
-        terms["non_torch"] = MemoryTerm(
-            VLLM_NON_TORCH_BYTES + cudnn,
-            ESTIMATED,
-            "vLLM's non-torch memory, median of the calibration logs (bench/vllm_logs, 0.27 GiB)"
-            + (" + cuDNN, the H200's difference between models with and without convolutions" if conv else ""),
-        )
-        for key in ("encoder_cache", "activation_peak"):
-            term = terms[key]
-            terms[key] = MemoryTerm(term.bytes, ESTIMATED, "fake-tensor trace of the real model: " + term.method.replace(f"; {where}", ""))
-    elif profile.fingerprint.device != "cuda":
-        terms.pop("cuda_context")
-        for key, term in terms.items():
-            terms[key] = MemoryTerm(term.bytes, MEASURED, term.method.replace(where, f"measured on the CPU probe ({profile.fingerprint.created})"))
-    if profile.cuda_graphs is not None:
-        g = profile.cuda_graphs
-        terms["cuda_graphs"] = MemoryTerm(
-            g.estimate_bytes,
-            MEASURED,
-            f"captures of {list(g.sampled_sizes)} tokens took {list(g.samples_bytes)} B; s1 + ({len(g.sizes)} - 1) x max(s2, 1 MiB) as MRV2 extrapolates; {where}",
-        )
-    scaling = rank_scaling(spec, serving, profile.measured_tensor_parallel_size, sampler)
-    if fake or scaling.needed:
-        terms["weights"] = estimates["weights"]  # one figure for every path: capacity/weights/per_rank.py
-    if scaling.reshapes(profile):
-        terms.update(per_rank_terms(profile, terms, scaling))
-    return terms
 
 
 def per_rank_terms(profile: MemoryProfile, terms: dict[str, MemoryTerm], scaling: RankScaling) -> dict[str, MemoryTerm]:

@@ -16,6 +16,7 @@ from capacity.serving.encoder_budget import MultiModalBudget
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from capacity.model.family import Family
 
+
 def per_token_activation_bytes(hidden: int, ffn: int, gated: bool, dtype_bytes: int, tp: int = 1) -> int:
     """Live bytes per token inside one transformer layer at its widest point, on one TP rank.
 
@@ -82,7 +83,6 @@ def activation_term(estimate: ActivationEstimate) -> MemoryTerm:
         f"(encoder {estimate.encoder_bytes:,} B, decoder {estimate.decoder_bytes:,} B, sampler {estimate.sampler_bytes:,} B"
         + (f": {estimate.sampler_form})" if estimate.sampler_form else ")"),
     )
-
 
 
 def vllm_encoder_activation(family: Family, term: MemoryTerm, encoder_phase_dominates: bool) -> MemoryTerm:

@@ -38,6 +38,7 @@ from capacity.weights.per_rank import (
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from capacity.model.family import Family, Tower
 
+
 @lru_cache(maxsize=32)
 def _meta_parameters(family: Family, config_json: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """(name, shape) of every unique parameter of the real architecture (`Family.parameter_shapes`: built on the meta

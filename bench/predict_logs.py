@@ -134,7 +134,7 @@ def _concurrency(plan: Plan, sem: VllmSemantics | None) -> float:
 
 
 def _config_is_quantized(model: str) -> bool:
-    """Whether the config the log is planned with carries a quantization_config (capacity.weights.per_rank.quant_scheme reads it)."""
+    """Whether the config the log is planned with carries a quantization_config (capacity.weights.quant_schemes.quant_scheme reads it)."""
     local = ROOT / model / "config.json"
     if local.exists():
         config = json.loads(local.read_text())

@@ -38,12 +38,13 @@ from capacity.model.family import ModelBuffer
 from capacity.serving.config import ServingConfig
 from capacity.source.resolve import ModelSource
 from capacity.units import MiB
-from capacity.weights.per_rank import WeightsBreakdown, pad_vocab_size
+from capacity.weights.parallel_layers import pad_vocab_size
+from capacity.weights.per_rank import WeightsBreakdown
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from capacity.model.spec import ModelSpec
     from capacity.vllm.versions import VllmSemantics
-    from capacity.weights.per_rank import WeightLayout
+    from capacity.weights.parallel_layers import WeightLayout
 
 MROPE_POSITIONS_FACTOR = 4  # MRotaryEmbedding: cache_max_position_num = max_position_embeddings * 4
 VISION_ROPE_POSITIONS = 8192  # qwen2_5_vl.py / qwen2_vl.py vision tower: get_rope(max_position=8192)

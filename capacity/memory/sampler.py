@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from capacity.gpu.catalog import Gpu
 from capacity.memory.term import ESTIMATED, MEASURED
 from capacity.model.spec import DTYPE_BYTES, DecoderShape
-from capacity.weights.per_rank import pad_vocab_size
+from capacity.weights.parallel_layers import pad_vocab_size
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from capacity.vllm.versions import VllmSemantics

@@ -19,21 +19,11 @@ from capacity.model.spec import ModelSpec
 from capacity.serving.config import ServingConfig
 from capacity.source.resolve import ModelSource
 from capacity.weights.awq import awq_kernel, kernel_tensors
-from capacity.weights.mxfp4 import GptOssMxfp4, gpt_oss_mxfp4
-from capacity.weights.per_rank import (
-    MODEL_DTYPE,
-    AwqScheme,
-    KindBytes,
-    Parallelism,
-    StoredTensor,
-    WeightLayout,
-    WeightsBreakdown,
-    gpt_oss_expert_tensors,
-    is_quantized_header,
-    quant_scheme,
-    quantized_tensors,
-    weights_per_rank,
-)
+from capacity.weights.mxfp4 import GptOssMxfp4, gpt_oss_expert_tensors, gpt_oss_mxfp4
+from capacity.weights.parallel_layers import Parallelism, WeightLayout
+from capacity.weights.per_rank import KindBytes, WeightsBreakdown, weights_per_rank
+from capacity.weights.quant_schemes import AwqScheme, is_quantized_header, quant_scheme, quantized_tensors
+from capacity.weights.stored_tensor import MODEL_DTYPE, StoredTensor
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from capacity.model.family import Family, Tower

@@ -14,16 +14,10 @@ import pytest
 
 from capacity.cli.app import main
 from capacity.errors import BadInput
-from capacity.weights.per_rank import (
-    MODEL_DTYPE,
-    Parallelism,
-    StoredTensor,
-    WeightLayout,
-    pad_vocab_size,
-    quant_scheme,
-    quantized_tensors,
-    weights_per_rank,
-)
+from capacity.weights.parallel_layers import Parallelism, WeightLayout, pad_vocab_size
+from capacity.weights.per_rank import weights_per_rank
+from capacity.weights.quant_schemes import quant_scheme, quantized_tensors
+from capacity.weights.stored_tensor import MODEL_DTYPE, StoredTensor
 from tests.support.paths import REPO_ROOT
 from tests.support.safetensors_files import safetensors_bytes
 

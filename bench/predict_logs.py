@@ -134,7 +134,7 @@ def _concurrency(plan: Plan, sem: VllmSemantics | None) -> float:
 
 
 def _config_is_quantized(model: str) -> bool:
-    """Whether the config the log is planned with carries a quantization_config (capacity.weights.per_rank.quant_scheme reads it)."""
+    """Whether the config the log is planned with carries a quantization_config (capacity.weights.quant_schemes.quant_scheme reads it)."""
     local = ROOT / model / "config.json"
     if local.exists():
         config = json.loads(local.read_text())
@@ -562,7 +562,7 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[s
         "machine (`seconds` in results.json).",
         "",
         "Split (fixed before any error was computed, `SPLIT.md`): held-out when the first byte of sha256(file name) is odd.",
-        "Calibration (`capacity/memory/terms.py`: `VLLM_NON_TORCH_BYTES`, `Family.trace_encoder_to_vllm` (qwen2_5_vl.py: 0.694 since",
+        "Calibration (`capacity/memory/non_torch.py`: `VLLM_NON_TORCH_BYTES`, `Family.trace_encoder_to_vllm` (qwen2_5_vl.py: 0.694 since",
         "2026-12-01)) used the calibration half only. The weights column compares vLLM's 'Model loading took' with capacity's",
         "weights + load buffers (`capacity/memory/load_buffers.py`: rotary caches, exact; CUDA caching-allocator rounding, estimated).",
         "Measured, not fitted to any log: the CUDA-graph capture costs (`capacity/memory/cuda_graphs.py`, bench/cuda_graph_memory.py)",

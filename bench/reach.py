@@ -212,7 +212,7 @@ def planned(folder: Path, estimate: str, timeout: int) -> dict[str, Any]:
 
 def reach_one(name: str, config: dict[str, Any], pre: Any, proc: Any, total_size: int | None, trace_timeout: int, video: Any = None) -> dict[str, Any]:
     from capacity.errors import CapacityError
-    from capacity.memory.terms import parameter_count
+    from capacity.memory.weights import parameter_count
     from capacity.model.registry import spec_from_files
     from capacity.source.resolve import resolve_model
 

@@ -94,7 +94,7 @@ def main() -> None:
     serving = resolve_serving(ServingArgs(tensor_parallel_size=2), spec, gpu)
     budget = build_budget(spec, serving, enable_cache=False)
     base = tensor_parallel_job(source, spec, serving, budget, gpu, backend="nccl", collective_timeout_s=30, capture_graphs=False, warmup=False)
-    from capacity.memory.terms import weights_term
+    from capacity.memory.weights import weights_term
 
     weights = weights_term(spec, source, serving)[0].bytes
     results: list[dict[str, Any]] = [{"case": "before", "gpus": gpu_state(), "pid": os.getpid()}]

@@ -4,9 +4,9 @@
 
 For each `*-tp2-plan.json` written by `capacity profile --tensor-parallel-size 2 --json` (the measured plan, with
 every rank's profile under profile.ranks), the arithmetic plan is built here for the same model, knobs and GPU
-(its CUDA total) with no profile: `capacity/memory/terms.py`'s formula path at that TP. The single-GPU profile of the
+(its CUDA total) with no profile: `capacity/memory`'s formula path at that TP. The single-GPU profile of the
 same model and knobs (bench/results/h200-profiles-2026-11-30) gives the TP 1 column. `--weights-from PATH` adds the
-weights that another checkout's `capacity.memory.terms.weights_term` gives (e.g. the weights branch's per-rank rules),
+weights that another checkout's `capacity.memory.weights.weights_term` gives (e.g. the weights branch's per-rank rules),
 computed in a subprocess with PYTHONPATH=PATH.
 """
 
@@ -54,7 +54,7 @@ def other_weights(path: Path, model: str, knobs: dict[str, Any]) -> int:
     code = (
         "import json,sys;sys.meta_path=[f for f in sys.meta_path if 'editable' not in str(f)];sys.path.insert(0,sys.argv[3]);"
         "from capacity.model.registry import spec_from_files;from capacity.gpu.catalog import gpu_by_name;"
-        "from capacity.source.resolve import resolve_model;from capacity.memory.terms import weights_term;"
+        "from capacity.source.resolve import resolve_model;from capacity.memory.weights import weights_term;"
         "from capacity.serving.config import ServingArgs,resolve_serving;k=json.loads(sys.argv[2]);s=resolve_model(sys.argv[1]);"
         "spec=spec_from_files(s.config,s.name,s.preprocessor);"
         "sv=resolve_serving(ServingArgs(tensor_parallel_size=k['tensor_parallel_size'],dtype=k['dtype']),spec,gpu_by_name('H200'));"
@@ -78,7 +78,7 @@ def main() -> None:
     NCCL_COMMUNICATOR_BYTES = nccl
     ap = argparse.ArgumentParser()
     ap.add_argument("folder", type=Path)
-    ap.add_argument("--weights-from", type=Path, help="a checkout whose capacity.memory.terms.weights_term gives per-rank weights")
+    ap.add_argument("--weights-from", type=Path, help="a checkout whose capacity.memory.weights.weights_term gives per-rank weights")
     a = ap.parse_args()
     print("| model | term | TP 1 measured (B) | TP 2 rank 0 measured (B) | TP 2 rank 1 measured (B) | arithmetic TP 2 plan (B) | plan vs measured |" + (" weights branch (B) | vs measured |" if a.weights_from else ""))
     print("|---|---|---|---|---|---|---|" + ("---|---|" if a.weights_from else ""))

@@ -119,7 +119,7 @@ def verify_tensor_parallel_plan(plan: Plan, *, cpu: bool = False, steps: int = 3
 
 
 # Traces by the knobs that size the traced phases. Tensor parallelism is not among them: a trace builds the whole
-# model, and the planner turns its terms into one rank's (capacity/memory/terms.py RankScaling), so a sweep over TP
+# model, and the planner turns its terms into one rank's (capacity/memory/rank_scaling.py RankScaling), so a sweep over TP
 # traces each point once, and every point equals `capacity plan` on its knobs.
 _TRACES: dict[tuple[Any, ...], MemoryProfile] = {}
 

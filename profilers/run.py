@@ -31,7 +31,7 @@ from capacity.errors import BadInput
 from capacity.gpu.catalog import Gpu
 from capacity.memory.cuda_graphs import MIN_GRAPH_BYTES, capture_sizes, full_decode_graph_sizes, preset_max_capture_size
 from capacity.memory.measured_profile import CudaGraphMeasurement, Fingerprint, MemoryProfile, OomResult, PhaseMeasurement
-from capacity.memory.terms import sampler_form
+from capacity.memory.sampler import sampler_form
 from capacity.model.family import Family
 from capacity.model.spec import ModelSpec
 from capacity.serving.config import ServingConfig
@@ -60,7 +60,7 @@ def sampler_pass(logits: Any, flashinfer: bool = True) -> None:
     """One MRV2 sampler call with SamplingParams.for_sampler_warmup() on every row (profile_run's second pass and
     warmup_kernels), allocating what vLLM 0.33's does: one fp32 copy of the logits (apply_sampling_params) that
     logit bias, penalties, bad words, temperature and min-p modify in place (triton kernels); then, on a FlashInfer
-    GPU (capacity.memory.terms.sampler_form), top_k_top_p_sampling_from_logits' top-k-masked copy and its softmax, all
+    GPU (capacity.memory.sampler.sampler_form), top_k_top_p_sampling_from_logits' top-k-masked copy and its softmax, all
     alive together; elsewhere vLLM's Triton top-k/top-p masks the copy in place; then the top-5 logprobs of the
     raw logits (compute_topk_scores: topk and a per-row log-softmax kernel, small)."""
     import torch

@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from capacity.errors import BadInput  # noqa: E402
-from capacity.memory.cuda_graphs import mrv2_estimate, v1_estimate  # noqa: E402
-from capacity.memory.terms import decoder_activation_bytes, graph_estimate  # noqa: E402
+from capacity.memory.activations import decoder_activation_bytes  # noqa: E402
+from capacity.memory.cuda_graphs import graph_estimate, mrv2_estimate, v1_estimate  # noqa: E402
 from capacity.planning.planner import plan_for  # noqa: E402
 from capacity.serving.config import ServingArgs  # noqa: E402
 from capacity.units import GiB  # noqa: E402

@@ -27,6 +27,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from capacity.gpu.catalog import Gpu
+from capacity.memory.measured_profile import MemoryProfile
+from capacity.memory.term import ESTIMATED, EXACT, MemoryTerm
+from capacity.serving.config import ServingConfig
 from capacity.units import MiB
 
 # vllm/distributed/device_communicators/all_reduce_utils.py
@@ -92,3 +96,27 @@ def vllm_all_reduce_buffers(world_size: int, compute_capability: str = "9.0") ->
         max_size = min(capped, max_size)
     ipc = max(max_size, ALL_GATHER_MAX_SIZE, REDUCE_SCATTER_MAX_SIZE)
     return VllmAllReduceBuffers(symm, max_size, ipc, RANK_DATA_BYTES)
+
+
+# --- the collectives term ----------------------------------------------------------------------------
+
+
+def compute_capability(gpu: Gpu) -> str:
+    """The capability vLLM's all-reduce size tables are keyed by (Hopper "9.0", data-centre Blackwell "10.0")."""
+    return f"{gpu.compute_capability_major}.0"
+
+
+def collectives_term(serving: ServingConfig, gpu: Gpu, profile: MemoryProfile | None = None) -> MemoryTerm:
+    """NCCL's communicator (measured by a tensor-parallel profile, else a constant) + vLLM's all-reduce buffers
+    (from its source, `vllm_all_reduce_buffers`); allocated before the baseline snapshot, like the CUDA context."""
+    tp = serving.tensor_parallel_size
+    if tp == 1:
+        return MemoryTerm(0, EXACT, "TP 1: no communicators")
+    buffers = vllm_all_reduce_buffers(tp, compute_capability(gpu))
+    measured = profile is not None and profile.communicator_bytes is not None and profile.measured_tensor_parallel_size == tp
+    if measured:
+        assert profile is not None and profile.communicator_bytes is not None
+        nccl, how = profile.communicator_bytes, f"NCCL communicator {profile.communicator_bytes:,} B measured (init_process_group + first collectives, rank {profile.rank})"
+    else:
+        nccl, how = NCCL_COMMUNICATOR_BYTES, f"NCCL communicator {NCCL_COMMUNICATOR_BYTES:,} B (constant)"
+    return MemoryTerm(nccl + buffers.total_bytes, ESTIMATED, f"{how} + {buffers.describe()}; before the baseline snapshot")

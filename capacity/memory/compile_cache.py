@@ -46,7 +46,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from capacity.memory.terms import ESTIMATED, MemoryTerm
+from capacity.memory.term import ESTIMATED, MemoryTerm
 from capacity.units import MiB
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -99,7 +99,7 @@ class ColdCompileScratch:
 
 def cold_compile_scratch(spec: ModelSpec, serving: ServingConfig, gpu: Gpu, benchmarks_combo_kernels: bool) -> ColdCompileScratch:
     """The benchmark (S) and autotuning (A) scratch of a cold compile of this model's decoder."""
-    from capacity.weights.per_rank import pad_vocab_size
+    from capacity.weights.parallel_layers import pad_vocab_size
 
     d = spec.decoder
     takes_embeddings = any(serving.limit_mm_per_prompt.get(m.name, 0) > 0 for m in spec.modalities)

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from capacity.model.spec import DecoderShape
+from capacity.memory.activations import decoder_activation_bytes
+from capacity.memory.term import ESTIMATED, EXACT, MemoryTerm
+from capacity.model.spec import DecoderShape, ModelSpec
 from capacity.serving.config import ServingConfig
 from capacity.units import KiB, MiB
 
@@ -162,3 +164,43 @@ def full_decode_graph_sizes(serving: ServingConfig, sizes: list[int]) -> list[in
         if r <= serving.max_num_seqs * q and r <= cap:
             out.add(r)
     return sorted(out)
+
+
+# --- the CUDA-graph terms --------------------------------------------------------------------------------
+
+
+def _graph_sizes(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tuple[list[int], list[int]]:
+    """(PIECEWISE sizes, FULL decode sizes) vLLM captures; encoder-decoder models capture FULL decode graphs only."""
+    sizes = capture_sizes(serving, sm100, preset_max_capture_size(spec.architecture))
+    full = full_decode_graph_sizes(serving, sizes)
+    return ([] if spec.is_encoder_decoder else sizes), full
+
+
+def graph_estimate(spec: ModelSpec, serving: ServingConfig, sm100: bool, runner: str) -> GraphEstimate | None:
+    """The estimate of `runner` ("MRV2" or "V1"); None without CUDA graphs (--enforce-eager, no sizes)."""
+    piecewise, full = _graph_sizes(spec, serving, sm100)
+    if serving.enforce_eager or (not full and not piecewise):
+        return None
+    largest = max(piecewise or full)
+    activations = decoder_activation_bytes(spec.decoder, largest, serving.dtype_bytes, serving.tensor_parallel_size)
+    return (mrv2_estimate if runner == "MRV2" else v1_estimate)(spec.decoder, activations, len(piecewise), len(full))
+
+
+def _graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool, runner: str) -> tuple[MemoryTerm, int]:
+    if serving.enforce_eager:
+        return MemoryTerm(0, EXACT, "--enforce-eager: no CUDA graphs"), 0
+    estimate = graph_estimate(spec, serving, sm100, runner)
+    if estimate is None:
+        return MemoryTerm(0, EXACT, "no CUDA-graph sizes"), 0
+    mode = "FULL_DECODE_ONLY" if spec.is_encoder_decoder else "FULL_AND_PIECEWISE"
+    return MemoryTerm(estimate.total_bytes, ESTIMATED, f"{mode}; {estimate.how}"), estimate.piecewise_sizes + estimate.full_sizes
+
+
+def cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tuple[MemoryTerm, int]:
+    """Model Runner V2's estimate (0.29-0.33): every PIECEWISE graph measured, FULL decode graphs extrapolated."""
+    return _graph_term(spec, serving, sm100, "MRV2")
+
+
+def v1_cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tuple[MemoryTerm, int]:
+    """The V1 model runner's estimate (0.19-0.28): the first two captures of each mode, extrapolated."""
+    return _graph_term(spec, serving, sm100, "V1")

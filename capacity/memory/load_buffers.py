@@ -29,16 +29,22 @@ The attention scale scalars (`Attention._k_scale` ...) are 512-byte blocks, belo
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from capacity.memory.term import ESTIMATED, EXACT, MemoryTerm
+from capacity.memory.weights import weight_layout
 from capacity.model.family import ModelBuffer
+from capacity.serving.config import ServingConfig
+from capacity.source.resolve import ModelSource
 from capacity.units import MiB
-from capacity.weights.per_rank import pad_vocab_size
+from capacity.weights.parallel_layers import pad_vocab_size
+from capacity.weights.per_rank import WeightsBreakdown
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from capacity.model.spec import ModelSpec
-    from capacity.weights.per_rank import WeightLayout
+    from capacity.vllm.versions import VllmSemantics
+    from capacity.weights.parallel_layers import WeightLayout
 
 MROPE_POSITIONS_FACTOR = 4  # MRotaryEmbedding: cache_max_position_num = max_position_embeddings * 4
 VISION_ROPE_POSITIONS = 8192  # qwen2_5_vl.py / qwen2_vl.py vision tower: get_rope(max_position=8192)
@@ -239,3 +245,21 @@ def load_allocations(
     fresh = [(c.bytes, 1) for c in caches] + [(b.bytes, 1) for b in buffers]
     rounding, rounded = allocator_rounding(decoder_large_tensors(spec, layout, tp, dtype_bytes) + fresh)
     return LoadAllocations(caches, rounding, rounded, buffers)
+
+
+# --- the load-buffers term ----------------------------------------------------------------------------
+
+
+def load_buffers_term(
+    spec: ModelSpec, source: ModelSource, serving: ServingConfig, wb: WeightsBreakdown, semantics: VllmSemantics, rounding: bool = True
+) -> MemoryTerm:
+    """What vLLM's "Model loading took" holds besides the parameters (`load_allocations`): the rotary
+    cos_sin_cache buffers (exact) and, for unquantized checkpoints, the caching allocator's rounding of the decoder's
+    large tensors (estimated). `rounding=False` where a GPU measurement of the load already holds the rounding."""
+    layout = weight_layout(spec, source.config, class_default_tie=False)
+    buffers = spec.family.load_buffers(source.config, serving.max_num_batched_tokens, serving.dtype_bytes)
+    loads = load_allocations(spec, source.config, layout, serving.tensor_parallel_size, serving.dtype_bytes, semantics.vision_rope_cache, buffers)
+    if not rounding or wb.quantization != "none":
+        loads = replace(loads, rounding_bytes=0, rounded_tensors=0)
+    kind = EXACT if loads.exact else ESTIMATED
+    return MemoryTerm(loads.total_bytes, kind, f"{loads.describe()} (vLLM {semantics.name}: allocated inside the load window besides the parameters)")

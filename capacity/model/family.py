@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     from capacity.model.spec import ModelSpec
     from capacity.source.resolve import ModelSource
-    from capacity.weights.per_rank import StoredTensor
+    from capacity.weights.stored_tensor import StoredTensor
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class Family:
     # phase sets a fake trace's peak (bench/results/predict-logs-2026-12-01); None = not calibrated.
     trace_encoder_to_vllm: ClassVar[float | None] = None
     # Modules vLLM 0.33 builds unsharded although a name rule would shard them, and biases it allocates that the
-    # checkpoint lacks (regexes over parameter names; read from vllm/model_executor/models, see capacity/weights/per_rank.py).
+    # checkpoint lacks (regexes over parameter names; read from vllm/model_executor/models, see capacity/weights/parallel_layers.py).
     vllm_unsharded_modules: ClassVar[tuple[str, ...]] = ()
     vllm_added_biases: ClassVar[tuple[str, ...]] = ()
     # vllm_tensors changes the checkpoint's tensors (adds what it lacks, or drops what vLLM never builds): a header

@@ -9,7 +9,7 @@ from capacity.gpu.catalog import Gpu
 from capacity.kv.specs import KVGroup, group_to_dict
 from capacity.memory.compile_cache import ColdCompileScratch
 from capacity.memory.measured_profile import MemoryProfile
-from capacity.memory.terms import MemoryTerm
+from capacity.memory.term import MemoryTerm
 from capacity.model.spec import ModelSpec
 from capacity.planning.warmup import WarmupPlan
 from capacity.serving.config import ServingConfig

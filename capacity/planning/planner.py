@@ -8,34 +8,19 @@ from dataclasses import replace
 from capacity.errors import BadInput
 from capacity.gpu.catalog import Gpu, nvidia_smi_total_caveat, resolve_gpu
 from capacity.kv.specs import BlockContext, KVGroup, bytes_per_block
+from capacity.memory.activations import activation_estimate, activation_term, vllm_encoder_activation
+from capacity.memory.collectives import collectives_term
 from capacity.memory.compile_cache import cold_compile_scratch, cold_start_activation
-from capacity.memory.cuda_graphs import GraphEstimate
+from capacity.memory.cuda_context import cuda_context_term
+from capacity.memory.cuda_graphs import GraphEstimate, cuda_graph_term, graph_estimate, v1_cuda_graph_term
+from capacity.memory.encoder_cache import encoder_cache_term
+from capacity.memory.load_buffers import load_buffers_term
 from capacity.memory.measured_profile import MemoryProfile, require_profile_of
-from capacity.memory.terms import (
-    ESTIMATED,
-    EXACT,
-    MEASURED,
-    SAMPLER_0_33,
-    MemoryTerm,
-    SamplerForm,
-    activation_estimate,
-    activation_term,
-    collectives_term,
-    communicators_in_profile,
-    cuda_context_term,
-    cuda_graph_term,
-    encoder_cache_term,
-    graph_estimate,
-    load_buffers_term,
-    measured_terms,
-    non_torch_term,
-    runner_facts,
-    sampler_form,
-    v1_cuda_graph_term,
-    v1_sampler_form,
-    vllm_encoder_activation,
-    weights_term,
-)
+from capacity.memory.measured_terms import measured_terms
+from capacity.memory.non_torch import communicators_in_profile, non_torch_term
+from capacity.memory.sampler import SAMPLER_0_33, SamplerForm, sampler_form, v1_sampler_form
+from capacity.memory.term import ESTIMATED, EXACT, MEASURED, MemoryTerm
+from capacity.memory.weights import runner_facts, weights_term
 from capacity.model.registry import load_model
 from capacity.model.spec import ModelSpec
 from capacity.planning.hazards import find_hazards

@@ -13,7 +13,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from capacity.memory.terms import CUDA_CONTEXT_BYTES
+from capacity.memory.cuda_context import CUDA_CONTEXT_BYTES
 from capacity.planning.plan import Plan, loaded_bytes
 from capacity.units import GiB, MiB, cdiv
 from capacity.vllm.compile_lines import log_note

@@ -3,7 +3,7 @@
 One summary type for every place the headers come from: a model folder on disk, the Hub (headers read with
 HTTP ranges by `huggingface_hub.get_safetensors_metadata`, never the weights), or a summary recorded earlier (the
 HF assets cache, or a catalog entry). The weights term reads it the same way whatever the source
-(`capacity/memory/terms.py`).
+(`capacity/memory/weights.py`).
 
 A published index's `metadata` is not a source: `total_size` cannot say which bytes are 16-bit and which fp32,
 and `total_parameters` (transformers' `num_parameters()` at save time) can count a tied LM head that is not stored:

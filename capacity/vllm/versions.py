@@ -48,7 +48,7 @@ logprobs (0.9.2 to 0.27.1 build the same metadata). Its top-k/top-p path on CUDA
 | 0.16-0.19 (0.17.0, 0.18.0, 0.19.1) | forward_native (opt in) | Triton kernel in place for >= 8 rows | no |
 | 0.20-0.32 (0.21.0, 0.23.0, 0.24.0, 0.27.1) | FlashInfer (env default True; flashinfer_sampler_supported: CUDA, FlashInferBackend's capabilities) | Triton | yes ("Also warm forward_native"): forward_native runs too |
 
-Bytes per logit above the logits: capacity.memory.terms.TopKTopP (sort 36 B: its CUDA sort measured on the H200,
+Bytes per logit above the logits: capacity.memory.sampler.TopKTopP (sort 36 B: its CUDA sort measured on the H200,
 bench/results/h200-sampler-sort-2026-12-01, the later stages 26 B with the wheels' own Sampler on CPU; Triton 12 B
 measured with the wheels' own Sampler, bench/results/vllm-sampler-reference-2026-12-01; FlashInfer 12 B estimated). 0.16, 0.20 and 0.22 were not
 read: taken as 0.17.0 and 0.21.0. MRV2 before 0.33 keeps capacity's earlier sampler form.
@@ -119,7 +119,7 @@ class VllmSemantics:
     long_context_chunking: int | None = None  # V0: above this max_model_len chunked prefill is on by default
     # profile_run's _dummy_sampler_run runs a second sampler pass with SamplingParams.for_sampler_warmup() (0.33.0;
     # 0.29.0-0.32.0 MRV2 wheels run the default pass only, under "NOTE(woosuk): ... the sampler may skip top_k,
-    # top_p, and logprobs"); False keeps capacity's earlier sampler form (capacity.memory.terms.SamplerForm)
+    # top_p, and logprobs"); False keeps capacity's earlier sampler form (capacity.memory.sampler.SamplerForm)
     sampler_warmup_pass: bool = False
     # Qwen2-VL / Qwen2.5-VL vision towers build a get_rope cos_sin_cache (8192 positions) at load: read in 0.21.0,
     # 0.23.0, 0.24.0, 0.27.1 and 0.33.0; 0.9.0.1 keeps an inv_freq only (0.12-0.19 not read: taken as the older form)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 from capacity.errors import BadInput
 from capacity.gpu.catalog import Gpu
-from capacity.weights.per_rank import MODEL_DTYPE, StoredTensor
+from capacity.weights.stored_tensor import MODEL_DTYPE, StoredTensor
 
 PACK = 8  # 4-bit values per int32
 # Per-rank divisibility under which both kernels take a layer without padding, whichever axis TP splits:

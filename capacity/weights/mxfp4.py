@@ -35,16 +35,22 @@ Pure Python: no torch.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from capacity.errors import BadInput
 from capacity.gpu.catalog import Gpu
+from capacity.weights.stored_tensor import StoredTensor
 
 MXFP4_BLOCK = 32  # OCP_MX_BLOCK_SIZE: values per e8m0 scale
 BF16_BYTES = 2
 FP32_BYTES = 4
+# GptOssMxfp4MoEMethod.create_weights' parameters, and the leaf that marks a layer's load-time conversion
+MXFP4_EXPERT_LEAVES = ("w13_weight", "w13_weight_scale", "w2_weight", "w2_weight_scale", "w13_bias", "w2_bias")
+MXFP4_CONVERSION_LEAF = "kernel_format"
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -228,3 +234,38 @@ def gpt_oss_mxfp4(config: dict[str, Any], gpu: Gpu | None) -> GptOssMxfp4 | None
         raise BadInput(f"config.json: gpt-oss MXFP4 needs hidden_size and intermediate_size that are multiples of {MXFP4_BLOCK} (one e8m0 scale per block)")
     backend, why = backend_for(gpu)
     return GptOssMxfp4(sizes["hidden_size"], sizes["intermediate_size"], sizes["num_local_experts"], backend, why)
+
+
+# --- the expert tensors in place of the checkpoint's ------------------------------------------------------------
+
+_EXPERTS_MODULE = re.compile(r"^(.*\.mlp\.experts)\.")
+
+
+def gpt_oss_expert_tensors(tensors: Iterable[StoredTensor], moe: GptOssMxfp4) -> list[StoredTensor]:
+    """The tensors with each MoE layer's stored experts (a checkpoint's *_blocks / *_scales / *_bias, or a meta
+    build's gate_up_proj / down_proj) replaced by the ones vLLM's GptOssMxfp4MoEMethod allocates, named by its
+    parameters (shapes here unpadded, whole: the Mxfp4Experts kind sizes them per rank and backend), plus one
+    zero-size marker for the layer's load-time conversion."""
+    e, h, i = moe.num_experts, moe.hidden_size, moe.intermediate_size
+    logical = {
+        "w13_weight": ((e, 2 * i, h // 2), "U8"),
+        "w13_weight_scale": ((e, 2 * i, h // 32), "U8"),
+        "w2_weight": ((e, h, i // 2), "U8"),
+        "w2_weight_scale": ((e, h, i // 32), "U8"),
+        "w13_bias": ((e, 2 * i), "BF16"),
+        "w2_bias": ((e, h), "BF16"),
+    }
+    out: list[StoredTensor] = []
+    seen: set[str] = set()
+    for t in tensors:
+        experts = _EXPERTS_MODULE.search(t.name)
+        if experts is None:
+            out.append(t)
+            continue
+        module = experts.group(1)
+        if module in seen:
+            continue
+        seen.add(module)
+        out.extend(StoredTensor(f"{module}.{leaf}", shape, dtype) for leaf, (shape, dtype) in logical.items())
+        out.append(StoredTensor(f"{module}.{MXFP4_CONVERSION_LEAF}", (0,), "U8"))
+    return out

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from capacity.memory.load_buffers import allocated_block_bytes, allocator_rounding, load_allocations
-from capacity.memory.terms import weight_layout
+from capacity.memory.weights import weight_layout
 from capacity.model.registry import spec_from_files
 from capacity.planning.planner import plan_for
 from capacity.serving.config import ServingArgs

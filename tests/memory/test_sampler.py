@@ -1,4 +1,4 @@
-"""profile_run's sampler phase (capacity.memory.terms.sampler_bytes), worked out by hand from vLLM 0.33's code:
+"""profile_run's sampler phase (capacity.memory.sampler.sampler_bytes), worked out by hand from vLLM 0.33's code:
 vllm/v1/worker/gpu/model_runner.py `_dummy_sampler_run` (a default pass, then a SamplingParams.for_sampler_warmup()
 pass), sample/sampler.py `apply_sampling_params` (the fp32 copy), flashinfer 0.7.2 `top_k_top_p_sampling_from_logits`
 (top_k_mask_logits' copy + softmax) and gumbel.py `gumbel_sample` (per-1024-block argmax and max per row)."""
@@ -13,16 +13,15 @@ import pytest
 from capacity.errors import BadInput
 from capacity.gpu.catalog import gpu_by_name
 from capacity.memory.measured_profile import MemoryProfile
-from capacity.memory.terms import (
+from capacity.memory.rank_scaling import RankScaling, per_rank_headroom
+from capacity.memory.sampler import (
     SAMPLER_0_33,
     SAMPLER_BEFORE_0_33,
     TOP_K_TOP_P,
     TOP_K_TOP_P_FLASHINFER,
     TOP_K_TOP_P_SORT,
     TOP_K_TOP_P_TRITON,
-    RankScaling,
     SamplerForm,
-    per_rank_headroom,
     sampler_bytes,
     sampler_form,
     sampler_pass_bytes,

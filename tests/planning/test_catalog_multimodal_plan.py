@@ -101,7 +101,7 @@ def test_voxtral_keeps_its_untied_lm_head() -> None:
 
 
 def test_tie_default_is_the_config_class_default() -> None:
-    from capacity.memory.terms import tied_by_default
+    from capacity.memory.weights import tied_by_default
 
     assert tied_by_default("qwen2") is False  # Qwen2Config(tie_word_embeddings=False)
     assert tied_by_default("gemma3_text") is True  # Gemma3TextConfig ties

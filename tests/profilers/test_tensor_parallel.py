@@ -235,7 +235,7 @@ def test_a_rank_that_hangs_times_out(tp2_whisper):
 
 
 def test_sampler_formula_counts_the_logits_all_gather(spec_of):
-    from capacity.memory.terms import SAMPLER_BEFORE_0_33, sampler_bytes
+    from capacity.memory.sampler import SAMPLER_BEFORE_0_33, sampler_bytes
 
     # capacity's form before vLLM 0.33 (logits + one fp32 copy), which the H200 x2 profile's sampler emulation ran
     whisper = spec_of("openai/whisper-large-v3").decoder  # head tied to the whole embedding: all 51,866 logits per rank
@@ -329,7 +329,8 @@ def test_rank_scaling_adds_the_logits_all_gather(spec_of):
     0.33, default pass: the gather's 10 B per logit at TP 2 against the 2 B logits + gumbel_sample's 51 blocks x 12 B
     per row at TP 1; warmup pass: the 2 x 51,866-column gathered storage against 51,866 columns, 2 B each."""
     from capacity.gpu.catalog import gpu_by_name
-    from capacity.memory.terms import SAMPLER_BEFORE_0_33, rank_scaling
+    from capacity.memory.rank_scaling import rank_scaling
+    from capacity.memory.sampler import SAMPLER_BEFORE_0_33
     from capacity.serving.config import ServingArgs, resolve_serving
 
     spec = spec_of("openai/whisper-large-v3")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from capacity.gpu.catalog import gpu_by_name
-from capacity.memory.terms import weights_term
+from capacity.memory.weights import weights_term
 from capacity.model.families.ultravox import audio_tokens
 from capacity.model.registry import spec_from_files
 from capacity.serving.config import ServingArgs, resolve_serving

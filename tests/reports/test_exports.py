@@ -20,7 +20,7 @@ import pytest
 
 from capacity.cli.app import main
 from capacity.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_RUNTIME_FAILURE
-from capacity.memory.terms import MemoryTerm
+from capacity.memory.term import MemoryTerm
 from capacity.planning.suggest import command_for, suggested_kv_cache_memory_bytes
 from tests.support.paths import REPO_ROOT
 

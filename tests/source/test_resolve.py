@@ -138,7 +138,7 @@ def test_no_gpu_defaults_to_h200_with_a_note(monkeypatch):
 
 def test_capacity_core_does_not_import_torch():
     code = (
-        "import sys, capacity.cli.app, capacity.planning.planner, capacity.model.families, capacity.memory.terms, capacity.model.arch, reports.terminal\n"
+        "import sys, capacity.cli.app, capacity.planning.planner, capacity.model.families, capacity.memory.weights, capacity.model.arch, reports.terminal\n"
         "from capacity.model.registry import supported_model_types; supported_model_types()\n"
         "print('torch' in sys.modules, 'transformers' in sys.modules)"
     )

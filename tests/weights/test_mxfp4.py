@@ -156,7 +156,7 @@ def test_checkpoint_headers_give_the_dense_tensors_and_vllm_the_experts(hermetic
     w2 2*256*64 = 32,768 + scales 2*256*4 = 2,048, biases (2*256 + 2*256)*2 = 2,048: 106,496; conversion biases
     +1,024*2 = 2,048 and 3 float32 vectors of 2 experts = 24: 2,072. Total 166,948 B."""
     pytest.importorskip("torch")
-    from capacity.memory.terms import weights_breakdown
+    from capacity.memory.weights import weights_breakdown
     from capacity.model.registry import spec_from_files
     from capacity.serving.config import ServingArgs, resolve_serving
     from capacity.source.resolve import resolve_model

@@ -14,16 +14,10 @@ import pytest
 
 from capacity.cli.app import main
 from capacity.errors import BadInput
-from capacity.weights.per_rank import (
-    MODEL_DTYPE,
-    Parallelism,
-    StoredTensor,
-    WeightLayout,
-    pad_vocab_size,
-    quant_scheme,
-    quantized_tensors,
-    weights_per_rank,
-)
+from capacity.weights.parallel_layers import Parallelism, WeightLayout, pad_vocab_size
+from capacity.weights.per_rank import weights_per_rank
+from capacity.weights.quant_schemes import quant_scheme, quantized_tensors
+from capacity.weights.stored_tensor import MODEL_DTYPE, StoredTensor
 from tests.support.paths import REPO_ROOT
 from tests.support.safetensors_files import safetensors_bytes
 
@@ -267,7 +261,7 @@ def test_per_rank_headroom_divides_encoder_and_decoder_phases_not_the_sampler():
 
     from capacity.gpu.catalog import gpu_by_name
     from capacity.memory.measured_profile import Fingerprint, MemoryProfile, PhaseMeasurement
-    from capacity.memory.terms import per_rank_headroom, rank_scaling
+    from capacity.memory.rank_scaling import per_rank_headroom, rank_scaling
     from capacity.model.registry import spec_from_files
     from capacity.serving.config import ServingArgs, resolve_serving
     from capacity.source.resolve import resolve_model
@@ -313,7 +307,7 @@ def _llama_folder(root: Path, **extra: object) -> Path:
 
 def _breakdown(folder: Path, **knobs: object):
     from capacity.gpu.catalog import gpu_by_name
-    from capacity.memory.terms import weights_breakdown, weights_term
+    from capacity.memory.weights import weights_breakdown, weights_term
     from capacity.model.registry import spec_from_files
     from capacity.serving.config import ServingArgs, resolve_serving
     from capacity.source.resolve import resolve_model
@@ -394,7 +388,7 @@ def test_weights_per_rank_equal_vllm_own_model_classes(case: dict, hermetic: Pat
     load-time conversion (the weights figure capacity plans with)."""
     pytest.importorskip("torch")
     from capacity.gpu.catalog import gpu_by_name
-    from capacity.memory.terms import weights_breakdown
+    from capacity.memory.weights import weights_breakdown
     from capacity.model.registry import spec_from_files
     from capacity.serving.config import ServingArgs, resolve_serving
 
@@ -422,7 +416,7 @@ def test_quantized_checkpoint_known_by_its_header_summary_only(hermetic: Path):
     The AWQ layout is 47,296 B whole (21,312 quantized + 25,600 embedding and head + 384 norms), 27,424 B on rank 0
     at TP 2: 51,296 x 27,424 // 47,296 = 29,743 B."""
     from capacity.gpu.catalog import gpu_by_name
-    from capacity.memory.terms import weights_term
+    from capacity.memory.weights import weights_term
     from capacity.model.registry import spec_from_files
     from capacity.serving.config import ServingArgs, resolve_serving
     from capacity.source.checkpoint import CheckpointWeights

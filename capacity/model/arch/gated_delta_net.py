@@ -60,7 +60,7 @@ batches do not set vLLM's KV budget, so capacity does not model them.
 runs them (the `Family.run_layers_as_vllm` hook; torch imported inside).
 
 Sizes here are per module as built: the fake-tensor trace builds the whole model (TP 1) and the planner turns its
-terms into one rank's (capacity/memory/terms.py RankScaling).
+terms into one rank's (capacity/memory/rank_scaling.py RankScaling).
 """
 
 from __future__ import annotations

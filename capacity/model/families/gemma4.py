@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
 
     from capacity.source.resolve import ModelSource
-    from capacity.weights.per_rank import StoredTensor
+    from capacity.weights.stored_tensor import StoredTensor
 
 WHERE = "gemma4"
 
@@ -408,7 +408,7 @@ class Gemma4Family(Family):
     def vllm_tensors(self, tensors: tuple[StoredTensor, ...], config: dict[str, Any]) -> tuple[StoredTensor, ...]:
         """vLLM's QKVParallelLinear of a k_eq_v full-attention layer has a V part the checkpoint does not store
         (K is loaded into both): one V tensor the shape of each such layer's K (vLLM _gemma4_layer_weights_mapper)."""
-        from capacity.weights.per_rank import StoredTensor
+        from capacity.weights.stored_tensor import StoredTensor
 
         names = {t.name for t in tensors}
         added = [

@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     from capacity.model.spec import ModelSpec
     from capacity.source.resolve import ModelSource
-    from capacity.weights.per_rank import StoredTensor
+    from capacity.weights.stored_tensor import StoredTensor
 
 # llava_next.py LlavaNextForConditionalGeneration.__init__: the modules under _mark_tower_model(vllm_config, "image").
 # image_newline is built there too, but as a bare nn.Parameter, not a module: vLLM keeps it at image=0 (its own

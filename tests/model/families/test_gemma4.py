@@ -187,7 +187,7 @@ def test_v_projections_vllm_allocates_for_k_eq_v_layers():
     wide as K: 5 x (2 heads x 512) x 2816 x 2 B = 28,835,840 B on top of the checkpoint's parameters."""
     pytest.importorskip("torch")
     from capacity.gpu.catalog import gpu_by_name
-    from capacity.memory.terms import model_tensors, weights_breakdown
+    from capacity.memory.weights import model_tensors, weights_breakdown
     from capacity.serving.config import ServingArgs, resolve_serving
     from capacity.source.resolve import resolve_model
 

@@ -113,7 +113,7 @@ def test_per_layer_embeddings_buffer_is_a_load_buffer(capsys: pytest.CaptureFixt
 def test_weights_as_vllm_allocates_them():
     pytest.importorskip("torch")
     from capacity.gpu.catalog import gpu_by_name
-    from capacity.memory.terms import weights_breakdown
+    from capacity.memory.weights import weights_breakdown
     from capacity.serving.config import ServingArgs, resolve_serving
     from capacity.source.resolve import resolve_model
 

@@ -21,7 +21,7 @@ import pytest
 
 from capacity.errors import BadInput
 from capacity.gpu.catalog import gpu_by_name
-from capacity.memory.terms import weights_breakdown, weights_term
+from capacity.memory.weights import weights_breakdown, weights_term
 from capacity.model.registry import spec_from_files
 from capacity.planning.kv_groups import kv_groups_for
 from capacity.planning.planner import build_plan

@@ -16,7 +16,8 @@ import pytest
 
 from capacity.errors import BadInput
 from capacity.gpu.catalog import gpu_by_name
-from capacity.memory.terms import activation_estimate, weights_term
+from capacity.memory.activations import activation_estimate
+from capacity.memory.weights import weights_term
 from capacity.model.registry import spec_from_files
 from capacity.planning.kv_groups import kv_groups_for
 from capacity.planning.planner import build_plan

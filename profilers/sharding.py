@@ -30,7 +30,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from capacity.errors import BadInput
+from capacity.kv.specs import kv_heads_per_rank
 from capacity.model.shard_rules import ShardRules
+from capacity.weights.parallel_layers import pad_vocab_size
 
 if TYPE_CHECKING:
     import torch
@@ -38,18 +40,7 @@ if TYPE_CHECKING:
 
     from capacity.model.family import Family
 
-DEFAULT_VOCAB_PADDING_SIZE = 64  # vllm/model_executor/layers/vocab_parallel_embedding.py
 ENCODER_TP_MODES = ("weights", "data")
-
-
-def pad_vocab_size(vocab_size: int, pad_to: int = DEFAULT_VOCAB_PADDING_SIZE) -> int:
-    """vLLM pad_vocab_size: round the vocabulary up to a multiple of pad_to."""
-    return -(-vocab_size // pad_to) * pad_to
-
-
-def kv_heads_per_rank(total: int, tp: int) -> int:
-    """vLLM QKVParallelLinear: num_kv_heads = max(1, total // tp) (replicated below TP)."""
-    return max(1, total // tp)
 
 
 class Collectives(Protocol):

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from capacity.gpu.catalog import Gpu
+from capacity.kv.layers import DTYPE_BYTES
 from capacity.memory.term import ESTIMATED, MEASURED
-from capacity.model.spec import DTYPE_BYTES, DecoderShape
+from capacity.model.spec import DecoderShape
 from capacity.weights.parallel_layers import pad_vocab_size
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

@@ -8,9 +8,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from capacity.model.family import Family
 
-from capacity.kv.layers import DTYPE_BYTES, KVLayer
-
-__all__ = ["DTYPE_BYTES", "KVLayer"]
+from capacity.kv.layers import KVLayer
 
 
 @dataclass(frozen=True)

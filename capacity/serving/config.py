@@ -13,7 +13,8 @@ from typing import Any
 
 from capacity.errors import BadInput
 from capacity.gpu.catalog import Gpu
-from capacity.model.spec import DTYPE_BYTES, ModelSpec
+from capacity.kv.layers import DTYPE_BYTES
+from capacity.model.spec import ModelSpec
 from capacity.units import GiB, parse_human_int
 from capacity.user_files import read_text
 

@@ -5,64 +5,7 @@ version's rules where they change the numbers: the default `gpu_memory_utilizati
 estimate is taken out of the KV budget, the batch defaults per GPU and usage context, and how cross-attention is
 charged per request. `capacity reconcile` and `bench/predict_logs.py` both take their semantics from here.
 
-Sources (read from the wheels, /work/shared/reference/vllm-memory-model.md, and from public logs):
-
-| range | utilization default | CUDA-graph estimate in the KV budget | batch tier >= 160 GiB | cross-attention per request |
-|---|---|---|---|---|
-| V0 engine (any version) | 0.9 | no (graphs captured after the KV cache) | no; without chunked prefill a batch holds a whole prompt: max_num_batched_tokens = max(max_model_len, 2048), 256 sequences; above 32,768 tokens V0 turns chunked prefill on by itself (EngineArgs, index id 356895891: CUDA, no sliding window, no prefix caching, no LoRA or speculative model) and batches 2048 tokens (0.6.6.post1 SchedulerConfig, index id 59727640247; 5120 for multimodal models; 0.6.4 logs print 512, index ids 49009726947, 19400629813) | encoder length |
-| 0.8 - 0.11 (V1) | 0.9 (0.11.0 `CacheConfig`) | no (0.11.0) | no | encoder length (0.11.0 sets `max_num_encoder_input_tokens` to it) |
-
-The V1 worker of 0.9.2 and 0.10.2 takes its startup memory snapshot before `init_worker_distributed_environment`; 0.11.0
-and later (0.12.0, 0.19.1, 0.33.0 read) take it after ("Initialize the distributed environment BEFORE taking memory
-snapshot"). At TP > 1 the 0.8-0.10 non-torch figure therefore holds NCCL's communicators and vLLM's all-reduce buffers
-(`communicators_in_non_kv`): a 0.10.2 Qwen3-Next log at TP 2 on NVLinked H200s prints 1.38 GiB of non-torch memory, an
-L40S (PCIe) TP 4 log of the same version 0.21 GiB. Under these semantics capacity's plan adds them to the non-torch
-memory on NVLinked GPUs (`Gpu.nvlink`: NCCL's 975 MB measured on the NVLinked H200 pair + vLLM's buffers) and not over
-PCIe, where NCCL's device buffers are not measured (memory.communicators_in_profile).
-| 0.12 - 0.19 | 0.9 (0.15.0; a 0.19.1 log: "increase --gpu-memory-utilization from 0.9000") | no (a 0.19.1 log: "In v0.19, CUDA graph memory profiling will be enabled by default") | no | `max_num_batched_tokens` (0.15.0) |
-| 0.20 - 0.22 | 0.92 (0.20.0) | yes (0.20.0 `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` default "1"; a 0.23.0 log: "enabled (default since v0.21.0)"); V1 runner's estimate (MRV2 off: 0.20.0, 0.21.0 `VLLM_USE_V2_MODEL_RUNNER` default 0); 0 on ROCm (0.21.0 `is_cuda()`) | no | `max_num_batched_tokens` |
-| 0.23 | 0.92 | yes, 0 on ROCm (0.21.0, 0.23.0 and 0.24.0 profile graphs only when `current_platform.is_cuda()`); MRV2 for Llama / Mistral / Qwen3ForCausalLM (not MoE, not quantized), V1 for the rest (0.23.0 `DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES`) | no | `max_num_batched_tokens` |
-| 0.24 - 0.26 | 0.92 | yes, 0 on ROCm; MRV2 for the six listed architectures (Qwen3, Llama, Mistral, DeepseekV2, Qwen2Moe, GraniteMoe: 0.24.0), V1 for the rest | no | `max_num_batched_tokens` |
-| 0.27 - 0.28 | 0.92 | the V1 runner's estimate; MRV2 (every dense model, V1 for MoE and hybrid models not listed: 0.27.1, 0.28.0 `_is_default_v2_model_runner_model`) sets none aside (see below) | yes (PR #51726, reported against 2026-08 releases in vllm#53961; the first release is not pinned down) | `max_num_batched_tokens` |
-| 0.29 - 0.32 | 0.92 | yes (MRV2 for every model: 0.29.0 to 0.32.0 `use_v2_model_runner` has no architecture test; on ROCm 0.29.0 keeps DeepseekV32 / DeepseekV4 on V1) | yes | `max_num_batched_tokens` |
-| 0.33 | 0.92 | yes (MRV2 extrapolation) | yes | `max_num_batched_tokens` |
-
-Model Runner V2's own estimate (`GPUModelRunner.profile_cudagraph_memory` in `vllm/v1/worker/gpu/model_runner.py`) is
-`return 0` ("NOTE(woosuk): It is TBD whether we keep this API or not") in 0.23.0, 0.24.0, 0.27.1 and 0.28.0: where those
-versions run MRV2, nothing is set aside for CUDA graphs (`mrv2_cudagraph_estimate` False) and the capture after the KV
-cache comes out of the (1 - gpu_memory_utilization) headroom. From 0.29.0 it calls cudagraph_utils.profile_cudagraph_memory,
-the form capacity models for 0.33 (0.29.0 to 0.32.0 differ from 0.33.0 only in the KV-config builder they call).
-
-The sampler's warmup-param pass in profile_run (`sampler_warmup_pass`) is new in 0.33.0: the 0.29.0, 0.30.0, 0.31.0
-and 0.32.0 wheels' MRV2 `_dummy_sampler_run` samples once with no request registered (model-dtype logits, no
-processing); public PR vllm#57926 (2026-09-21) proposed profiling with `for_sampler_warmup()`.
-
-The V1 model runner's `_dummy_sampler_run` (inside profile_run, so inside the profiled peak) samples
-min(max_num_seqs, max_num_batched_tokens) rows with temperature 0.5, top_k vocab - 1, top_p 0.9, no penalties and no
-logprobs (0.9.2 to 0.27.1 build the same metadata). Its top-k/top-p path on CUDA (`VllmSemantics.v1_top_k_top_p`):
-
-| range | TopKTopPSampler on CUDA with VLLM_USE_FLASHINFER_SAMPLER unset | forward_native's apply_top_k_top_p | second call with a generator |
-|---|---|---|---|
-| 0.8-0.11 (0.9.2, 0.10.2) | FlashInfer if importable (env None counts as on), else forward_native with the warning "FlashInfer is not available. Falling back to the PyTorch-native implementation"; flashinfer is no Requires-Dist (0.10.2: an extra) | sort | no |
-| 0.12-0.15 (0.15.1) | forward_native (env None is off: "Users must opt in explicitly via VLLM_USE_FLASHINFER_SAMPLER=1") | sort | no |
-| 0.16-0.19 (0.17.0, 0.18.0, 0.19.1) | forward_native (opt in) | Triton kernel in place for >= 8 rows | no |
-| 0.20-0.32 (0.21.0, 0.23.0, 0.24.0, 0.27.1) | FlashInfer (env default True; flashinfer_sampler_supported: CUDA, FlashInferBackend's capabilities) | Triton | yes ("Also warm forward_native"): forward_native runs too |
-
-Bytes per logit above the logits: capacity.memory.sampler.TopKTopP (sort 36 B: its CUDA sort measured on the H200,
-bench/results/h200-sampler-sort-2026-12-01, the later stages 26 B with the wheels' own Sampler on CPU; Triton 12 B
-measured with the wheels' own Sampler, bench/results/vllm-sampler-reference-2026-12-01; FlashInfer 12 B estimated). 0.16, 0.20 and 0.22 were not
-read: taken as 0.17.0 and 0.21.0. MRV2 before 0.33 keeps capacity's earlier sampler form.
-
-Sliding-window and chunked-local layers (`window_batches`): 0.27.1+ reserve each request's window for
-`max_in_flight_tokens` (max_concurrent_batches x max_num_batched_tokens: two batches with async scheduling); 0.23.0 and
-0.24.0 for max_num_batched_tokens, one batch (a 0.22.1 Gemma-4-E4B log's 6.85x concurrency agrees: 81 blocks per
-sliding group, not 145). Earlier versions are taken as 0.23.0; 0.25 and 0.26 (not read) as 0.24.0.
-
-Versions before 0.20 ran the V1 model runner, 0.33 Model Runner V2. Where a version subtracts its estimate, capacity
-models the runner it runs (`runs_mrv2`): MRV2 measures every PIECEWISE graph, the V1 runner its first two capture
-sizes per mode, extrapolated (`capacity/memory/cuda_graphs.py`: `mrv2_estimate`, `v1_estimate`; estimated, from capture costs
-measured on the H200). A 0.23.0 Qwen2.5-VL-7B log printed 0.53 GiB (capacity 0.43), a 0.19.1 Qwen3-8B log 2.35 GiB
-(capacity 0.47). Versions 0.22, 0.25 and 0.26 were not read: taken as 0.21.0 and 0.24.0.
+Each range's fields, and the wheels, logs and measurements they were read from: bench/vllm_versions/SOURCES.md.
 """
 
 from __future__ import annotations

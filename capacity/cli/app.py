@@ -435,7 +435,7 @@ def _show_plan(result: Any, json_out: str | None) -> None:
 
 def _local_cuda_gpu() -> bool:
     """An NVIDIA GPU here that torch can use (NVML first: it is cheap and needs no CUDA context)."""
-    from capacity.gpu.catalog import detect_local_gpu
+    from capacity.gpu.detect import detect_local_gpu
 
     if detect_local_gpu() is None:
         return False
@@ -972,7 +972,8 @@ def models() -> None:
 def gpus() -> None:
     """List the GPU catalog and the local GPU (through NVML), or say that none was found."""
 
-    from capacity.gpu.catalog import catalog_gpus, detect_local_gpu
+    from capacity.gpu.catalog import catalog_gpus
+    from capacity.gpu.detect import detect_local_gpu
     from reports.terminal import render_gpus
 
     with _stdout(EXIT_FITS):

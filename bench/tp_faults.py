@@ -76,7 +76,8 @@ def ctrl_c(model: str, out: Path) -> dict[str, Any]:
 
 
 def main() -> None:
-    from capacity.gpu.catalog import detect_local_gpu, gpu_by_name
+    from capacity.gpu.catalog import gpu_by_name
+    from capacity.gpu.detect import detect_local_gpu
     from capacity.model.registry import spec_from_files
     from capacity.serving.config import ServingArgs, resolve_serving
     from capacity.serving.encoder_budget import build_budget

@@ -6,7 +6,8 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from capacity.gpu.catalog import DEFAULT_GPU, Gpu, detect_local_gpu, gpu_by_name, resolve_gpu
+from capacity.gpu.catalog import DEFAULT_GPU, Gpu, gpu_by_name
+from capacity.gpu.detect import detect_local_gpu, resolve_gpu
 from capacity.memory.measured_profile import MemoryProfile
 from capacity.model.registry import load_model
 from capacity.model.spec import ModelSpec

@@ -26,7 +26,8 @@ def models() -> None:
 def gpus() -> None:
     """List the GPU catalog and the local GPU (through NVML), or say that none was found."""
 
-    from capacity.gpu.catalog import catalog_gpus, detect_local_gpu
+    from capacity.gpu.catalog import catalog_gpus
+    from capacity.gpu.detect import detect_local_gpu
     from reports.terminal import render_gpus
 
     with _stdout(EXIT_FITS):

@@ -21,7 +21,7 @@ def _estimate(estimate: str | None) -> str:
 
 def _local_cuda_gpu() -> bool:
     """An NVIDIA GPU here that torch can use (NVML first: it is cheap and needs no CUDA context)."""
-    from capacity.gpu.catalog import detect_local_gpu
+    from capacity.gpu.detect import detect_local_gpu
 
     if detect_local_gpu() is None:
         return False

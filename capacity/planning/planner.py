@@ -6,7 +6,8 @@ import math
 from dataclasses import replace
 
 from capacity.errors import BadInput
-from capacity.gpu.catalog import Gpu, nvidia_smi_total_caveat, resolve_gpu
+from capacity.gpu.catalog import Gpu, nvidia_smi_total_caveat
+from capacity.gpu.detect import resolve_gpu
 from capacity.kv.specs import BlockContext, KVGroup, bytes_per_block
 from capacity.memory.activations import activation_estimate, activation_term, vllm_encoder_activation
 from capacity.memory.collectives import collectives_term

@@ -13,7 +13,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from capacity.errors import BadInput
-from capacity.gpu.catalog import Gpu, resolve_gpu
+from capacity.gpu.catalog import Gpu
+from capacity.gpu.detect import resolve_gpu
 from capacity.memory.measured_profile import MemoryProfile, require_profile_of
 from capacity.model.registry import load_model
 from capacity.model.spec import ModelSpec

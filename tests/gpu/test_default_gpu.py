@@ -9,7 +9,7 @@ import pytest
 
 from capacity.cli.app import main
 from capacity.errors import EXIT_FITS
-from capacity.gpu.catalog import resolve_gpu
+from capacity.gpu.detect import resolve_gpu
 from profilers.api import profiling_gpu
 from profilers.probes import CpuProbe, FakeProbe
 from tests.support.paths import REPO_ROOT
@@ -19,7 +19,7 @@ NOTE = "no local NVIDIA GPU found: planning for an H200 (pass --gpu to choose)"
 
 @pytest.fixture(autouse=True)
 def no_local_gpu(monkeypatch):
-    monkeypatch.setattr("capacity.gpu.catalog.detect_local_gpu", lambda index=0: None)
+    monkeypatch.setattr("capacity.gpu.detect.detect_local_gpu", lambda index=0: None)
 
 
 def plan_json(capsys, *argv: str) -> dict:

@@ -73,14 +73,14 @@ def test_models_show_items_for_decoder_only_multimodal(capsys, monkeypatch):
 
 
 def test_gpus_says_when_no_local_gpu_was_found(capsys, monkeypatch):
-    monkeypatch.setattr("capacity.gpu.catalog.detect_local_gpu", lambda index=0: None)
+    monkeypatch.setattr("capacity.gpu.detect.detect_local_gpu", lambda index=0: None)
     lines = lines_of(capsys, monkeypatch, 120, ["gpus"])
     assert lines[0] == "local GPU: none found (NVML sees no NVIDIA driver or GPU); without --gpu, plans assume an H200"
 
 
 def test_gpus_shows_the_local_gpu_first(capsys, monkeypatch):
     local = Gpu("NVIDIA L4", 23_034 * 2**20, "nvml", "NVML on this machine (GPU 0)")
-    monkeypatch.setattr("capacity.gpu.catalog.detect_local_gpu", lambda index=0: local)
+    monkeypatch.setattr("capacity.gpu.detect.detect_local_gpu", lambda index=0: local)
     lines = lines_of(capsys, monkeypatch, 160, ["gpus"])
     assert lines[0].startswith("local GPU: NVIDIA L4, 24,152,899,584 B (NVML on this machine (GPU 0))")
     table_rows = [line for line in lines if line.startswith("│")]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from capacity.gpu.catalog import detect_local_gpu, resolve_gpu
+from capacity.gpu.detect import detect_local_gpu, resolve_gpu
 from capacity.planning.planner import plan_for
 from capacity.serving.config import ServingArgs
 from capacity.source.resolve import resolve_model

@@ -11,15 +11,16 @@ Every figure keeps its kind and says "generic" in its method. What it reads, and
   downsampling). What cannot be built offline falls back to a per-modality formula the spec's notes name;
 - the encoder for the activation formula from the vision / audio sub-config; the fake-tensor trace runs the
   model's own `get_image_features` / `get_audio_features` on the processor's tensors.
+
+The rules vLLM keeps for particular models (Qwen-VL images and videos, Idefics3, LFM2-VL, GLM-4.1V videos) are in
+`capacity.model.items`, with the transformers classes built offline (`items.hf_processor`); this module picks them.
 """
 
 from __future__ import annotations
 
-import copy
 import inspect
 import json
-import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -29,8 +30,21 @@ from capacity.model.families.common import config_dtype
 from capacity.model.families.decoder_only import decoder_shape
 from capacity.model.families.qwen2_5_vl import VISUAL_TOWER
 from capacity.model.family import EncoderInput, Family, Tower
-from capacity.model.items.lfm2_vl import Lfm2VlImageSettings
-from capacity.model.items.qwen_vl import processor_pixel_bounds, qwen_vl_max_image_grid, size_with_most_features, video_smart_resize
+from capacity.model.hf_config import materialized
+from capacity.model.items.glm4v import GLM4V_MAX_FRAMES, GLM4V_VIDEO, glm4v_video_tokens_by_frames
+from capacity.model.items.hf_processor import candidate_sizes, feature_extractor, headless_processor, image_processor, processor_class
+from capacity.model.items.idefics3 import IDEFICS3_IMAGES, idefics3_image_tokens
+from capacity.model.items.item_tokens import ItemTokens
+from capacity.model.items.lfm2_vl import LFM2_VL_IMAGES, lfm2_vl_image_tokens
+from capacity.model.items.qwen_vl import (
+    MAX_FRAMES_PER_VIDEO,
+    NO_PIXEL_BOUNDS,
+    QWEN2_VL_VIDEO,
+    QWEN3_VL_VIDEO,
+    QWEN_VL_IMAGES,
+    qwen3_vl_video_tokens,
+    qwen_vl_image_tokens,
+)
 from capacity.model.processor_kwargs import with_qwen_vl_sizes
 from capacity.model.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
 from capacity.model.vllm_registry import MULTIMODAL_ARCHITECTURES, VLLM_VERSION
@@ -63,22 +77,6 @@ UNSHARDED_MODULES: dict[str, tuple[str, ...]] = {
 # Modules vLLM 0.33 builds column- / row-parallel whose names the weights rules do not know, by model_type.
 LLAVA_PROJECTOR = ((r"(^|\.)multi_modal_projector\.linear_1$",), (r"(^|\.)multi_modal_projector\.linear_2$",))  # llava.py LlavaMultiModalProjector
 SHARDED_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {"llava": LLAVA_PROJECTOR}
-
-# The largest side tried when a processor caps images by pixels rather than by a fixed size.
-HUGE_SIDE = 8192
-
-
-@dataclass(frozen=True)
-class ItemTokens:
-    """Tokens of one max-size item of a modality, and how they were obtained."""
-
-    modality: str
-    tokens: int
-    method: str  # "processor", "model", "vLLM rule", or "fallback formula"
-    detail: str
-    unmodelled: str = ""  # why vLLM's tokens for this item cannot be counted ("" = they are; tokens is then 0)
-    image_size: tuple[int, int] | None = None  # (height, width) of the dummy image those tokens were counted on
-    encoder_positions: int | None = None  # positions the encoder runs for the item, when not its tokens (LLaVA-NeXT tiles)
 
 
 class GenericFamily(Family):
@@ -259,35 +257,6 @@ class GenericFamily(Family):
         return model.get_output_embeddings()(hidden)
 
 
-# --- the config ----------------------------------------------------------------------------------------
-
-
-def materialized(config: dict[str, Any]) -> dict[str, Any]:
-    """The config with transformers' defaults filled in, sub-configs as dicts (what vLLM's AutoConfig sees)."""
-    return json.loads(_materialized_json(json.dumps(config, sort_keys=True)))
-
-
-@lru_cache(maxsize=64)
-def _materialized_json(config_json: str) -> str:
-    config = json.loads(config_json)
-    model_type = config.get("model_type")
-    try:
-        from transformers import CONFIG_MAPPING
-    except ImportError as exc:
-        raise BadInput("the generic family reads configs through transformers: pip install the project") from exc
-    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
-        raise BadInput(
-            f"model_type {model_type!r} has no config class in this transformers (remote code?): the generic family plans "
-            "architectures transformers builds"
-        )
-    raw = copy.deepcopy(config)
-    raw.pop("model_type", None)
-    try:
-        return json.dumps(CONFIG_MAPPING[model_type](**raw).to_dict(), default=str)
-    except (TypeError, ValueError, KeyError) as exc:
-        raise BadInput(f"transformers cannot read this {model_type} config: {' '.join(str(exc).split())[:200]}") from exc
-
-
 # --- tokens per item ------------------------------------------------------------------------------------
 
 
@@ -299,96 +268,6 @@ def item_tokens(
     return image_item_tokens(config, full, preprocessor, processor)
 
 
-def _mapped_class(mapping: Any, model_type: str, wanted: str | None) -> Any:
-    """A transformers class by the name a preprocessor config gives, else the model_type's PIL/slow variant."""
-    import transformers
-
-    names: list[str] = []
-    if wanted:
-        names += [wanted.removesuffix("Fast") + "Pil", wanted.removesuffix("Fast"), wanted]
-    entry = mapping.get(model_type)
-    if isinstance(entry, dict):
-        names += [entry.get("pil"), entry.get("torchvision")]
-    elif isinstance(entry, (tuple, list)):
-        names += list(entry)
-    elif isinstance(entry, str):
-        names.append(entry)
-    for name in names:
-        if name and hasattr(transformers, name):
-            try:
-                return getattr(transformers, name)
-            except ImportError:  # a backend (torchvision, torchaudio) this install lacks
-                continue
-    return None
-
-
-def _init_kwargs(cls: Any, preprocessor: dict[str, Any], drop: tuple[str, ...]) -> dict[str, Any]:
-    """The preprocessor config's values the class's __init__ takes (all of them when it takes **kwargs), less `drop`."""
-    accepted = inspect.signature(cls.__init__).parameters
-    return {k: v for k, v in preprocessor.items() if (k in accepted or "kwargs" in accepted) and k not in drop}
-
-
-def image_processor(config: dict[str, Any], preprocessor: dict[str, Any] | None) -> Any:
-    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
-
-    pre = dict(preprocessor or {})
-    cls = _mapped_class(IMAGE_PROCESSOR_MAPPING_NAMES, str(config.get("model_type")), pre.get("image_processor_type"))
-    if cls is None:
-        raise LookupError(f"no image processor class for model_type {config.get('model_type')!r}")
-    return cls(**_init_kwargs(cls, pre, ("image_processor_type", "processor_class", "auto_map")))
-
-
-def headless_processor(
-    config: dict[str, Any], full: dict[str, Any], image_proc: Any, processor: dict[str, Any] | None, preprocessor: dict[str, Any] | None = None
-) -> Any:
-    """The model's processor class without a tokenizer (none offline): its __init__ defaults, overridden by the
-    model config's and processor_config.json's values of the same names, and the image processor."""
-    import transformers
-    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
-
-    name = processor_class(processor, preprocessor) or PROCESSOR_MAPPING_NAMES.get(str(config.get("model_type")))
-    cls = getattr(transformers, name, None) if isinstance(name, str) else None
-    if cls is None or not hasattr(cls, "_get_num_multimodal_tokens"):
-        raise LookupError(f"no processor with a placeholder count for model_type {config.get('model_type')!r}")
-    proc = object.__new__(cls)
-    params = inspect.signature(cls.__init__).parameters
-    vision = full.get("vision_config") or {}
-    for pname, param in params.items():
-        if pname in ("self", "tokenizer", "kwargs", "args", "chat_template"):
-            continue
-        value = param.default if param.default is not inspect.Parameter.empty else None
-        for source in (vision, full, processor or {}):
-            if pname in source:
-                value = source[pname]
-        setattr(proc, pname, value)
-    proc.image_processor = image_proc
-    return proc
-
-
-def candidate_sizes(image_proc: Any, vision: dict[str, Any]) -> list[tuple[int, int]]:
-    """(height, width) shapes among which the most-tokens image lies: the image processor's fixed sizes, its
-    grid pinpoints, tile grids up to its tile cap, and a huge square (processors capping by pixels shrink it)."""
-    sides: set[int] = set()
-    for attr in ("size", "crop_size", "max_image_size"):
-        value = getattr(image_proc, attr, None)
-        value = value if isinstance(value, dict) else (value.__dict__ if hasattr(value, "__dict__") else {})
-        sides.update(int(v) for k, v in value.items() if isinstance(v, (int, float)) and k in ("height", "width", "shortest_edge", "longest_edge") and 0 < v <= HUGE_SIDE)
-    if isinstance(vision.get("image_size"), int):
-        sides.add(int(vision["image_size"]))
-    shapes = {(HUGE_SIDE, HUGE_SIDE), (HUGE_SIDE, HUGE_SIDE // 2), (HUGE_SIDE // 2, HUGE_SIDE)}
-    for side in sides:
-        shapes.update({(side, side), (side, 2 * side), (2 * side, side)})
-    for pin in getattr(image_proc, "image_grid_pinpoints", None) or []:
-        shapes.add((int(pin[0]), int(pin[1])))
-    tiles = getattr(image_proc, "max_patches", None) or getattr(image_proc, "max_image_tiles", None) or getattr(image_proc, "max_num_tiles", None)
-    tile = min(sides) if sides else None
-    if isinstance(tiles, int) and tile:
-        for rows in range(1, tiles + 1):
-            for cols in range(1, tiles // rows + 1):
-                shapes.add((rows * tile, cols * tile))
-    return sorted(shapes)
-
-
 def image_item_tokens(config: dict[str, Any], full: dict[str, Any], preprocessor: dict[str, Any] | None, processor: dict[str, Any] | None) -> ItemTokens:
     vision = full.get("vision_config") or {}
     if str(config.get("model_type")) in IDEFICS3_IMAGES:  # its HF processor counts with the tokenizer; vLLM's rule does not
@@ -396,7 +275,8 @@ def image_item_tokens(config: dict[str, Any], full: dict[str, Any], preprocessor
     if str(config.get("model_type")) in LFM2_VL_IMAGES:  # vLLM counts with its own rule, the processor needs the tokenizer
         return lfm2_vl_image_tokens(preprocessor, processor)
     if str(config.get("model_type")) in QWEN_VL_IMAGES and preprocessor:
-        return qwen_vl_image_tokens(vision, preprocessor)
+        counted = qwen_vl_image_tokens(vision, preprocessor)
+        return counted if counted is not None else image_fallback({}, vision, reason=NO_PIXEL_BOUNDS)
     if not preprocessor:  # the processor's class defaults are not the model's (LLaVA's crop 224 vs its 336 tower)
         return image_fallback(config, vision, reason="no preprocessor_config.json: the model's image processor settings are unknown")
     try:
@@ -419,112 +299,6 @@ def image_item_tokens(config: dict[str, Any], full: dict[str, Any], preprocessor
         )
     except Exception as exc:  # no class, a backend missing, a processor that needs its tokenizer: the formula
         return image_fallback(config, vision, reason=f"{type(exc).__name__}: {' '.join(str(exc).split())[:120]}")
-
-
-def qwen_vl_image_tokens(vision: dict[str, Any], preprocessor: dict[str, Any]) -> ItemTokens:
-    """vLLM's largest Qwen-VL image (Qwen2VLProcessingInfo.get_max_image_tokens) from the image processor's size:
-    the grid with the most merged patches within size.longest_edge pixels, then smart_resize."""
-    bounds = processor_pixel_bounds(preprocessor)
-    low, high = bounds.get("shortest_edge"), bounds.get("longest_edge")
-    if not isinstance(low, int) or not isinstance(high, int):
-        return image_fallback({}, vision, reason="preprocessor_config.json gives no size.shortest_edge / longest_edge (or min_pixels / max_pixels)")
-    patch = _positive(vision, "patch_size", "vision_config")
-    merge = _positive(vision, "spatial_merge_size", "vision_config")
-    rows, cols = qwen_vl_max_image_grid(low, high, patch, merge)
-    unit = patch * merge
-    return ItemTokens(
-        "image",
-        rows * cols,
-        "vLLM rule",
-        f"Qwen2VLProcessingInfo.get_max_image_tokens: {rows} x {cols} merged patches within {high} pixels, most tokens at {rows * unit}x{cols * unit}",
-        image_size=(rows * unit, cols * unit),
-    )
-
-
-# model_types whose images vLLM 0.33 counts with Idefics3ProcessingInfo (SmolVLMProcessingInfo subclasses it).
-IDEFICS3_IMAGES = ("idefics3", "smolvlm")
-IDEFICS3_MAX_SIDE = 4096  # transformers idefics3 / smolvlm image processors: MAX_IMAGE_SIZE
-
-
-def idefics3_image_tokens(full: dict[str, Any], preprocessor: dict[str, Any] | None, processor: dict[str, Any] | None) -> ItemTokens:
-    """The <image> embeddings of vLLM's dummy image, a square of max_image_size.longest_edge
-    (vLLM: Idefics3ProcessingInfo.get_num_image_tokens = max(num_patches, 1) x image_seq_len). The budget counts
-    only these (get_num_embeds: select_token_id(image_token_id)); the <fake_token_around_image>, <global-img>,
-    <row_i_col_j> and newline text tokens around them are prompt tokens, not embeddings, and are not counted."""
-    pre, proc = preprocessor or {}, processor or {}
-    vision = full.get("vision_config") or {}
-    try:
-        size = _positive(pre.get("size") if isinstance(pre.get("size"), dict) else {}, "longest_edge", "preprocessor_config.json size")
-        tile_side = _positive(pre.get("max_image_size") if isinstance(pre.get("max_image_size"), dict) else {}, "longest_edge", "preprocessor_config.json max_image_size")
-        seq_len = _positive(proc, "image_seq_len", "processor_config.json")
-        patch = _positive(vision, "patch_size", "vision_config")
-        side = _positive(vision, "image_size", "vision_config")
-        scale = _positive(full, "scale_factor", "config.json")
-    except LookupError as exc:
-        raise BadInput(f"{full.get('model_type')}: {exc}, which vLLM's Idefics3 image count needs") from exc
-    split = bool(pre.get("do_image_splitting", True))  # the image processors' class default
-    per_tile = (side // patch) ** 2 // (scale * scale)  # the connector's pixel shuffle: what one tile yields
-    if per_tile != seq_len:
-        raise BadInput(
-            f"{full.get('model_type')}: processor_config.json image_seq_len {seq_len} is not (image_size {side} // patch_size {patch})^2 "
-            f"/ scale_factor {scale}^2 = {per_tile}, the embeddings one tile yields"
-        )
-    tiles, rows, cols = idefics3_image_patches(tile_side, tile_side, size, tile_side, split)
-    tiles = max(tiles, 1)  # get_num_patches: an unsplit image is one
-    return ItemTokens(
-        "image",
-        tiles * seq_len,
-        "vLLM rule",
-        f"Idefics3ProcessingInfo.get_num_image_tokens on its {tile_side}x{tile_side} dummy image: ({rows} x {cols} tiles + 1 global) "
-        f"x image_seq_len {seq_len}" if rows else f"Idefics3ProcessingInfo.get_num_image_tokens: 1 tile x image_seq_len {seq_len}",
-    )
-
-
-def idefics3_image_patches(height: int, width: int, longest_edge: int, tile_side: int, split: bool) -> tuple[int, int, int]:
-    """(tiles incl. the global image, rows, cols) of an image (vLLM: Idefics3ProcessingInfo._get_image_feature_grid_size,
-    i.e. transformers' Idefics3ImageProcessor.get_number_of_image_patches); (0, 0, 0) when it is not split."""
-    if not split:
-        return 0, 0, 0
-    if width >= height:  # _resize_output_size_rescale_to_max_len: the longest edge to size.longest_edge, the other even
-        height, width = int(longest_edge / (width / height)), longest_edge
-        height += height % 2
-    else:
-        height, width = longest_edge, int(longest_edge * (width / height))
-        width += width % 2
-    height, width = max(height, 1), max(width, 1)
-    if max(height, width) > IDEFICS3_MAX_SIDE:  # _resize_output_size_scale_below_upper_bound
-        aspect = width / height
-        height, width = (int(IDEFICS3_MAX_SIDE / aspect), IDEFICS3_MAX_SIDE) if width >= height else (IDEFICS3_MAX_SIDE, int(IDEFICS3_MAX_SIDE * aspect))
-        height, width = max(height, 1), max(width, 1)
-    rows, cols = math.ceil(height / tile_side), math.ceil(width / tile_side)  # sides rounded up to whole tiles
-    if rows > 1 or cols > 1:
-        return rows * cols + 1, rows, cols
-    return 0, 0, 0
-
-
-# model_types whose images vLLM 0.33 counts with Lfm2VLProcessingInfo.
-LFM2_VL_IMAGES = ("lfm2_vl",)
-
-
-def lfm2_vl_image_tokens(preprocessor: dict[str, Any] | None, processor: dict[str, Any] | None) -> ItemTokens:
-    """The <image> embeddings of vLLM's LFM2-VL dummy image (capacity.model.items.lfm2_vl); not counted, and
-    the modality refused unless --limit-mm-per-prompt image=0, when neither processor file is there."""
-    found = Lfm2VlImageSettings.from_files(preprocessor, processor)
-    if found is None:
-        return ItemTokens(
-            "image",
-            0,
-            "vLLM rule",
-            "",
-            unmodelled=(
-                "no preprocessor_config.json / processor_config.json: the tokens per image depend on the image processor's "
-                "max_image_tokens, encoder_patch_size, downsample_factor and tiling settings, which were not found"
-            ),
-        )
-    settings, source = found
-    tokens, detail = settings.dummy_image_tokens()
-    side = settings.dummy_side()
-    return ItemTokens("image", tokens, "vLLM rule", f"{detail} ({source})", image_size=(side, side))
 
 
 def image_fallback(config: dict[str, Any], vision: dict[str, Any], *, reason: str) -> ItemTokens:
@@ -576,21 +350,6 @@ def dynamic_resizing(config: dict[str, Any]) -> str | None:
     if size is not None and (getattr(size, "longest_edge", None) if not isinstance(size, dict) else size.get("longest_edge")):
         return f"its {name} resizes images by size.longest_edge"
     return None
-
-
-def feature_extractor(config: dict[str, Any], preprocessor: dict[str, Any] | None) -> Any:
-    from transformers.models.auto.feature_extraction_auto import FEATURE_EXTRACTOR_MAPPING_NAMES
-
-    pre = dict(preprocessor or {})
-    cls = _mapped_class(FEATURE_EXTRACTOR_MAPPING_NAMES, str(config.get("model_type")), pre.get("feature_extractor_type"))
-    if cls is None:
-        raise LookupError(f"no feature extractor class for model_type {config.get('model_type')!r}")
-    accepted = inspect.signature(cls.__init__).parameters
-    kwargs = _init_kwargs(cls, pre, ("feature_extractor_type", "processor_class"))
-    mel_bins = (materialized(config).get("audio_config") or {}).get("num_mel_bins")
-    if "feature_size" not in kwargs and isinstance(mel_bins, int) and "feature_size" in accepted:
-        kwargs["feature_size"] = mel_bins  # without a preprocessor config: as many mel bins as the encoder reads
-    return cls(**kwargs)
 
 
 def audio_features(config: dict[str, Any], preprocessor: dict[str, Any] | None) -> tuple[Any, str]:
@@ -689,17 +448,6 @@ def image_tensors(config: dict[str, Any], preprocessor: dict[str, Any] | None) -
 # --- videos ---------------------------------------------------------------------------------------------
 
 VIDEO_TOKEN_KEYS = ("video_token_id", "video_token_index")
-# model_types whose videos vLLM 0.33 counts with Qwen3VLProcessingInfo.get_max_video_tokens (2 frames).
-QWEN3_VL_VIDEO = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")
-# model_types whose videos follow Qwen2VLProcessingInfo.get_max_video_tokens (frames at the largest image's size).
-QWEN2_VL_VIDEO = ("qwen2_vl",)
-# model_types whose images vLLM 0.33 counts with Qwen2VLProcessingInfo or a subclass (Qwen3VLProcessingInfo)
-QWEN_VL_IMAGES = QWEN2_VL_VIDEO + QWEN3_VL_VIDEO
-MAX_FRAMES_PER_VIDEO = 14  # vLLM: qwen2_vl _MAX_FRAMES_PER_VIDEO
-# model_types whose videos vLLM 0.33 counts with Glm4vProcessingInfo (dummy video, frames chosen by seq_len).
-GLM4V_VIDEO = ("glm4v", "glm4v_moe")
-GLM4V_MAX_FRAMES = 600  # vLLM: glm4_1v _MAX_FRAMES_PER_VIDEO
-GLM4V_MIN_PIXELS = 112 * 112  # transformers glm4v smart_resize's default min_pixels (vLLM's _get_vision_info passes none)
 
 
 def takes_videos(config: dict[str, Any], video_preprocessor: dict[str, Any] | None) -> bool:
@@ -709,11 +457,6 @@ def takes_videos(config: dict[str, Any], video_preprocessor: dict[str, Any] | No
 
 def video_note(config: dict[str, Any]) -> str:
     return f"model_type {config.get('model_type')!r} takes videos (video_preprocessor_config.json or {' / '.join(VIDEO_TOKEN_KEYS)})"
-
-
-def processor_class(processor: dict[str, Any] | None, preprocessor: dict[str, Any] | None) -> str | None:
-    """processor_class from processor_config.json, else preprocessor_config.json (vLLM: get_processor_cls_name_from_config)."""
-    return next((str(c["processor_class"]) for c in (processor, preprocessor) if c and "processor_class" in c), None)
 
 
 def video_modality(
@@ -748,61 +491,6 @@ def video_modality(
     except LookupError as exc:
         return Modality("video", 0, None, unmodelled=f"the generic family cannot count its video tokens ({exc})")
     return Modality("video", 0, None, unmodelled=f"the generic family cannot count video tokens for model_type {model_type!r}")
-
-
-def _positive(where: dict[str, Any], key: str, name: str) -> int:
-    value = where.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise LookupError(f"{name}.{key} is {value!r}, not a positive integer")
-    return value
-
-
-def qwen3_vl_video_tokens(vision: dict[str, Any], video_preprocessor: dict[str, Any] | None) -> tuple[int, int]:
-    """(tokens, encoder patches) of vLLM's largest video (Qwen3VLProcessingInfo.get_max_video_tokens): 2 frames at
-    the size with the most features within video size.longest_edge // temporal_patch_size pixels."""
-    if video_preprocessor is None:
-        raise LookupError("no video_preprocessor_config.json: its video size is unknown")
-    size = video_preprocessor.get("size") if isinstance(video_preprocessor.get("size"), dict) else {}
-    longest = _positive(size, "longest_edge", "video_preprocessor_config.json size")
-    shortest = _positive(size, "shortest_edge", "video_preprocessor_config.json size")
-    processor_temporal = _positive(video_preprocessor, "temporal_patch_size", "video_preprocessor_config.json")
-    patch = _positive(vision, "patch_size", "vision_config")
-    merge = _positive(vision, "spatial_merge_size", "vision_config")
-    temporal = _positive(vision, "temporal_patch_size", "vision_config")
-    frames = 2  # get_max_video_tokens: num_frames=2
-    height, width = size_with_most_features(longest // processor_temporal, patch * merge)
-    height, width = video_smart_resize(frames, height, width, temporal, patch * merge, shortest, longest)  # _get_vision_info
-    grid_t = max(-(-frames // temporal) * temporal // temporal, 1)  # frames padded to temporal_patch_size
-    patches = grid_t * (height // patch) * (width // patch)
-    return patches // (merge * merge), patches
-
-
-def glm4v_video_tokens_by_frames(
-    vision: dict[str, Any], preprocessor: dict[str, Any] | None, video_preprocessor: dict[str, Any] | None
-) -> tuple[int, ...]:
-    """Tokens of GLM-4.1V's dummy video at 1..600 frames (Glm4vProcessingInfo._get_max_video_frames' loop): frames at
-    the largest image's size, resized so that frames x height x width <= the video size.longest_edge pixels."""
-    if video_preprocessor is None:
-        raise LookupError("no video_preprocessor_config.json: its video size is unknown")
-    image_size = (preprocessor or {}).get("size") if isinstance((preprocessor or {}).get("size"), dict) else {}
-    video_size = video_preprocessor.get("size") if isinstance(video_preprocessor.get("size"), dict) else {}
-    image_pixels = _positive(image_size, "longest_edge", "preprocessor_config.json size")  # a pixel area, not an edge
-    video_pixels = _positive(video_size, "longest_edge", "video_preprocessor_config.json size")
-    patch = _positive(vision, "patch_size", "vision_config")
-    merge = _positive(vision, "spatial_merge_size", "vision_config")
-    temporal = _positive(vision, "temporal_patch_size", "vision_config")
-    processor_temporal = video_preprocessor.get("temporal_patch_size", temporal)
-    if temporal != 2 or processor_temporal != 2:  # vLLM's smart_resize call keeps temporal_factor's default, 2
-        raise LookupError(f"temporal_patch_size {temporal} / {processor_temporal} (vLLM's frame count assumes 2)")
-    factor = patch * merge
-    # get_image_size_with_most_features: _get_vision_info(9999999 x 9999999, num_frames=1 -> 2, image max pixels)
-    side_h, side_w = video_smart_resize(2, 9999999, 9999999, 2, factor, GLM4V_MIN_PIXELS, image_pixels)
-    tokens = []
-    for frames in range(1, GLM4V_MAX_FRAMES + 1):  # _get_vision_info(target size, num_frames, video max pixels)
-        height, width = video_smart_resize(max(frames, temporal), side_h, side_w, 2, factor, GLM4V_MIN_PIXELS, video_pixels)
-        grid_t = max(-(-frames // temporal), 1)  # frames padded to temporal_patch_size
-        tokens.append(grid_t * (height // patch) * (width // patch) // (merge * merge))
-    return tuple(tokens)
 
 
 # --- the model -----------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ MM_KWARGS_KEY = "mm_processor_kwargs"
 
 def llm_config(config: dict[str, Any]) -> dict[str, Any]:
     """`llm_config` with transformers' defaults filled, as the Hub's InternVLChatConfig builds it (`Qwen2Config(**llm_config)`)."""
-    from capacity.model.families.generic import materialized
+    from capacity.model.hf_config import materialized
 
     llm = sub(config, "llm_config", WHERE)
     if not isinstance(llm.get("model_type"), str):

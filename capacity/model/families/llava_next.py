@@ -21,8 +21,10 @@ import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from capacity.errors import BadInput
-from capacity.model.families.generic import LLAVA_PROJECTOR, GenericFamily, ItemTokens, materialized
+from capacity.model.families.generic import LLAVA_PROJECTOR, GenericFamily
 from capacity.model.family import EncoderInput, Tower
+from capacity.model.hf_config import materialized
+from capacity.model.items.item_tokens import ItemTokens
 from capacity.model.items.llava_next import AnyresImages
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

@@ -44,7 +44,7 @@ def version(config: dict[str, Any]) -> tuple[int, ...]:
 
 def llm_config(config: dict[str, Any]) -> dict[str, Any]:
     """The LlamaForCausalLM vLLM builds from config.json itself, with LlamaConfig's defaults filled."""
-    from capacity.model.families.generic import materialized
+    from capacity.model.hf_config import materialized
 
     raw = {k: v for k, v in config.items() if k not in LLM_FIELDS_DROPPED}
     return materialized({**raw, "model_type": "llama", "architectures": ["LlamaForCausalLM"]})

@@ -48,7 +48,7 @@ def _resolved_text_config(text_model_id: str) -> str:
 def llm_config(config: dict[str, Any]) -> dict[str, Any]:
     """The LLM's config as vLLM's UltravoxConfig reads it: `text_model_id`'s config.json, else `text_config`
     (model_type llama by default), with transformers' defaults filled."""
-    from capacity.model.families.generic import materialized
+    from capacity.model.hf_config import materialized
 
     text_model_id = config.get("text_model_id")
     if text_model_id is not None:

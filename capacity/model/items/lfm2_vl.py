@@ -24,6 +24,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from capacity.errors import BadInput
+from capacity.model.items.item_tokens import ItemTokens
 
 
 def round_by_factor(number: float, factor: int) -> int:
@@ -163,3 +164,28 @@ class Lfm2VlImageSettings:
         else:
             how = f"{cols} x {rows} tiles of {self.tile_tokens()} + a {h} x {w} thumbnail"
         return tokens, f"Lfm2VLProcessingInfo on its {side} x {side} dummy image: {how} = {tokens}"
+
+
+# model_types whose images vLLM 0.33 counts with Lfm2VLProcessingInfo.
+LFM2_VL_IMAGES = ("lfm2_vl",)
+
+
+def lfm2_vl_image_tokens(preprocessor: dict[str, Any] | None, processor: dict[str, Any] | None) -> ItemTokens:
+    """The <image> embeddings of vLLM's LFM2-VL dummy image (Lfm2VlImageSettings); not counted, and
+    the modality refused unless --limit-mm-per-prompt image=0, when neither processor file is there."""
+    found = Lfm2VlImageSettings.from_files(preprocessor, processor)
+    if found is None:
+        return ItemTokens(
+            "image",
+            0,
+            "vLLM rule",
+            "",
+            unmodelled=(
+                "no preprocessor_config.json / processor_config.json: the tokens per image depend on the image processor's "
+                "max_image_tokens, encoder_patch_size, downsample_factor and tiling settings, which were not found"
+            ),
+        )
+    settings, source = found
+    tokens, detail = settings.dummy_image_tokens()
+    side = settings.dummy_side()
+    return ItemTokens("image", tokens, "vLLM rule", f"{detail} ({source})", image_size=(side, side))

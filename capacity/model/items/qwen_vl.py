@@ -6,6 +6,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from capacity.model.items.item_tokens import ItemTokens, positive
+
+# model_types whose videos vLLM 0.33 counts with Qwen3VLProcessingInfo.get_max_video_tokens (2 frames).
+QWEN3_VL_VIDEO = ("qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe")
+# model_types whose videos follow Qwen2VLProcessingInfo.get_max_video_tokens (frames at the largest image's size).
+QWEN2_VL_VIDEO = ("qwen2_vl",)
+# model_types whose images vLLM 0.33 counts with Qwen2VLProcessingInfo or a subclass (Qwen3VLProcessingInfo)
+QWEN_VL_IMAGES = QWEN2_VL_VIDEO + QWEN3_VL_VIDEO
+MAX_FRAMES_PER_VIDEO = 14  # vLLM: qwen2_vl _MAX_FRAMES_PER_VIDEO
+# Why a Qwen-VL image falls back to the generic formula (qwen_vl_image_tokens: None).
+NO_PIXEL_BOUNDS = "preprocessor_config.json gives no size.shortest_edge / longest_edge (or min_pixels / max_pixels)"
+
 MAX_ASPECT_RATIO = 200  # vLLM get_image_size_with_most_features / transformers smart_resize: aspect ratios above 200 are refused
 
 
@@ -63,3 +75,44 @@ def video_smart_resize(frames: int, height: int, width: int, temporal: int, fact
         beta = math.sqrt(min_pixels / (frames * height * width))
         return math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
     return h_bar, w_bar
+
+
+def qwen_vl_image_tokens(vision: dict[str, Any], preprocessor: dict[str, Any]) -> ItemTokens | None:
+    """vLLM's largest Qwen-VL image (Qwen2VLProcessingInfo.get_max_image_tokens) from the image processor's size:
+    the grid with the most merged patches within size.longest_edge pixels, then smart_resize; None when the
+    preprocessor config gives no pixel bounds (NO_PIXEL_BOUNDS: the caller's fallback formula)."""
+    bounds = processor_pixel_bounds(preprocessor)
+    low, high = bounds.get("shortest_edge"), bounds.get("longest_edge")
+    if not isinstance(low, int) or not isinstance(high, int):
+        return None
+    patch = positive(vision, "patch_size", "vision_config")
+    merge = positive(vision, "spatial_merge_size", "vision_config")
+    rows, cols = qwen_vl_max_image_grid(low, high, patch, merge)
+    unit = patch * merge
+    return ItemTokens(
+        "image",
+        rows * cols,
+        "vLLM rule",
+        f"Qwen2VLProcessingInfo.get_max_image_tokens: {rows} x {cols} merged patches within {high} pixels, most tokens at {rows * unit}x{cols * unit}",
+        image_size=(rows * unit, cols * unit),
+    )
+
+
+def qwen3_vl_video_tokens(vision: dict[str, Any], video_preprocessor: dict[str, Any] | None) -> tuple[int, int]:
+    """(tokens, encoder patches) of vLLM's largest video (Qwen3VLProcessingInfo.get_max_video_tokens): 2 frames at
+    the size with the most features within video size.longest_edge // temporal_patch_size pixels."""
+    if video_preprocessor is None:
+        raise LookupError("no video_preprocessor_config.json: its video size is unknown")
+    size = video_preprocessor.get("size") if isinstance(video_preprocessor.get("size"), dict) else {}
+    longest = positive(size, "longest_edge", "video_preprocessor_config.json size")
+    shortest = positive(size, "shortest_edge", "video_preprocessor_config.json size")
+    processor_temporal = positive(video_preprocessor, "temporal_patch_size", "video_preprocessor_config.json")
+    patch = positive(vision, "patch_size", "vision_config")
+    merge = positive(vision, "spatial_merge_size", "vision_config")
+    temporal = positive(vision, "temporal_patch_size", "vision_config")
+    frames = 2  # get_max_video_tokens: num_frames=2
+    height, width = size_with_most_features(longest // processor_temporal, patch * merge)
+    height, width = video_smart_resize(frames, height, width, temporal, patch * merge, shortest, longest)  # _get_vision_info
+    grid_t = max(-(-frames // temporal) * temporal // temporal, 1)  # frames padded to temporal_patch_size
+    patches = grid_t * (height // patch) * (width // patch)
+    return patches // (merge * merge), patches

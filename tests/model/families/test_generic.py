@@ -301,7 +301,7 @@ def test_the_video_guard_leaves_a_model_without_videos_alone():
 def test_the_processor_class_named_in_preprocessor_config_is_the_one_built():
     # vLLM (get_processor_cls_name_from_config) reads processor_class from processor_config.json, else from
     # preprocessor_config.json, before falling back to the model_type's mapping (LlavaProcessor for llava)
-    from capacity.model.families.generic import headless_processor
+    from capacity.model.items.hf_processor import headless_processor
 
     config = {"model_type": "llava", "vision_config": {}}
     assert type(headless_processor(config, config, None, None, {"processor_class": "LlavaNextProcessor"})).__name__ == "LlavaNextProcessor"

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from capacity.errors import BadInput
-from capacity.model.families.generic import materialized
 from capacity.model.families.llava_next import tower_layers_built
+from capacity.model.hf_config import materialized
 from capacity.model.items.llava_next import AnyresImages, select_best_resolution
 from capacity.model.registry import family_for, spec_from_files
 from tests.support.paths import REPO_ROOT

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from capacity.errors import BadInput
-from capacity.model.families.generic import idefics3_image_patches
+from capacity.model.items.idefics3 import idefics3_image_patches
 from capacity.model.registry import spec_from_files
 from tests.support.paths import REPO_ROOT
 

@@ -1,0 +1,155 @@
+"""The charts of the HTML pages: a plan's GPU memory as one stacked bar (inline SVG), a sweep's max-concurrency
+heatmap (a table of coloured cells)."""
+
+from __future__ import annotations
+
+import math
+
+from capacity.planning.plan import TERM_LABELS, Plan
+from capacity.planning.sweep import SweepPoint, SweepResult
+from capacity.units import GiB
+from reports.frames import unused_bytes
+from reports.html_markup import Html, el, fmt_gib
+
+# --- plan ------------------------------------------------------------------------------------------------
+
+TERM_COLOR = {
+    "weights": "#4e79a7",
+    "load_buffers": "#a0cbe8",
+    "activation_peak": "#f28e2b",
+    "encoder_cache": "#e15759",
+    "non_torch": "#76b7b2",
+    "cuda_graphs": "#59a14f",
+    "kv_cache": "#edc948",
+    "cuda_context": "#b07aa1",
+    "collectives": "#9c755f",
+    "block_tables": "#ff9da7",
+    "unused": "#e4e4e4",
+}
+BAR_ORDER = ("weights", "load_buffers", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "kv_cache", "cuda_context", "collectives", "block_tables")
+
+
+def segments(plan: Plan) -> list[tuple[str, str, int, str]]:
+    """(key, label, bytes, kind) in bar order, ending with unused (0 when the plan over-commits)."""
+    segs = [(k, TERM_LABELS[k], plan.memory[k].bytes, plan.memory[k].kind) for k in BAR_ORDER if k in plan.memory]
+    segs.append(("unused", "unused", max(unused_bytes(plan), 0), ""))
+    return segs
+
+
+def memory_bar(plan: Plan) -> Html:
+    """The GPU's memory as one stacked horizontal bar (inline SVG); hatched segments are estimates."""
+    total = plan.gpu.total_memory_bytes
+    segs = segments(plan)
+    scale = max(total, sum(b for _, _, b, _ in segs))
+    width, top, height = 1000.0, 26.0, 44.0
+    shapes: list[Html] = [
+        Html(
+            '<defs><pattern id="hatch" width="7" height="7" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
+            '<rect width="2.5" height="7" fill="#ffffff" fill-opacity="0.45"></rect></pattern></defs>'
+        )
+    ]
+    x = 0.0
+    for key, label, size, kind in segs:
+        w = width * size / scale
+        if w <= 0:
+            continue
+        tip = f"{label}: {size:,} B ({fmt_gib(size)}, {size / total:.1%} of the GPU)" + (f", {kind}" if kind else "")
+        shapes.append(el("rect", el("title", tip), x=f"{x:.2f}", y=top, width=f"{w:.2f}", height=height, fill=TERM_COLOR[key], class_=f"seg seg-{key}"))
+        if kind == "estimated":
+            shapes.append(el("rect", x=f"{x:.2f}", y=top, width=f"{w:.2f}", height=height, fill="url(#hatch)"))
+        if w >= 90:
+            cls = "seglabel dark" if key == "unused" else "seglabel"
+            shapes.append(el("text", f"{label.split(' (')[0]} {size / GiB:.1f}G", x=f"{x + w / 2:.2f}", y=top + height / 2 + 5, class_=cls))
+        x += w
+
+    def marker(at: int, text: str, cls: str) -> list[Html]:
+        mx = width * at / scale
+        anchor = "end" if mx > width * 0.6 else "start"
+        tx = mx - 4 if anchor == "end" else mx + 4
+        return [
+            el("line", x1=f"{mx:.2f}", x2=f"{mx:.2f}", y1=8, y2=top + height + 8, class_=f"marker {cls}"),
+            el("text", text, x=f"{tx:.2f}", y=18, class_=f"markerlabel {cls}", text_anchor=anchor),
+        ]
+
+    s = plan.serving
+    if s.kv_cache_memory_bytes is None:
+        shapes += marker(plan.requested_memory_bytes, f"requested: {s.gpu_memory_utilization} x total = {fmt_gib(plan.requested_memory_bytes)}", "req")
+    if scale > total:
+        shapes += marker(total, f"GPU total {fmt_gib(total)}: over-committed by {fmt_gib(scale - total)}", "over")
+    svg = el(
+        "svg",
+        el("title", f"GPU memory of {plan.gpu.name}: {total:,} B"),
+        shapes,
+        viewBox=f"0 0 {width:.0f} {top + height + 14:.0f}",
+        role="img",
+        class_="bar",
+    )
+    return svg
+
+
+# --- sweep -------------------------------------------------------------------------------------------------
+
+
+def _cell(p: SweepPoint, top: int) -> Html:
+    tip = (
+        f"{p.gpu}, TP {p.tensor_parallel_size}, max_num_seqs {p.max_num_seqs}, max_model_len {p.max_model_len}: "
+        f"{p.verdict}; KV holds {p.actual_requests} requests (vLLM reports {p.concurrency_vllm_reported}x), {p.num_blocks:,} blocks"
+        + (f"; errors: {p.errors}" if p.errors else "")
+    )
+    if not p.fits:
+        first = p.errors.split()[0] if p.errors else "does_not_fit"
+        return el("td", el("span", "✗ does not fit", class_="v"), el("span", first, class_="why"), class_="nofit", title=tip)
+    # log scale: 1 request -> lightest, the grid's best -> darkest
+    level = 0.0 if top <= 1 else math.log(max(p.max_concurrent_requests, 1)) / math.log(top)
+    light = 92 - 55 * level
+    color = "#ffffff" if light < 60 else "#17301b"
+    style = f"background:hsl(140,45%,{light:.0f}%);color:{color}"
+    capped = " (max_num_seqs)" if p.max_num_seqs < p.actual_requests else ""
+    return el(
+        "td",
+        el("span", f"✓ {p.max_concurrent_requests}", class_="v"),
+        el("span", f"KV {p.actual_requests}{capped}", class_="why"),
+        class_="fit",
+        style=style,
+        title=tip,
+    )
+
+
+def heatmap_panels(result: SweepResult) -> list[Html]:
+    top = max((p.max_concurrent_requests for p in result.points if p.fits), default=1)
+    panels: dict[tuple[str, int | None], list[SweepPoint]] = {}
+    for p in result.points:
+        panels.setdefault((p.gpu, p.requested_tensor_parallel_size), []).append(p)
+    out = []
+    for (gpu, _tp), points in panels.items():
+        lens: list[int | None] = []
+        seqs: list[int | None] = []
+        for p in points:
+            if p.requested_max_model_len not in lens:
+                lens.append(p.requested_max_model_len)
+            if p.requested_max_num_seqs not in seqs:
+                seqs.append(p.requested_max_num_seqs)
+        grid = {(p.requested_max_num_seqs, p.requested_max_model_len): p for p in points}
+
+        def axis(value: int | None, effective: int) -> str:
+            if value is None:
+                return f"{effective:,} (default)"
+            return "auto" if value == -1 else f"{value:,}"
+
+        first = points[0]
+        head = el(
+            "tr",
+            el("th", "seqs \\ len", class_="corner", title="rows: max_num_seqs, columns: max_model_len"),
+            [el("th", axis(v, grid[(seqs[0], v)].max_model_len)) for v in lens],
+        )
+        body = [el("tr", el("th", axis(s, grid[(s, lens[0])].max_num_seqs)), [_cell(grid[(s, v)], top) for v in lens]) for s in seqs]
+        fits = sum(p.fits for p in points)
+        out.append(
+            el(
+                "section",
+                el("h3", f"{gpu} · TP {first.tensor_parallel_size}", el("span", f" {fits} of {len(points)} fit", class_="note")),
+                el("table", el("thead", head), el("tbody", body), class_="heat"),
+                class_="panel",
+            )
+        )
+    return out

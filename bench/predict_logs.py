@@ -43,7 +43,8 @@ from capacity.reconcile.log_inputs import gpu_from_evidence, knobs_from_log, qua
 from capacity.serving.config import ServingArgs  # noqa: E402
 from capacity.source.resolve import catalog, catalog_config  # noqa: E402
 from capacity.units import GiB  # noqa: E402
-from capacity.vllm.log import VllmLogFacts, load_vllm_startups, with_stated_version  # noqa: E402
+from capacity.vllm.log_facts import VllmLogFacts  # noqa: E402
+from capacity.vllm.log_startups import load_vllm_startups, with_stated_version  # noqa: E402
 from capacity.vllm.versions import ENCODER_LENGTH, VllmSemantics, log_semantics  # noqa: E402
 
 LOGS = ROOT / "bench" / "vllm_logs"

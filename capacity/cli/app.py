@@ -749,7 +749,7 @@ def reconcile(
     from capacity.planning.planner import plan_for
     from capacity.reconcile.compare import reconcile_facts
     from capacity.reconcile.log_inputs import log_plan_inputs
-    from capacity.vllm.log import load_vllm_startups, with_stated_version
+    from capacity.vllm.log_startups import load_vllm_startups, with_stated_version
 
     startups = load_vllm_startups(log)  # a file that is not a vLLM log is refused before any planning (or torch import)
     if vllm_version is not None:

@@ -17,7 +17,8 @@ from capacity.memory.terms import CUDA_CONTEXT_BYTES
 from capacity.planning.plan import Plan, loaded_bytes
 from capacity.units import GiB, MiB, cdiv
 from capacity.vllm.compile_lines import log_note
-from capacity.vllm.log import VllmLogFacts, load_vllm_log
+from capacity.vllm.log_facts import VllmLogFacts
+from capacity.vllm.log_startups import load_vllm_log
 from capacity.vllm.versions import ENCODER_LENGTH, LATEST, VllmSemantics, log_semantics
 
 _HALF_CENT = Fraction(5, 1000)  # half a unit of the 2nd decimal: vLLM's GiB and concurrency figures

@@ -20,7 +20,7 @@ from capacity.gpu.catalog import CATALOG, Gpu, gpu_by_name
 from capacity.serving.config import ServingArgs
 from capacity.units import GiB, MiB
 from capacity.vllm.compile_lines import COLD, WARM
-from capacity.vllm.log import GpuEvidence, VllmLogFacts
+from capacity.vllm.log_facts import GpuEvidence, VllmLogFacts
 from capacity.vllm.versions import VllmSemantics, log_semantics
 
 _ARG_FIELDS = {f.name for f in fields(ServingArgs)}

@@ -21,7 +21,8 @@ from rich.console import Console
 from capacity.errors import EXIT_BAD_INPUT, BadInput
 from capacity.planning.plan import Plan
 from capacity.reconcile.compare import blocks_from_log, reconcile, reconcile_facts
-from capacity.vllm.log import VllmLogFacts, load_vllm_log, parse_vllm_log
+from capacity.vllm.log_facts import VllmLogFacts
+from capacity.vllm.log_startups import load_vllm_log, parse_vllm_log
 from reports.reconcile import render_reconcile
 from tests.support.paths import REPO_ROOT
 
@@ -501,7 +502,7 @@ def test_what_users_paste(tmp_path: Path) -> None:
 def test_several_startups_in_one_paste() -> None:
     first = V033.read_text()
     second = first.replace("Available KV cache memory: 125.0 GiB", "Available KV cache memory: 118.5 GiB")
-    from capacity.vllm.log import parse_vllm_startups
+    from capacity.vllm.log_startups import parse_vllm_startups
 
     startups = parse_vllm_startups(first + second)
     assert [s.index for s in startups] == [1, 2]
@@ -608,7 +609,7 @@ def test_reconcile_raises_bad_input_too(tmp_path: Path, plans: dict[str, Plan]) 
 
 
 def test_core_reconcile_does_not_import_torch_or_reports() -> None:
-    code = "import sys, capacity.vllm.log, capacity.reconcile.compare\nbad = [m for m in ('torch', 'transformers', 'reports', 'rich') if m in sys.modules]\nassert not bad, bad"
+    code = "import sys, capacity.vllm.log_startups, capacity.reconcile.compare\nbad = [m for m in ('torch', 'transformers', 'reports', 'rich') if m in sys.modules]\nassert not bad, bad"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
@@ -628,7 +629,7 @@ Maximum concurrency for 8,192 tokens per request: 7.66x
 
 
 def test_a_pasted_vllm_serve_command_gives_the_model_and_knobs() -> None:
-    from capacity.vllm.log import parse_vllm_startups
+    from capacity.vllm.log_startups import parse_vllm_startups
 
     qwen3, vl = parse_vllm_startups(_SERVE_COMMAND_PASTE)
     assert qwen3.model == "Qwen/Qwen3-8B"

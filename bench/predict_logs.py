@@ -38,8 +38,8 @@ from capacity.errors import CapacityError  # noqa: E402
 from capacity.gpu.catalog import Gpu, gpu_by_name  # noqa: E402
 from capacity.planning.plan import Plan, loaded_bytes  # noqa: E402
 from capacity.planning.planner import plan_for  # noqa: E402
-from capacity.reconcile.compare import tokens_are_per_request  # noqa: E402
 from capacity.reconcile.log_inputs import gpu_from_evidence, knobs_from_log, quantization  # noqa: E402
+from capacity.reconcile.num_blocks import tokens_are_per_request  # noqa: E402
 from capacity.serving.config import ServingArgs  # noqa: E402
 from capacity.source.resolve import catalog, catalog_config  # noqa: E402
 from capacity.units import GiB  # noqa: E402

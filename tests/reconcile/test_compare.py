@@ -20,7 +20,8 @@ from rich.console import Console
 
 from capacity.errors import EXIT_BAD_INPUT, BadInput
 from capacity.planning.plan import Plan
-from capacity.reconcile.compare import blocks_from_log, reconcile, reconcile_facts
+from capacity.reconcile.compare import reconcile, reconcile_facts
+from capacity.reconcile.num_blocks import blocks_from_log
 from capacity.vllm.log_facts import VllmLogFacts
 from capacity.vllm.log_startups import load_vllm_log, parse_vllm_log
 from reports.reconcile import render_reconcile

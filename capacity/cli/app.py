@@ -771,7 +771,7 @@ def reconcile(
     for facts in startups:
         inputs = log_plan_inputs(facts, model=model, flags=flags, gpu=gpu)
         plan = plan_for(inputs.model, inputs.args, profile=measured, gpu=inputs.gpu, semantics=inputs.semantics)
-        result = reconcile_facts(facts, plan)
+        result = reconcile_facts(facts, plan, semantics=inputs.log_semantics)
         results.append(replace(result, notes=(*inputs.notes, *result.notes)))
     for warning in {w for r in results for w in r.facts.warnings}:
         print(f"capacity: warning: {warning}", file=sys.stderr)

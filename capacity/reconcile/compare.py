@@ -101,9 +101,10 @@ def _notes(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> tuple[
     return tuple(notes)
 
 
-def reconcile_facts(facts: VllmLogFacts, plan: Plan) -> ReconcileResult:
-    """Set a parsed vLLM log beside a plan, term by term."""
-    sem = log_semantics(facts)
+def reconcile_facts(facts: VllmLogFacts, plan: Plan, *, semantics: VllmSemantics | None) -> ReconcileResult:
+    """Set a parsed vLLM log beside a plan, term by term, under `semantics`: the rules of the log's vLLM version as its
+    caller derived them (capacity.vllm.versions.log_semantics; None when the log does not tell its version)."""
+    sem = semantics
     kv = plan.kv
     block_size = min((g.group.spec.block_size for g in kv.groups), default=plan.serving.block_size)
     blocks = blocks_from_log(
@@ -126,4 +127,5 @@ def reconcile_facts(facts: VllmLogFacts, plan: Plan) -> ReconcileResult:
 
 def reconcile(log_path: Path, plan: Plan) -> ReconcileResult:
     """Read a vLLM startup log (BadInput: unreadable, empty, binary, malformed, not a vLLM log) and reconcile it with `plan`."""
-    return reconcile_facts(load_vllm_log(Path(log_path)), plan)
+    facts = load_vllm_log(Path(log_path))
+    return reconcile_facts(facts, plan, semantics=log_semantics(facts))

@@ -24,6 +24,7 @@ from capacity.reconcile.compare import reconcile, reconcile_facts
 from capacity.reconcile.num_blocks import blocks_from_log
 from capacity.vllm.log_facts import VllmLogFacts
 from capacity.vllm.log_startups import load_vllm_log, parse_vllm_log
+from capacity.vllm.versions import log_semantics
 from reports.reconcile import render_reconcile
 from tests.support.paths import REPO_ROOT
 
@@ -391,14 +392,16 @@ def test_a_log_of_another_model(make_plan: Callable[..., Plan]) -> None:
 
 def test_a_log_that_stops_early_lists_what_is_missing(plans: dict[str, Plan]) -> None:
     text = V033.read_text().splitlines()[:6]  # up to the encoder line
-    r = reconcile_facts(parse_vllm_log("\n".join(text), source="early.log"), plans["default"])
+    facts = parse_vllm_log("\n".join(text), source="early.log")
+    r = reconcile_facts(facts, plans["default"], semantics=log_semantics(facts))
     assert "num_blocks" not in r.keys and "max_concurrency" not in r.keys
     assert any("not in the log" in n and "'Available KV cache memory'" in n and "'GPU KV cache size'" in n for n in r.notes)
 
 
 def test_startup_error_is_a_note(plans: dict[str, Plan]) -> None:
     text = "ValueError: Free memory on device cuda:0 (60.25/139.8 GiB) on startup is less than desired GPU memory utilization (0.92, 128.62 GiB). Decrease it."
-    r = reconcile_facts(parse_vllm_log(text), plans["default"])
+    facts = parse_vllm_log(text)
+    r = reconcile_facts(facts, plans["default"], semantics=log_semantics(facts))
     assert any(n.startswith("vLLM refused to start: free memory 60.25 GiB < requested 128.62 GiB") for n in r.notes)
     assert r.row("requested_memory").agrees
 

@@ -104,13 +104,12 @@ def _notes(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> tuple[
 def reconcile_facts(facts: VllmLogFacts, plan: Plan, *, semantics: VllmSemantics | None) -> ReconcileResult:
     """Set a parsed vLLM log beside a plan, term by term, under `semantics`: the rules of the log's vLLM version as its
     caller derived them (capacity.vllm.versions.log_semantics; None when the log does not tell its version)."""
-    sem = semantics
     kv = plan.kv
     block_size = min((g.group.spec.block_size for g in kv.groups), default=plan.serving.block_size)
     blocks = blocks_from_log(
         facts, bytes_per_block=kv.bytes_per_block, num_groups=len(kv.groups), block_size=block_size, blocks_per_request=kv.blocks_per_request_vllm
     )
-    rows = [*model_rows(facts, plan), *budget_rows(facts, plan), *term_rows(facts, plan, sem), *kv_rows(facts, plan, sem, blocks)]
+    rows = [*model_rows(facts, plan), *budget_rows(facts, plan), *term_rows(facts, plan, semantics), *kv_rows(facts, plan, semantics, blocks)]
     return ReconcileResult(
         log=facts.source,
         model=plan.source.name,
@@ -118,10 +117,10 @@ def reconcile_facts(facts: VllmLogFacts, plan: Plan, *, semantics: VllmSemantics
         vllm_version=facts.version_guess,
         vllm_version_basis=facts.version_basis,
         rows=tuple(rows),
-        notes=_notes(facts, plan, sem),
+        notes=_notes(facts, plan, semantics),
         blocks=blocks,
         facts=facts,
-        semantics=sem.name if sem is not None else LATEST.name,
+        semantics=semantics.name if semantics is not None else LATEST.name,
     )
 
 

@@ -38,13 +38,14 @@ from capacity.errors import CapacityError  # noqa: E402
 from capacity.gpu.catalog import Gpu, gpu_by_name  # noqa: E402
 from capacity.planning.plan import Plan, loaded_bytes  # noqa: E402
 from capacity.planning.planner import plan_for  # noqa: E402
-from capacity.reconcile.compare import tokens_are_per_request  # noqa: E402
 from capacity.reconcile.log_inputs import gpu_from_evidence, knobs_from_log, quantization  # noqa: E402
+from capacity.reconcile.num_blocks import tokens_are_per_request  # noqa: E402
 from capacity.serving.config import ServingArgs  # noqa: E402
 from capacity.source.resolve import catalog, catalog_config  # noqa: E402
 from capacity.units import GiB  # noqa: E402
-from capacity.vllm.log import VllmLogFacts, load_vllm_startups, with_stated_version  # noqa: E402
-from capacity.vllm.versions import ENCODER_LENGTH, VllmSemantics, log_semantics  # noqa: E402
+from capacity.vllm.log_facts import VllmLogFacts  # noqa: E402
+from capacity.vllm.log_startups import load_vllm_startups, with_stated_version  # noqa: E402
+from capacity.vllm.versions import ENCODER_LENGTH, LATEST, VllmSemantics, log_semantics  # noqa: E402
 
 LOGS = ROOT / "bench" / "vllm_logs"
 TERMS = ("weights", "non_kv", "available_kv", "kv_tokens", "concurrency")
@@ -98,7 +99,7 @@ def _gpu(meta: dict[str, Any], facts: VllmLogFacts) -> tuple[Gpu | None, str]:
     return None, "the GPU is not stated"
 
 
-def _trace_plan(model: str, args: ServingArgs, gpu: Gpu, sem: VllmSemantics | None, base: Plan) -> tuple[Plan, str, str]:
+def _trace_plan(model: str, args: ServingArgs, gpu: Gpu, sem: VllmSemantics, base: Plan) -> tuple[Plan, str, str]:
     """The fake-tensor trace on the knobs the version resolves, re-planned with its semantics; else the formulas."""
     explicit = replace(
         args,
@@ -203,9 +204,10 @@ def predict(log: Path, *, formula: bool) -> Row:
     if row.compile_cache in ("cold", "warm"):
         values.setdefault("compile_cache", row.compile_cache)
     args = ServingArgs(**values)
+    plan_sem = LATEST if sem is None else sem  # a log that does not tell its version is planned with 0.33's rules
     started = time.perf_counter()
     try:
-        base = plan_for(str(ROOT / model) if (ROOT / model).exists() else model, args, gpu=gpu, semantics=sem)
+        base = plan_for(str(ROOT / model) if (ROOT / model).exists() else model, args, gpu=gpu, semantics=plan_sem)
     except CapacityError as exc:
         row.plannable, row.reason = False, f"capacity refuses it: {' '.join(str(exc).split())[:200]}"
         return row
@@ -213,7 +215,7 @@ def predict(log: Path, *, formula: bool) -> Row:
     if formula:
         plan, row.path, note = base, "formula", "--formula"
     else:
-        plan, row.path, note = _trace_plan(model_ref, args, gpu, sem, base)
+        plan, row.path, note = _trace_plan(model_ref, args, gpu, plan_sem, base)
     if note:
         row.notes.append(note)
     row.seconds = round(time.perf_counter() - started, 1)

@@ -9,10 +9,12 @@ from typing import Any
 
 import capacity
 from capacity.planning.plan import Plan
+from capacity.vllm.versions import LATEST
 
 
 def fingerprint(plan: Plan) -> dict[str, Any]:
-    """Where a plan came from: model config hash, capacity and vLLM-semantics versions, GPU."""
+    """Where a plan came from: model config hash, capacity and vLLM-semantics versions (the release capacity models, or
+    the range of another version's rules the plan was made with), GPU."""
     src, gpu = plan.source, plan.gpu
     out: dict[str, Any] = {
         "model": src.name,
@@ -26,7 +28,7 @@ def fingerprint(plan: Plan) -> dict[str, Any]:
         "family": plan.spec.family.name,
         "parameters": plan.parameter_count,
         "capacity_version": capacity.__version__,
-        "vllm_semantics_version": capacity.VLLM_VERSION,
+        "vllm_semantics_version": capacity.VLLM_VERSION if plan.semantics.name == LATEST.name else plan.semantics.name,
         "gpu": gpu.name,
         "gpu_total_memory_bytes": gpu.total_memory_bytes,
         "gpu_source": gpu.source,

@@ -6,7 +6,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from capacity.reconcile.compare import ReconcileResult, ReconcileRow
+from capacity.reconcile.compare import ReconcileResult
+from capacity.reconcile.rows import ReconcileRow
 
 WIDE = 140  # below this, explanations are listed under the table instead of in a column
 

@@ -47,7 +47,7 @@ def reconcile(
     from capacity.planning.planner import plan_for
     from capacity.reconcile.compare import reconcile_facts
     from capacity.reconcile.log_inputs import log_plan_inputs
-    from capacity.vllm.log import load_vllm_startups, with_stated_version
+    from capacity.vllm.log_startups import load_vllm_startups, with_stated_version
 
     startups = load_vllm_startups(log)  # a file that is not a vLLM log is refused before any planning (or torch import)
     if vllm_version is not None:
@@ -69,7 +69,7 @@ def reconcile(
     for facts in startups:
         inputs = log_plan_inputs(facts, model=model, flags=flags, gpu=gpu)
         plan = plan_for(inputs.model, inputs.args, profile=measured, gpu=inputs.gpu, semantics=inputs.semantics)
-        result = reconcile_facts(facts, plan)
+        result = reconcile_facts(facts, plan, semantics=inputs.log_semantics)
         results.append(replace(result, notes=(*inputs.notes, *result.notes)))
     for warning in {w for r in results for w in r.facts.warnings}:
         print(f"capacity: warning: {warning}", file=sys.stderr)

@@ -15,6 +15,7 @@ from capacity.planning.warmup import WarmupPlan
 from capacity.serving.config import ServingConfig
 from capacity.serving.encoder_budget import MultiModalBudget
 from capacity.source.resolve import ModelSource
+from capacity.vllm.versions import VllmSemantics
 from capacity.weights.per_rank import WeightsBreakdown
 
 ERROR = "error"
@@ -138,6 +139,7 @@ class Plan:
     max_model_len_that_fits: int
     parameter_count: int
     cuda_graph_count: int
+    semantics: VllmSemantics  # the vLLM version's rules it was planned with (capacity.vllm.versions; LATEST: 0.33's)
     hazards: tuple[Hazard, ...] = ()
     notes: tuple[str, ...] = field(default=())
     profile: MemoryProfile | None = None

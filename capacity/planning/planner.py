@@ -58,12 +58,12 @@ def block_tables_term(groups: list[KVGroup], widths: list[int], serving: Serving
 
 
 def graphs_set_aside(
-    spec: ModelSpec, serving: ServingConfig, gpu: Gpu, semantics: VllmSemantics | None, mrv2: bool
+    spec: ModelSpec, serving: ServingConfig, gpu: Gpu, semantics: VllmSemantics, mrv2: bool
 ) -> tuple[MemoryTerm, int]:
     """The CUDA-graph memory a version takes out of the KV budget (Worker.determine_available_memory's
     cudagraph_memory_estimate_applied), and the number of graphs capacity's form counts."""
     graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
-    if semantics is None or not graphs.bytes:
+    if not graphs.bytes:
         return graphs, n_graphs
     would_be = f"capacity's estimate would be {graphs.bytes:,} B"
     if not semantics.subtracts_cudagraph_estimate:
@@ -100,7 +100,7 @@ def build_plan(
     serving: ServingConfig,
     notes: tuple[str, ...] = (),
     profile: MemoryProfile | None = None,
-    semantics: VllmSemantics | None = None,
+    semantics: VllmSemantics = LATEST,
 ) -> Plan:
     """The plan under vLLM 0.33's rules, or under `semantics` (another version's, capacity.vllm.versions), with the
     `vllm serve` line that realises it: each re-plan the suggestion makes keeps the model, GPU, measurements,
@@ -120,15 +120,15 @@ def plan_without_suggestion(
     serving: ServingConfig,
     notes: tuple[str, ...] = (),
     profile: MemoryProfile | None = None,
-    semantics: VllmSemantics | None = None,
+    semantics: VllmSemantics = LATEST,
 ) -> Plan:
     """The plan's figures and hazards (`build_plan` adds the suggestion)."""
     budget: MultiModalBudget = build_budget(spec, serving, enable_cache=False)
     weights, n_params, per_rank = weights_term(spec, source, serving, gpu)
-    loads = load_buffers_term(spec, source, serving, per_rank, semantics or LATEST)
-    mrv2 = semantics is None or semantics.runs_mrv2(spec.architecture, **runner_facts(spec, source, per_rank))
-    sampler = sampler_form(gpu, (semantics or LATEST).sampler_warmup_pass)
-    if semantics is not None and semantics.engine == "V1" and not mrv2:
+    loads = load_buffers_term(spec, source, serving, per_rank, semantics)
+    mrv2 = semantics.runs_mrv2(spec.architecture, **runner_facts(spec, source, per_rank))
+    sampler = sampler_form(gpu, semantics.sampler_warmup_pass)
+    if semantics.engine == "V1" and not mrv2:
         sampler = v1_sampler_form(gpu, semantics)  # the V1 model runner's _dummy_sampler_run
     activations = activation_estimate(spec, budget, serving, sampler)
     graphs, n_graphs = graphs_set_aside(spec, serving, gpu, semantics, mrv2)
@@ -154,7 +154,7 @@ def plan_without_suggestion(
         if profile.cuda_graphs is not None and memory["cuda_graphs"].bytes:
             memory["cuda_graphs"] = with_piecewise_graphs(memory["cuda_graphs"], graph_estimate(spec, serving, gpu.sm100, "MRV2" if mrv2 else "V1"))
         if profile.fingerprint.device == "cuda" and memory["weights"].kind == MEASURED:  # the measured load holds the rounding
-            memory["load_buffers"] = load_buffers_term(spec, source, serving, per_rank, semantics or LATEST, rounding=False)
+            memory["load_buffers"] = load_buffers_term(spec, source, serving, per_rank, semantics, rounding=False)
         if profile.fingerprint.device == "fake":
             enc = profile.phase("encoder")
             dominates = enc is not None and enc.peak_above_start_bytes >= max(
@@ -163,11 +163,11 @@ def plan_without_suggestion(
             memory["activation_peak"] = vllm_encoder_activation(spec.family, memory["activation_peak"], dominates)
     scratch = None
     if not serving.enforce_eager and serving.kv_cache_memory_bytes is None:
-        scratch = cold_compile_scratch(spec, serving, gpu, (semantics or LATEST).benchmarks_combo_kernels)
+        scratch = cold_compile_scratch(spec, serving, gpu, semantics.benchmarks_combo_kernels)
         if serving.compile_cache == COLD:
             memory["activation_peak"] = cold_start_activation(memory["activation_peak"], memory["encoder_cache"], scratch)
     before_snapshot = memory["cuda_context"].bytes + memory["collectives"].bytes
-    if semantics is not None and semantics.communicators_in_non_kv and serving.tensor_parallel_size > 1:
+    if semantics.communicators_in_non_kv and serving.tensor_parallel_size > 1:
         memory["non_torch"] = communicators_in_profile(memory["non_torch"], memory["collectives"], gpu, semantics.name)
         before_snapshot = memory["cuda_context"].bytes  # NCCL starts after that version's snapshot
     requested = requested_memory(gpu, serving.gpu_memory_utilization)
@@ -188,7 +188,7 @@ def plan_without_suggestion(
     bpb = bytes_per_block(groups)
     num_blocks = max(available, 0) // bpb
 
-    window_batches = (semantics or LATEST).window_batches
+    window_batches = semantics.window_batches
     fit_len = max_model_len_that_fits(
         groups, bpb, serving, available, spec.derived_max_model_len if serving.auto_fit_max_model_len else serving.max_model_len, window_batches
     )
@@ -257,6 +257,7 @@ def plan_without_suggestion(
         max_model_len_that_fits=fit_len,
         parameter_count=n_params,
         cuda_graph_count=n_graphs,
+        semantics=semantics,
         notes=notes,
         profile=profile,
         weights_per_rank=per_rank,
@@ -310,7 +311,7 @@ def plan_for(
     profile: MemoryProfile | None = None,
     *,
     gpu: Gpu | None = None,
-    semantics: VllmSemantics | None = None,
+    semantics: VllmSemantics = LATEST,
 ) -> Plan:
     """Resolve the model and GPU, apply vLLM's defaults, and plan (from a profile's measurements if given).
 
@@ -325,12 +326,10 @@ def plan_for(
         gpu, gpu_note = resolve_gpu(gpu_name)
         if profile is not None and gpu_name is None:
             gpu = cuda_total_of_profiled_gpu(gpu, profile)
-    base_batch = None
-    if semantics is not None:
-        args = semantics.serving_args(args)
-        base_batch = semantics.batch_defaults(gpu, args.usage_context)
+    args = semantics.serving_args(args)
+    base_batch = semantics.batch_defaults(gpu, args.usage_context)
     serving = resolve_serving(args, spec, gpu, base_batch)
-    if semantics is not None and semantics.whole_prompt_batches and args.max_num_batched_tokens is None:
+    if semantics.whole_prompt_batches and args.max_num_batched_tokens is None:
         # V0 profiles a whole max_model_len prompt when chunked prefill is off (on by default above 32K tokens)
         tokens = semantics.v0_batched_tokens(
             serving.max_model_len,
@@ -340,7 +339,7 @@ def plan_for(
         )
         serving = resolve_serving(replace(args, max_num_batched_tokens=tokens), spec, gpu, base_batch)
     notes = tuple(n for n in (source.alias_note, gpu_note, nvidia_smi_total_caveat(gpu, serving.gpu_memory_utilization)) if n)
-    if semantics is not None and semantics is not LATEST:
+    if semantics is not LATEST:
         notes += (
             f"planned with vLLM {semantics.name} semantics: utilization default {semantics.default_gpu_memory_utilization}, "
             f"CUDA-graph estimate {'subtracted' if semantics.subtracts_cudagraph_estimate else 'not subtracted'} from the KV budget",

@@ -7,7 +7,8 @@ Shared by `capacity reconcile` and `bench/predict_logs.py`. Flags win over the l
   OOM's `total capacity of T GiB`), named after the nvidia-smi table when one is pasted, else a catalog GPU whose
   vLLM-logged total it equals; else an nvidia-smi table alone (the catalog GPU of that name, or its MiB total).
   Nothing to infer: BadInput asking for `--gpu` (never a silent H200);
-- semantics: the log's version (capacity.vllm.versions.log_semantics).
+- semantics: the log's version (capacity.vllm.versions.log_semantics), planned with 0.33's rules when the log does not
+  tell it.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from capacity.gpu.catalog import CATALOG, Gpu, gpu_by_name
 from capacity.serving.config import ServingArgs
 from capacity.units import GiB, MiB
 from capacity.vllm.compile_lines import COLD, WARM
-from capacity.vllm.log import GpuEvidence, VllmLogFacts
-from capacity.vllm.versions import VllmSemantics, log_semantics
+from capacity.vllm.log_facts import GpuEvidence, VllmLogFacts
+from capacity.vllm.versions import LATEST, VllmSemantics, log_semantics
 
 _ARG_FIELDS = {f.name for f in fields(ServingArgs)}
 _DTYPES = {"float16": "float16", "half": "float16", "bfloat16": "bfloat16", "float32": "float32", "float": "float32", "auto": "auto"}
@@ -32,8 +33,13 @@ class LogPlanInputs:
     model: str
     args: ServingArgs
     gpu: Gpu
-    semantics: VllmSemantics | None
+    log_semantics: VllmSemantics | None  # the rules of the log's vLLM version; None: the log does not tell it
     notes: tuple[str, ...]
+
+    @property
+    def semantics(self) -> VllmSemantics:
+        """The rules to plan with: the log's version's, else vLLM 0.33's."""
+        return LATEST if self.log_semantics is None else self.log_semantics
 
 
 def gpu_from_evidence(ev: GpuEvidence) -> Gpu | None:

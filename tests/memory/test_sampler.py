@@ -28,7 +28,7 @@ from capacity.memory.sampler import (
     v1_sampler_form,
 )
 from capacity.model.spec import DecoderShape
-from capacity.vllm.log import load_vllm_startups
+from capacity.vllm.log_startups import load_vllm_startups
 from capacity.vllm.versions import LATEST, log_semantics, semantics_for
 from tests.support.paths import REPO_ROOT
 

@@ -20,8 +20,11 @@ from rich.console import Console
 
 from capacity.errors import EXIT_BAD_INPUT, BadInput
 from capacity.planning.plan import Plan
-from capacity.reconcile.compare import blocks_from_log, reconcile, reconcile_facts
-from capacity.vllm.log import VllmLogFacts, load_vllm_log, parse_vllm_log
+from capacity.reconcile.compare import reconcile, reconcile_facts
+from capacity.reconcile.num_blocks import blocks_from_log
+from capacity.vllm.log_facts import VllmLogFacts
+from capacity.vllm.log_startups import load_vllm_log, parse_vllm_log
+from capacity.vllm.versions import log_semantics
 from reports.reconcile import render_reconcile
 from tests.support.paths import REPO_ROOT
 
@@ -389,14 +392,16 @@ def test_a_log_of_another_model(make_plan: Callable[..., Plan]) -> None:
 
 def test_a_log_that_stops_early_lists_what_is_missing(plans: dict[str, Plan]) -> None:
     text = V033.read_text().splitlines()[:6]  # up to the encoder line
-    r = reconcile_facts(parse_vllm_log("\n".join(text), source="early.log"), plans["default"])
+    facts = parse_vllm_log("\n".join(text), source="early.log")
+    r = reconcile_facts(facts, plans["default"], semantics=log_semantics(facts))
     assert "num_blocks" not in r.keys and "max_concurrency" not in r.keys
     assert any("not in the log" in n and "'Available KV cache memory'" in n and "'GPU KV cache size'" in n for n in r.notes)
 
 
 def test_startup_error_is_a_note(plans: dict[str, Plan]) -> None:
     text = "ValueError: Free memory on device cuda:0 (60.25/139.8 GiB) on startup is less than desired GPU memory utilization (0.92, 128.62 GiB). Decrease it."
-    r = reconcile_facts(parse_vllm_log(text), plans["default"])
+    facts = parse_vllm_log(text)
+    r = reconcile_facts(facts, plans["default"], semantics=log_semantics(facts))
     assert any(n.startswith("vLLM refused to start: free memory 60.25 GiB < requested 128.62 GiB") for n in r.notes)
     assert r.row("requested_memory").agrees
 
@@ -501,7 +506,7 @@ def test_what_users_paste(tmp_path: Path) -> None:
 def test_several_startups_in_one_paste() -> None:
     first = V033.read_text()
     second = first.replace("Available KV cache memory: 125.0 GiB", "Available KV cache memory: 118.5 GiB")
-    from capacity.vllm.log import parse_vllm_startups
+    from capacity.vllm.log_startups import parse_vllm_startups
 
     startups = parse_vllm_startups(first + second)
     assert [s.index for s in startups] == [1, 2]
@@ -608,7 +613,7 @@ def test_reconcile_raises_bad_input_too(tmp_path: Path, plans: dict[str, Plan]) 
 
 
 def test_core_reconcile_does_not_import_torch_or_reports() -> None:
-    code = "import sys, capacity.vllm.log, capacity.reconcile.compare\nbad = [m for m in ('torch', 'transformers', 'reports', 'rich') if m in sys.modules]\nassert not bad, bad"
+    code = "import sys, capacity.vllm.log_startups, capacity.reconcile.compare\nbad = [m for m in ('torch', 'transformers', 'reports', 'rich') if m in sys.modules]\nassert not bad, bad"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
@@ -628,7 +633,7 @@ Maximum concurrency for 8,192 tokens per request: 7.66x
 
 
 def test_a_pasted_vllm_serve_command_gives_the_model_and_knobs() -> None:
-    from capacity.vllm.log import parse_vllm_startups
+    from capacity.vllm.log_startups import parse_vllm_startups
 
     qwen3, vl = parse_vllm_startups(_SERVE_COMMAND_PASTE)
     assert qwen3.model == "Qwen/Qwen3-8B"

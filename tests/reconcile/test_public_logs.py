@@ -14,7 +14,7 @@ import pytest
 
 from capacity.cli.app import main
 from capacity.errors import EXIT_BAD_INPUT, EXIT_FITS
-from capacity.vllm.log import load_vllm_startups
+from capacity.vllm.log_startups import load_vllm_startups
 from tests.support.paths import REPO_ROOT
 
 ROOT = REPO_ROOT

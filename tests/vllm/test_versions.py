@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from capacity.vllm.versions import V0, semantics_for
+from capacity.vllm.versions import LATEST, V0, semantics_for
 from tests.support.paths import REPO_ROOT
 
 ROOT = REPO_ROOT
@@ -152,3 +152,34 @@ def test_sliding_windows_reserve_one_batch_before_0_27() -> None:
         assert [g.blocks_per_request_vllm for g in plan.kv.groups] == [window] * 5 + [2048], version
     assert round(4.1 * 2**30 / ((5 * 81 + 2048) * 4 * 64 * 1024), 2) == 6.85
     assert round(4.1 * 2**30 / ((5 * 145 + 2048) * 4 * 64 * 1024), 2) == 6.06
+
+
+def test_latest_is_the_planners_own_path() -> None:
+    """A plan made without a version is planned with LATEST (0.33): its fields take each version branch of the planner
+    the way 0.33 runs (Model Runner V2 for every model, the CUDA-graph estimate set aside on CUDA and ROCm, the
+    communicators outside the non-KV memory, 0.33's utilization and batch defaults)."""
+    from capacity.gpu.catalog import CATALOG
+    from capacity.serving.config import ServingArgs, batch_defaults
+
+    assert LATEST.engine == "MRV2" and LATEST.runs_mrv2("AnyForCausalLM", moe=True, quantized=True, hybrid=True)
+    assert LATEST.subtracts_cudagraph_estimate and LATEST.mrv2_cudagraph_estimate and LATEST.cudagraph_estimate_on_rocm
+    assert not LATEST.communicators_in_non_kv and not LATEST.whole_prompt_batches
+    args = ServingArgs()
+    assert LATEST.serving_args(args) is args
+    for entry in CATALOG:
+        gpu = entry.gpu()
+        for context in ("openai_api_server", "llm_class"):
+            assert LATEST.batch_defaults(gpu, context) == batch_defaults(gpu, context), (gpu.name, context)
+
+
+def test_a_plan_carries_its_semantics() -> None:
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
+    from reports.fingerprint import fingerprint
+
+    args = ServingArgs(max_model_len=8192)
+    latest = plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "H100-SXM")
+    v023 = plan_for("meta-llama/Llama-3.1-8B-Instruct", args, "H100-SXM", semantics=semantics_for("0.23.0"))
+    assert latest.semantics is LATEST and v023.semantics is semantics_for("0.23.0")
+    assert fingerprint(latest)["vllm_semantics_version"] == "0.33.0" and fingerprint(v023)["vllm_semantics_version"] == "0.23"
+    assert "semantics" not in latest.to_dict()

@@ -169,7 +169,7 @@ def test_language_model_only_sets_every_limit_to_zero(capsys: pytest.CaptureFixt
 
 
 def test_language_model_only_read_from_a_vllm_log():
-    from capacity.vllm.log import parse_vllm_startups
+    from capacity.vllm.log_startups import parse_vllm_startups
 
     serve, = parse_vllm_startups("$ vllm serve google/gemma-4-E2B-it --language-model-only --max-model-len 8192 --enforce-eager\nGPU KV cache size: 1,000 tokens\n")
     assert serve.log_knobs == {"language_model_only": True, "max_model_len": 8192, "enforce_eager": True}

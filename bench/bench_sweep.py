@@ -60,7 +60,7 @@ def git_commit() -> str:
 
 
 def bench_model(model: str, lens: tuple[int, ...]) -> dict[str, object]:
-    from capacity.model.registry import spec_from_files
+    from capacity.model.registry import model_spec
     from capacity.planning.sweep import SweepAxes, sweep_source
     from capacity.serving.config import ServingArgs
     from capacity.source.resolve import resolve_model
@@ -77,7 +77,7 @@ def bench_model(model: str, lens: tuple[int, ...]) -> dict[str, object]:
     )
     cold_s, cold_points, first_s = cold.stdout.split()
     source = resolve_model(model)
-    spec = spec_from_files(source.config, source.name, source.preprocessor)
+    spec = model_spec(source)
     sweep_source(source, spec, ServingArgs(), SweepAxes(("H200",), (1,), (16,), (lens[0],)))  # the meta-device build, once
     warm, frame = [], []
     result = None

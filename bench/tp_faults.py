@@ -78,7 +78,7 @@ def ctrl_c(model: str, out: Path) -> dict[str, Any]:
 def main() -> None:
     from capacity.gpu.catalog import gpu_by_name
     from capacity.gpu.detect import detect_local_gpu
-    from capacity.model.registry import spec_from_files
+    from capacity.model.registry import model_spec
     from capacity.serving.config import ServingArgs, resolve_serving
     from capacity.serving.encoder_budget import build_budget
     from capacity.source.resolve import resolve_model
@@ -90,7 +90,7 @@ def main() -> None:
     ap.add_argument("--cases", default="oom,died,hang,ctrl_c")
     a = ap.parse_args()
     source = resolve_model(a.model)
-    spec = spec_from_files(source.config, source.name, source.preprocessor)
+    spec = model_spec(source)
     gpu = detect_local_gpu(0) or gpu_by_name("H200")
     serving = resolve_serving(ServingArgs(tensor_parallel_size=2), spec, gpu)
     budget = build_budget(spec, serving, enable_cache=False)

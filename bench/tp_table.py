@@ -32,13 +32,13 @@ ROWS = ("weights", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs
 
 def arithmetic_plan(model: str, knobs: dict[str, Any], total: int) -> Any:
     from capacity.gpu.catalog import gpu_by_name
-    from capacity.model.registry import spec_from_files
+    from capacity.model.registry import model_spec
     from capacity.planning.planner import build_plan
     from capacity.serving.config import ServingArgs, resolve_serving
     from capacity.source.resolve import resolve_model
 
     source = resolve_model(model)
-    spec = spec_from_files(source.config, source.name, source.preprocessor)
+    spec = model_spec(source)
     gpu = replace(gpu_by_name("H200"), total_memory_bytes=total)
     args = ServingArgs(
         max_model_len=knobs["max_model_len"],
@@ -53,10 +53,10 @@ def arithmetic_plan(model: str, knobs: dict[str, Any], total: int) -> Any:
 def other_weights(path: Path, model: str, knobs: dict[str, Any]) -> int:
     code = (
         "import json,sys;sys.meta_path=[f for f in sys.meta_path if 'editable' not in str(f)];sys.path.insert(0,sys.argv[3]);"
-        "from capacity.model.registry import spec_from_files;from capacity.gpu.catalog import gpu_by_name;"
+        "from capacity.model.registry import model_spec;from capacity.gpu.catalog import gpu_by_name;"
         "from capacity.source.resolve import resolve_model;from capacity.memory.weights import weights_term;"
         "from capacity.serving.config import ServingArgs,resolve_serving;k=json.loads(sys.argv[2]);s=resolve_model(sys.argv[1]);"
-        "spec=spec_from_files(s.config,s.name,s.preprocessor);"
+        "spec=model_spec(s);"
         "sv=resolve_serving(ServingArgs(tensor_parallel_size=k['tensor_parallel_size'],dtype=k['dtype']),spec,gpu_by_name('H200'));"
         "import capacity;assert capacity.__file__.startswith(sys.argv[3]),capacity.__file__;print(weights_term(spec,s,sv)[0].bytes)"
     )

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from capacity.gpu.catalog import gpu_by_name
-from capacity.model.registry import spec_from_files
+from capacity.model.registry import model_spec
 from capacity.model.spec import ModelSpec
 from capacity.planning.plan import Plan
 from capacity.planning.planner import build_plan
@@ -32,7 +32,7 @@ def catalog_config() -> Callable[[str], dict[str, Any]]:
 def spec_of() -> Callable[[str], ModelSpec]:
     def load(name: str) -> ModelSpec:
         source = resolve_model(name)
-        return spec_from_files(source.config, source.name, source.preprocessor, video_preprocessor=source.video_preprocessor)
+        return model_spec(source)
 
     return load
 
@@ -45,7 +45,7 @@ def source(request: pytest.FixtureRequest) -> ModelSource:
 
 @pytest.fixture(scope="module")
 def spec(source: ModelSource) -> ModelSpec:
-    return spec_from_files(source.config, source.name, source.preprocessor, source.processor)
+    return model_spec(source)
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def make_plan() -> Callable[..., Plan]:
 
     def plan(model: str, gpu: str = "H200", **knobs: Any) -> Plan:
         source: ModelSource = resolve_model(model)
-        spec = spec_from_files(source.config, source.name, source.preprocessor, video_preprocessor=source.video_preprocessor)
+        spec = model_spec(source)
         target = gpu_by_name(gpu)
         serving = resolve_serving(ServingArgs(**knobs), spec, target)
         return build_plan(source, spec, target, serving)

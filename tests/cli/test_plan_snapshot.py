@@ -44,3 +44,10 @@ def test_a_changed_number_is_caught():
     changed = {**case, "stdout": case["stdout"].replace('"num_blocks":', '"num_blocks":1', 1)}
     assert changed["stdout"] != case["stdout"]
     assert plan_snapshot.differences(case, changed) == ["stdout"]
+
+
+def test_a_changed_error_line_is_caught_but_a_once_per_process_warning_is_not():
+    case = next(iter(EXPECTED.values()))
+    assert plan_snapshot.differences(case, {**case, "stderr": case["stderr"] + "capacity: error: something else\n"}) == ["stderr"]
+    warned = {**case, "stderr": "[transformers] `causal_conv1d_fn` is falling back to its reference PyTorch implementation\n" + case["stderr"]}
+    assert plan_snapshot.differences(case, warned) == []

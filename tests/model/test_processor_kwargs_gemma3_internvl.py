@@ -18,7 +18,7 @@ from capacity.cli.app import main
 from capacity.errors import BadInput
 from capacity.model.family import EncoderInput, family_named
 from capacity.model.items.pan_and_scan import PanAndScan
-from capacity.model.registry import spec_from_files, with_mm_processor_kwargs
+from capacity.model.registry import model_spec, spec_from_files, with_mm_processor_kwargs
 from capacity.planning.planner import plan_for
 from capacity.serving.config import ServingArgs
 from capacity.source.resolve import resolve_model
@@ -123,7 +123,7 @@ def test_gemma3_profiled_item_is_the_crops_vllm_hands_the_tower() -> None:
     import torch
 
     source = with_mm_processor_kwargs(resolve_model("google/gemma-3-4b-it"), {"do_pan_and_scan": True})
-    spec = spec_from_files(source.config, source.name, source.preprocessor, source.processor)
+    spec = model_spec(source)
     item = spec.family.encoder_input(spec, source, "meta", torch.bfloat16, 1_280)
     assert tuple(item.tensors["pixel_values"].shape) == (5, 3, 896, 896)  # vLLM's pixel_values: num_patches = crops + 1
 

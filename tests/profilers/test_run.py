@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from capacity.gpu.catalog import gpu_by_name
 from capacity.memory.measured_profile import MemoryProfile, load_profile, save_profile
-from capacity.model.registry import spec_from_files
+from capacity.model.registry import model_spec
 from capacity.planning.planner import build_plan
 from capacity.serving.config import ServingArgs, resolve_serving
 from capacity.serving.encoder_budget import build_budget
@@ -50,7 +50,7 @@ def folder_model(folder: Path, config: dict | None = None, **knobs: object):
         folder.mkdir()
         (folder / "config.json").write_text(json.dumps(config))
     source = resolve_model(str(folder))
-    spec = spec_from_files(source.config, source.name)
+    spec = model_spec(source)
     gpu = gpu_by_name("L4")
     return source, spec, gpu, resolve_serving(ServingArgs(**knobs), spec, gpu)
 

@@ -113,13 +113,13 @@ def test_vllm_all_reduce_buffers_from_its_source():
 
 
 def test_unknown_family_is_refused_in_one_line(tmp_path):
-    from capacity.model.registry import spec_from_files
+    from capacity.model.registry import model_spec
     from capacity.source.resolve import resolve_model
     from profilers.sharding import shard_rules
 
     source = resolve_model("google/gemma-3-4b-it")
     with pytest.raises(BadInput, match=r"gemma3 is not implemented \(sharded families: decoder_only, nemotron_parse, qwen2_5_vl, whisper\)") as refused:
-        shard_rules(spec_from_files(source.config, source.name, source.preprocessor).family)
+        shard_rules(model_spec(source).family)
     assert "\n" not in str(refused.value)
 
 

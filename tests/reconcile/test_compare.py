@@ -236,13 +236,13 @@ def test_blocks_from_a_one_line_log_without_kv_memory_use_the_plan_count() -> No
 @pytest.fixture(scope="module")
 def plans() -> dict[str, Plan]:
     from capacity.gpu.catalog import gpu_by_name
-    from capacity.model.registry import spec_from_files
+    from capacity.model.registry import model_spec
     from capacity.planning.planner import build_plan
     from capacity.serving.config import ServingArgs, resolve_serving
     from capacity.source.resolve import resolve_model
 
     source = resolve_model(WHISPER)
-    spec = spec_from_files(source.config, source.name, source.preprocessor)
+    spec = model_spec(source)
     gpu = gpu_by_name("H200")
 
     def plan(**knobs: object) -> Plan:

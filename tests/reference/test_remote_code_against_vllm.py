@@ -16,7 +16,7 @@ import pytest
 from capacity.gpu.catalog import gpu_by_name
 from capacity.memory.weights import weights_term
 from capacity.model.families.ultravox import audio_tokens
-from capacity.model.registry import spec_from_files
+from capacity.model.registry import model_spec
 from capacity.serving.config import ServingArgs, resolve_serving
 from capacity.serving.encoder_budget import build_budget
 from capacity.source.resolve import resolve_model
@@ -29,7 +29,7 @@ REFERENCE = json.loads(
 
 def planned(name: str, **knobs: Any) -> tuple[Any, Any, Any]:
     source = resolve_model(name)
-    spec = spec_from_files(source.config, source.name, source.preprocessor, source.processor)
+    spec = model_spec(source)
     return source, spec, resolve_serving(ServingArgs(dtype="bfloat16", **knobs), spec, gpu_by_name("H200"))
 
 

@@ -157,7 +157,7 @@ def test_checkpoint_headers_give_the_dense_tensors_and_vllm_the_experts(hermetic
     +1,024*2 = 2,048 and 3 float32 vectors of 2 experts = 24: 2,072. Total 166,948 B."""
     pytest.importorskip("torch")
     from capacity.memory.weights import weights_breakdown
-    from capacity.model.registry import spec_from_files
+    from capacity.model.registry import model_spec
     from capacity.serving.config import ServingArgs, resolve_serving
     from capacity.source.resolve import resolve_model
     from tests.support.safetensors_files import safetensors_bytes
@@ -205,7 +205,7 @@ def test_checkpoint_headers_give_the_dense_tensors_and_vllm_the_experts(hermetic
     (folder / "config.json").write_text(json.dumps(config))
     (folder / "model.safetensors").write_bytes(safetensors_bytes(tensors, with_data=False))
     source = resolve_model(str(folder))
-    spec = spec_from_files(source.config, source.name, source.preprocessor)
+    spec = model_spec(source)
     gpu = gpu_by_name("H200")
     serving = resolve_serving(ServingArgs(), spec, gpu)
     wb = weights_breakdown(spec, source, serving, gpu=gpu)

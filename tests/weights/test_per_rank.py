@@ -262,12 +262,12 @@ def test_per_rank_headroom_divides_encoder_and_decoder_phases_not_the_sampler():
     from capacity.gpu.catalog import gpu_by_name
     from capacity.memory.measured_profile import Fingerprint, MemoryProfile, PhaseMeasurement
     from capacity.memory.rank_scaling import per_rank_headroom, rank_scaling
-    from capacity.model.registry import spec_from_files
+    from capacity.model.registry import model_spec
     from capacity.serving.config import ServingArgs, resolve_serving
     from capacity.source.resolve import resolve_model
 
     source = resolve_model("openai/whisper-tiny")
-    spec = spec_from_files(source.config, source.name)
+    spec = model_spec(source)
     serving = resolve_serving(ServingArgs(tensor_parallel_size=2), spec, gpu_by_name("L4"))
     scaling = replace(rank_scaling(spec, serving, measured_tp=1), sampler_extra_bytes=0)  # the gather: below
     # whisper-tiny: hidden 384, FFN 1536, not gated. Per token at TP 1: 2*384 + max(4*384, 2*1536) = 3,840 elements;
@@ -308,12 +308,12 @@ def _llama_folder(root: Path, **extra: object) -> Path:
 def _breakdown(folder: Path, **knobs: object):
     from capacity.gpu.catalog import gpu_by_name
     from capacity.memory.weights import weights_breakdown, weights_term
-    from capacity.model.registry import spec_from_files
+    from capacity.model.registry import model_spec
     from capacity.serving.config import ServingArgs, resolve_serving
     from capacity.source.resolve import resolve_model
 
     source = resolve_model(str(folder))
-    spec = spec_from_files(source.config, source.name)
+    spec = model_spec(source)
     serving = resolve_serving(ServingArgs(**knobs), spec, gpu_by_name("H200"))  # type: ignore[arg-type]
     return weights_breakdown(spec, source, serving), weights_term(spec, source, serving)[0]
 
@@ -389,11 +389,11 @@ def test_weights_per_rank_equal_vllm_own_model_classes(case: dict, hermetic: Pat
     pytest.importorskip("torch")
     from capacity.gpu.catalog import gpu_by_name
     from capacity.memory.weights import weights_breakdown
-    from capacity.model.registry import spec_from_files
+    from capacity.model.registry import model_spec
     from capacity.serving.config import ServingArgs, resolve_serving
 
     source = _case_source(case["model"])
-    spec = spec_from_files(source.config, source.name, source.preprocessor)
+    spec = model_spec(source)
     gpu = gpu_by_name(_BACKEND_GPU.get(case.get("mxfp4_backend", ""), "H200"))
     # LFM2.5-VL's images are not countable without its processor files (resolve_serving refuses them), but the weights
     # of the whole model (image limit > 0: the tower is built) do not depend on the count: the limits are set after.
@@ -417,7 +417,7 @@ def test_quantized_checkpoint_known_by_its_header_summary_only(hermetic: Path):
     at TP 2: 51,296 x 27,424 // 47,296 = 29,743 B."""
     from capacity.gpu.catalog import gpu_by_name
     from capacity.memory.weights import weights_term
-    from capacity.model.registry import spec_from_files
+    from capacity.model.registry import model_spec
     from capacity.serving.config import ServingArgs, resolve_serving
     from capacity.source.checkpoint import CheckpointWeights
     from capacity.source.resolve import resolve_model
@@ -432,7 +432,7 @@ def test_quantized_checkpoint_known_by_its_header_summary_only(hermetic: Path):
         bytes_by_dtype={"I32": 19_008, "F16": 28_288, "F32": 4_000},
     )
     source = replace(resolve_model(str(folder)), origin="hub", path=None, weights=summary)
-    spec = spec_from_files(source.config, source.name)
+    spec = model_spec(source)
     for tp, expected in ((1, 51_296), (2, 29_743)):
         serving = resolve_serving(ServingArgs(tensor_parallel_size=tp, dtype="float16"), spec, gpu_by_name("H200"))
         term = weights_term(spec, source, serving)[0]

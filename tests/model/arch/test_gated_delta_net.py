@@ -154,7 +154,7 @@ def test_a_traced_plan_says_how_its_gated_delta_net_layers_were_charged(tmp_path
     pytest.importorskip("torch")
     from capacity.gpu.catalog import gpu_by_name
     from capacity.memory.measured_profile import MemoryProfile
-    from capacity.model.registry import spec_from_files
+    from capacity.model.registry import model_spec
     from capacity.planning.planner import build_plan
     from capacity.serving.config import ServingArgs, resolve_serving
     from capacity.serving.encoder_budget import build_budget
@@ -167,7 +167,7 @@ def test_a_traced_plan_says_how_its_gated_delta_net_layers_were_charged(tmp_path
     config = tiny("Qwen--Qwen3-Next-80B-A3B-Instruct", **NEXT_MOE)
     (folder / "config.json").write_text(json.dumps(config))
     source = resolve_model(str(folder))
-    spec = spec_from_files(source.config, source.name)
+    spec = model_spec(source)
     gpu = gpu_by_name("H200")
     serving = resolve_serving(ServingArgs(max_num_batched_tokens=512, max_num_seqs=8, max_model_len=512), spec, gpu)
     profile = run_profile(source, spec, serving, build_budget(spec, serving), gpu, FakeProbe(), capture_graphs=False, warmup=False)

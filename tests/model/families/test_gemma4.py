@@ -21,7 +21,7 @@ from capacity.cli.app import main
 from capacity.errors import BadInput
 from capacity.kv.layers import FullAttentionLayer, SlidingWindowLayer
 from capacity.model.families.gemma4 import TEXT_DEFAULTS, VISION_DEFAULTS
-from capacity.model.registry import spec_from_files
+from capacity.model.registry import model_spec, spec_from_files
 from tests.support.paths import REPO_ROOT
 
 ROOT = REPO_ROOT
@@ -192,7 +192,7 @@ def test_v_projections_vllm_allocates_for_k_eq_v_layers():
     from capacity.source.resolve import resolve_model
 
     source = resolve_model("google/gemma-4-26B-A4B")
-    spec = spec_from_files(source.config, source.name)
+    spec = model_spec(source)
     stored, _ = model_tensors(spec, source)
     serving = resolve_serving(ServingArgs(dtype="bfloat16"), spec, gpu_by_name("H200"))
     wb = weights_breakdown(spec, source, serving)

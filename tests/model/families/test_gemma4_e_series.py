@@ -21,7 +21,7 @@ from capacity.cli.app import main
 from capacity.errors import BadInput
 from capacity.kv.layers import FullAttentionLayer, SharedKVLayer, SlidingWindowLayer
 from capacity.model.families.gemma4 import audio_soft_tokens, dummy_audio_samples
-from capacity.model.registry import spec_from_files
+from capacity.model.registry import model_spec, spec_from_files
 from tests.support.paths import REPO_ROOT
 
 ROOT = REPO_ROOT
@@ -118,7 +118,7 @@ def test_weights_as_vllm_allocates_them():
     from capacity.source.resolve import resolve_model
 
     source = resolve_model("google/gemma-4-E2B-it")
-    spec = spec_from_files(source.config, source.name, source.preprocessor, source.processor)
+    spec = model_spec(source)
 
     def weights(tp: int, **limits: int) -> Any:
         serving = resolve_serving(ServingArgs(dtype="bfloat16", tensor_parallel_size=tp, limit_mm_per_prompt=limits or None), spec, gpu_by_name("H200"))

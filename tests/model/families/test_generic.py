@@ -58,7 +58,7 @@ def test_published_llava_counts_image_tokens_with_its_processor():
     from capacity.source.resolve import resolve_model
 
     source = resolve_model("llava-hf/llava-1.5-7b-hf")
-    spec = spec_from_files(source.config, source.name, source.preprocessor, source.processor)
+    spec = model_spec(source)
     # CLIP crop 336 / patch 14: 576 patches + 1 CLS (num_additional_image_tokens), the 'default' strategy drops
     # the CLS: 576 (vLLM llava.py get_max_image_tokens: 576)
     assert [(m.name, m.max_tokens_per_item) for m in spec.modalities] == [("image", 576)]

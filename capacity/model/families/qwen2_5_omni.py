@@ -28,8 +28,9 @@ from capacity.kv.text_config import kv_layers
 from capacity.model.families.common import config_dtype, need, sub
 from capacity.model.families.decoder_only import decoder_shape
 from capacity.model.families.qwen2_5_vl import FAMILY as QWEN2_5_VL
-from capacity.model.families.qwen2_5_vl import MAX_FRAMES_PER_VIDEO, VISUAL_TOWER, encode_visual, image_grid, pixel_bounds
+from capacity.model.families.qwen2_5_vl import VISUAL_TOWER, encode_visual, image_grid, pixel_bounds
 from capacity.model.family import EncoderInput, Family, Tower
+from capacity.model.items.qwen_vl import MAX_FRAMES_PER_VIDEO
 from capacity.model.spec import EncoderShape, Modality, ModelSpec, VllmSupport, scaled_max_model_len
 
 if TYPE_CHECKING:  # pragma: no cover - typing only

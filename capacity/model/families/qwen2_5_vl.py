@@ -8,7 +8,7 @@ from capacity.kv.text_config import kv_layers
 from capacity.model.families.common import config_dtype, need
 from capacity.model.families.decoder_only import decoder_shape
 from capacity.model.family import EncoderInput, Family, Tower
-from capacity.model.items.qwen_vl import processor_pixel_bounds, qwen_vl_max_image_grid
+from capacity.model.items.qwen_vl import MAX_FRAMES_PER_VIDEO, processor_pixel_bounds, qwen_vl_max_image_grid
 from capacity.model.processor_kwargs import with_qwen_vl_sizes
 from capacity.model.shard_rules import ShardRules
 from capacity.model.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 # a local folder's preprocessor_config.json overrides it.
 DEFAULT_MIN_PIXELS = 3_136
 DEFAULT_MAX_PIXELS = 12_845_056
-MAX_FRAMES_PER_VIDEO = 14  # vLLM: qwen2_vl _MAX_FRAMES_PER_VIDEO
+
 # qwen2_vl.py / qwen2_5_vl.py / qwen2_5_omni_thinker.py / qwen3_vl.py / qwen3_5.py / glm4_1v.py: self.visual under
 # _mark_tower_model({image, video})
 VISUAL_TOWER = Tower(("image", "video"), ("visual",))

@@ -21,15 +21,15 @@ from capacity.cli.plan import plan
 from capacity.cli.profile import profile_command, verify
 from capacity.cli.reconcile import reconcile
 from capacity.cli.runtime import (
-    _DEFERRED,
-    _WRITTEN,
+    DEFERRED,
+    WRITTEN,
     Interrupted,
     StdoutClosed,
-    _detach_stdout,
-    _interrupted_line,
-    _raise_interrupted,
-    _stdout_was_closed,
-    _stop_if_interrupted,
+    detach_stdout,
+    interrupted_line,
+    raise_interrupted,
+    stdout_was_closed,
+    stop_if_interrupted,
 )
 from capacity.cli.sweep import sweep
 from capacity.errors import EXIT_BAD_INPUT, EXIT_FITS, EXIT_INTERRUPTED, EXIT_RUNTIME_FAILURE, CapacityError
@@ -64,19 +64,19 @@ app.command()(gpus)
 def main(argv: list[str] | None = None) -> int:
     """Entry point: one-line errors, documented exit codes, never a traceback for bad input."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    _WRITTEN.clear()
-    _DEFERRED.update(depth=0, pending=False, seen=False, armed=False)
+    WRITTEN.clear()
+    DEFERRED.update(depth=0, pending=False, seen=False, armed=False)
     if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread
         return _main(argv)
-    previous = signal.signal(signal.SIGINT, _raise_interrupted)
-    _DEFERRED["armed"] = True
+    previous = signal.signal(signal.SIGINT, raise_interrupted)
+    DEFERRED["armed"] = True
     try:
         return _main(argv)
     except (Interrupted, KeyboardInterrupt):  # a second Ctrl-C while the first is reported, or one _main re-raised
-        print(_interrupted_line(argv), file=sys.stderr)
+        print(interrupted_line(argv), file=sys.stderr)
         return EXIT_INTERRUPTED
     finally:
-        _DEFERRED["armed"] = False
+        DEFERRED["armed"] = False
         signal.signal(signal.SIGINT, previous)
 
 
@@ -92,16 +92,16 @@ def _main(argv: list[str]) -> int:
     except typer.Exit as exc:
         return int(exc.exit_code)
     except StdoutClosed as exc:
-        _detach_stdout()
+        detach_stdout()
         with suppress(OSError):
             print(f"capacity: note: stdout was closed before the report was written; exit {exc.exit_code} is the verdict's code", file=sys.stderr)
         return exc.exit_code
     except SystemExit as exc:
-        # A write outside _stdout (typer's --help) met a closed pipe: click's branch exits 1 after swapping in
+        # A write outside report_to_stdout (typer's --help) met a closed pipe: click's branch exits 1 after swapping in
         # PacifyFlushWrapper, rich's after pointing stdout at /dev/null. Exit 1 reads as "does not fit": say 3.
-        if exc.code != 1 or not _stdout_was_closed():
+        if exc.code != 1 or not stdout_was_closed():
             raise
-        _detach_stdout()
+        detach_stdout()
         with suppress(OSError):
             print("capacity: error: stdout was closed before the output was written", file=sys.stderr)
         return EXIT_RUNTIME_FAILURE
@@ -112,24 +112,24 @@ def _main(argv: list[str]) -> int:
         print(f"capacity: error: {exc.format_message()}{hint}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except typer.Abort:  # EOF on a prompt
-        _stop_if_interrupted()  # (each failure below: after a swallowed Ctrl-C it is the Ctrl-C's consequence)
+        stop_if_interrupted()  # (each failure below: after a swallowed Ctrl-C it is the Ctrl-C's consequence)
         print("capacity: error: end of input", file=sys.stderr)
         return EXIT_RUNTIME_FAILURE
     except (Interrupted, KeyboardInterrupt):
-        print(_interrupted_line(argv), file=sys.stderr)
+        print(interrupted_line(argv), file=sys.stderr)
         return EXIT_INTERRUPTED
     except CapacityError as exc:
-        _stop_if_interrupted()
+        stop_if_interrupted()
         print(f"capacity: error: {' '.join(str(exc).split())}", file=sys.stderr)  # one line, whatever the message held
         return exc.exit_code
     except Exception as exc:  # a bug, not the input: still exit 3 (a gate must not read a crash as "fail")
-        _stop_if_interrupted()
+        stop_if_interrupted()
         if os.environ.get("CAPACITY_TRACEBACK"):
             traceback.print_exc()
         what = " ".join(str(exc).split())
         print(f"capacity: error: internal error: {type(exc).__name__}: {what} (set CAPACITY_TRACEBACK=1 for the traceback)", file=sys.stderr)
         return EXIT_RUNTIME_FAILURE
-    _stop_if_interrupted()
+    stop_if_interrupted()
     return int(rv) if isinstance(rv, int) else EXIT_FITS
 
 

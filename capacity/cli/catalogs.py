@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from capacity.cli.runtime import _console, _stdout
+from capacity.cli.runtime import report_to_stdout, stdout_console
 from capacity.errors import EXIT_FITS
 
 
@@ -13,13 +13,13 @@ def models() -> None:
     from reports.terminal import render_models
 
     entries = catalog().values()
-    with _stdout(EXIT_FITS):
+    with report_to_stdout(EXIT_FITS):
         render_models(
             [
                 (entry, spec_from_files(catalog_config(entry), entry.name, catalog_preprocessor(entry), catalog_planning_files(entry).get("processor_config.json")))
                 for entry in entries
             ],
-            _console(),
+            stdout_console(),
         )
 
 
@@ -30,5 +30,5 @@ def gpus() -> None:
     from capacity.gpu.detect import detect_local_gpu
     from reports.terminal import render_gpus
 
-    with _stdout(EXIT_FITS):
-        render_gpus(detect_local_gpu(), catalog_gpus(), _console())
+    with report_to_stdout(EXIT_FITS):
+        render_gpus(detect_local_gpu(), catalog_gpus(), stdout_console())

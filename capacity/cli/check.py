@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
-from capacity.cli.estimate import _plan
-from capacity.cli.options import SERVING_OPTIONS, ConfigOpt, CsvOpt, EstimateOpt, GpuOpt, HtmlOpt, Knobs, ModelOpt, _serving_args, serving_options
-from capacity.cli.output import _check_outputs, _export, _json_path, _print_json
-from capacity.cli.runtime import _stdout
+from capacity.cli.estimate import plan_with_estimate
+from capacity.cli.options import SERVING_OPTIONS, ConfigOpt, CsvOpt, EstimateOpt, GpuOpt, HtmlOpt, Knobs, ModelOpt, serving_args_of, serving_options
+from capacity.cli.output import check_outputs, export_outputs, json_target, print_json
+from capacity.cli.runtime import report_to_stdout
 from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS
 
 
@@ -46,17 +46,17 @@ def check(
         require_max_model_len=require_max_model_len,
         fail_on_hazard=fail_on_hazard.strip().lower(),
     )
-    model, args = _serving_args(model, config, **knobs)
-    _check_outputs(csv=csv, html=html, json_out=json_out)
-    result = _plan(model, args, gpu, None, offline=offline, estimate=estimate)
+    model, args = serving_args_of(model, config, **knobs)
+    check_outputs(csv=csv, html=html, json_out=json_out)
+    result = plan_with_estimate(model, args, gpu, None, offline=offline, estimate=estimate)
     gate = evaluate(result, thresholds)
     extra = {"gate": gate.to_dict()}
-    _export(result, csv, html, json_out, extra)
+    export_outputs(result, csv, html, json_out, extra)
     code = EXIT_FITS if gate.passed else EXIT_DOES_NOT_FIT
     try:
-        if _json_path(json_out) is None:
-            with _stdout(code):
-                _print_json(result, extra)
+        if json_target(json_out) is None:
+            with report_to_stdout(code):
+                print_json(result, extra)
     finally:  # the gate's verdict reaches stderr even when stdout's reader left early
         print(f"capacity: check: {gate.verdict_line(result)}", file=sys.stderr)
     raise typer.Exit(code)

@@ -6,20 +6,20 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from capacity.cli.progress import _profile_with_progress
+from capacity.cli.progress import profile_with_progress
 from capacity.errors import EXIT_BAD_INPUT, BadInput, CapacityError
 
 ESTIMATES = ("trace", "formula")
 
 
-def _estimate(estimate: str | None) -> str:
+def chosen_estimate(estimate: str | None) -> str:
     how = (estimate or os.environ.get("CAPACITY_ESTIMATE") or "trace").strip().lower()
     if how not in ESTIMATES:
         raise BadInput(f"--estimate {how!r}: use trace or formula")
     return how
 
 
-def _local_cuda_gpu() -> bool:
+def local_cuda_gpu() -> bool:
     """An NVIDIA GPU here that torch can use (NVML first: it is cheap and needs no CUDA context)."""
     from capacity.gpu.detect import detect_local_gpu
 
@@ -30,17 +30,17 @@ def _local_cuda_gpu() -> bool:
     return cuda_available()
 
 
-def _plan(model: str, args: Any, gpu: str | None, measured: Any, *, offline: bool, estimate: str | None) -> Any:
+def plan_with_estimate(model: str, args: Any, gpu: str | None, measured: Any, *, offline: bool, estimate: str | None) -> Any:
     """The plan from a saved profile, else from profiling the local GPU, else from a fake-tensor trace or formulas."""
     from dataclasses import replace
 
     from capacity.planning.planner import plan_for
 
-    how = _estimate(estimate)
+    how = chosen_estimate(estimate)
     if measured is not None:
         return plan_for(model, args, gpu, measured)
-    if not offline and _local_cuda_gpu():
-        return _profile_with_progress(model, args, gpu)[0]
+    if not offline and local_cuda_gpu():
+        return profile_with_progress(model, args, gpu)[0]
     if how == "formula":
         return plan_for(model, args, gpu)
     import logging

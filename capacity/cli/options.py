@@ -201,7 +201,7 @@ def serving_values(**given: Any) -> dict[str, Any]:
     return out
 
 
-def _serve_yaml(config: Path | None, model: str | None) -> tuple[dict[str, Any], str | None]:
+def read_serve_yaml(config: Path | None, model: str | None) -> tuple[dict[str, Any], str | None]:
     """The knobs of a `vllm serve --config` YAML (none without one) and the model: --model, else the YAML's."""
     if config is None:
         return {}, model
@@ -213,11 +213,11 @@ def _serve_yaml(config: Path | None, model: str | None) -> tuple[dict[str, Any],
     return values, model or yaml_model
 
 
-def _serving_args(model: str | None, config: Path | None, **knobs: Any) -> tuple[str, Any]:
+def serving_args_of(model: str | None, config: Path | None, **knobs: Any) -> tuple[str, Any]:
     """The model and ServingArgs from --config (if any) and the flags, flags winning."""
     from capacity.serving.config import ServingArgs
 
-    values, model = _serve_yaml(config, model)
+    values, model = read_serve_yaml(config, model)
     if not model:
         raise BadInput("no model: pass --model (a folder, a catalog id or a Hugging Face id org/name), or 'model:' in --config")
     values.update(serving_values(**knobs))

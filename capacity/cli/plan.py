@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
-from capacity.cli.estimate import _plan
-from capacity.cli.options import SERVING_OPTIONS, ConfigOpt, CsvOpt, EstimateOpt, GpuOpt, HtmlOpt, JsonOpt, Knobs, ModelOpt, _serving_args, serving_options
-from capacity.cli.output import _check_outputs, _export, _show_plan
-from capacity.cli.runtime import _stdout
+from capacity.cli.estimate import plan_with_estimate
+from capacity.cli.options import SERVING_OPTIONS, ConfigOpt, CsvOpt, EstimateOpt, GpuOpt, HtmlOpt, JsonOpt, Knobs, ModelOpt, serving_args_of, serving_options
+from capacity.cli.output import check_outputs, export_outputs, show_plan
+from capacity.cli.runtime import report_to_stdout
 from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS
 
 
@@ -45,11 +45,11 @@ def plan(
         model = model or measured.fingerprint.model_name
         knobs["tensor_parallel_size"] = tensor_parallel_of(measured, knobs["tensor_parallel_size"])
 
-    model, args = _serving_args(model, config, **knobs)
-    _check_outputs(csv=csv, html=html, json_out=json_out)  # bad output paths fail before any work
-    result = _plan(model, args, gpu, measured, offline=offline, estimate=estimate)
-    _export(result, csv, html, json_out)
+    model, args = serving_args_of(model, config, **knobs)
+    check_outputs(csv=csv, html=html, json_out=json_out)  # bad output paths fail before any work
+    result = plan_with_estimate(model, args, gpu, measured, offline=offline, estimate=estimate)
+    export_outputs(result, csv, html, json_out)
     code = EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT
-    with _stdout(code):
-        _show_plan(result, json_out)
+    with report_to_stdout(code):
+        show_plan(result, json_out)
     raise typer.Exit(code)

@@ -8,11 +8,11 @@ from typing import Annotated
 
 import typer
 
-from capacity.cli.estimate import _local_cuda_gpu
-from capacity.cli.options import CPU_PROBE_HELP, JSON_STDOUT, ConfigOpt, CsvOpt, HtmlOpt, JsonOpt, Knobs, ModelOpt, TpOpt, _serving_args, serving_options
-from capacity.cli.output import _check_outputs, _export, _json_path, _show_plan
-from capacity.cli.progress import _cpu_probe_cost, _PhaseProgress, _profile_with_progress
-from capacity.cli.runtime import _WRITTEN, _console, _stdout, _writing
+from capacity.cli.estimate import local_cuda_gpu
+from capacity.cli.options import CPU_PROBE_HELP, JSON_STDOUT, ConfigOpt, CsvOpt, HtmlOpt, JsonOpt, Knobs, ModelOpt, TpOpt, serving_args_of, serving_options
+from capacity.cli.output import check_outputs, export_outputs, json_target, show_plan
+from capacity.cli.progress import PhaseProgress, checked_cpu_probe_cost, profile_with_progress
+from capacity.cli.runtime import WRITTEN, report_to_stdout, stdout_console, writing_output
 from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS, BadInput
 
 LOCAL_GPU_HELP = "Resolve vLLM's defaults for this catalog GPU instead of the local one."
@@ -66,9 +66,9 @@ def profile_command(
 
     if attn_implementation not in ("sdpa", "eager", "flash_attention_2"):
         raise BadInput(f"--attn-implementation {attn_implementation!r}: use sdpa, flash_attention_2 or eager")
-    model, args = _serving_args(model, config, **knobs)
-    _check_outputs(csv=csv, html=html, json_out=json_out, output=output)
-    if not cpu_probe and not _local_cuda_gpu():
+    model, args = serving_args_of(model, config, **knobs)
+    check_outputs(csv=csv, html=html, json_out=json_out, output=output)
+    if not cpu_probe and not local_cuda_gpu():
         raise BadInput(
             "no usable NVIDIA GPU here: `capacity profile` measures on a GPU; plan offline with `capacity plan` (the same phases on fake tensors, "
             "seconds), or pass --cpu-probe for a real, slow CPU run of a small model"
@@ -83,19 +83,19 @@ def profile_command(
             capture_graphs=not no_graphs, warmup=not no_warmup, timeout_s=timeout, collective_timeout_s=min(timeout, 300.0),
         )  # fmt: skip
     else:
-        result, measured = _profile_with_progress(
+        result, measured = profile_with_progress(
             model, args, gpu, cpu_probe=cpu_probe, attn=attn_implementation, graphs=not no_graphs, warmup=not no_warmup, force=force
         )
-    with _writing():
+    with writing_output():
         save_profile(measured, output)
-        _WRITTEN.append(str(output))
+        WRITTEN.append(str(output))
     print(f"capacity: wrote profile {output}", file=sys.stderr)
     if measured.oom is not None:
         print(f"capacity: out of memory in phase '{measured.oom.phase}' ({measured.oom.detail}); GPU memory released", file=sys.stderr)
-    _export(result, csv, html, json_out)
+    export_outputs(result, csv, html, json_out)
     code = EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT
-    with _stdout(code):
-        _show_plan(result, json_out)
+    with report_to_stdout(code):
+        show_plan(result, json_out)
     raise typer.Exit(code)
 
 
@@ -144,9 +144,9 @@ def verify(
 
         measured = load_profile(profile)
         model = model or measured.fingerprint.model_name
-    model, args = _serving_args(model, config, **knobs, tensor_parallel_size=tensor_parallel_size)
-    _check_outputs(json_out=json_out)
-    if not cpu_probe and not _local_cuda_gpu():
+    model, args = serving_args_of(model, config, **knobs, tensor_parallel_size=tensor_parallel_size)
+    check_outputs(json_out=json_out)
+    if not cpu_probe and not local_cuda_gpu():
         raise BadInput("no usable NVIDIA GPU here: `capacity verify` runs on a GPU (or pass --cpu-probe for a dry run)")
     tp = args.tensor_parallel_size if measured is None else measured.measured_tensor_parallel_size
     if measured is not None and args.tensor_parallel_size not in (1, tp):
@@ -164,7 +164,7 @@ def verify(
         else:
             result = plan_for(model, args, gpu, measured)
     elif measured is None and not cpu_probe:
-        result, _ = _profile_with_progress(model, args, gpu)
+        result, _ = profile_with_progress(model, args, gpu)
     else:
         result = plan_for(model, args, gpu, measured)
     pinned = ["--revision", args.revision] if args.revision else []
@@ -173,8 +173,8 @@ def verify(
     if tp > 1:
         outcome = verify_tensor_parallel_plan(result, cpu=cpu_probe, steps=steps, reproducer=reproducer, encoder_tp_mode=mm_encoder_tp_mode, timeout_s=timeout)
     else:
-        cost = _cpu_probe_cost("verify", result, force=force, steps=steps) if cpu_probe else None
-        with _PhaseProgress(cost) as on_phase:
+        cost = checked_cpu_probe_cost("verify", result, force=force, steps=steps) if cpu_probe else None
+        with PhaseProgress(cost) as on_phase:
             outcome = run_verify(result, CpuProbe() if cpu_probe else CudaProbe(), steps=steps, reproducer=reproducer, on_phase=on_phase)
     code = EXIT_FITS if outcome.passed else EXIT_DOES_NOT_FIT
     text = None
@@ -182,18 +182,18 @@ def verify(
         import json
 
         text = json.dumps({"plan": result.to_dict(), "verify": outcome.to_dict()}, indent=2) + "\n"
-        path = _json_path(json_out)
+        path = json_target(json_out)
         if path is not None:
             from reports.export import write_files
 
-            with _writing():
+            with writing_output():
                 write_files({path: ("--json", text.encode())})
-                _WRITTEN.append(str(path))
-    with _stdout(code):
+                WRITTEN.append(str(path))
+    with report_to_stdout(code):
         if json_out == JSON_STDOUT:
             sys.stdout.write(text or "")
         else:
             from reports.terminal import render_verify
 
-            render_verify(outcome, _console())
+            render_verify(outcome, stdout_console())
     raise typer.Exit(code)

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 
-class _PhaseProgress:
+class PhaseProgress:
     """One progress line per profiler phase on stderr, with the phase's estimated time when there is one.
 
     On a terminal a rich progress display; elsewhere (a pipe, a CI log) plain lines, printed as each phase starts,
@@ -23,7 +23,7 @@ class _PhaseProgress:
         self.rich: Any = None
         self.tasks: list[Any] = []
 
-    def __enter__(self) -> _PhaseProgress:
+    def __enter__(self) -> PhaseProgress:
         if self.console.is_terminal:
             from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -52,7 +52,7 @@ class _PhaseProgress:
             print(f"capacity: [{time.perf_counter() - self.start:.0f} s] phases done", file=sys.stderr, flush=True)
 
 
-def _cpu_probe_cost(command: str, plan: Any, *, force: bool, warmup: bool = True, steps: int = 3) -> Any:
+def checked_cpu_probe_cost(command: str, plan: Any, *, force: bool, warmup: bool = True, steps: int = 3) -> Any:
     """Estimate a --cpu-probe run's host memory and time from the formula plan; refuse it above the limits."""
     from profilers.cpu_cost import CpuProbeLimits, check_cost, duration, estimate_profile_cost, estimate_verify_cost, measure_host_rates
 
@@ -71,7 +71,7 @@ def _cpu_probe_cost(command: str, plan: Any, *, force: bool, warmup: bool = True
     return cost
 
 
-def _profile_with_progress(
+def profile_with_progress(
     model: str, args: Any, gpu: str | None, *, cpu_probe: bool = False, attn: str = "sdpa", graphs: bool = True, warmup: bool = True, force: bool = False
 ) -> tuple[Any, Any]:
     """Run the profiler with one progress line per phase on stderr; returns (plan, profile).
@@ -84,8 +84,8 @@ def _profile_with_progress(
     if cpu_probe:
         from capacity.planning.planner import plan_for
 
-        cost = _cpu_probe_cost("profile", plan_for(model, args, gpu), force=force, warmup=warmup)
-    with _PhaseProgress(cost) as on_phase:
+        cost = checked_cpu_probe_cost("profile", plan_for(model, args, gpu), force=force, warmup=warmup)
+    with PhaseProgress(cost) as on_phase:
         return profile_model(
             model, args, gpu_name=gpu, probe=CpuProbe() if cpu_probe else None, attn_implementation=attn, on_phase=on_phase, capture_graphs=graphs, warmup=warmup
         )

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from capacity.cli.options import SERVING_OPTIONS, ConfigOpt, Knobs, _serve_yaml, serving_options, serving_values
-from capacity.cli.runtime import _console, _stdout
+from capacity.cli.options import SERVING_OPTIONS, ConfigOpt, Knobs, read_serve_yaml, serving_options, serving_values
+from capacity.cli.runtime import report_to_stdout, stdout_console
 from capacity.errors import EXIT_FITS, BadInput
 
 
@@ -59,7 +59,7 @@ def reconcile(
         measured = load_profile(profile)
         model = model or measured.fingerprint.model_name
         knobs["tensor_parallel_size"] = tensor_parallel_of(measured, knobs["tensor_parallel_size"])
-    flags, model = _serve_yaml(config, model)
+    flags, model = read_serve_yaml(config, model)
     flags.update(serving_values(**knobs))
     if engine is not None:
         if not 1 <= engine <= len(startups):
@@ -73,14 +73,14 @@ def reconcile(
         results.append(replace(result, notes=(*inputs.notes, *result.notes)))
     for warning in {w for r in results for w in r.facts.warnings}:
         print(f"capacity: warning: {warning}", file=sys.stderr)
-    with _stdout(EXIT_FITS):
+    with report_to_stdout(EXIT_FITS):
         if as_json:
             doc: Any = results[0].to_dict() if len(results) == 1 else {"capacity_reconcile_version": 1, "engines": [r.to_dict() for r in results]}
             sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         else:
             from reports.reconcile import render_reconcile
 
-            console = _console()
+            console = stdout_console()
             for result in results:
                 if len(results) > 1:
                     console.rule(f"startup {result.facts.index} of {len(results)} (lines {result.facts.first_line}-{result.facts.last_line})")

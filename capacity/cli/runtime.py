@@ -20,12 +20,12 @@ class Interrupted(BaseException):
 
 
 # Files this run has written, complete (every write is atomic): an interrupt names them.
-_WRITTEN: list[str] = []
+WRITTEN: list[str] = []
 # While files are written (fast) a Ctrl-C waits, so that what is on disk and what the message says agree.
 # `seen` stays set once a Ctrl-C landed: library code can swallow the exception the handler raises (an import
 # machinery's cleanup, a weakref finalizer, an `except BaseException`), and the run must still end as interrupted.
 # `armed`: main's handler is installed (a re-sent SIGINT after main returned must not reach the default handler).
-_DEFERRED = {"depth": 0, "pending": False, "seen": False, "armed": False}
+DEFERRED = {"depth": 0, "pending": False, "seen": False, "armed": False}
 RESEND_SECONDS = 0.05
 
 
@@ -39,14 +39,14 @@ def _importing(frame: Any) -> bool:
 
 
 def _resend_sigint() -> None:
-    if _DEFERRED["armed"]:
+    if DEFERRED["armed"]:
         os.kill(os.getpid(), signal.SIGINT)
 
 
-def _raise_interrupted(signum: int, frame: Any) -> None:
-    _DEFERRED["seen"] = True
-    if _DEFERRED["depth"]:
-        _DEFERRED["pending"] = True
+def raise_interrupted(signum: int, frame: Any) -> None:
+    DEFERRED["seen"] = True
+    if DEFERRED["depth"]:
+        DEFERRED["pending"] = True
         return
     if _importing(frame):
         # An exception raised inside an extension module's initialisation (torch's pybind11 callbacks while
@@ -59,31 +59,31 @@ def _raise_interrupted(signum: int, frame: Any) -> None:
     raise Interrupted
 
 
-def _stop_if_interrupted() -> None:
+def stop_if_interrupted() -> None:
     """Before any output: a Ctrl-C that landed earlier and was swallowed stops the run here."""
-    if _DEFERRED["seen"] and not _DEFERRED["depth"]:
+    if DEFERRED["seen"] and not DEFERRED["depth"]:
         raise Interrupted
 
 
 @contextmanager
-def _writing() -> Iterator[None]:
+def writing_output() -> Iterator[None]:
     """Write and record files as one step: a Ctrl-C meanwhile is acted on after it."""
-    _stop_if_interrupted()
-    _DEFERRED["depth"] += 1
+    stop_if_interrupted()
+    DEFERRED["depth"] += 1
     try:
         yield
     finally:
-        _DEFERRED["depth"] -= 1
-    if _DEFERRED["pending"] and not _DEFERRED["depth"]:
-        _DEFERRED["pending"] = False
+        DEFERRED["depth"] -= 1
+    if DEFERRED["pending"] and not DEFERRED["depth"]:
+        DEFERRED["pending"] = False
         raise Interrupted
 
 
-def _interrupted_line(argv: list[str]) -> str:
+def interrupted_line(argv: list[str]) -> str:
     """What was interrupted, and what is on disk: every write is atomic, so only whole files were written."""
     command = next((a for a in argv if not a.startswith("-")), None)
     what = f"`capacity {command}`" if command else "`capacity`"
-    wrote = f"files written before it, complete: {', '.join(_WRITTEN)}" if _WRITTEN else "no file was written"
+    wrote = f"files written before it, complete: {', '.join(WRITTEN)}" if WRITTEN else "no file was written"
     return f"capacity: interrupted: {what} stopped by Ctrl-C (SIGINT) before it finished; {wrote}"
 
 
@@ -96,9 +96,9 @@ class StdoutClosed(CapacityError):
 
 
 @contextmanager
-def _stdout(verdict_code: int) -> Iterator[None]:
+def report_to_stdout(verdict_code: int) -> Iterator[None]:
     """Where a command writes its report: a closed stdout is not a verdict, so the verdict's own code stands."""
-    _stop_if_interrupted()
+    stop_if_interrupted()
     try:
         yield
         sys.stdout.flush()
@@ -106,8 +106,8 @@ def _stdout(verdict_code: int) -> Iterator[None]:
         raise StdoutClosed(verdict_code) from exc
 
 
-def _console() -> Any:
-    """A rich Console on stdout whose broken pipe is a BrokenPipeError for _stdout (rich itself exits 1)."""
+def stdout_console() -> Any:
+    """A rich Console on stdout whose broken pipe is a BrokenPipeError for report_to_stdout (rich itself exits 1)."""
     from rich.console import Console
 
     class StdoutConsole(Console):
@@ -117,7 +117,7 @@ def _console() -> Any:
     return StdoutConsole()
 
 
-def _stdout_was_closed() -> bool:
+def stdout_was_closed() -> bool:
     """click's or rich's broken-pipe handling ran: stdout wrapped in PacifyFlushWrapper, or its fd is /dev/null."""
     if type(sys.stdout).__name__ == "PacifyFlushWrapper":
         return True
@@ -128,7 +128,7 @@ def _stdout_was_closed() -> bool:
     return (fd.st_dev, fd.st_ino) == (null.st_dev, null.st_ino)
 
 
-def _detach_stdout() -> None:
+def detach_stdout() -> None:
     """Point a closed stdout at /dev/null, so the interpreter's last flush does not fail (exit 120) or warn."""
     with suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)

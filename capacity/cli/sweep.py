@@ -8,10 +8,22 @@ from typing import Annotated, Any
 
 import typer
 
-from capacity.cli.estimate import _estimate
-from capacity.cli.options import JSON_STDOUT, SERVING_OPTIONS, ConfigOpt, CsvOpt, EstimateOpt, HtmlOpt, JsonOpt, Knobs, ModelOpt, _serving_args, serving_options
-from capacity.cli.output import _check_outputs, _export, _print_json
-from capacity.cli.runtime import _console, _stdout
+from capacity.cli.estimate import chosen_estimate
+from capacity.cli.options import (
+    JSON_STDOUT,
+    SERVING_OPTIONS,
+    ConfigOpt,
+    CsvOpt,
+    EstimateOpt,
+    HtmlOpt,
+    JsonOpt,
+    Knobs,
+    ModelOpt,
+    serving_args_of,
+    serving_options,
+)
+from capacity.cli.output import check_outputs, export_outputs, print_json
+from capacity.cli.runtime import report_to_stdout, stdout_console
 from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS, BadInput
 
 SWEEP_AXES = ("max_model_len", "max_num_seqs", "tensor_parallel_size")  # knobs the sweep takes as comma-separated grids instead
@@ -42,7 +54,7 @@ def sweep(
     """
     from capacity.planning.sweep import SweepAxes, parse_int_list, parse_name_list, run_sweep
 
-    model, base = _serving_args(model, config, **knobs)
+    model, base = serving_args_of(model, config, **knobs)
     axes = SweepAxes(
         gpus=parse_name_list(gpu, "--gpu") if gpu is not None else (None,),
         tensor_parallel_sizes=parse_int_list(tp_values, "--tensor-parallel-size") if tp_values is not None else (None,),
@@ -50,7 +62,7 @@ def sweep(
         max_model_lens=parse_int_list(len_values, "--max-model-len", allow_auto=True) if len_values is not None else (None,),
     )
     axes.require_within_limit()  # before any work: the grid's size and the limit, in one line
-    _check_outputs(csv=csv, html=html, json_out=json_out, csv_is_folder=False)
+    check_outputs(csv=csv, html=html, json_out=json_out, csv_is_folder=False)
     measured = None
     if profile is not None:
         from capacity.memory.measured_profile import load_profile
@@ -58,22 +70,22 @@ def sweep(
         measured = load_profile(profile)
         if measured.measured_tensor_parallel_size > 1:
             raise BadInput(f"--profile {profile}: a tensor-parallel profile (TP {measured.measured_tensor_parallel_size}) is re-planned with `capacity plan --profile`, not swept")
-    how = _estimate(estimate)
+    how = chosen_estimate(estimate)
     profiler = None
     if measured is None and how == "trace":  # the same terms as `capacity plan` on each point's knobs
         from profilers.api import traced_profile
 
         profiler = traced_profile
     result = run_sweep(model, base, axes, measured, on_progress=_sweep_progress(axes.size), profiler=profiler)
-    _export(result, csv, html, json_out)
+    export_outputs(result, csv, html, json_out)
     code = EXIT_FITS if result.fitting else EXIT_DOES_NOT_FIT
-    with _stdout(code):
+    with report_to_stdout(code):
         if json_out == JSON_STDOUT:
-            _print_json(result)
+            print_json(result)
         else:
             from reports.terminal import render_sweep
 
-            render_sweep(result, _console())
+            render_sweep(result, stdout_console())
     raise typer.Exit(code)
 
 

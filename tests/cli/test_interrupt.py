@@ -38,18 +38,18 @@ def test_sigint_exits_130_with_one_line_and_no_file(tmp_path):
 
 def test_a_sigint_while_files_are_written_waits_for_them(tmp_path):
     """The write finishes and is recorded, then the interrupt is acted on, and the message names the file."""
-    previous = signal.signal(signal.SIGINT, runtime._raise_interrupted)
-    runtime._WRITTEN.clear()
+    previous = signal.signal(signal.SIGINT, runtime.raise_interrupted)
+    runtime.WRITTEN.clear()
     try:
-        with pytest.raises(runtime.Interrupted), runtime._writing():
+        with pytest.raises(runtime.Interrupted), runtime.writing_output():
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.01)  # the handler has run: it must not have raised here
             (tmp_path / "plan.json").write_text("{}")
-            runtime._WRITTEN.append(str(tmp_path / "plan.json"))
-        line = runtime._interrupted_line(["check", "--json", str(tmp_path / "plan.json")])
+            runtime.WRITTEN.append(str(tmp_path / "plan.json"))
+        line = runtime.interrupted_line(["check", "--json", str(tmp_path / "plan.json")])
     finally:
         signal.signal(signal.SIGINT, previous)
-        runtime._WRITTEN.clear()
+        runtime.WRITTEN.clear()
     assert line == f"capacity: interrupted: `capacity check` stopped by Ctrl-C (SIGINT) before it finished; files written before it, complete: {tmp_path / 'plan.json'}"
 
 
@@ -64,13 +64,13 @@ def test_a_sigint_during_an_import_waits_for_the_import(tmp_path, monkeypatch):
     """Raising inside an extension module's initialisation aborts the process (torch's pybind11 callbacks during
     `import torch`: SIGABRT, seen under load in CI): a Ctrl-C landing in an import is taken again just after it."""
     (tmp_path / "capacity_test_slow_import.py").write_text(
-        "import signal, sys\nfrom capacity.cli import runtime\nruntime._raise_interrupted(signal.SIGINT, sys._getframe())\nDONE = True\n"
+        "import signal, sys\nfrom capacity.cli import runtime\nruntime.raise_interrupted(signal.SIGINT, sys._getframe())\nDONE = True\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     resent: list[bool] = []
     monkeypatch.setattr(runtime, "_resend_sigint", lambda: resent.append(True))
     monkeypatch.setattr(runtime, "RESEND_SECONDS", 0.0)
-    runtime._DEFERRED.update(depth=0, pending=False, seen=False, armed=True)
+    runtime.DEFERRED.update(depth=0, pending=False, seen=False, armed=True)
     try:
         import capacity_test_slow_import  # the handler ran inside this import: it must not raise there
 
@@ -79,9 +79,9 @@ def test_a_sigint_during_an_import_waits_for_the_import(tmp_path, monkeypatch):
             if resent:
                 break
             time.sleep(0.01)
-        assert resent == [True] and runtime._DEFERRED["seen"]
+        assert resent == [True] and runtime.DEFERRED["seen"]
         with pytest.raises(runtime.Interrupted):  # outside an import the same Ctrl-C stops the run
-            runtime._raise_interrupted(signal.SIGINT, sys._getframe())
+            runtime.raise_interrupted(signal.SIGINT, sys._getframe())
     finally:
-        runtime._DEFERRED.update(depth=0, pending=False, seen=False, armed=False)
+        runtime.DEFERRED.update(depth=0, pending=False, seen=False, armed=False)
         sys.modules.pop("capacity_test_slow_import", None)

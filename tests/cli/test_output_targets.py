@@ -23,9 +23,9 @@ def no_planning(monkeypatch, tmp_path):
     def planned(*args, **kwargs):
         raise AssertionError("planned before the output paths were checked")
 
-    monkeypatch.setattr("capacity.cli.plan._plan", planned)
-    monkeypatch.setattr("capacity.cli.check._plan", planned)
-    monkeypatch.setattr("capacity.cli.profile._profile_with_progress", planned)
+    monkeypatch.setattr("capacity.cli.plan.plan_with_estimate", planned)
+    monkeypatch.setattr("capacity.cli.check.plan_with_estimate", planned)
+    monkeypatch.setattr("capacity.cli.profile.profile_with_progress", planned)
     monkeypatch.setattr("capacity.planning.sweep.run_sweep", planned)
     monkeypatch.chdir(tmp_path)
 

@@ -32,13 +32,8 @@ class TopKTopP:
     how: str
 
 
-# The sort path's peak is its sort on CUDA: Sampler.forward's fp32 copy 4 + the sorted values 4 + their int64 indices 8
-# + torch.sort's device temporaries 20 (the index sequence it sorts along and the radix sort's alternate buffers) =
-# 36 B per logit, measured on the H200 with the same torch operations as vLLM 0.9.2-0.15.1's apply_top_k_top_p
-# (bench/sampler_sort_gpu.py, bench/results/h200-sampler-sort-2026-12-01: 36.0 B at six shapes, 256-1024 rows, vocab
-# 51,866-262,208). The later stages hold 26 B (each wheel's own Sampler.forward on CPU under capacity's CpuProbe,
-# bench/vllm_sampler_reference.py: the fp32 copy, sorted values, indices, softmax, two bool masks, the scattered
-# result), which a CPU sort does not exceed. 0.17.0+ keep a sort as `apply_top_k_top_p_pytorch` below 8 rows.
+# apply_top_k_top_p's sort on CUDA: fp32 copy 4 + sorted values 4 + int64 indices 8 + torch.sort temporaries 20 = 36 B per
+# logit (measured: bench/sampler_sort_gpu.py; the later stages' 26 B: bench/vllm_sampler_reference.py).
 TOP_K_TOP_P_SORT = TopKTopP(
     "PyTorch sort",
     "topk_topp_sampler.apply_top_k_top_p (sort)",

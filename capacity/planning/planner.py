@@ -93,6 +93,24 @@ def with_piecewise_graphs(full: MemoryTerm, estimate: GraphEstimate | None) -> M
     )
 
 
+def serving_under(semantics: VllmSemantics, args: ServingArgs, spec: ModelSpec, gpu: Gpu) -> ServingConfig:
+    """The knobs with the defaults of `semantics`' vLLM version: its utilization default, its batch defaults per GPU
+    and usage context, and (V0) a whole max_model_len prompt per batch when chunked prefill is off."""
+    args = semantics.serving_args(args)
+    base_batch = semantics.batch_defaults(gpu, args.usage_context)
+    serving = resolve_serving(args, spec, gpu, base_batch)
+    if semantics.whole_prompt_batches and args.max_num_batched_tokens is None:
+        # V0 profiles a whole max_model_len prompt when chunked prefill is off (on by default above 32K tokens)
+        tokens = semantics.v0_batched_tokens(
+            serving.max_model_len,
+            multimodal=bool(spec.modalities),
+            sliding_window=any(layer.kind == "sliding_window" for layer in spec.layers),
+            prefix_caching=bool(args.enable_prefix_caching),
+        )
+        serving = resolve_serving(replace(args, max_num_batched_tokens=tokens), spec, gpu, base_batch)
+    return serving
+
+
 def build_plan(
     source: ModelSource,
     spec: ModelSpec,
@@ -107,7 +125,7 @@ def build_plan(
     semantics and notes, and changes only the knobs its hazard's fix names."""
 
     def replan(plan: Plan, args: ServingArgs) -> Plan:
-        return plan_without_suggestion(source, spec, gpu, resolve_serving(args, spec, gpu), notes, profile, semantics)
+        return plan_without_suggestion(source, spec, gpu, serving_under(semantics, args, spec, gpu), notes, profile, semantics)
 
     plan = plan_without_suggestion(source, spec, gpu, serving, notes, profile, semantics)
     return replace(plan, suggestion=suggest(plan, replan))
@@ -326,18 +344,7 @@ def plan_for(
         gpu, gpu_note = resolve_gpu(gpu_name)
         if profile is not None and gpu_name is None:
             gpu = cuda_total_of_profiled_gpu(gpu, profile)
-    args = semantics.serving_args(args)
-    base_batch = semantics.batch_defaults(gpu, args.usage_context)
-    serving = resolve_serving(args, spec, gpu, base_batch)
-    if semantics.whole_prompt_batches and args.max_num_batched_tokens is None:
-        # V0 profiles a whole max_model_len prompt when chunked prefill is off (on by default above 32K tokens)
-        tokens = semantics.v0_batched_tokens(
-            serving.max_model_len,
-            multimodal=bool(spec.modalities),
-            sliding_window=any(layer.kind == "sliding_window" for layer in spec.layers),
-            prefix_caching=bool(args.enable_prefix_caching),
-        )
-        serving = resolve_serving(replace(args, max_num_batched_tokens=tokens), spec, gpu, base_batch)
+    serving = serving_under(semantics, args, spec, gpu)
     notes = tuple(n for n in (source.alias_note, gpu_note, nvidia_smi_total_caveat(gpu, serving.gpu_memory_utilization)) if n)
     if semantics is not LATEST:
         notes += (

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from capacity.cli.estimate import plan_with_estimate
-from capacity.cli.options import SERVING_OPTIONS, ConfigOpt, CsvOpt, EstimateOpt, GpuOpt, HtmlOpt, Knobs, ModelOpt, serving_args_of, serving_options
+from capacity.cli.options import SERVING_OPTIONS, ConfigOpt, CsvOpt, EstimateOpt, GpuOpt, HtmlOpt, Knobs, ModelOpt, OfflineOpt, serving_args_of, serving_options
 from capacity.cli.output import check_outputs, export_outputs, json_target, print_json
 from capacity.cli.runtime import report_to_stdout
 from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS
@@ -26,7 +26,7 @@ def check(
     min_kv_tokens: Annotated[int | None, typer.Option(help="Fail unless vLLM's logged KV cache size in tokens (kv_cache.tokens_vllm_reported) is at least this.")] = None,
     require_max_model_len: Annotated[int | None, typer.Option(help="Fail unless requests of this many tokens are served (max_model_len, and one request's KV fits).")] = None,
     fail_on_hazard: Annotated[str, typer.Option(help="Lowest hazard severity that fails: info, warning or error (errors always fail).")] = "error",
-    offline: Annotated[bool, typer.Option("--offline", help="Never profile on a local GPU: plan from the config alone.")] = False,
+    offline: OfflineOpt = False,
     estimate: EstimateOpt = None,
     json_out: Annotated[str | None, typer.Option("--json", metavar="[PATH]", help="Write the JSON (plan + gate) to PATH instead of stdout.")] = None,
     csv: CsvOpt = None,

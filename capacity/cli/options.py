@@ -49,6 +49,9 @@ CPU_PROBE_HELP = (
     "are estimated first; above half the available memory or 5 minutes the run is refused (--force runs it)."
 )
 JSON_STDOUT = "-"
+OfflineOpt = Annotated[bool, typer.Option("--offline", help="Never profile on a local GPU: plan from the config alone.")]
+CpuProbeOpt = Annotated[bool, typer.Option("--cpu-probe", help=CPU_PROBE_HELP)]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Run a --cpu-probe even above its host-memory and time limits.")]
 
 # One option per ServingArgs field, in the order of `capacity plan --help` (--revision, which qualifies --model, follows it).
 SERVING_OPTIONS: dict[str, Any] = {

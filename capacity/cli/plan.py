@@ -8,7 +8,20 @@ from typing import Annotated
 import typer
 
 from capacity.cli.estimate import plan_with_estimate
-from capacity.cli.options import SERVING_OPTIONS, ConfigOpt, CsvOpt, EstimateOpt, GpuOpt, HtmlOpt, JsonOpt, Knobs, ModelOpt, serving_args_of, serving_options
+from capacity.cli.options import (
+    SERVING_OPTIONS,
+    ConfigOpt,
+    CsvOpt,
+    EstimateOpt,
+    GpuOpt,
+    HtmlOpt,
+    JsonOpt,
+    Knobs,
+    ModelOpt,
+    OfflineOpt,
+    serving_args_of,
+    serving_options,
+)
 from capacity.cli.output import check_outputs, export_outputs, show_plan
 from capacity.cli.runtime import report_to_stdout
 from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS
@@ -22,7 +35,7 @@ def plan(
     config: ConfigOpt = None,
     knobs: Knobs,
     profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Plan from a saved GPU profile (`capacity profile -o`); --model defaults to its model.")] = None,
-    offline: Annotated[bool, typer.Option("--offline", help="Never profile on a local GPU: plan from the config alone.")] = False,
+    offline: OfflineOpt = False,
     estimate: EstimateOpt = None,
     json_out: JsonOpt = None,
     csv: CsvOpt = None,

@@ -9,7 +9,20 @@ from typing import Annotated
 import typer
 
 from capacity.cli.estimate import local_cuda_gpu
-from capacity.cli.options import CPU_PROBE_HELP, JSON_STDOUT, ConfigOpt, CsvOpt, HtmlOpt, JsonOpt, Knobs, ModelOpt, TpOpt, serving_args_of, serving_options
+from capacity.cli.options import (
+    JSON_STDOUT,
+    ConfigOpt,
+    CpuProbeOpt,
+    CsvOpt,
+    ForceOpt,
+    HtmlOpt,
+    JsonOpt,
+    Knobs,
+    ModelOpt,
+    TpOpt,
+    serving_args_of,
+    serving_options,
+)
 from capacity.cli.output import check_outputs, export_outputs, json_target, show_plan
 from capacity.cli.progress import PhaseProgress, checked_cpu_probe_cost, profile_with_progress
 from capacity.cli.runtime import WRITTEN, report_to_stdout, stdout_console, writing_output
@@ -51,8 +64,8 @@ def profile_command(
     attn_implementation: Annotated[str, typer.Option(help="transformers attention: sdpa (default, like vLLM's kernels), flash_attention_2 or eager.")] = "sdpa",
     no_graphs: Annotated[bool, typer.Option("--no-graphs", help="Skip the CUDA-graph captures (the graph term stays estimated).")] = False,
     no_warmup: Annotated[bool, typer.Option("--no-warmup", help="Skip the warmup batches.")] = False,
-    cpu_probe: Annotated[bool, typer.Option("--cpu-probe", help=CPU_PROBE_HELP)] = False,
-    force: Annotated[bool, typer.Option("--force", help="Run a --cpu-probe even above its host-memory and time limits.")] = False,
+    cpu_probe: CpuProbeOpt = False,
+    force: ForceOpt = False,
     json_out: JsonOpt = None,
     csv: CsvOpt = None,
     html: HtmlOpt = None,
@@ -121,8 +134,8 @@ def verify(
     tensor_parallel_size: TpOpt = None,  # a serving knob, listed after --steps in verify's help
     mm_encoder_tp_mode: Annotated[str, typer.Option(help="With --tensor-parallel-size: the multimodal encoder sharded ('weights') or whole on every rank ('data').")] = "weights",
     timeout: Annotated[float, typer.Option(help="With --tensor-parallel-size: seconds before the ranks are stopped.")] = 900.0,
-    cpu_probe: Annotated[bool, typer.Option("--cpu-probe", help=CPU_PROBE_HELP)] = False,
-    force: Annotated[bool, typer.Option("--force", help="Run a --cpu-probe even above its host-memory and time limits.")] = False,
+    cpu_probe: CpuProbeOpt = False,
+    force: ForceOpt = False,
     json_out: JsonOpt = None,
 ) -> None:
     """Prove a plan on the GPU: allocate its KV pool next to the model and run its worst steady state.

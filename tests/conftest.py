@@ -69,6 +69,19 @@ def formula_estimates_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="session")
+def session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("capacity-cache"))
+
+
+@pytest.fixture(autouse=True)
+def fresh_disk_cache(monkeypatch: pytest.MonkeyPatch, session_cache_dir: str) -> None:
+    """capacity's disk cache (capacity/disk_cache.py) is one folder for the test session, never the user's: what a
+    test finds there was worked out by this code in this session."""
+    monkeypatch.setenv("CAPACITY_CACHE_DIR", session_cache_dir)
+    monkeypatch.delenv("CAPACITY_NO_CACHE", raising=False)
+
+
+@pytest.fixture(scope="session")
 def empty_hf_hub(tmp_path_factory: pytest.TempPathFactory) -> str:
     return str(tmp_path_factory.mktemp("empty-hf-hub"))
 

@@ -17,6 +17,7 @@ from capacity.gpu.catalog import Gpu
 from capacity.memory.term import ESTIMATED, EXACT, MemoryTerm
 from capacity.model.spec import ModelSpec
 from capacity.serving.config import ServingConfig
+from capacity.source.parameter_table import ParameterTable, read_parameter_table
 from capacity.source.resolve import ModelSource
 from capacity.weights.awq import awq_kernel, kernel_tensors
 from capacity.weights.mxfp4 import GptOssMxfp4, gpt_oss_expert_tensors, gpt_oss_mxfp4
@@ -32,10 +33,28 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 @lru_cache(maxsize=32)
 def _meta_parameters(family: Family, config_json: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """(name, shape) of every unique parameter of the real architecture (`Family.parameter_shapes`: built on the meta
-    device, or listed from the config by a remote-code family)."""
+    device, or listed from the config by a remote-code family), kept in capacity's disk cache (capacity/disk_cache.py)."""
     import json
 
-    return family.parameter_shapes(json.loads(config_json))
+    from capacity import disk_cache
+
+    config = json.loads(config_json)
+    return disk_cache.remembered(
+        "parameters",
+        {"family": family.name, "config_sha256": disk_cache.sha256_of(config)},
+        lambda: family.parameter_shapes(config),
+        lambda params: [[name, list(shape)] for name, shape in params],
+        lambda stored: tuple((str(name), tuple(int(d) for d in shape)) for name, shape in stored),
+    )
+
+
+@lru_cache(maxsize=32)
+def _recorded_parameters(table: Any, config_sha256: str, family: str) -> ParameterTable | None:
+    """The model's recorded parameter table (a catalog entry's), when it was made from this very config by this family."""
+    recorded = read_parameter_table(table, str(table))
+    if recorded is None or recorded.config_sha256 != config_sha256 or recorded.family != family:
+        return None
+    return recorded
 
 
 # _config_json memo, keyed by the identity of the config dict (the entry keeps the dict alive, so the id
@@ -86,6 +105,10 @@ def model_tensors(spec: ModelSpec, source: ModelSource) -> tuple[tuple[StoredTen
             return _header_tensors(shards), "safetensors headers of the model folder"
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise BadInput(f"{source.path}: a safetensors header cannot be read ({exc})") from exc
+    if source.parameter_table is not None:
+        recorded = _recorded_parameters(source.parameter_table, source.config_sha256, spec.family.name)
+        if recorded is not None:
+            return tuple(StoredTensor(n, s, MODEL_DTYPE) for n, s in recorded.parameters), f"parameters of {spec.architecture} {recorded.source}, recorded in the catalog"
     try:
         params = _meta_parameters(spec.family, _config_json(source.config))
     except BadInput:  # a field the family's parameter list needs, named in one line

@@ -42,6 +42,8 @@ class ModelSource:
     # the planning files found beside config.json, by Hub file name (PLANNING_FILES: processor configs,
     # generation_config.json, model.safetensors.index.json)
     files: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    # where a recorded parameter table may be (capacity/source/parameter_table.py): a catalog entry's, beside its config
+    parameter_table: Any = field(default=None, repr=False, compare=False)
 
     @property
     def processor(self) -> dict[str, Any] | None:
@@ -120,6 +122,11 @@ CATALOG_SUMMARY_FILE = "capacity.safetensors-summary.json"  # a recorded header 
 def catalog_weights(entry: CatalogEntry) -> CheckpointWeights | None:
     """What a catalog entry records of its checkpoint (capacity/source/catalog/README.md, "Checkpoint summaries")."""
     return recorded_checkpoint(resources.files(catalog_files.__name__).joinpath("models").joinpath(catalog_files.stem(entry.name)), f"catalog {entry.name}")
+
+
+def catalog_parameter_table(entry: CatalogEntry) -> Any:
+    """Where a catalog entry's parameter table is (capacity/source/parameter_table.py), whether or not it exists."""
+    return catalog_files.parameter_table_file(entry.name)
 
 
 def catalog_planning_files(entry: CatalogEntry) -> dict[str, dict[str, Any]]:
@@ -261,6 +268,7 @@ def resolve_model(requested: str, revision: str | None = None) -> ModelSource:
             alias_note=note,
             weights=catalog_weights(entry),
             files=catalog_planning_files(entry),
+            parameter_table=catalog_parameter_table(entry),
         )
     if looks_like_path:
         raise BadInput(f"--model {requested}: no such folder; point it at a folder holding config.json")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -263,9 +263,37 @@ class GenericFamily(Family):
 def item_tokens(
     modality: str, config: dict[str, Any], full: dict[str, Any], preprocessor: dict[str, Any] | None, processor: dict[str, Any] | None
 ) -> ItemTokens:
-    if modality == "audio":
-        return audio_item_tokens(config, full, preprocessor)
-    return image_item_tokens(config, full, preprocessor, processor)
+    """Tokens of one max-size item. Counts that build transformers classes (feature extractors, image processors, the
+    audio tower on the meta device) are kept by their inputs: shipped for the catalog's entries
+    (capacity/model/items/shipped_item_tokens.json, scripts/make_shipped_item_tokens.py), else in the disk cache."""
+    if modality != "audio" and counted_by_rule(config, preprocessor):
+        return image_item_tokens(config, full, preprocessor, processor)
+    from capacity import disk_cache
+
+    key = {"modality": modality, **{f"{name}_sha256": disk_cache.sha256_of(data) for name, data in (("config", config), ("preprocessor", preprocessor), ("processor", processor))}}
+    return disk_cache.remembered(
+        "item-tokens",
+        key,
+        lambda: audio_item_tokens(config, full, preprocessor) if modality == "audio" else image_item_tokens(config, full, preprocessor, processor),
+        asdict,
+        lambda stored: ItemTokens(**{**stored, "image_size": tuple(stored["image_size"]) if stored.get("image_size") else None}),
+        shipped=shipped_item_tokens(),
+    )
+
+
+def counted_by_rule(config: dict[str, Any], preprocessor: dict[str, Any] | None) -> bool:
+    """Image tokens counted by vLLM's own rule for the model, from its configs alone (no transformers class built)."""
+    model_type = str(config.get("model_type"))
+    return model_type in IDEFICS3_IMAGES or model_type in LFM2_VL_IMAGES or (model_type in QWEN_VL_IMAGES and bool(preprocessor))
+
+
+@lru_cache(maxsize=1)
+def shipped_item_tokens() -> dict[str, Any]:
+    """The item tokens shipped for the catalog's entries, by disk_cache.shipped_digest."""
+    from importlib import resources
+
+    data = json.loads(resources.files("capacity.model.items").joinpath("shipped_item_tokens.json").read_text())
+    return {digest: entry["value"] for digest, entry in data["entries"].items()}
 
 
 def image_item_tokens(config: dict[str, Any], full: dict[str, Any], preprocessor: dict[str, Any] | None, processor: dict[str, Any] | None) -> ItemTokens:

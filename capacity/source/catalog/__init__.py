@@ -17,6 +17,8 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any
 
+from capacity.source.parameter_table import FILE as PARAMETER_TABLE_FILE
+
 MODEL_FILES = (
     "config.json",
     "preprocessor_config.json",
@@ -48,6 +50,14 @@ def model_files(name: str) -> dict[str, Traversable]:
     if folder.is_dir():
         return {f: folder.joinpath(f) for f in MODEL_FILES if folder.joinpath(f).is_file()}
     return {"config.json": _models_dir().joinpath(stem(name) + ".json")}
+
+
+def parameter_table_file(name: str) -> Traversable:
+    """Where a catalog id's parameter table is kept: in its model folder, or beside a single-file entry."""
+    folder = _models_dir().joinpath(stem(name))
+    if folder.is_dir():
+        return folder.joinpath(PARAMETER_TABLE_FILE)
+    return _models_dir().joinpath(f"{stem(name)}.parameters.json")
 
 
 def read_model_file(name: str, filename: str) -> dict[str, Any] | None:

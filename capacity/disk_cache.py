@@ -1,0 +1,203 @@
+"""capacity's on-disk cache: results that cost torch or transformers to work out, kept by everything they depend on.
+
+One JSON file per entry, `<root>/<kind>/<key sha256>.json`, holding `{"format", "kind", "key", "value"}`. The key is
+the caller's description of the inputs (config and processor sha256s, dtype, knobs) plus `versions()`: capacity's
+version, a fingerprint of its own source files, and the torch and transformers versions installed (read from the
+packages' metadata, not imported). Any change to those is a new key, so an entry is never stale; an entry that does
+not parse, or whose stored key is not the one asked for (a foreign or corrupt file), is ignored and rewritten.
+
+The root is `$CAPACITY_CACHE_DIR`, else the user cache directory (`platformdirs.user_cache_dir("capacity")`).
+`CAPACITY_NO_CACHE=1`, the commands' `--no-cache` (`bypassed()`), and an unwritable root all leave the cache out:
+the result is worked out again and nothing is written. `capacity cache info|clear` manages it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any, TypeVar
+
+FORMAT = "capacity.cache/1"
+ENV_DIR = "CAPACITY_CACHE_DIR"
+ENV_OFF = "CAPACITY_NO_CACHE"
+_TRUE = {"1", "ON", "YES", "TRUE"}
+_bypassed = False  # set by `bypassed()` (the commands' --no-cache) for the length of one command
+
+T = TypeVar("T")
+
+
+def root() -> Path | None:
+    """The cache folder, or None when the cache is off (CAPACITY_NO_CACHE=1 or --no-cache)."""
+    if _bypassed or (os.environ.get(ENV_OFF) or "").strip().upper() in _TRUE:
+        return None
+    configured = os.environ.get(ENV_DIR)
+    if configured:
+        return Path(os.path.expandvars(os.path.expanduser(configured)))
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("capacity", appauthor=False))
+
+
+@contextmanager
+def bypassed(active: bool = True) -> Iterator[None]:
+    """Within the block the cache is neither read nor written (`--no-cache`)."""
+    global _bypassed
+    before, _bypassed = _bypassed, active or _bypassed
+    try:
+        yield
+    finally:
+        _bypassed = before
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """sha256 of capacity's own Python sources (the packages `capacity` and `profilers`), as installed: an
+    edit to any of them is a new key."""
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for package in (here, here.parent / "profilers"):
+        for path in sorted(package.rglob("*.py")):
+            digest.update(str(path.relative_to(here.parent)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def versions() -> dict[str, str | None]:
+    """What every key carries besides the caller's inputs."""
+    from capacity import __version__
+
+    return {"capacity": __version__, "code": code_fingerprint(), "torch": _package_version("torch"), "transformers": _package_version("transformers")}
+
+
+def key_digest(kind: str, key: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of (kind, key, versions())."""
+    blob = json.dumps({"kind": kind, "key": key, "versions": versions()}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def sha256_of(data: Any) -> str:
+    """sha256 of a JSON value in canonical form (a config dict, a processor config): an input named in a key."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+
+
+def _entry_path(base: Path, kind: str, digest: str) -> Path:
+    return base / kind / f"{digest}.json"
+
+
+def read(kind: str, key: dict[str, Any]) -> Any | None:
+    """The value stored under `key`, or None (off, absent, unreadable, or another key's entry)."""
+    base = root()
+    if base is None:
+        return None
+    path = _entry_path(base, kind, key_digest(kind, key))
+    try:
+        entry = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    expected = json.loads(json.dumps({"kind": kind, "key": key, "versions": versions()}, sort_keys=True, default=str))
+    if not isinstance(entry, dict) or entry.get("format") != FORMAT or {k: entry.get(k) for k in ("kind", "key", "versions")} != expected:
+        return None
+    return entry.get("value")
+
+
+def write(kind: str, key: dict[str, Any], value: Any) -> None:
+    """Store `value` (plain JSON) under `key`, atomically; a root that cannot be written costs only the next run."""
+    base = root()
+    if base is None:
+        return
+    path = _entry_path(base, kind, key_digest(kind, key))
+    entry = {"format": FORMAT, "kind": kind, "key": key, "versions": versions(), "value": value}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(entry, sort_keys=True, default=str))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def shipped_digest(kind: str, key: dict[str, Any]) -> str:
+    """sha256 of (kind, key) alone: the key of a value shipped with capacity (package data made by a script from the
+    catalog, with the versions it was made with recorded beside it, and a test that regenerates it)."""
+    return hashlib.sha256(json.dumps({"kind": kind, "key": key}, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
+
+
+# Set by a script that makes shipped values: every value `remembered` works out is added here, by shipped_digest.
+recording: dict[str, dict[str, Any]] | None = None
+
+
+def remembered(
+    kind: str,
+    key: dict[str, Any],
+    compute: Callable[[], T],
+    encode: Callable[[T], Any],
+    decode: Callable[[Any], T],
+    shipped: Mapping[str, Any] | None = None,
+) -> T:
+    """`decode` of the value shipped with capacity (`shipped`, by shipped_digest) or stored in the cache, else
+    `compute()`, stored through `encode`. A value that `decode` rejects (ValueError, KeyError, TypeError) is worked out
+    again (and overwritten in the cache)."""
+    found = [] if recording is not None else [v for v in ((shipped or {}).get(shipped_digest(kind, key)), read(kind, key)) if v is not None]
+    for stored in found:
+        try:
+            return decode(stored)
+        except (ValueError, KeyError, TypeError, IndexError):
+            continue
+    value = compute()
+    write(kind, key, encode(value))
+    if recording is not None:
+        recording[shipped_digest(kind, key)] = {"kind": kind, "key": key, "value": encode(value)}
+    return value
+
+
+@dataclass(frozen=True)
+class KindUsage:
+    """One kind's entries in the cache folder."""
+
+    kind: str
+    entries: int
+    bytes: int
+
+
+def usage() -> tuple[Path | None, tuple[KindUsage, ...]]:
+    """The cache folder and, per kind, its entries and bytes."""
+    base = root()
+    if base is None or not base.is_dir():
+        return base, ()
+    kinds = []
+    for folder in sorted(p for p in base.iterdir() if p.is_dir()):
+        files = [f for f in folder.glob("*.json") if f.is_file()]
+        kinds.append(KindUsage(folder.name, len(files), sum(f.stat().st_size for f in files)))
+    return base, tuple(kinds)
+
+
+def clear() -> tuple[int, int]:
+    """Delete every entry (and stray temporary file); returns (files, bytes) removed."""
+    base = root()
+    if base is None or not base.is_dir():
+        return 0, 0
+    files = removed = 0
+    for folder in (p for p in base.iterdir() if p.is_dir()):
+        for path in folder.iterdir():
+            if path.is_file() and (path.suffix == ".json" or path.name.endswith(".tmp")):
+                size = path.stat().st_size
+                path.unlink(missing_ok=True)
+                files, removed = files + 1, removed + size
+        with suppress(OSError):
+            folder.rmdir()
+    return files, removed

@@ -77,11 +77,15 @@ def code_fingerprint() -> str:
 
 
 @lru_cache(maxsize=1)
-def versions() -> dict[str, str | None]:
-    """What every key carries besides the caller's inputs."""
+def code_versions() -> dict[str, str | None]:
     from capacity import __version__
 
     return {"capacity": __version__, "code": code_fingerprint(), "torch": _package_version("torch"), "transformers": _package_version("transformers")}
+
+
+def versions() -> dict[str, str | None]:
+    """What every key carries besides the caller's inputs: capacity's version and sources, torch's and transformers'."""
+    return code_versions()
 
 
 def key_digest(kind: str, key: dict[str, Any]) -> str:

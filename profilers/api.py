@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
+from capacity.disk_cache import remembered, sha256_of
 from capacity.gpu.catalog import DEFAULT_GPU, Gpu, gpu_by_name
 from capacity.gpu.detect import detect_local_gpu, resolve_gpu
 from capacity.memory.measured_profile import MemoryProfile
@@ -67,10 +68,47 @@ def profile_model(
 
 
 def trace_model(model: str, args: ServingArgs, *, gpu_name: str | None = None) -> tuple[Plan, MemoryProfile]:
-    """The profile phases run on fake tensors (no GPU, no memory): the offline estimate of every phase."""
-    from profilers.probes import FakeProbe
+    """The profile phases run on fake tensors (no GPU, no memory): the offline estimate of every phase, read from
+    capacity's disk cache when this very trace ran before (`cached_trace`)."""
+    source, spec = load_model(model, args.revision, args.mm_processor_kwargs)
+    gpu, gpu_note = resolve_gpu(gpu_name)  # as profiling_gpu resolves it for fake tensors
+    serving = resolve_serving(args, spec, gpu)
+    profile = cached_trace(source, spec, serving, gpu, warmup=True)
+    notes = tuple(n for n in (source.alias_note, gpu_note) if n)
+    return build_plan(source, spec, gpu, serving, notes, profile), profile
 
-    return profile_model(model, args, gpu_name=gpu_name, probe=FakeProbe(), capture_graphs=False)
+
+def trace_key(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu: Gpu, *, warmup: bool) -> dict[str, Any]:
+    """Everything a fake-tensor trace depends on besides capacity's code and the torch and transformers versions
+    (which capacity/disk_cache.py adds): the model's files, the family that reads them, and the knobs. With `warmup`
+    (a plan's trace: the warmup batches are sized by a plan mid-profile) every knob and the GPU; without (a sweep's),
+    the knobs that size the traced phases (profiled_knobs) and the GPU."""
+    budget = build_budget(spec, serving, enable_cache=False)
+    files = {"preprocessor_config.json": source.preprocessor, **source.files}
+    knobs: dict[str, Any] = asdict(serving) if warmup else profiled_knobs(serving, budget)
+    return {
+        "model": source.name,
+        "config_sha256": source.config_sha256,
+        "files_sha256": sha256_of(files),
+        "family": spec.family.name,
+        "knobs": knobs,
+        "budget": asdict(budget),
+        "gpu": asdict(gpu),
+        "warmup": warmup,
+    }
+
+
+def cached_trace(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu: Gpu, *, warmup: bool) -> MemoryProfile:
+    """The fake-tensor trace of these knobs, kept in capacity's disk cache by `trace_key` (a cached trace imports
+    no torch); errors are raised as run_profile raises them, and never cached."""
+
+    def trace() -> MemoryProfile:
+        from profilers.probes import FakeProbe
+
+        budget = build_budget(spec, serving, enable_cache=False)
+        return run_profile(source, spec, serving, budget, gpu, FakeProbe(), capture_graphs=False, warmup=warmup)
+
+    return remembered("trace", trace_key(source, spec, serving, gpu, warmup=warmup), trace, MemoryProfile.to_dict, MemoryProfile.from_dict)
 
 
 def profile_model_tensor_parallel(
@@ -129,15 +167,13 @@ def traced_profile(source: ModelSource, spec: ModelSpec, serving: ServingConfig,
     """The fake-tensor trace `capacity plan` runs by default for these knobs (memoized); (None, reason) when
     this family cannot be traced, as plan falls back to the formulas."""
     from capacity.errors import EXIT_BAD_INPUT, CapacityError
-    from profilers.probes import FakeProbe
 
-    budget = build_budget(spec, serving, enable_cache=False)
-    knobs = profiled_knobs(serving, budget)
+    knobs = profiled_knobs(serving, build_budget(spec, serving, enable_cache=False))
     knobs.pop("tensor_parallel_size")
     key = (source.config_sha256, json.dumps(knobs, sort_keys=True, default=str))
     if key not in _TRACES:
         try:
-            _TRACES[key] = run_profile(source, spec, serving, budget, gpu, FakeProbe(), capture_graphs=False, warmup=False)
+            _TRACES[key] = cached_trace(source, spec, serving, gpu, warmup=False)
         except CapacityError as exc:
             if exc.exit_code != EXIT_BAD_INPUT or "not implemented yet" not in str(exc):
                 raise

@@ -154,13 +154,13 @@ def remembered(
     shipped: Mapping[str, Any] | None = None,
 ) -> T:
     """`decode` of the value shipped with capacity (`shipped`, by shipped_digest) or stored in the cache, else
-    `compute()`, stored through `encode`. A value that `decode` rejects (ValueError, KeyError, TypeError) is worked out
-    again (and overwritten in the cache)."""
+    `compute()`, stored through `encode`. A value that `decode` rejects (raises anything) is worked out again (and
+    overwritten in the cache)."""
     found = [] if recording is not None else [v for v in ((shipped or {}).get(shipped_digest(kind, key)), read(kind, key)) if v is not None]
     for stored in found:
         try:
             return decode(stored)
-        except (ValueError, KeyError, TypeError, IndexError):
+        except Exception:  # a corrupt or foreign value: never trusted, worked out again
             continue
     value = compute()
     write(kind, key, encode(value))

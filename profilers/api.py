@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 from dataclasses import asdict, replace
 from typing import Any
 
-from capacity.disk_cache import remembered, sha256_of
+from capacity.disk_cache import read, remembered, sha256_of
+from capacity.errors import BadInput
 from capacity.gpu.catalog import DEFAULT_GPU, Gpu, gpu_by_name
 from capacity.gpu.detect import detect_local_gpu, resolve_gpu
 from capacity.memory.measured_profile import MemoryProfile
@@ -163,14 +166,27 @@ def verify_tensor_parallel_plan(plan: Plan, *, cpu: bool = False, steps: int = 3
 _TRACES: dict[tuple[Any, ...], MemoryProfile] = {}
 
 
+def stored_trace(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu: Gpu, *, warmup: bool) -> MemoryProfile | None:
+    """The trace of these knobs when the disk cache holds it (cached_trace's entry), else None."""
+    stored = read("trace", trace_key(source, spec, serving, gpu, warmup=warmup))
+    try:
+        return None if stored is None else MemoryProfile.from_dict(stored)
+    except BadInput:
+        return None
+
+
+def _sweep_key(source: ModelSource, spec: ModelSpec, serving: ServingConfig) -> tuple[Any, ...]:
+    knobs = profiled_knobs(serving, build_budget(spec, serving, enable_cache=False))
+    knobs.pop("tensor_parallel_size")
+    return (source.config_sha256, json.dumps(knobs, sort_keys=True, default=str))
+
+
 def traced_profile(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu: Gpu) -> tuple[MemoryProfile | None, str]:
     """The fake-tensor trace `capacity plan` runs by default for these knobs (memoized); (None, reason) when
     this family cannot be traced, as plan falls back to the formulas."""
     from capacity.errors import EXIT_BAD_INPUT, CapacityError
 
-    knobs = profiled_knobs(serving, build_budget(spec, serving, enable_cache=False))
-    knobs.pop("tensor_parallel_size")
-    key = (source.config_sha256, json.dumps(knobs, sort_keys=True, default=str))
+    key = _sweep_key(source, spec, serving)
     if key not in _TRACES:
         try:
             _TRACES[key] = cached_trace(source, spec, serving, gpu, warmup=False)
@@ -181,3 +197,42 @@ def traced_profile(source: ModelSource, spec: ModelSpec, serving: ServingConfig,
         except Exception as exc:  # a data-dependent op stops a fake trace: the documented fallback, as in plan
             return None, f"the fake-tensor trace stopped at {type(exc).__name__}: {' '.join(str(exc).split())[:160]}; the activation terms are formulas"
     return _TRACES[key], ""
+
+
+def trace_in_parallel(source: ModelSource, spec: ModelSpec, points: list[tuple[ServingConfig, Gpu]], workers: int | None = None) -> int:
+    """A sweep's traces, each distinct one (traced_profile's key) traced once, in as many processes as the machine
+    has cores for (forked after torch and transformers are imported, so no worker imports them again); returns how
+    many were traced. A trace that fails in a worker is left to traced_profile, which runs it again and reports it."""
+    pending: dict[tuple[Any, ...], tuple[ServingConfig, Gpu]] = {}
+    for serving, gpu in points:
+        key = _sweep_key(source, spec, serving)
+        if key in _TRACES or key in pending:
+            continue
+        stored = stored_trace(source, spec, serving, gpu, warmup=False)
+        if stored is not None:
+            _TRACES[key] = stored
+        else:
+            pending[key] = (serving, gpu)
+    usable = workers or len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    count = min(len(pending), usable)
+    if count < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return 0
+    import torch  # noqa: F401  - imported once here, inherited by the forked workers
+    import transformers  # noqa: F401
+
+    import profilers.probes  # noqa: F401
+
+    jobs = [(source, spec, serving, gpu) for serving, gpu in pending.values()]
+    with multiprocessing.get_context("fork").Pool(count) as pool:
+        for key, traced in zip(pending, pool.map(_trace_for_sweep, jobs, chunksize=1), strict=True):
+            if traced is not None:
+                _TRACES[key] = traced
+    return sum(1 for key in pending if key in _TRACES)
+
+
+def _trace_for_sweep(job: tuple[ModelSource, ModelSpec, ServingConfig, Gpu]) -> MemoryProfile | None:
+    """One worker's trace (None when it fails: traced_profile runs it again in the parent, which reports why)."""
+    try:
+        return cached_trace(*job, warmup=False)
+    except Exception:
+        return None

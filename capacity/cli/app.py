@@ -14,6 +14,7 @@ from contextlib import suppress
 
 import typer
 
+from capacity.cli import cache
 from capacity.cli.catalogs import gpus, models
 from capacity.cli.check import check
 from capacity.cli.options import OptionalJsonCommand
@@ -59,6 +60,7 @@ app.command(cls=OptionalJsonCommand)(check)
 app.command(cls=OptionalJsonCommand)(sweep)
 app.command()(models)
 app.command()(gpus)
+app.add_typer(cache.app, name="cache")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,5 @@
 """The options the commands share: the serving knobs (one table, `SERVING_OPTIONS`, given to a command by
-`serving_options`), --model, --config, the output options, and the knobs turned into ServingArgs."""
+`serving_options`, which adds --no-cache), --model, --config, the output options, and the knobs turned into ServingArgs."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypeVar, get_args
 import typer
 from typer.core import TyperCommand
 
+from capacity import disk_cache
 from capacity.errors import BadInput
 from capacity.units import parse_human_int
 
@@ -51,6 +52,14 @@ CPU_PROBE_HELP = (
 JSON_STDOUT = "-"
 OfflineOpt = Annotated[bool, typer.Option("--offline", help="Never profile on a local GPU: plan from the config alone.")]
 CpuProbeOpt = Annotated[bool, typer.Option("--cpu-probe", help=CPU_PROBE_HELP)]
+NoCacheOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-cache",
+        help="Neither read nor write capacity's disk cache (traces, parameter tables of Hub models, processor counts): work everything out afresh. "
+        "`capacity cache info` shows where it is.",
+    ),
+]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Run a --cpu-probe even above its host-memory and time limits.")]
 
 # One option per ServingArgs field, in the order of `capacity plan --help` (--revision, which qualifies --model, follows it).
@@ -139,10 +148,13 @@ def serving_options(*names: str, helps: Mapping[str, str] | None = None) -> Call
             if param.name == "model" and "revision" in names:
                 params.append(knob("revision"))
 
+        params.append(inspect.Parameter("no_cache", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=NoCacheOpt))
+
         @functools.wraps(command)
         def run(**given: Any) -> Any:
             knobs = {name: given.pop(name) for name in names}
-            return command(**given, knobs=knobs)
+            with disk_cache.bypassed(bool(given.pop("no_cache", False))):
+                return command(**given, knobs=knobs)
 
         run.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
         run.__annotations__ = {param.name: param.annotation for param in params} | {"return": signature.return_annotation}

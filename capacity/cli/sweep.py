@@ -71,12 +71,12 @@ def sweep(
         if measured.measured_tensor_parallel_size > 1:
             raise BadInput(f"--profile {profile}: a tensor-parallel profile (TP {measured.measured_tensor_parallel_size}) is re-planned with `capacity plan --profile`, not swept")
     how = chosen_estimate(estimate)
-    profiler = None
+    profiler = prepare = None
     if measured is None and how == "trace":  # the same terms as `capacity plan` on each point's knobs
-        from profilers.api import traced_profile
+        from profilers.api import trace_in_parallel, traced_profile
 
-        profiler = traced_profile
-    result = run_sweep(model, base, axes, measured, on_progress=_sweep_progress(axes.size), profiler=profiler)
+        profiler, prepare = traced_profile, trace_in_parallel
+    result = run_sweep(model, base, axes, measured, on_progress=_sweep_progress(axes.size), profiler=profiler, prepare=prepare)
     export_outputs(result, csv, html, json_out)
     code = EXIT_FITS if result.fitting else EXIT_DOES_NOT_FIT
     with report_to_stdout(code):

@@ -197,6 +197,7 @@ def _gpus(names: Sequence[str | None]) -> tuple[list[Gpu], tuple[str, ...]]:
 # Measures one grid point's terms the way `capacity plan` does by default (a fake-tensor trace); returns
 # None with a reason when the family cannot be traced (the point is then planned from the formulas, as plan does).
 Profiler = Callable[[ModelSource, ModelSpec, ServingConfig, Gpu], tuple[MemoryProfile | None, str]]
+Prepare = Callable[[ModelSource, ModelSpec, list[tuple[ServingConfig, Gpu]]], None]  # sees every point's knobs before any is planned
 
 
 def sweep_source(
@@ -208,16 +209,17 @@ def sweep_source(
     profile: MemoryProfile | None = None,
     on_progress: Progress | None = None,
     profiler: Profiler | None = None,
+    prepare: Prepare | None = None,
 ) -> SweepResult:
     """Plan every grid point (order: GPU, TP, max_num_seqs, max_model_len) with build_plan, from `profile` if
     given, else from what `profiler` measures for the point's knobs (the default plan's trace), else formulas;
-    `on_progress(done, total)` is called after each point."""
+    `prepare` is first handed every point's knobs (to trace the distinct ones at once); `on_progress(done, total)`
+    is called after each point."""
     axes.require_within_limit()
     if profile is not None:
         require_profile_of(profile, source)
     gpus, gpu_notes = _gpus(axes.gpus)
-    points: list[SweepPoint] = []
-    reasons: list[str] = []
+    grid: list[tuple[Gpu, int | None, int | None, int | None, ServingConfig]] = []
     for gpu in gpus:
         for tp in axes.tensor_parallel_sizes:
             at_tp = base if tp is None else replace(base, tensor_parallel_size=tp)
@@ -225,24 +227,35 @@ def sweep_source(
                 at_seqs = at_tp if seqs is None else replace(at_tp, max_num_seqs=seqs)
                 for mml in axes.max_model_lens:
                     args = at_seqs if mml is None else replace(at_seqs, max_model_len=mml)
-                    serving = resolve_serving(args, spec, gpu)
-                    measured = profile
-                    if measured is None and profiler is not None:
-                        measured, reason = profiler(source, spec, serving, gpu)
-                        if reason and reason not in reasons:
-                            reasons.append(reason)
-                    plan = build_plan(source, spec, gpu, serving, profile=measured)
-                    points.append(point_from_plan(plan, tp, seqs, mml))
-                    if on_progress is not None:
-                        on_progress(len(points), axes.size)
+                    grid.append((gpu, tp, seqs, mml, resolve_serving(args, spec, gpu)))
+    if profile is None and profiler is not None and prepare is not None:
+        prepare(source, spec, [(serving, gpu) for gpu, _, _, _, serving in grid])
+    points: list[SweepPoint] = []
+    reasons: list[str] = []
+    for gpu, tp, seqs, mml, serving in grid:
+        measured = profile
+        if measured is None and profiler is not None:
+            measured, reason = profiler(source, spec, serving, gpu)
+            if reason and reason not in reasons:
+                reasons.append(reason)
+        plan = build_plan(source, spec, gpu, serving, profile=measured)
+        points.append(point_from_plan(plan, tp, seqs, mml))
+        if on_progress is not None:
+            on_progress(len(points), axes.size)
     return SweepResult(source, spec, base, axes, tuple(points), notes + gpu_notes + tuple(reasons), profile)
 
 
 def run_sweep(
-    model: str, base: ServingArgs, axes: SweepAxes, profile: MemoryProfile | None = None, on_progress: Progress | None = None, profiler: Profiler | None = None
+    model: str,
+    base: ServingArgs,
+    axes: SweepAxes,
+    profile: MemoryProfile | None = None,
+    on_progress: Progress | None = None,
+    profiler: Profiler | None = None,
+    prepare: Prepare | None = None,
 ) -> SweepResult:
     """Resolve the model once and plan every grid point (offline: traced by `profiler` or formulas; or from one GPU profile)."""
     axes.require_within_limit()
     source, spec = load_model(model, base.revision, base.mm_processor_kwargs)
     notes = (source.alias_note,) if source.alias_note else ()
-    return sweep_source(source, spec, base, axes, notes, profile, on_progress, profiler)
+    return sweep_source(source, spec, base, axes, notes, profile, on_progress, profiler, prepare)

@@ -201,8 +201,9 @@ def traced_profile(source: ModelSource, spec: ModelSpec, serving: ServingConfig,
 
 def trace_in_parallel(source: ModelSource, spec: ModelSpec, points: list[tuple[ServingConfig, Gpu]], workers: int | None = None) -> int:
     """A sweep's traces, each distinct one (traced_profile's key) traced once, in as many processes as the machine
-    has cores for (forked after torch and transformers are imported, so no worker imports them again); returns how
-    many were traced. A trace that fails in a worker is left to traced_profile, which runs it again and reports it."""
+    has cores for, the disk cache's entries read instead; returns how many it traced (0 where fewer than two are
+    left: traced_profile traces those in this process). A trace that fails in a worker is left to traced_profile,
+    which runs it again and reports why."""
     pending: dict[tuple[Any, ...], tuple[ServingConfig, Gpu]] = {}
     for serving, gpu in points:
         key = _sweep_key(source, spec, serving)
@@ -213,17 +214,13 @@ def trace_in_parallel(source: ModelSource, spec: ModelSpec, points: list[tuple[S
             _TRACES[key] = stored
         else:
             pending[key] = (serving, gpu)
-    usable = workers or len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    usable = workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
     count = min(len(pending), usable)
-    if count < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    if count < 2:
         return 0
-    import torch  # noqa: F401  - imported once here, inherited by the forked workers
-    import transformers  # noqa: F401
-
-    import profilers.probes  # noqa: F401
-
     jobs = [(source, spec, serving, gpu) for serving, gpu in pending.values()]
-    with multiprocessing.get_context("fork").Pool(count) as pool:
+    # spawn, not fork: a process that ran torch before (its thread pools hold locks) cannot be forked safely
+    with multiprocessing.get_context("spawn").Pool(count) as pool:
         for key, traced in zip(pending, pool.map(_trace_for_sweep, jobs, chunksize=1), strict=True):
             if traced is not None:
                 _TRACES[key] = traced

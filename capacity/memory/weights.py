@@ -150,8 +150,23 @@ def tied_by_default(model_type: str) -> bool:
     """`tie_word_embeddings` of the transformers config class of `model_type` when a config.json omits it: what vLLM
     reads from the config object it builds. Each 5.x class sets its own (Qwen2Config, LlamaConfig: untied; the text
     config of Qwen2-Audio and Voxtral is one of those); True, transformers 4's PretrainedConfig default, for a
-    model_type transformers does not know (remote code)."""
-    from transformers import CONFIG_MAPPING  # only for a file that omits the key: the meta build imports it anyway
+    model_type transformers does not know (remote code). Shipped for the catalog's model types (capacity/model/shipped),
+    else worked out once and kept in capacity's disk cache."""
+    from capacity import disk_cache
+    from capacity.model.shipped import shipped
+
+    key = {"model_type": model_type, "field": "tie_word_embeddings"}
+    return disk_cache.remembered("class-defaults", key, lambda: _class_ties(model_type), bool, _checked_bool, shipped=shipped("class-defaults"))
+
+
+def _checked_bool(stored: object) -> bool:
+    if not isinstance(stored, bool):
+        raise ValueError("not a bool")
+    return stored
+
+
+def _class_ties(model_type: str) -> bool:
+    from transformers import CONFIG_MAPPING
 
     try:
         return bool(CONFIG_MAPPING[model_type]().tie_word_embeddings)

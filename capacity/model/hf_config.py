@@ -1,5 +1,5 @@
 """A config as vLLM reads it: transformers' config class with its defaults filled in (vLLM loads configs through
-AutoConfig), sub-configs as dicts."""
+AutoConfig), sub-configs as dicts. transformers is imported only for a config neither shipped nor cached."""
 
 from __future__ import annotations
 
@@ -18,7 +18,23 @@ def materialized(config: dict[str, Any]) -> dict[str, Any]:
 
 @lru_cache(maxsize=64)
 def _materialized_json(config_json: str) -> str:
+    """transformers' class for the config, built once per config and kept by its sha256: shipped for the catalog's
+    configs (capacity/model/shipped), else in capacity's disk cache (capacity/disk_cache.py)."""
+    from capacity import disk_cache
+    from capacity.model.shipped import shipped
+
     config = json.loads(config_json)
+    key = {"config_sha256": disk_cache.sha256_of(config)}
+    return disk_cache.remembered("configs", key, lambda: _built_json(config), lambda text: text, _checked_json, shipped=shipped("configs"))
+
+
+def _checked_json(stored: object) -> str:
+    if not isinstance(stored, str) or not isinstance(json.loads(stored), dict):
+        raise ValueError("not a config")
+    return stored
+
+
+def _built_json(config: dict[str, Any]) -> str:
     model_type = config.get("model_type")
     try:
         from transformers import CONFIG_MAPPING

@@ -46,6 +46,7 @@ from capacity.model.items.qwen_vl import (
     qwen_vl_image_tokens,
 )
 from capacity.model.processor_kwargs import with_qwen_vl_sizes
+from capacity.model.shipped import shipped
 from capacity.model.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
 from capacity.model.vllm_registry import MULTIMODAL_ARCHITECTURES, VLLM_VERSION
 
@@ -264,8 +265,8 @@ def item_tokens(
     modality: str, config: dict[str, Any], full: dict[str, Any], preprocessor: dict[str, Any] | None, processor: dict[str, Any] | None
 ) -> ItemTokens:
     """Tokens of one max-size item. Counts that build transformers classes (feature extractors, image processors, the
-    audio tower on the meta device) are kept by their inputs: shipped for the catalog's entries
-    (capacity/model/items/shipped_item_tokens.json, scripts/make_shipped_item_tokens.py), else in the disk cache."""
+    audio tower on the meta device) are kept by their inputs: shipped for the catalog's entries (capacity/model/shipped),
+    else in the disk cache."""
     if modality != "audio" and counted_by_rule(config, preprocessor):
         return image_item_tokens(config, full, preprocessor, processor)
     from capacity import disk_cache
@@ -277,7 +278,7 @@ def item_tokens(
         lambda: audio_item_tokens(config, full, preprocessor) if modality == "audio" else image_item_tokens(config, full, preprocessor, processor),
         asdict,
         lambda stored: ItemTokens(**{**stored, "image_size": tuple(stored["image_size"]) if stored.get("image_size") else None}),
-        shipped=shipped_item_tokens(),
+        shipped=shipped("item-tokens"),
     )
 
 
@@ -285,15 +286,6 @@ def counted_by_rule(config: dict[str, Any], preprocessor: dict[str, Any] | None)
     """Image tokens counted by vLLM's own rule for the model, from its configs alone (no transformers class built)."""
     model_type = str(config.get("model_type"))
     return model_type in IDEFICS3_IMAGES or model_type in LFM2_VL_IMAGES or (model_type in QWEN_VL_IMAGES and bool(preprocessor))
-
-
-@lru_cache(maxsize=1)
-def shipped_item_tokens() -> dict[str, Any]:
-    """The item tokens shipped for the catalog's entries, by disk_cache.shipped_digest."""
-    from importlib import resources
-
-    data = json.loads(resources.files("capacity.model.items").joinpath("shipped_item_tokens.json").read_text())
-    return {digest: entry["value"] for digest, entry in data["entries"].items()}
 
 
 def image_item_tokens(config: dict[str, Any], full: dict[str, Any], preprocessor: dict[str, Any] | None, processor: dict[str, Any] | None) -> ItemTokens:

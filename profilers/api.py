@@ -22,6 +22,7 @@ from capacity.serving.encoder_budget import build_budget
 from capacity.source.resolve import ModelSource
 from profilers.probes import CpuProbe, CudaProbe, MemoryProbe
 from profilers.run import PhaseCallback, profiled_knobs, run_profile
+from profilers.startup import Timings
 
 
 def cuda_available() -> bool:
@@ -55,19 +56,33 @@ def profile_model(
     on_phase: PhaseCallback | None = None,
     capture_graphs: bool = True,
     warmup: bool = True,
+    timings: Timings | None = None,
+    release_memory: bool = True,
 ) -> tuple[Plan, MemoryProfile]:
+    """Profile `model` on `probe` (the local GPU by default) and plan from it. `timings`, begun by a caller that
+    timed its own steps first (the CLI), gets every step's wall time; the profile records them (`timings_s`), the
+    plan's own step (`plan`) included. `release_memory=False`: see run_profile (a process that exits next)."""
+    timings = timings or Timings()
     source, spec = load_model(model, args.revision, args.mm_processor_kwargs)
+    timings.lap("load_model")
     if probe is None:
         probe = CudaProbe() if cuda_available() else CpuProbe()
     probe.init()
     gpu, gpu_note = profiling_gpu(probe, gpu_name)
     serving = resolve_serving(args, spec, gpu)
     budget = build_budget(spec, serving, enable_cache=False)
+    timings.lap("cuda_init")
     profile = run_profile(
-        source, spec, serving, budget, gpu, probe, attn_implementation=attn_implementation, on_phase=on_phase, capture_graphs=capture_graphs, warmup=warmup
-    )
+        source, spec, serving, budget, gpu, probe, attn_implementation=attn_implementation, on_phase=on_phase, capture_graphs=capture_graphs, warmup=warmup,
+        timings=timings, release_memory=release_memory,
+    )  # fmt: skip
     notes = tuple(n for n in (source.alias_note, gpu_note) if n)
-    return build_plan(source, spec, gpu, serving, notes, profile), profile
+    plan = build_plan(source, spec, gpu, serving, notes, profile)
+    if not profile.timings_s:  # a fake-tensor trace records none
+        return plan, profile
+    timings.lap("plan")
+    profile = replace(profile, timings_s=dict(timings.seconds))
+    return replace(plan, profile=profile), profile
 
 
 def trace_model(model: str, args: ServingArgs, *, gpu_name: str | None = None) -> tuple[Plan, MemoryProfile]:

@@ -28,7 +28,7 @@ class MemoryProbe(Protocol):
     def reserved(self) -> int: ...
     def device_used(self) -> int | None: ...
     def nvml(self) -> tuple[int | None, int | None]: ...
-    def empty_cache(self) -> None: ...
+    def empty_cache(self, collect: bool = True) -> None: ...
     def describe(self) -> dict[str, Any]: ...
 
 
@@ -127,10 +127,12 @@ class CudaProbe:
             process = None
         return process, device
 
-    def empty_cache(self) -> None:
+    def empty_cache(self, collect: bool = True) -> None:
+        """gc.collect() (unless `collect` is False: nothing garbage holds a tensor), then the cached blocks back to CUDA."""
         import torch
 
-        gc.collect()
+        if collect:
+            gc.collect()
         torch.cuda.empty_cache()
 
     def describe(self) -> dict[str, Any]:
@@ -255,8 +257,9 @@ class CpuProbe:
     def nvml(self) -> tuple[int | None, int | None]:
         return None, None
 
-    def empty_cache(self) -> None:
-        gc.collect()
+    def empty_cache(self, collect: bool = True) -> None:
+        if collect:
+            gc.collect()
 
     def describe(self) -> dict[str, Any]:
         return {"device": "cpu", "gpu_name": "cpu (CpuProbe)", "gpu_total_memory_bytes": 0, "driver": "", "cuda": ""}

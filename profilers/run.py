@@ -39,6 +39,7 @@ from capacity.serving.config import ServingConfig
 from capacity.serving.encoder_budget import MultiModalBudget
 from capacity.source.resolve import ModelSource
 from profilers.probes import MemoryProbe
+from profilers.startup import Timings, freeze_heap, thaw_heap, without_unused_optional_imports
 
 PhaseCallback = Callable[[str, str], None]
 
@@ -117,8 +118,12 @@ def _load_real_weights(model: Any, source: ModelSource, device: str) -> int:
 
 
 @contextmanager
-def released(state: dict[str, Any], probe: MemoryProbe) -> Any:
-    """Turn a phase's out-of-memory error into a result, and always release what the run held."""
+def released(state: dict[str, Any], probe: MemoryProbe, frozen: list[bool] | None = None, release: bool = True) -> Any:
+    """Turn a phase's out-of-memory error into a result, and always release what the run held (the cached blocks
+    too, unless `release` is False: a process that exits next leaves them to the driver).
+
+    `frozen` holds True once the run froze the heap (startup.freeze_heap): the collections here walk only what the
+    phases made (an out-of-memory error's frames among it), then the heap is thawed for the run's last collection."""
     caught: list[OomResult] = []
     try:
         yield caught
@@ -127,7 +132,9 @@ def released(state: dict[str, Any], probe: MemoryProbe) -> Any:
     finally:
         state.clear()
         gc.collect()
-        probe.empty_cache()
+        if release:
+            probe.empty_cache()
+        thaw_heap(any(frozen or ()))
 
 
 class _Phases:
@@ -261,6 +268,8 @@ def run_profile(
     capture_graphs: bool = True,
     warmup: bool = True,
     placement: Placement | None = None,
+    timings: Timings | None = None,
+    release_memory: bool = True,
 ) -> MemoryProfile:
     """Run the MRV2 startup phases on `probe`'s device and return what was measured.
 
@@ -268,10 +277,16 @@ def run_profile(
     (profilers/tensor_parallel.py), which then runs these same phases with its collectives.
     A CUDA out-of-memory error in any phase is a result: the profile comes back with `oom` set,
     after every tensor of the run is released.
+    `timings` (the caller's, begun where its own steps began) gets the wall time of each step of the run; a profile
+    measured on a device records them all (`timings_s`), a fake-tensor trace none (its plans stay byte-identical).
+    `release_memory=False` (a CLI process that exits after planning) leaves the run's cached blocks to the driver,
+    which frees them at exit, instead of handing each back to CUDA first; every tensor is still released.
     """
     import torch
     import transformers
 
+    timings = timings or Timings()
+    timings.lap("import_transformers")
     placement = placement or WholeModel()
     family = profilable_family(spec)
     phases = _Phases(probe, on_phase)
@@ -284,6 +299,8 @@ def run_profile(
     probe.empty_cache()
     baseline_used = probe.device_used() or 0
     baseline_alloc = probe.allocated()
+    timings.lap("cuda_init")
+    frozen: list[bool] = []
     notes: list[str] = []
     items, tokens_per_item = budget.profile_items, budget.profile_tokens_per_item
     reqs = min(serving.max_num_batched_tokens, serving.max_num_seqs)
@@ -334,19 +351,24 @@ def run_profile(
             measured_tensor_parallel_size=placement.world_size,
             communicator_bytes=placement.communicator_bytes,
             modelled_layers=modelled_layers,
+            timings_s={} if describe["device"] == "fake" else dict(timings.seconds),
         )
 
-    with released(state, probe) as caught, probe.tracking(), torch.inference_mode():
-        with phases.phase("weights", f"{spec.architecture} {placement.describe()} on {device_str} in {serving.dtype}"):
+    with released(state, probe, frozen, release_memory) as caught, probe.tracking(), torch.inference_mode():
+        weights_phase = phases.phase("weights", f"{spec.architecture} {placement.describe()} on {device_str} in {serving.dtype}")
+        with weights_phase, without_unused_optional_imports():
             state["model"], weights_kind = placement.load(spec, source, serving, probe, device_str, attn_implementation)
         model = state["model"]
         modelled_layers = family.run_layers_as_vllm(model, spec)
         result["parameters"] = sum(p.numel() for p in model.parameters())
         result["weights"] = phases.done[-1].allocated_after_bytes - phases.done[-1].allocated_before_bytes
+        timings.lap("weights")
 
         # vLLM memory_profiling(): gc, empty_cache, reset the peak, then profile_run.
         probe.empty_cache()
+        frozen.append(freeze_heap())  # all that is left is alive (modules, the model): later collections skip it
         probe.reset_peak()
+        timings.lap("collect")
         before_profile_alloc = probe.allocated()
         profile_peak = before_profile_alloc
         if items:
@@ -360,6 +382,7 @@ def run_profile(
             profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
             result["encoder_cache"] = sum(o.numel() * o.element_size() for o in state["encoder_outputs"])
             phases.done[-1] = replace(phases.done[-1], detail=f"{phases.done[-1].detail} ({inputs_note})")
+            timings.lap("encoder")
         hidden = spec.decoder.hidden_size
         with phases.phase("decoder", f"{reqs * per_req} tokens as {reqs} requests x {per_req} (max_num_batched_tokens {serving.max_num_batched_tokens})"):
             ids = torch.zeros(reqs, per_req, dtype=torch.long, device=device_str)
@@ -367,11 +390,13 @@ def run_profile(
             state["hidden"] = family.decode(model, ids, one_key)
             del ids, one_key
         profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
+        timings.lap("decoder")
         flashinfer = sampler_form(gpu, warmup_pass=True).flashinfer
         with phases.phase("sampler", f"{reqs} logits rows x {spec.decoder.vocab_size} vocab, default pass"):
             state["logits"] = family.lm_head(model, state["hidden"][:, -1, :])
             sampler_default_pass(state["logits"])
         profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
+        timings.lap("sampler")
         path = "FlashInfer top-k/top-p" if flashinfer else "Triton top-k/top-p"
         with phases.phase("sampler_warmup", f"the same logits, SamplingParams.for_sampler_warmup() pass ({path}, as on {gpu.name})"):
             sampler_pass(state.pop("logits"), flashinfer)
@@ -384,16 +409,23 @@ def run_profile(
         after_used = probe.device_used()
         result["headroom"] = max(profile_peak - after_alloc, 0)
         result["consumed"] = (after_used - baseline_used) if after_used is not None else (after_alloc - baseline_alloc)
+        timings.lap("sampler_warmup")
 
         if capture_graphs and device == "cuda" and not serving.enforce_eager:
             result["graphs"] = _capture_graphs(phases, probe, family, model, spec, serving, gpu, dtype, device_str, notes)
+            timings.lap("cuda_graphs")
         if warmup:
-            result["warmup"] = _warmup(phases, family, model, source, spec, serving, gpu, dtype, device_str, snapshot())
+            result["warmup"] = _warmup(phases, family, model, source, spec, serving, gpu, dtype, device_str, snapshot(), timings)
     oom = caught[0] if caught else None
     model = None  # the last reference: release the cached blocks too, so an OOM leaves the GPU free
-    gc.collect()
-    probe.empty_cache()
-
+    # Back at the baseline's allocation, no tensor of the run is left for a collection to free (none sits in a
+    # reference cycle): skip walking the whole heap once more.
+    collect = probe.allocated() > baseline_alloc
+    if release_memory:
+        probe.empty_cache(collect=collect)
+    elif collect:
+        gc.collect()
+    timings.lap("release")
     return snapshot(tuple(phases.done), oom)
 
 
@@ -485,14 +517,17 @@ def _warmup(
     dtype: Any,
     device: str,
     measured: MemoryProfile,
+    timings: Timings | None = None,
 ) -> int:
     """MRV2 warmup_kernels batches, sized by the plan that the measurements so far give."""
     import torch
 
     from capacity.planning.planner import build_plan
 
+    timings = timings or Timings()
     with phases.probe.host():  # the plan builds the model on the meta device for its weights: not under fake tensors
         plan = build_plan(source, spec, gpu, serving, profile=measured)
+    timings.lap("warmup_plan")
     w = plan.warmup
     hidden = spec.decoder.hidden_size
     # The encoder positions each warmup request carries; in vLLM their K/V sit in the KV cache.
@@ -505,5 +540,6 @@ def _warmup(
             sampler_pass(logits, sampler_form(gpu, warmup_pass=True).flashinfer)  # warmup_kernels: for_sampler_warmup()
             del ids, logits
         peak = max(peak, phases.done[-1].peak_above_start_bytes)
+        timings.lap(name)
     del enc
     return peak

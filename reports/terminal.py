@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from capacity.gpu.catalog import Gpu
+from capacity.memory.measured_profile import MemoryProfile
 from capacity.model.spec import ModelSpec
 from capacity.planning.plan import ERROR, INFO, MEMORY_TERMS, TERM_LABELS, WARNING, Plan
 from capacity.planning.sweep import SweepPoint, SweepResult
@@ -184,6 +185,49 @@ def render(plan: Plan, console: Console) -> None:
     console.print(_hazards(plan, console.width))
     console.print(_verdict(plan))
     console.print(Text("kinds: exact = fixed by the architecture and knobs; estimated = documented formula or constant; measured = from a GPU profile", style="dim"))
+
+
+# --- a profile's wall time -----------------------------------------------------------------------------------
+
+TIMING_STEPS = {
+    "python_start": "Python's start and the CLI's imports",
+    "cli": "the command's checks; torch imported (the GPU check)",
+    "cpu_probe_estimate": "the --cpu-probe run's cost estimated",
+    "load_model": "the model's config and spec",
+    "cuda_init": "CUDA context, cuBLAS handles, NVML; the baseline snapshot",
+    "import_transformers": "transformers imported",
+    "weights": "phase: the model built on the device (its transformers code imported first)",
+    "collect": "gc and empty_cache before profile_run, as vLLM's memory_profiling",
+    "encoder": "phase (the processor's item built on the host first)",
+    "decoder": "phase",
+    "sampler": "phase",
+    "sampler_warmup": "phase; then the encoder outputs released, total_consumed read",
+    "cuda_graphs": "phase",
+    "warmup_plan": "the plan that sizes the warmup batches, built mid-profile",
+    "warmup_prefill": "phase",
+    "warmup_decode": "phase",
+    "release": "every tensor of the run released (`capacity profile` leaves the cached blocks to its exit)",
+    "plan": "the plan from the profile",
+}
+
+
+def render_timings(profile: MemoryProfile, console: Console, note: str | None = None) -> None:
+    """Where a profile's wall time went: each step of the run (time.perf_counter), in the order it ran; `note` (a
+    word on this machine's Python, profilers.startup.bytecode_note) below."""
+    steps = profile.timings_s
+    total = sum(steps.values())
+    t = Table(title="profile run: wall time per step", title_justify="left")
+    t.add_column("step", no_wrap=True)
+    t.add_column("s", justify="right")
+    t.add_column("share", justify="right")
+    t.add_column("what", overflow="fold")
+    for name, seconds in steps.items():
+        t.add_row(name, f"{seconds:.3f}", f"{seconds / total:.0%}" if total else "", TIMING_STEPS.get(name, ""))
+    t.add_section()
+    t.add_row("total", f"{total:.3f}", "", "until the plan was made; writing the files and this report follow")
+    if note:
+        t.caption = note
+    console.print(t)
 
 
 # --- sweeps ------------------------------------------------------------------------------------------------

@@ -76,7 +76,13 @@ def profile_command(
     Exit codes: 0 fits, 1 does not fit or out of memory, 2 bad input (e.g. no GPU), 3 runtime failure.
     """
     from capacity.memory.measured_profile import save_profile
+    from profilers.startup import Timings, freeze_heap_at_exit, process_age_s
 
+    timings = Timings()
+    age = process_age_s()
+    if age is not None:
+        timings.seconds["python_start"] = age  # the interpreter and the CLI's imports, before this command ran
+    freeze_heap_at_exit()
     if attn_implementation not in ("sdpa", "eager", "flash_attention_2"):
         raise BadInput(f"--attn-implementation {attn_implementation!r}: use sdpa, flash_attention_2 or eager")
     model, args = serving_args_of(model, config, **knobs)
@@ -86,6 +92,7 @@ def profile_command(
             "no usable NVIDIA GPU here: `capacity profile` measures on a GPU; plan offline with `capacity plan` (the same phases on fake tensors, "
             "seconds), or pass --cpu-probe for a real, slow CPU run of a small model"
         )
+    timings.lap("cli")
     if args.tensor_parallel_size > 1:
         from profilers.api import profile_model_tensor_parallel
 
@@ -97,8 +104,9 @@ def profile_command(
         )  # fmt: skip
     else:
         result, measured = profile_with_progress(
-            model, args, gpu, cpu_probe=cpu_probe, attn=attn_implementation, graphs=not no_graphs, warmup=not no_warmup, force=force
-        )
+            model, args, gpu, cpu_probe=cpu_probe, attn=attn_implementation, graphs=not no_graphs, warmup=not no_warmup, force=force, timings=timings,
+            release_memory=False,  # the process ends after the plan: the driver frees the GPU at exit
+        )  # fmt: skip
     with writing_output():
         save_profile(measured, output)
         WRITTEN.append(str(output))
@@ -109,6 +117,11 @@ def profile_command(
     code = EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT
     with report_to_stdout(code):
         show_plan(result, json_out)
+        if json_out != JSON_STDOUT and measured.timings_s:
+            from profilers.startup import bytecode_note
+            from reports.terminal import render_timings
+
+            render_timings(measured, stdout_console(), bytecode_note())
     raise typer.Exit(code)
 
 
@@ -147,7 +160,10 @@ def verify(
     from capacity.planning.planner import plan_for
     from capacity.planning.suggest import suggested_flags
     from profilers.probes import CpuProbe, CudaProbe
+    from profilers.startup import freeze_heap_at_exit
     from profilers.verify import check_verifiable, run_verify
+
+    freeze_heap_at_exit()
 
     if steps < 1:
         raise BadInput(f"--steps must be >= 1, got {steps}")

@@ -72,11 +72,23 @@ def checked_cpu_probe_cost(command: str, plan: Any, *, force: bool, warmup: bool
 
 
 def profile_with_progress(
-    model: str, args: Any, gpu: str | None, *, cpu_probe: bool = False, attn: str = "sdpa", graphs: bool = True, warmup: bool = True, force: bool = False
+    model: str,
+    args: Any,
+    gpu: str | None,
+    *,
+    cpu_probe: bool = False,
+    attn: str = "sdpa",
+    graphs: bool = True,
+    warmup: bool = True,
+    force: bool = False,
+    timings: Any = None,
+    release_memory: bool = True,
 ) -> tuple[Any, Any]:
     """Run the profiler with one progress line per phase on stderr; returns (plan, profile).
 
-    A --cpu-probe run is estimated first (host memory, time) and refused above the limits unless `force`."""
+    A --cpu-probe run is estimated first (host memory, time) and refused above the limits unless `force`.
+    `timings` (profilers.startup.Timings, begun by the command) gets each step's wall time; `release_memory=False`
+    (a command that exits after planning) leaves the run's cached GPU blocks to the driver's cleanup at exit."""
     from profilers.api import profile_model
     from profilers.probes import CpuProbe
 
@@ -85,7 +97,10 @@ def profile_with_progress(
         from capacity.planning.planner import plan_for
 
         cost = checked_cpu_probe_cost("profile", plan_for(model, args, gpu), force=force, warmup=warmup)
+        if timings is not None:
+            timings.lap("cpu_probe_estimate")
     with PhaseProgress(cost) as on_phase:
         return profile_model(
-            model, args, gpu_name=gpu, probe=CpuProbe() if cpu_probe else None, attn_implementation=attn, on_phase=on_phase, capture_graphs=graphs, warmup=warmup
-        )
+            model, args, gpu_name=gpu, probe=CpuProbe() if cpu_probe else None, attn_implementation=attn, on_phase=on_phase, capture_graphs=graphs, warmup=warmup,
+            timings=timings, release_memory=release_memory,
+        )  # fmt: skip

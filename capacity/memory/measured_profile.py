@@ -104,6 +104,10 @@ class MemoryProfile:
     # Layers that ran as vLLM allocates for them rather than as transformers computes them, in words (every figure
     # measured with them says so); "": every layer ran transformers' own code.
     modelled_layers: str = ""
+    # Wall seconds of each step of the run that measured this profile (time.perf_counter), in the order they ran:
+    # the CLI's own start (importing torch), the model's config, CUDA init, each phase, the plans; {} for a
+    # fake-tensor trace (no time of it is kept, so its plans are the same bytes in every run) and for older files.
+    timings_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def activation_peak_bytes(self) -> int:
@@ -125,7 +129,9 @@ class MemoryProfile:
         return next((p for p in self.phases if p.name == name), None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"capacity_profile_format": PROFILE_FORMAT, **asdict(self)}
+        data = {"capacity_profile_format": PROFILE_FORMAT, **asdict(self)}
+        _drop_empty_timings(data)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MemoryProfile:
@@ -163,9 +169,18 @@ class MemoryProfile:
                 measured_tensor_parallel_size=int(data.get("measured_tensor_parallel_size", 1)),
                 communicator_bytes=None if comm is None else int(comm),
                 modelled_layers=str(data.get("modelled_layers", "")),
+                timings_s={str(k): float(v) for k, v in dict(data.get("timings_s") or {}).items()},
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise BadInput(f"profile JSON is missing or has a wrong field ({exc}): re-run `capacity profile`") from exc
+
+
+def _drop_empty_timings(data: dict[str, Any]) -> None:
+    """A profile without timings (a fake-tensor trace) is written as before they existed, ranks too."""
+    if not data.get("timings_s"):
+        data.pop("timings_s", None)
+    for rank in data.get("ranks") or ():
+        _drop_empty_timings(rank)
 
 
 def deciding_rank(ranks: tuple[MemoryProfile, ...]) -> MemoryProfile:

@@ -39,6 +39,7 @@ def test_profile_writes_the_profile_and_plans_from_it(tiny_folder: Path, tmp_pat
     assert plan["memory"]["weights"]["kind"] == "measured"
     assert plan["memory"]["encoder_cache"]["bytes"] == 1500 * 64 * 2  # one audio item, 64 wide, bfloat16 (dtype auto)
     assert plan["profile"]["fingerprint"]["device"] == "cpu"
+    assert plan["profile"]["timings_s"] == saved["timings_s"] and "plan" in saved["timings_s"]  # each step's wall time
     assert f"wrote profile {path}" in err
 
     # re-plan from the saved profile on a machine without a GPU, --model taken from the profile

@@ -1,0 +1,163 @@
+"""What a GPU profile spends besides the phases it measures, timed, and the parts of it vLLM itself never pays
+kept out of the run (issue 23, section 6).
+
+Measured on the project's H200 (bench/results/profile-speed-2026-12-01): of a `capacity profile` of
+whisper-large-v3, the phases themselves took about 2 s. The rest was importing transformers' model code, the
+garbage collector walking the whole heap of imported modules at every `gc.collect()` and again at exit, and Python
+compiling torch from source in every process (that machine's environment: `bytecode_note`). Nothing here touches
+the GPU: the bytes a profile measures are the same with and without it.
+
+No torch or transformers at module level.
+"""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import importlib.util
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+class Timings:
+    """Wall seconds of a profile's steps, in the order they ran: each `lap` records the time since the one before
+    (time.perf_counter), so the steps tile the run and add up to its wall time."""
+
+    def __init__(self, start: float | None = None) -> None:
+        self.last = time.perf_counter() if start is None else start
+        self.seconds: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + now - self.last, 4)
+        self.last = now
+
+    def total(self) -> float:
+        return round(sum(self.seconds.values()), 4)
+
+
+def process_age_s() -> float | None:
+    """Seconds since this process started (Linux /proc, 10 ms ticks): Python's start and the CLI's imports, before
+    any step is timed. None where /proc does not say."""
+    try:
+        with open("/proc/self/stat") as f:
+            started_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(round(uptime - started_ticks / os.sysconf("SC_CLK_TCK"), 4), 0.0)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+# --- transformers' optional imports ---------------------------------------------------------------------------
+
+CANDIDATE_GENERATOR = "transformers.generation.candidate_generator"
+
+
+@contextmanager
+def without_unused_optional_imports() -> Iterator[None]:
+    """While transformers' model code is first imported, tell transformers that scikit-learn is absent.
+
+    transformers 5.17's generation/candidate_generator.py imports `sklearn.metrics` at module level whenever
+    scikit-learn is installed (for assisted generation's confidence threshold, which a profile never runs; later
+    releases import it inside that function): 1.9 s of the profile's wall time on the H200 machine. Every model
+    class imports that module through GenerationMixin. The module keeps the answer it saw (assisted generation with
+    a confidence threshold in this process would find scikit-learn missing); transformers.utils gets its own back.
+    """
+    utils = sys.modules.get("transformers.utils")
+    original = getattr(utils, "is_sklearn_available", None)
+    if utils is None or original is None or CANDIDATE_GENERATOR in sys.modules:
+        yield
+        return
+    utils.is_sklearn_available = _absent  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        utils.is_sklearn_available = original  # type: ignore[attr-defined]
+
+
+def _absent() -> bool:
+    return False
+
+
+# --- the garbage collector --------------------------------------------------------------------------------------
+
+
+def freeze_heap() -> bool:
+    """Move every object alive now out of the collector's reach (gc.freeze), as vLLM's engine freezes its start-up
+    heap: the `gc.collect()` before each measurement (vLLM's memory_profiling does one too) then walks only what the
+    phases made, not the millions of objects of torch, sympy and transformers (0.2 s a collection on the H200
+    machine). Objects frozen here are alive (modules, the model), so no collection would have freed them; `thaw_heap`
+    gives them back before the run's last collection. False (nothing done) when the caller froze objects already."""
+    if gc.get_freeze_count():
+        return False
+    gc.freeze()
+    return True
+
+
+def thaw_heap(frozen: bool) -> None:
+    if frozen:
+        gc.unfreeze()
+
+
+def freeze_heap_at_exit() -> None:
+    """At interpreter exit, freeze the heap before Python's shutdown walks it: its final collections then skip the
+    millions of objects torch, sympy and transformers made, which the ending process frees anyway (about 1.3 s of a
+    profile's wall time on the H200 machine, after the report is out). Only at exit: a caller that goes on (a test
+    calling the CLI's main) keeps a collector that sees everything."""
+    global _AT_EXIT
+    if not _AT_EXIT:
+        atexit.register(gc.freeze)
+        _AT_EXIT = True
+
+
+_AT_EXIT = False
+
+
+# --- Python's bytecode cache --------------------------------------------------------------------------------------
+
+
+def bytecode_note(package: str = "torch") -> str | None:
+    """A line saying that Python compiles `package` from source in every process here, or None.
+
+    It does when the install holds no valid .pyc for it and Python may not write one (PYTHONDONTWRITEBYTECODE, or a
+    read-only folder): on the H200 machine (PYTHONDONTWRITEBYTECODE=1, no bytecode shipped for torch, sympy and
+    numpy) that is about 1,700 modules compiled in every run. The environment's choice, so capacity only says so.
+    Finds the package without importing it."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    source = spec.origin
+    cached = importlib.util.cache_from_source(source)
+    if _valid_bytecode(source, cached):
+        return None
+    folder = os.path.dirname(cached)
+    if not sys.dont_write_bytecode and os.access(folder if os.path.isdir(folder) else os.path.dirname(folder), os.W_OK):
+        return None  # Python writes it this time: compiled once
+    why = "PYTHONDONTWRITEBYTECODE is set" if sys.dont_write_bytecode else f"{folder} is read-only"
+    return (
+        f"Python compiled {package} from source: the install has no valid bytecode for it and {why}, so every run compiles it again; "
+        "with bytecode cached (PYTHONDONTWRITEBYTECODE unset; PYTHONPYCACHEPREFIX=FOLDER for a read-only install) the imports take seconds less"
+    )
+
+
+def _valid_bytecode(source: str, cached: str) -> bool:
+    """`cached` is a .pyc that Python would load for `source` (timestamp-based: the source's mtime and size)."""
+    try:
+        with open(cached, "rb") as f:
+            header = f.read(16)
+        st = os.stat(source)
+    except OSError:
+        return False
+    if len(header) < 16 or header[:4] != importlib.util.MAGIC_NUMBER:
+        return False
+    if int.from_bytes(header[4:8], "little") & 1:  # hash-based: checked against the source, or never
+        return True
+    mtime, size = int.from_bytes(header[8:12], "little"), int.from_bytes(header[12:16], "little")
+    return (mtime, size) == (int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF)

@@ -1,0 +1,142 @@
+"""profilers/startup.py: the profile's step timings and the start-up costs kept out of a run (no GPU, no torch)."""
+
+from __future__ import annotations
+
+import gc
+import py_compile
+import sys
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+import profilers.startup as startup
+from profilers.startup import CANDIDATE_GENERATOR, Timings, bytecode_note, freeze_heap, process_age_s, thaw_heap, without_unused_optional_imports
+
+
+def test_laps_tile_the_run_in_order():
+    t = Timings(start=time.perf_counter())
+    time.sleep(0.01)
+    t.lap("first")
+    t.lap("second")
+    time.sleep(0.01)
+    t.lap("first")  # a step timed twice adds up
+    assert list(t.seconds) == ["first", "second"]
+    assert t.seconds["first"] >= 0.02 and t.seconds["second"] >= 0
+    assert t.total() == pytest.approx(sum(t.seconds.values()), abs=1e-3)
+
+
+def test_process_age_is_the_time_since_this_process_started():
+    age = process_age_s()
+    if sys.platform != "linux":
+        assert age is None or age >= 0
+        return
+    assert age is not None and 0 < age < 24 * 3600
+
+
+def fake_transformers(monkeypatch) -> types.ModuleType:
+    utils = types.ModuleType("transformers.utils")
+    utils.is_sklearn_available = lambda: True  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "transformers.utils", utils)
+    monkeypatch.delitem(sys.modules, CANDIDATE_GENERATOR, raising=False)
+    return utils
+
+
+def test_scikit_learn_reads_as_absent_only_while_the_model_code_is_imported(monkeypatch):
+    utils = fake_transformers(monkeypatch)
+    original = utils.is_sklearn_available
+    with without_unused_optional_imports():
+        assert utils.is_sklearn_available() is False
+        # the module imported meanwhile keeps the answer it saw, as transformers' candidate_generator does
+        generator = types.ModuleType(CANDIDATE_GENERATOR)
+        generator.is_sklearn_available = utils.is_sklearn_available  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, CANDIDATE_GENERATOR, generator)
+    assert utils.is_sklearn_available is original
+    assert generator.is_sklearn_available() is False
+
+
+def test_nothing_is_patched_once_the_generation_code_is_imported(monkeypatch):
+    utils = fake_transformers(monkeypatch)
+    monkeypatch.setitem(sys.modules, CANDIDATE_GENERATOR, types.ModuleType(CANDIDATE_GENERATOR))
+    with without_unused_optional_imports():
+        assert utils.is_sklearn_available() is True
+
+
+def test_nothing_is_patched_without_transformers(monkeypatch):
+    monkeypatch.delitem(sys.modules, "transformers.utils", raising=False)
+    with without_unused_optional_imports():
+        pass
+
+
+def test_the_patch_is_undone_on_an_error(monkeypatch):
+    utils = fake_transformers(monkeypatch)
+    original = utils.is_sklearn_available
+    with pytest.raises(RuntimeError), without_unused_optional_imports():
+        raise RuntimeError("the build failed")
+    assert utils.is_sklearn_available is original
+
+
+def test_freeze_and_thaw_the_heap():
+    if gc.get_freeze_count():
+        pytest.skip("this process froze its heap already")
+    frozen = freeze_heap()
+    try:
+        assert frozen and gc.get_freeze_count() > 0
+        assert freeze_heap() is False  # frozen already (by the caller): nothing to do, nothing to undo
+    finally:
+        thaw_heap(frozen)
+    assert gc.get_freeze_count() == 0
+    thaw_heap(False)  # nothing frozen by us: nothing thawed
+
+
+def test_the_heap_is_frozen_at_exit_once(monkeypatch):
+    registered = []
+    monkeypatch.setattr(startup.atexit, "register", registered.append)
+    monkeypatch.setattr(startup, "_AT_EXIT", False)
+    startup.freeze_heap_at_exit()
+    startup.freeze_heap_at_exit()
+    assert registered == [gc.freeze]
+
+
+def a_package(tmp_path: Path, monkeypatch, compiled: bool) -> str:
+    name = "capacity_fake_pkg_for_bytecode"
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "__init__.py").write_text("x = 1\n")
+    if compiled:
+        py_compile.compile(str(folder / "__init__.py"), doraise=True)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    return name
+
+
+def test_bytecode_note_when_python_compiles_the_package_in_every_run(tmp_path: Path, monkeypatch):
+    name = a_package(tmp_path, monkeypatch, compiled=False)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    note = bytecode_note(name)
+    assert note is not None and f"compiled {name} from source" in note and "PYTHONDONTWRITEBYTECODE is set" in note
+    assert name not in sys.modules  # found, not imported
+
+
+def test_no_bytecode_note_when_python_writes_the_cache(tmp_path: Path, monkeypatch):
+    name = a_package(tmp_path, monkeypatch, compiled=False)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    assert bytecode_note(name) is None  # compiled once, this run
+
+
+def test_no_bytecode_note_when_the_install_holds_valid_bytecode(tmp_path: Path, monkeypatch):
+    name = a_package(tmp_path, monkeypatch, compiled=True)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert bytecode_note(name) is None
+
+
+def test_stale_bytecode_counts_as_none(tmp_path: Path, monkeypatch):
+    name = a_package(tmp_path, monkeypatch, compiled=True)
+    (tmp_path / name / "__init__.py").write_text("x = 22\n")  # the source changed size: the .pyc is stale
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert bytecode_note(name) is not None
+
+
+def test_no_bytecode_note_for_what_is_not_installed():
+    assert bytecode_note("capacity_no_such_package_anywhere") is None

@@ -38,7 +38,7 @@ from capacity.model.spec import ModelSpec
 from capacity.serving.config import ServingConfig
 from capacity.serving.encoder_budget import MultiModalBudget
 from capacity.source.resolve import ModelSource
-from profilers.probes import MemoryProbe
+from profilers.probes import CpuProbe, MemoryProbe
 from profilers.startup import Timings, freeze_heap, thaw_heap, without_unused_optional_imports
 
 PhaseCallback = Callable[[str, str], None]
@@ -238,18 +238,19 @@ def profilable_family(spec: ModelSpec) -> Family:
 
 
 def _heap_frozen(run: Callable[..., MemoryProfile]) -> Callable[..., MemoryProfile]:
-    """Run with every object that exists beforehand moved out of the collector's reach (gc.freeze): the phases'
-    gc.collect() calls (vLLM's memory_profiling collects too) then scan only what the profile made, not the
-    hundreds of thousands of objects torch and transformers hold, which costs a fake trace about 0.4 s per call.
-    Nothing the profile counts existed before it, so what it measures is unchanged."""
+    """A run on a CPU or fake-tensor probe starts with the heap frozen (startup.freeze_heap), not only once the
+    weights are built: those probes count only the tensors the run makes, so nothing made before it can matter, and
+    its first collections then skip the whole heap (about 0.4 s each, three of them per fake-tensor trace). A run on
+    the GPU first collects what earlier work left (it may hold device memory), as vLLM does, and freezes after."""
 
     @functools.wraps(run)
     def frozen(*args: Any, **kwargs: Any) -> MemoryProfile:
-        gc.freeze()
+        probe = kwargs["probe"] if "probe" in kwargs else args[5]
+        early = freeze_heap() if isinstance(probe, CpuProbe) else False
         try:
             return run(*args, **kwargs)
         finally:
-            gc.unfreeze()
+            thaw_heap(early)
 
     return frozen
 

@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
+import json
+from typing import Annotated
+
+import typer
+
 from capacity.cli.runtime import report_to_stdout, stdout_console
 from capacity.errors import EXIT_FITS
 
 
-def models() -> None:
+def models(
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the catalog as JSON: one object per model (id, aliases, family, tokens per item, ...).")
+    ] = False,
+) -> None:
     """List the built-in model catalog (works offline)."""
     from capacity.model.registry import spec_from_files
     from capacity.source.resolve import catalog, catalog_config, catalog_planning_files, catalog_preprocessor
-    from reports.terminal import render_models
+    from reports.catalogs import models_json, render_models
 
-    entries = catalog().values()
+    entries = [
+        (entry, spec_from_files(catalog_config(entry), entry.name, catalog_preprocessor(entry), catalog_planning_files(entry).get("processor_config.json")))
+        for entry in catalog().values()
+    ]
     with report_to_stdout(EXIT_FITS):
-        render_models(
-            [
-                (entry, spec_from_files(catalog_config(entry), entry.name, catalog_preprocessor(entry), catalog_planning_files(entry).get("processor_config.json")))
-                for entry in entries
-            ],
-            stdout_console(),
-        )
+        if json_out:
+            print(json.dumps(models_json(entries), indent=1))
+        else:
+            render_models(entries, stdout_console())
 
 
 def gpus() -> None:
@@ -28,7 +37,7 @@ def gpus() -> None:
 
     from capacity.gpu.catalog import catalog_gpus
     from capacity.gpu.detect import detect_local_gpu
-    from reports.terminal import render_gpus
+    from reports.catalogs import render_gpus
 
     with report_to_stdout(EXIT_FITS):
         render_gpus(detect_local_gpu(), catalog_gpus(), stdout_console())

@@ -65,3 +65,22 @@ def test_folder_entries_carry_their_preprocessor_config() -> None:
     assert source.origin == "catalog"
     assert source.config["d_model"] == 512 and source.config["encoder_layers"] == 6
     assert source.preprocessor is not None and source.preprocessor["feature_size"] == 80
+
+
+def test_models_json_lists_every_plannable_entry_with_its_tokens(capsys) -> None:  # type: ignore[no-untyped-def]
+    """`capacity models --json`: one object per plannable entry; Whisper's 30 s clip is 3,000 mel frames halved by
+    its stride-2 convolution, 1,500 cross-attention keys per request."""
+    import json
+
+    from capacity.cli.app import main
+    from capacity.source.resolve import catalog
+
+    assert main(["models", "--json"]) == 0
+    out = capsys.readouterr()
+    rows = {row["id"]: row for row in json.loads(out.out)}
+    assert list(rows) == list(catalog())
+    assert out.err == ""  # no library warnings
+    whisper = rows["openai/whisper-large-v3"]
+    assert whisper["family"] == "whisper" and whisper["is_encoder_decoder"]
+    assert whisper["cross_attention_tokens_per_request"] == 3000 // 2 and whisper["max_tokens_per_item"] == {"audio": 3000 // 2}
+    assert rows["meta-llama/Llama-3.1-8B-Instruct"]["max_tokens_per_item"] == {}

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from capacity.source.parameter_table import FILE as PARAMETER_TABLE_FILE
+
 from capacity.errors import BadInput
 from capacity.source.catalog import MODEL_FILES, model_files, read_index
 from capacity.source.resolve import catalog, resolve_model
@@ -42,7 +44,7 @@ def test_no_stray_files_in_model_folders() -> None:
     for folder in (CATALOG / "models").iterdir():
         if folder.is_dir():
             assert "config.json" in {p.name for p in folder.iterdir()}, folder
-            assert {p.name for p in folder.iterdir()} <= set(MODEL_FILES), folder
+            assert {p.name for p in folder.iterdir()} <= {*MODEL_FILES, PARAMETER_TABLE_FILE}, folder  # Hub files, and capacity's parameter table
 
 
 def test_unplannable_entries_are_refused_in_one_line() -> None:

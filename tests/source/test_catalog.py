@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from capacity.source.parameter_table import FILE as PARAMETER_TABLE_FILE
-
 from capacity.errors import BadInput
 from capacity.source.catalog import MODEL_FILES, model_files, read_index
+from capacity.source.parameter_table import FILE as PARAMETER_TABLE_FILE
 from capacity.source.resolve import catalog, resolve_model
 from tests.support.paths import REPO_ROOT
 

@@ -19,6 +19,8 @@ from pathlib import Path
 
 from capacity import disk_cache
 from capacity.gpu.catalog import gpu_by_name
+from capacity.memory import weights
+from capacity.model import hf_config
 from capacity.model.registry import model_spec
 from capacity.model.shipped import FORMAT, KINDS, shipped_file
 from capacity.planning.planner import build_plan
@@ -26,9 +28,17 @@ from capacity.serving.config import ServingArgs, resolve_serving
 from capacity.source.resolve import catalog, resolve_model
 
 
+def forget_in_process_memos() -> None:
+    """The memos in front of disk_cache.remembered, so that every value is asked for again and recorded."""
+    hf_config._materialized_json.cache_clear()
+    weights.tied_by_default.cache_clear()
+    weights._WEIGHTS.clear()
+
+
 def worked_out(names: list[str] | None = None) -> dict[str, dict[str, dict[str, object]]]:
     """Every value the catalog's formula plans work out with transformers, afresh (shipped files and cache unread),
     by kind."""
+    forget_in_process_memos()
     disk_cache.recording = {}
     try:
         with disk_cache.bypassed():

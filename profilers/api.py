@@ -9,10 +9,11 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from capacity.disk_cache import read, remembered, sha256_of
-from capacity.errors import BadInput
+from capacity.errors import EXIT_BAD_INPUT, CapacityError
 from capacity.gpu.catalog import DEFAULT_GPU, Gpu, gpu_by_name
 from capacity.gpu.detect import detect_local_gpu, resolve_gpu
 from capacity.memory.measured_profile import MemoryProfile
+from capacity.memory.sampler import sampler_form
 from capacity.model.registry import load_model
 from capacity.model.spec import ModelSpec
 from capacity.planning.plan import Plan
@@ -116,17 +117,56 @@ def trace_key(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu:
     }
 
 
+class TraceStopped(Exception):
+    """A fake-tensor trace that cannot run on these inputs (a family with no trace, a data-dependent op such as
+    repeat_interleave on a tensor): the reason, in the words of the plan's note. It is as deterministic as a trace,
+    so the disk cache keeps it too and a second plan does not run the trace again only to stop at the same op."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def stopped_reason(exc: Exception) -> str | None:
+    """The note a plan gives when the trace raised `exc`, or None when `exc` is no reason to fall back to formulas."""
+    if isinstance(exc, CapacityError):
+        if exc.exit_code != EXIT_BAD_INPUT or "not implemented yet" not in str(exc):
+            return None
+        return f"no fake-tensor trace for this family ({exc}); the activation terms are formulas"
+    if isinstance(exc, MemoryError):  # the host, not the inputs: not a result to keep
+        return None
+    return f"the fake-tensor trace stopped at {type(exc).__name__}: {' '.join(str(exc).split())[:160]}; the activation terms are formulas"
+
+
 def cached_trace(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu: Gpu, *, warmup: bool) -> MemoryProfile:
     """The fake-tensor trace of these knobs, kept in capacity's disk cache by `trace_key` (a cached trace imports
-    no torch); errors are raised as run_profile raises them, and never cached."""
+    no torch). A trace that stops raises TraceStopped, from the cache as from the run; any other error is raised as
+    run_profile raises it, and not kept."""
 
-    def trace() -> MemoryProfile:
+    def trace() -> MemoryProfile | TraceStopped:
         from profilers.probes import FakeProbe
 
         budget = build_budget(spec, serving, enable_cache=False)
-        return run_profile(source, spec, serving, budget, gpu, FakeProbe(), capture_graphs=False, warmup=warmup)
+        try:
+            return run_profile(source, spec, serving, budget, gpu, FakeProbe(), capture_graphs=False, warmup=warmup)
+        except Exception as exc:
+            reason = stopped_reason(exc)
+            if reason is None:
+                raise
+            return TraceStopped(reason)
 
-    return remembered("trace", trace_key(source, spec, serving, gpu, warmup=warmup), trace, MemoryProfile.to_dict, MemoryProfile.from_dict)
+    result = remembered("trace", trace_key(source, spec, serving, gpu, warmup=warmup), trace, _stored_form, _from_stored)
+    if isinstance(result, TraceStopped):
+        raise result
+    return result
+
+
+def _stored_form(result: MemoryProfile | TraceStopped) -> dict[str, Any]:
+    return {"stopped": result.reason} if isinstance(result, TraceStopped) else result.to_dict()
+
+
+def _from_stored(stored: dict[str, Any]) -> MemoryProfile | TraceStopped:
+    return TraceStopped(str(stored["stopped"])) if "stopped" in stored else MemoryProfile.from_dict(stored)
 
 
 def profile_model_tensor_parallel(
@@ -178,40 +218,37 @@ def verify_tensor_parallel_plan(plan: Plan, *, cpu: bool = False, steps: int = 3
 # Traces by the knobs that size the traced phases. Tensor parallelism is not among them: a trace builds the whole
 # model, and the planner turns its terms into one rank's (capacity/memory/rank_scaling.py RankScaling), so a sweep over TP
 # traces each point once, and every point equals `capacity plan` on its knobs.
-_TRACES: dict[tuple[Any, ...], MemoryProfile] = {}
+_TRACES: dict[tuple[Any, ...], MemoryProfile | TraceStopped] = {}
 
 
-def stored_trace(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu: Gpu, *, warmup: bool) -> MemoryProfile | None:
-    """The trace of these knobs when the disk cache holds it (cached_trace's entry), else None."""
+def stored_trace(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu: Gpu, *, warmup: bool) -> MemoryProfile | TraceStopped | None:
+    """The trace of these knobs (or why it stopped) when the disk cache holds it (cached_trace's entry), else None."""
     stored = read("trace", trace_key(source, spec, serving, gpu, warmup=warmup))
     try:
-        return None if stored is None else MemoryProfile.from_dict(stored)
-    except BadInput:
+        return None if stored is None else _from_stored(stored)
+    except Exception:  # not trusted: traced again
         return None
 
 
-def _sweep_key(source: ModelSource, spec: ModelSpec, serving: ServingConfig) -> tuple[Any, ...]:
+def _sweep_key(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu: Gpu) -> tuple[Any, ...]:
+    """What a sweep's trace depends on: the config, the knobs that size the phases (not TP), and the one thing the
+    GPU changes in a trace without warmup: the sampler's FlashInfer or Triton top-k/top-p path (sampler_form)."""
     knobs = profiled_knobs(serving, build_budget(spec, serving, enable_cache=False))
     knobs.pop("tensor_parallel_size")
-    return (source.config_sha256, json.dumps(knobs, sort_keys=True, default=str))
+    return (source.config_sha256, json.dumps(knobs, sort_keys=True, default=str), sampler_form(gpu, warmup_pass=True).flashinfer)
 
 
 def traced_profile(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu: Gpu) -> tuple[MemoryProfile | None, str]:
     """The fake-tensor trace `capacity plan` runs by default for these knobs (memoized); (None, reason) when
     this family cannot be traced, as plan falls back to the formulas."""
-    from capacity.errors import EXIT_BAD_INPUT, CapacityError
-
-    key = _sweep_key(source, spec, serving)
+    key = _sweep_key(source, spec, serving, gpu)
     if key not in _TRACES:
         try:
             _TRACES[key] = cached_trace(source, spec, serving, gpu, warmup=False)
-        except CapacityError as exc:
-            if exc.exit_code != EXIT_BAD_INPUT or "not implemented yet" not in str(exc):
-                raise
-            return None, f"no fake-tensor trace for this family ({exc}); the activation terms are formulas"
-        except Exception as exc:  # a data-dependent op stops a fake trace: the documented fallback, as in plan
-            return None, f"the fake-tensor trace stopped at {type(exc).__name__}: {' '.join(str(exc).split())[:160]}; the activation terms are formulas"
-    return _TRACES[key], ""
+        except TraceStopped as stopped:
+            _TRACES[key] = stopped
+    found = _TRACES[key]
+    return (None, found.reason) if isinstance(found, TraceStopped) else (found, "")
 
 
 def trace_in_parallel(source: ModelSource, spec: ModelSpec, points: list[tuple[ServingConfig, Gpu]], workers: int | None = None) -> int:
@@ -221,7 +258,7 @@ def trace_in_parallel(source: ModelSource, spec: ModelSpec, points: list[tuple[S
     which runs it again and reports why."""
     pending: dict[tuple[Any, ...], tuple[ServingConfig, Gpu]] = {}
     for serving, gpu in points:
-        key = _sweep_key(source, spec, serving)
+        key = _sweep_key(source, spec, serving, gpu)
         if key in _TRACES or key in pending:
             continue
         stored = stored_trace(source, spec, serving, gpu, warmup=False)
@@ -242,9 +279,12 @@ def trace_in_parallel(source: ModelSource, spec: ModelSpec, points: list[tuple[S
     return sum(1 for key in pending if key in _TRACES)
 
 
-def _trace_for_sweep(job: tuple[ModelSource, ModelSpec, ServingConfig, Gpu]) -> MemoryProfile | None:
-    """One worker's trace (None when it fails: traced_profile runs it again in the parent, which reports why)."""
+def _trace_for_sweep(job: tuple[ModelSource, ModelSpec, ServingConfig, Gpu]) -> MemoryProfile | TraceStopped | None:
+    """One worker's trace, or why it stopped (None on any other error: traced_profile runs it again in the parent,
+    which reports it)."""
     try:
         return cached_trace(*job, warmup=False)
+    except TraceStopped as stopped:
+        return stopped
     except Exception:
         return None

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from capacity.cli.progress import profile_with_progress
-from capacity.errors import EXIT_BAD_INPUT, BadInput, CapacityError
+from capacity.errors import BadInput
 
 ESTIMATES = ("trace", "formula")
 
@@ -45,7 +45,7 @@ def plan_with_estimate(model: str, args: Any, gpu: str | None, measured: Any, *,
         return plan_for(model, args, gpu)
     import logging
 
-    from profilers.api import trace_model
+    from profilers.api import TraceStopped, stopped_reason, trace_model
 
     # torch logs an op that fails under fake tensors (e.g. numel overflow for absurd knobs) as an ERROR with its
     # traceback before raising; the exception is handled below (fallback to formulas, with a note), so keep stderr clean
@@ -56,12 +56,13 @@ def plan_with_estimate(model: str, args: Any, gpu: str | None, measured: Any, *,
     try:
         result, _ = trace_model(model, args, gpu_name=gpu)
         return result
-    except CapacityError as exc:
-        if exc.exit_code != EXIT_BAD_INPUT or "not implemented yet" not in str(exc):
+    except TraceStopped as stopped:  # a family with no trace, a data-dependent op (.item(), nonzero): documented fallback
+        reason = stopped.reason
+    except Exception as exc:
+        found = stopped_reason(exc)
+        if found is None:
             raise
-        reason = f"no fake-tensor trace for this family ({exc}); the activation terms are formulas"
-    except Exception as exc:  # a data-dependent op (.item(), nonzero) stops a fake trace: documented fallback
-        reason = f"the fake-tensor trace stopped at {type(exc).__name__}: {' '.join(str(exc).split())[:160]}; the activation terms are formulas"
+        reason = found
     finally:
         fake_log.removeFilter(quiet)
     result = plan_for(model, args, gpu)

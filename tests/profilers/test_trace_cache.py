@@ -108,3 +108,45 @@ def test_a_sweep_traces_its_distinct_inputs_in_worker_processes(own_cache: Path,
     with disk_cache.bypassed():
         serial = run_sweep(MODEL, ServingArgs(), axes, profiler=api.traced_profile)
     assert [p.to_dict() if hasattr(p, "to_dict") else p for p in parallel.points] == [p.to_dict() if hasattr(p, "to_dict") else p for p in serial.points]
+
+
+def test_a_sweep_over_gpus_with_other_sampler_paths_traces_each(own_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A T4 (compute capability 7.5) takes vLLM's Triton top-k/top-p path, an H200 FlashInfer's, whose masked copy of
+    the fp32 logits the sampler's warmup pass holds on top: a sweep over both traces each GPU's own."""
+    from capacity.planning.sweep import SweepAxes, run_sweep
+
+    monkeypatch.setattr(api, "_TRACES", {})
+    run_sweep(MODEL, ServingArgs(), SweepAxes(gpus=("T4", "H200")), profiler=api.traced_profile)
+    assert len(api._TRACES) == 2
+    t4, h200 = (p.phase("sampler_warmup") for p in api._TRACES.values())
+    assert t4 is not None and h200 is not None
+    assert h200.peak_above_start_bytes > t4.peak_above_start_bytes
+
+
+def test_a_trace_that_stops_is_kept_and_not_run_again(own_cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A data-dependent op stops a fake trace the same way every time (Qwen3-VL's repeat_interleave): the second plan
+    reads the reason from the cache and plans with the formulas at once, with the same note."""
+    calls: list[int] = []
+
+    def stops(*args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        raise RuntimeError("aten.repeat_interleave.Tensor")
+
+    monkeypatch.setattr(api, "run_profile", stops)
+    first, second = traced_plan(capsys), traced_plan(capsys)
+    assert calls == [1]
+    note = "the fake-tensor trace stopped at RuntimeError: aten.repeat_interleave.Tensor; the activation terms are formulas"
+    assert note in first["notes"] and first == second
+
+
+def test_a_host_out_of_memory_is_not_kept(own_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def exhausted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise MemoryError
+
+    monkeypatch.setattr(api, "run_profile", exhausted)
+    source, spec = load_model(MODEL)
+    gpu = gpu_by_name("L4")
+    serving = resolve_serving(ServingArgs(), spec, gpu)
+    with pytest.raises(MemoryError):
+        api.cached_trace(source, spec, serving, gpu, warmup=True)
+    assert not (own_cache / "trace").exists()

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -57,6 +56,8 @@ def bypassed(active: bool = True) -> Iterator[None]:
 
 
 def _package_version(name: str) -> str | None:
+    from importlib import metadata  # 20-30 ms to import: only when a key is made
+
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:

@@ -97,14 +97,17 @@ def _local_shards(source: ModelSource) -> tuple[str, ...]:
 
 
 def model_tensors(spec: ModelSpec, source: ModelSource) -> tuple[tuple[StoredTensor, ...], str]:
-    """The stored tensors by name: the safetensors headers of local shards, else the meta-device build's parameters
-    (a checkpoint known only by its header summary, from the Hub or the catalog, names no tensors)."""
+    """The stored tensors by name: the safetensors headers of local shards, else those the Hub's headers named (read
+    now, or recorded in the HF assets cache), else the catalog's parameter table, else the meta-device build's
+    parameters (a summary recorded without names, or none: a config-only folder, a Hub repo without safetensors)."""
     shards = _local_shards(source)
     if shards:
         try:
             return _header_tensors(shards), "safetensors headers of the model folder"
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise BadInput(f"{source.path}: a safetensors header cannot be read ({exc})") from exc
+    if source.weights is not None and source.weights.tensors:  # the Hub's headers, named (read now or recorded)
+        return tuple(StoredTensor(n, s, d) for n, s, d in source.weights.tensors), source.weights.source
     if source.parameter_table is not None:
         recorded = _recorded_parameters(source.parameter_table, source.config_sha256, spec.family.name)
         if recorded is not None:
@@ -205,8 +208,8 @@ def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConf
     """Weights of one rank by parallel kind (capacity/weights/per_rank.py), from headers or the meta build: the figure every
     path plans with (rank 0), and what a measured TP profile compares each rank's model load against. `gpu` matters
     only where vLLM's layout depends on it (gpt-oss MXFP4 experts: the MoE backend)."""
-    named = bool(_local_shards(source))
     summary = source.weights
+    named = bool(_local_shards(source)) or bool(summary is not None and summary.tensors)
     moe = gpt_oss_mxfp4(source.config, gpu)
     if moe is not None:
         return _gpt_oss_mxfp4_breakdown(spec, source, serving, rank, moe)

@@ -47,6 +47,9 @@ class CheckpointWeights:
     files: tuple[str, ...] = ()
     elements_by_dtype: dict[str, int] = field(default_factory=dict)
     bytes_by_dtype: dict[str, int] = field(default_factory=dict)
+    # every stored tensor as the headers name it: (name, shape, safetensors dtype); () when only the totals are known
+    # (a summary recorded before the names were kept)
+    tensors: tuple[tuple[str, tuple[int, ...], str], ...] = field(default=(), repr=False, compare=False)
 
     @property
     def quantized_dtypes(self) -> tuple[str, ...]:
@@ -59,6 +62,10 @@ class CheckpointWeights:
         cast = CAST_WHEN_QUANTIZED if self.quantized_dtypes else CAST_DTYPES
         kept = sum(n for d, n in self.bytes_by_dtype.items() if d not in cast)
         return sum(n for d, n in self.elements_by_dtype.items() if d in cast) * dtype_bytes + kept
+
+    def tensors_dict(self) -> dict[str, Any]:
+        """The named tensors, recorded beside the summary (`to_dict`) in the HF assets cache."""
+        return {"tensors": [[name, list(shape), dtype] for name, shape, dtype in self.tensors]}
 
     def to_dict(self) -> dict[str, Any]:
         """The recorded summary format (`SUMMARY_FORMAT`; documented in capacity/source/catalog/README.md)."""
@@ -89,6 +96,7 @@ class CheckpointWeights:
                 files=tuple(str(f) for f in data["files"]),
                 elements_by_dtype=elements,
                 bytes_by_dtype=nbytes,
+                tensors=tuple((str(n), tuple(int(d) for d in shape), str(dtype)) for n, shape, dtype in data.get("tensors") or ()),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BadInput(f"{where}: malformed safetensors summary ({type(exc).__name__}: {exc}): delete or re-record it") from exc
@@ -102,7 +110,7 @@ def summarize_headers(headers: Mapping[str, Mapping[str, Any]], source: str) -> 
     bad input naming its file (a corrupt or truncated header must not be planned)."""
     elements: dict[str, int] = {}
     nbytes: dict[str, int] = {}
-    tensors = 0
+    named: list[tuple[str, tuple[int, ...], str]] = []
     for file, header in headers.items():
         for name, info in header.items():
             if name == "__metadata__":
@@ -110,15 +118,16 @@ def summarize_headers(headers: Mapping[str, Mapping[str, Any]], source: str) -> 
             dtype, numel, size = _tensor(file, name, info)
             elements[dtype] = elements.get(dtype, 0) + numel
             nbytes[dtype] = nbytes.get(dtype, 0) + size
-            tensors += 1
+            named.append((name, tuple(int(d) for d in info["shape"]), dtype))
     return CheckpointWeights(
         source=source,
         element_count=sum(elements.values()),
         data_bytes=sum(nbytes.values()),
-        tensor_count=tensors,
+        tensor_count=len(named),
         files=tuple(headers),
         elements_by_dtype=elements,
         bytes_by_dtype=nbytes,
+        tensors=tuple(named),
     )
 
 

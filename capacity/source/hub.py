@@ -125,7 +125,7 @@ def record_weights(settings: HubSettings, repo_id: str, commit: str, weights: Ch
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({**weights.to_dict(), "repo_id": repo_id, "commit": commit}, indent=1) + "\n")
+        tmp.write_text(json.dumps({**weights.to_dict(), "repo_id": repo_id, "commit": commit, **weights.tensors_dict()}) + "\n")
         os.replace(tmp, path)
     except OSError:
         pass

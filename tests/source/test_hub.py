@@ -200,7 +200,33 @@ def test_quantized_checkpoint_keeps_its_stored_bytes(hub, catalog_config):
     plan = plan_for("acme/awq", ServingArgs(dtype="float16"), "L4")
     # float elements (3*384 + 1000*384) x 2 B + int32 words as stored (384*48*4)
     assert plan.memory["weights"].bytes == (1_152 + 384_000) * 2 + 73_728
-    assert plan.memory["weights"].kind == "estimated" and "I32 as stored" in plan.memory["weights"].method
+    # the Hub's headers name the tensors, so the plan reads them as a folder's: stored bytes per named tensor
+    method = plan.memory["weights"].method
+    assert plan.memory["weights"].kind == "estimated" and "stored bytes from the safetensors headers" in method and "read from the Hub" in method
+
+
+def test_a_hub_model_is_planned_from_its_named_headers_at_tp_2_without_a_meta_build(hub, catalog_config, monkeypatch):
+    """The Hub's headers name every tensor (recorded in the HF assets cache with the summary), so a plan at TP 2,
+    which splits each tensor by its name, builds nothing on the meta device, online or from the cache."""
+    from capacity.memory import weights
+    from capacity.source.resolve import resolve_model
+
+    config = catalog_config("openai/whisper-tiny")
+    tensors = {"model.decoder.embed_tokens.weight": ("F32", [51865, 384]), "model.decoder.layers.0.fc1.weight": ("F32", [1536, 384])}
+    add_repo(hub.root, "acme/named", {"main": {"config.json": json.dumps(config).encode(), "model.safetensors": safetensors_bytes(tensors)}})
+
+    def no_meta_build(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("built on the meta device")
+
+    monkeypatch.setattr(weights, "_meta_parameters", no_meta_build)
+    online = plan_for("acme/named", ServingArgs(tensor_parallel_size=2), "L4")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cached = resolve_model("acme/named")
+    assert cached.weights is not None and [t[0] for t in cached.weights.tensors] == list(tensors)
+    offline = plan_for("acme/named", ServingArgs(tensor_parallel_size=2), "L4")
+    # Whisper's decoder embedding is a plain nn.Embedding in vLLM, whole on every rank (51,865 x 384); fc1 is
+    # column-parallel, 1,536 / 2 = 768 rows each; fp32 cast to the serving dtype (bf16, 2 B)
+    assert online.memory["weights"].bytes == offline.memory["weights"].bytes == (51_865 * 384 + 768 * 384) * 2
 
 
 def _cli(args: list[str], env: dict[str, str], code: str = "") -> subprocess.CompletedProcess[str]:

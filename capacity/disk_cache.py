@@ -39,8 +39,10 @@ def root() -> Path | None:
     configured = os.environ.get(ENV_DIR)
     if configured:
         return Path(os.path.expandvars(os.path.expanduser(configured)))
-    import platformdirs
-
+    try:
+        import platformdirs
+    except ImportError:  # an install without it (a GPU host given wheels by hand): the XDG folder it would give on Linux
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "capacity"
     return Path(platformdirs.user_cache_dir("capacity", appauthor=False))
 
 

@@ -141,3 +141,12 @@ def test_an_unwritable_root_costs_only_the_next_run(monkeypatch: pytest.MonkeyPa
     assert remember({"case": "unwritable"}, compute) == 5
     assert remember({"case": "unwritable"}, compute) == 5
     assert len(calls) == 2
+
+
+def test_without_platformdirs_the_cache_is_the_xdg_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import sys
+
+    monkeypatch.delenv("CAPACITY_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "platformdirs", None)  # import platformdirs raises ImportError
+    assert disk_cache.root() == tmp_path / "capacity"

@@ -8,7 +8,7 @@ figures a grid compares. Pure Python (no pandas here:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -219,16 +219,20 @@ def sweep_source(
     if profile is not None:
         require_profile_of(profile, source)
     gpus, gpu_notes = _gpus(axes.gpus)
-    grid: list[tuple[Gpu, int | None, int | None, int | None, ServingConfig]] = []
-    for gpu in gpus:
-        for tp in axes.tensor_parallel_sizes:
-            at_tp = base if tp is None else replace(base, tensor_parallel_size=tp)
-            for seqs in axes.max_num_seqs:
-                at_seqs = at_tp if seqs is None else replace(at_tp, max_num_seqs=seqs)
-                for mml in axes.max_model_lens:
-                    args = at_seqs if mml is None else replace(at_seqs, max_model_len=mml)
-                    grid.append((gpu, tp, seqs, mml, resolve_serving(args, spec, gpu)))
-    if profile is None and profiler is not None and prepare is not None:
+
+    def each_point() -> Iterator[tuple[Gpu, int | None, int | None, int | None, ServingConfig]]:
+        for gpu in gpus:
+            for tp in axes.tensor_parallel_sizes:
+                at_tp = base if tp is None else replace(base, tensor_parallel_size=tp)
+                for seqs in axes.max_num_seqs:
+                    at_seqs = at_tp if seqs is None else replace(at_tp, max_num_seqs=seqs)
+                    for mml in axes.max_model_lens:
+                        args = at_seqs if mml is None else replace(at_seqs, max_model_len=mml)
+                        yield gpu, tp, seqs, mml, resolve_serving(args, spec, gpu)
+
+    grid: Iterable[tuple[Gpu, int | None, int | None, int | None, ServingConfig]] = each_point()
+    if profile is None and profiler is not None and prepare is not None:  # the knobs of every point first (a traced grid is small)
+        grid = list(grid)
         prepare(source, spec, [(serving, gpu) for gpu, _, _, _, serving in grid])
     points: list[SweepPoint] = []
     reasons: list[str] = []

@@ -159,12 +159,16 @@ def remembered(
     """`decode` of the value shipped with capacity (`shipped`, by shipped_digest) or stored in the cache, else
     `compute()`, stored through `encode`. A value that `decode` rejects (raises anything) is worked out again (and
     overwritten in the cache)."""
-    found = [] if recording is not None else [v for v in ((shipped or {}).get(shipped_digest(kind, key)), read(kind, key)) if v is not None]
-    for stored in found:
-        try:
-            return decode(stored)
-        except Exception:  # a corrupt or foreign value: never trusted, worked out again
-            continue
+    if recording is None:
+        # the shipped value first: a hit needs no cache key (versions(): capacity's sources read and hashed)
+        for look in (lambda: (shipped or {}).get(shipped_digest(kind, key)), lambda: read(kind, key)):
+            stored = look()
+            if stored is None:
+                continue
+            try:
+                return decode(stored)
+            except Exception:  # a corrupt or foreign value: never trusted, worked out again
+                continue
     value = compute()
     write(kind, key, encode(value))
     if recording is not None:

@@ -23,7 +23,7 @@ from capacity.source.resolve import CatalogEntry, catalog, resolve_model
 
 def planned_entries() -> list[CatalogEntry]:
     """The entries a plan resolves from the catalog: plannable, or plannable once a modality is turned off."""
-    return [e for e in catalog(include_unplannable=True).values() if e.plannable or e.plannable_with_limits]
+    return [e for e in catalog(include_unplannable=True).values() if e.resolves]
 
 
 def built_table(entry: CatalogEntry) -> tuple[ParameterTable, Path]:

@@ -43,7 +43,7 @@ def worked_out(names: list[str] | None = None) -> dict[str, dict[str, dict[str, 
     try:
         with disk_cache.bypassed():
             for entry in catalog(include_unplannable=True).values():
-                if (entry.plannable or entry.plannable_with_limits) and (names is None or entry.name in names):
+                if entry.resolves and (names is None or entry.name in names):
                     source = resolve_model(entry.name)
                     spec = model_spec(source)
                     gpu = gpu_by_name("H200")

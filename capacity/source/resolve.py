@@ -9,7 +9,6 @@ the catalog is skipped (it has no revisions) and a folder is refused.
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field, replace
@@ -17,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from capacity.disk_cache import sha256_of
 from capacity.errors import BadInput
 from capacity.source import catalog as catalog_files
 from capacity.source.checkpoint import CheckpointWeights, folder_weights
@@ -57,8 +57,7 @@ class ModelSource:
 
     @property
     def config_sha256(self) -> str:
-        blob = json.dumps(self.config, sort_keys=True, separators=(",", ":")).encode()
-        return hashlib.sha256(blob).hexdigest()
+        return sha256_of(self.config)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -86,6 +85,11 @@ class CatalogEntry:
     # Resolves although not plannable as a whole: its family plans it once the user turns off what cannot be counted
     # (--limit-mm-per-prompt <modality>=0) and refuses it otherwise, in one line naming the flag.
     plannable_with_limits: bool = False
+
+    @property
+    def resolves(self) -> bool:
+        """A plan of this id is made from the catalog's files (plannable, or once a modality is turned off)."""
+        return self.plannable or self.plannable_with_limits
 
 
 def catalog(include_unplannable: bool = False) -> dict[str, CatalogEntry]:
@@ -248,7 +252,7 @@ def resolve_model(requested: str, revision: str | None = None) -> ModelSource:
     found = _catalog_lookup(requested)
     if found is not None and revision is None:
         entry, note = found
-        if not entry.plannable and not entry.plannable_with_limits:
+        if not entry.resolves:
             # The catalog lacks what planning needs (a processor file not found in public copies): the HF cache or
             # the Hub hold the whole repo, so they are tried before the entry is refused.
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -63,14 +64,28 @@ def make_plan() -> Callable[..., Plan]:
 
 
 @pytest.fixture(autouse=True)
-def formula_estimates_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    """CLI plans in tests use the quick formulas unless a test asks for the fake-tensor trace."""
+def estimate_as_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CLI plans take the default path (the fake-tensor trace) that users run, unless the test (or its module) is
+    marked `formula(why)`: then CAPACITY_ESTIMATE=formula, and `why` says what the test checks that the quick
+    formulas serve (figures worked by hand on that path, or plumbing no estimate changes)."""
+    marker = request.node.get_closest_marker("formula")
+    if marker is None:
+        monkeypatch.delenv("CAPACITY_ESTIMATE", raising=False)
+        return
+    if not marker.args or not str(marker.args[0]).strip():
+        raise pytest.UsageError(f"{request.node.nodeid}: pytest.mark.formula needs the reason the test plans with the formulas")
     monkeypatch.setenv("CAPACITY_ESTIMATE", "formula")
 
 
 @pytest.fixture(scope="session")
 def session_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return str(tmp_path_factory.mktemp("capacity-cache"))
+    """One cache folder for the whole run, shared by pytest-xdist's workers (entries are written atomically,
+    capacity/disk_cache.py): a model's fake-tensor trace is worked out once per run, not once per worker."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return str(tmp_path_factory.mktemp("capacity-cache"))
+    shared = tmp_path_factory.getbasetemp().parent / "capacity-cache"
+    shared.mkdir(exist_ok=True)
+    return str(shared)
 
 
 @pytest.fixture(autouse=True)

@@ -418,13 +418,7 @@ def profile_provenance(plan: Plan) -> Iterator[Hazard]:
         )
     gap = plan.spec.family.trace_undercount_percent
     if fp.device == "fake" and gap:
-        yield Hazard(
-            "trace_misses_workspaces",
-            WARNING,
-            f"on the H200 this family's measured activation peak was {gap} % above its fake-tensor trace: its encoder's "
-            "convolution and attention workspaces come from the CUDA allocator, which fake tensors cannot see",
-            "profile on a GPU (`capacity profile`) before planning a tight deployment, or keep gpu_memory_utilization headroom",
-        )
+        yield trace_misses_workspaces(plan, gap)
     if fp.device == "fake":
         yield Hazard(
             "estimated_by_fake_trace",
@@ -442,3 +436,55 @@ def profile_provenance(plan: Plan) -> Iterator[Hazard]:
             f"measured on {fp.gpu_name}, planning for {plan.gpu.name}: weights, encoder outputs and activations carry over; CUDA context, allocator reserve and graph memory may differ",
             f"profile on a {plan.gpu.name} for exact figures",
         )
+
+
+def kv_with_less_memory(plan: Plan, less: int) -> tuple[int, int, bool]:
+    """(num_blocks, whole requests at max_model_len, vLLM refuses to start) had the KV cache `less` bytes fewer:
+    the planner's num_blocks = available // bytes_per_block, requests = (num_blocks - 1 null block) // blocks per
+    request, and vLLM's _check_enough_kv_cache_memory (one request at max_model_len must fit beside a block)."""
+    kv = plan.kv
+    available = kv.available_bytes - less
+    blocks = max(available, 0) // kv.bytes_per_block
+    requests = max(blocks - 1, 0) // kv.blocks_per_request_actual
+    return blocks, requests, available - kv.bytes_per_block < kv.needed_for_one_request_bytes
+
+
+def trace_misses_workspaces(plan: Plan, gap: int) -> Hazard:
+    """A family whose fake-tensor trace undercounts the activation peak (its encoder's cuDNN / attention workspaces).
+
+    vLLM measures the real peak at startup (Worker.determine_available_memory: torch.cuda.memory_stats' peak, the
+    workspaces included, since torch allocates them through its caching allocator), so the undercount cannot make vLLM
+    run out of memory: it makes this plan's KV cache up to that much larger than vLLM's. A warning when that changes
+    what the plan says the deployment does (requests run at once, or starting at all), else an info with the margin.
+    """
+    s = plan.serving
+    missed = plan.memory["activation_peak"].bytes * gap // 100
+    blocks, requests, refuses = kv_with_less_memory(plan, missed)
+    runs = min(requests, s.max_num_seqs)
+    shorter = 0
+    if s.auto_fit_max_model_len:  # --max-model-len auto: vLLM would fit a shorter length into the smaller cache
+        groups = [g.group for g in plan.kv.groups]
+        fit = max_model_len_that_fits(groups, plan.kv.bytes_per_block, s, plan.kv.available_bytes - missed, s.max_model_len, plan.semantics.window_batches)
+        shorter = fit if 0 < fit < s.max_model_len else 0
+    changes = refuses or runs < plan.max_concurrent_requests or bool(shorter)
+    found = (
+        f"on the H200 this family's measured activation peak was {gap} % above its fake-tensor trace (its encoder's convolution and attention "
+        "workspaces come from the CUDA allocator, which fake tensors cannot see; vLLM measures them at startup, so its KV cache, not its "
+        f"safety, takes the difference): the KV cache may be up to {gib(missed)} ({plan.kv.num_blocks - blocks:,} blocks) smaller than planned"
+    )
+    if refuses:
+        found += f"; it would then have no room for one request at max_model_len {s.max_model_len:,} and vLLM would refuse to start"
+    elif shorter:
+        found += f"; --max-model-len auto would then fit {shorter:,} tokens, not {s.max_model_len:,}"
+    elif changes:
+        found += f"; it would then hold {requests:,} requests at max_model_len, and the server run {runs:,} at once, not {plan.max_concurrent_requests:,}"
+    else:
+        found += f"; it would still hold {requests:,} requests at max_model_len, and the server still run {runs:,} at once (max_num_seqs {s.max_num_seqs})"
+    return Hazard(
+        "trace_misses_workspaces",
+        WARNING if changes else INFO,
+        found,
+        "profile on a GPU (`capacity profile`) before planning a tight deployment, or keep gpu_memory_utilization headroom"
+        if changes
+        else "none needed here; profile on a GPU (`capacity profile`) for the measured figure",
+    )

@@ -16,6 +16,8 @@ import pytest
 
 from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_RUNTIME_FAILURE
 
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
+
 TINY = ["--model", "openai/whisper-tiny", "--gpu", "L4"]
 
 

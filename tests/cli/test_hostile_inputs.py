@@ -19,6 +19,8 @@ from capacity.serving.config import load_serve_yaml
 from capacity.source.resolve import catalog, catalog_config
 from tests.cli.test_errors import assert_bad_input, run_main, write_model_folder
 
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
+
 WHISPER_TINY = {
     "model_type": "whisper",
     "architectures": ["WhisperForConditionalGeneration"],

@@ -16,6 +16,8 @@ from capacity.cli import app, runtime
 from capacity.errors import EXIT_INTERRUPTED
 from tests.support.paths import REPO_ROOT
 
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
+
 ROOT = REPO_ROOT
 # `main` runs right after "ready" is printed: the SIGINT lands inside it, not in Python's start-up.
 RUNNER = "import sys; from capacity.cli.app import main; print('ready', file=sys.stderr, flush=True); sys.exit(main(sys.argv[1:]))"

@@ -12,6 +12,8 @@ from capacity.cli.app import main
 from capacity.errors import EXIT_BAD_INPUT, BadInput
 from reports.targets import Target, check_targets
 
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
+
 PLAN = ["--model", "openai/whisper-tiny", "--gpu", "H200"]
 LONG = "r" * 300 + ".html"  # longer than the 255 bytes a file name may have (ext4, tmpfs, xfs)
 

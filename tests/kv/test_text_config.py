@@ -19,6 +19,8 @@ from capacity.planning.planner import plan_for
 from capacity.serving.config import ServingArgs
 from tests.support.paths import FIXTURES as TEST_FIXTURES
 
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
+
 FIXTURES = TEST_FIXTURES / "configs"
 GiB = 2**30
 

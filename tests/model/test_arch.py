@@ -28,6 +28,8 @@ from capacity.model.arch.nemotron_parse import encoder_tokens, radio_config
 from capacity.model.family import family_named
 from capacity.source.safetensors_header import read_safetensors_header, safetensors_parameter_bytes, safetensors_parameter_count
 
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
+
 CONFIGS = ROOT / "capacity" / "source" / "catalog" / "models"  # in the repo: the suite means the same from a plain clone
 
 # (family, config file stem, published / native parameter count)

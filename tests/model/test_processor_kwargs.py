@@ -16,6 +16,8 @@ from capacity.planning.planner import plan_for
 from capacity.serving.config import ServingArgs, load_serve_yaml
 from tests.support.paths import REPO_ROOT
 
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
+
 
 def tokens(model: str, kwargs: dict | None) -> dict[str, int]:
     plan = plan_for(model, ServingArgs(mm_processor_kwargs=kwargs), "L40S")

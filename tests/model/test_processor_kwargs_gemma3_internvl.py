@@ -24,6 +24,8 @@ from capacity.serving.config import ServingArgs
 from capacity.source.resolve import resolve_model
 from tests.support.paths import REPO_ROOT
 
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
+
 ROOT = REPO_ROOT
 REFERENCE = json.loads((ROOT / "bench/results/vllm-mm-kwargs-reference-2026-12-01/reference.json").read_text())
 INTERNVL = json.loads((ROOT / "capacity/source/catalog/models/OpenGVLab--InternVL3-8B/config.json").read_text())

@@ -18,6 +18,8 @@ from capacity.cli.app import main
 from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS
 from capacity.planning.plan import ERROR
 
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
+
 
 @pytest.fixture(autouse=True)
 def _hermetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -24,6 +24,8 @@ from capacity.serving.config import ServingArgs
 from profilers import cpu_cost
 from profilers.cpu_cost import CpuProbeLimits, HostRates, check_cost, estimate_profile_cost, estimate_verify_cost, profile_phase_flops
 
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
+
 H, FFN, LAYERS, VOCAB, ENC = 384, 1536, 4, 51_865, 1500
 TINY_KNOBS = ServingArgs(max_num_batched_tokens=2048, max_num_seqs=64)
 RATES = HostRates(matmul_flops_per_s=40e9, normal_elements_per_s=50e6, fill_bytes_per_s=1e9)

@@ -23,6 +23,8 @@ from profilers.sharding import build_on_meta_with_host_buffers, shard_module
 from profilers.tensor_parallel import RankFailed, run_tensor_parallel, tensor_parallel_job
 from tests.profilers.test_run import TINY_WHISPER, folder_model
 
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
+
 REPO = REPO_ROOT
 
 # Tiny Whisper (d_model 64, 4 heads of 16, FFN 128, vocab 1000, 2 + 2 layers, 80 mel bins) at TP 2, float32, by hand:

@@ -14,6 +14,8 @@ pytest.importorskip("torch")
 from capacity.cli.app import main
 from tests.profilers.test_run import TINY_WHISPER
 
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
+
 
 def test_verify_allocates_the_planned_pool_and_runs_the_requests(tmp_path: Path, capsys):
     folder = tmp_path / "tiny-whisper"

@@ -7,8 +7,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from capacity.cli.app import main
 from capacity.errors import EXIT_BAD_INPUT
+
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
 
 NOT_A_LOG = "Traceback (most recent call last):\n  File \"app.py\", line 1\nValueError: nothing here about vLLM\n"
 # main() runs in a fresh interpreter; afterwards the heavy modules it imported are listed on stdout

@@ -28,6 +28,8 @@ from capacity.vllm.versions import log_semantics
 from reports.reconcile import render_reconcile
 from tests.support.paths import REPO_ROOT
 
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
+
 GiB = 2**30
 MiB = 2**20
 ROOT = REPO_ROOT

@@ -24,6 +24,8 @@ from capacity.memory.term import MemoryTerm
 from capacity.planning.suggest import command_for, suggested_kv_cache_memory_bytes
 from tests.support.paths import REPO_ROOT
 
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
+
 GiB = 2**30
 MiB = 2**20
 WHISPER_10G = ["plan", "--model", "openai/whisper-large-v3", "--gpu", "H200", "--kv-cache-memory-bytes", "10G"]

@@ -12,6 +12,8 @@ from capacity.errors import EXIT_FITS, BadInput
 from capacity.serving.config import ServingArgs, load_serve_yaml
 from capacity.units import parse_human_int
 
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
+
 GiB = 2**30
 
 

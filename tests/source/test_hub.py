@@ -21,6 +21,8 @@ from tests.support.hub_server import add_repo, serve
 from tests.support.paths import REPO_ROOT
 from tests.support.safetensors_files import safetensors_bytes as write_by_hand
 
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
+
 hf_constants = pytest.importorskip("huggingface_hub.constants")
 
 TOKEN = "hf_testtoken"

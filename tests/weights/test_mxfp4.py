@@ -18,6 +18,8 @@ from capacity.errors import BadInput
 from capacity.gpu.catalog import gpu_by_name
 from capacity.weights.mxfp4 import MARLIN, TRITON, TRTLLM_BF16, ExpertShapes, backend_for, gpt_oss_mxfp4
 
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
+
 
 @pytest.fixture()
 def hermetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -21,6 +21,8 @@ from capacity.weights.stored_tensor import MODEL_DTYPE, StoredTensor
 from tests.support.paths import REPO_ROOT
 from tests.support.safetensors_files import safetensors_bytes
 
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
+
 
 def t(name: str, *shape: int, dtype: str = MODEL_DTYPE) -> StoredTensor:
     return StoredTensor(name, tuple(shape), dtype)

@@ -24,6 +24,8 @@ from capacity.model.families.gemma4 import TEXT_DEFAULTS, VISION_DEFAULTS
 from capacity.model.registry import model_spec, spec_from_files
 from tests.support.paths import REPO_ROOT
 
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
+
 ROOT = REPO_ROOT
 CONFIG: dict[str, Any] = json.loads((ROOT / "capacity" / "source" / "catalog" / "models" / "google--gemma-4-26B-A4B" / "config.json").read_text())
 WEIGHTS_REFERENCE = json.loads((ROOT / "bench" / "results" / "vllm-weights-reference-2026-11-30" / "reference.json").read_text())
@@ -162,7 +164,7 @@ def test_default_plan_traces_the_vision_tower(capsys: pytest.CaptureFixture[str]
     """The default path (--estimate trace; the suite's conftest sets formula) runs the tower's own patch embedder, encoder and pooler under fake tensors: its encoder
     outputs are vLLM's dummy videos' embeddings (3 x 32 frames x 64 soft tokens)."""
     pytest.importorskip("torch")
-    monkeypatch.delenv("CAPACITY_ESTIMATE")
+    monkeypatch.delenv("CAPACITY_ESTIMATE", raising=False)
     plan = plan_json(capsys, "--gpu", "H200")
     assert not any("trace stopped" in note for note in plan["notes"]), plan["notes"]
     assert plan["memory"]["activation_peak"]["method"].startswith("fake-tensor trace")

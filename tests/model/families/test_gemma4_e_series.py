@@ -24,6 +24,8 @@ from capacity.model.families.gemma4 import audio_soft_tokens, dummy_audio_sample
 from capacity.model.registry import model_spec, spec_from_files
 from tests.support.paths import REPO_ROOT
 
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
+
 ROOT = REPO_ROOT
 ENTRY = ROOT / "capacity" / "source" / "catalog" / "models" / "google--gemma-4-E2B-it"
 CONFIG: dict[str, Any] = json.loads((ENTRY / "config.json").read_text())
@@ -139,7 +141,7 @@ def test_default_plan_traces_the_audio_tower(capsys: pytest.CaptureFixture[str],
     """The default path (--estimate trace) runs transformers' audio tower (eager attention: it has no SDPA) on the
     dummy audio's 3 mel frames when audio is the profiled modality: 10 outputs of 1 embedding."""
     pytest.importorskip("torch")
-    monkeypatch.delenv("CAPACITY_ESTIMATE")
+    monkeypatch.delenv("CAPACITY_ESTIMATE", raising=False)
     plan = plan_json(capsys, "--gpu", "H200", "--limit-mm-per-prompt", "video=0")
     assert not any("trace stopped" in note for note in plan["notes"]), plan["notes"]
     assert plan["memory"]["activation_peak"]["method"].startswith("fake-tensor trace")

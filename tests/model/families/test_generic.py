@@ -17,6 +17,8 @@ from capacity.planning.kv_groups import kv_groups_for
 from capacity.serving.config import ServingArgs, resolve_serving
 from tests.support.paths import REPO_ROOT
 
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
+
 ROOT = REPO_ROOT
 CATALOG = ROOT / "capacity" / "source" / "catalog" / "models"
 

@@ -24,6 +24,8 @@ from capacity.planning.kv_groups import kv_groups_for
 from capacity.serving.config import ServingArgs, resolve_serving
 from tests.support.paths import REPO_ROOT
 
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
+
 ROOT = REPO_ROOT
 CONFIG = json.loads((ROOT / "capacity" / "source" / "catalog" / "models" / "LiquidAI--LFM2.5-VL-1.6B" / "config.json").read_text())
 IMAGES = json.loads((ROOT / "bench" / "results" / "vllm-lfm2-vl-images-2026-12-01" / "reference.json").read_text())

@@ -22,6 +22,8 @@ from capacity.model.items.llava_next import AnyresImages, select_best_resolution
 from capacity.model.registry import family_for, spec_from_files
 from tests.support.paths import REPO_ROOT
 
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
+
 ROOT = REPO_ROOT
 CONFIG = json.loads((ROOT / "capacity" / "source" / "catalog" / "models" / "llava-hf--llava-v1.6-vicuna-7b-hf" / "config.json").read_text())
 REFERENCE = json.loads((ROOT / "bench" / "results" / "vllm-llava-next-reference-2026-12-01" / "reference.json").read_text())

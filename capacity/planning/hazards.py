@@ -15,6 +15,7 @@ from capacity.planning.kv_groups import max_model_len_that_fits
 from capacity.planning.plan import ERROR, INFO, WARNING, Hazard
 from capacity.units import MiB, gib
 from capacity.vllm.compile_lines import COLD
+from capacity.vllm.versions import LATEST
 
 if TYPE_CHECKING:
     from capacity.planning.plan import Plan
@@ -198,12 +199,42 @@ def state_outgrows_page(plan: Plan) -> Iterator[Hazard]:
     )
 
 
+def utilization_that_fits(plan: Plan) -> float:
+    """The largest --gpu-memory-utilization, to 2 decimals, whose ceil(total x utilization) stays within the free bytes."""
+    return math.floor(plan.free_at_startup_bytes / plan.gpu.total_memory_bytes * 100) / 100
+
+
+def batched_tokens_floor(plan: Plan) -> int:
+    """The least --max-num-batched-tokens vLLM 0.33 starts with under the other knobs: max_num_seqs
+    (SchedulerConfig._verify_args), max_model_len with chunked prefill off, the largest encoder item with chunked
+    multimodal input off (MultiModalBudget)."""
+    s = plan.serving
+    floor = s.max_num_seqs
+    if not s.enable_chunked_prefill:
+        floor = max(floor, s.max_model_len)
+    if s.disable_chunked_mm_input and plan.budget.max_tokens_per_item:
+        floor = max(floor, max(plan.budget.max_tokens_per_item.values()))
+    return floor
+
+
+def memory_levers(plan: Plan, *, sized_by_batch: str = "") -> str:
+    """The knobs that would give the KV cache more room, leaving out one already at its limit: raising
+    --gpu-memory-utilization (not past what is free), lowering --max-num-batched-tokens (not below its floor)."""
+    s, levers = plan.serving, []
+    if s.kv_cache_memory_bytes is None and s.gpu_memory_utilization < utilization_that_fits(plan):
+        levers.append(f"raise --gpu-memory-utilization (up to {utilization_that_fits(plan):.2f})")
+    floor = batched_tokens_floor(plan)
+    if s.max_num_batched_tokens > floor:
+        levers.append(f"lower --max-num-batched-tokens (down to {floor}{sized_by_batch})")
+    return ", ".join(levers)
+
+
 @check
 def memory_at_startup(plan: Plan) -> Iterator[Hazard]:
     s = plan.serving
     if s.kv_cache_memory_bytes is None and plan.requested_memory_bytes > plan.free_at_startup_bytes:
         # floor to 2 decimals: ceil(total x utilization) then stays within the free bytes
-        fitting = math.floor(plan.free_at_startup_bytes / plan.gpu.total_memory_bytes * 100) / 100
+        fitting = utilization_that_fits(plan)
         yield Hazard(
             "requested_exceeds_free",
             ERROR,
@@ -217,7 +248,7 @@ def memory_at_startup(plan: Plan) -> Iterator[Hazard]:
             "no_kv_cache_memory",
             ERROR,
             f"nothing is left for the KV cache: non-KV memory {gib(plan.non_kv_bytes)} exceeds the requested {gib(plan.requested_memory_bytes)}; vLLM raises 'No available memory for the cache blocks'",
-            "raise --gpu-memory-utilization, use a larger GPU or more tensor parallelism, or lower --max-num-batched-tokens",
+            ", ".join(filter(None, [memory_levers(plan), "use a larger GPU or more tensor parallelism"])),
         )
         return
     if s.kv_cache_memory_bytes is not None:
@@ -240,7 +271,9 @@ def memory_at_startup(plan: Plan) -> Iterator[Hazard]:
             "no_room_for_one_request",
             ERROR,
             f"one request at max_model_len {s.max_model_len} needs {gib(needed)} of KV cache, more than the {gib(check_memory)} available.{estimate}",
-            f"use --max-model-len {fits}" if fits else "raise --gpu-memory-utilization or lower --max-num-batched-tokens (cross-attention and sliding windows size by it)",
+            f"use --max-model-len {fits}"
+            if fits
+            else memory_levers(plan, sized_by_batch="; cross-attention and sliding windows size by it") or "use a larger GPU or more tensor parallelism",
             (("max_model_len", fits),) if fits else (),
         )
 
@@ -354,11 +387,15 @@ def encoder_profiling(plan: Plan) -> Iterator[Hazard]:
     cache = plan.memory["encoder_cache"].bytes
     if cache == 0:
         return
+    # vLLM 0.33 profiles the encoder (this plan counts its outputs and activations); the hazard is about an older
+    # engine, a warning only when the plan is for one (--vllm-version semantics other than 0.33's)
+    other_engine = plan.semantics.name != LATEST.name
     yield Hazard(
         "kv_overallocated_without_encoder_profiling",
-        WARNING if cache >= 256 * MiB else INFO,
+        WARNING if other_engine and cache >= 256 * MiB else INFO,
         f"an engine that does not profile the encoder (MRV2 before PR #47985) gives the {cache:,} B ({gib(cache)}) of encoder-cache outputs "
-        f"({plan.budget.profile_items} x {plan.budget.profile_tokens_per_item} tokens) to the KV cache, plus the encoder's activations, and can OOM under load",
+        f"({plan.budget.profile_items} x {plan.budget.profile_tokens_per_item} tokens) to the KV cache, plus the encoder's activations, and can OOM under load"
+        + ("" if other_engine else "; vLLM 0.33, which this plan is for, profiles them and this plan counts them"),
         "use vLLM 0.33 (it profiles the encoder cache), or lower --gpu-memory-utilization by that much on older MRV2",
     )
 

@@ -111,16 +111,19 @@ class Suggestion:
     command: str | None  # the `vllm serve` line, or None when no knobs make vLLM 0.33 start
     applied: tuple[str, ...]  # ids of the hazards whose fixes the command applies, in order
     reason: str  # why there is no command ("" when there is one)
+    # "id: fix" of each warning the command still raises: none a knob clears (a plugin to install, a trace to profile)
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def describe(self) -> str:
-        """One line for reports: the command (and the fixes it carries), or why there is none."""
+        """One line for reports: the command (and the fixes it carries, the warnings no knob clears), or why there is none."""
         if self.command is None:
             return f"none: {self.reason}"
         fixes = f" (applies the fixes of {', '.join(self.applied)})" if self.applied else ""
-        return f"{self.command}{fixes}"
+        left = f"; still warns: {'; '.join(self.warnings)}" if self.warnings else ""
+        return f"{self.command}{fixes}{left}"
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
 """The `vllm serve` line that realises a plan, with the fixes the hazards ask for applied.
 
-A plan with `error` hazards (vLLM would refuse to start, or run out of memory) gets the line of a re-plan
-with each hazard's fix (`Hazard.knobs`) applied, one hazard at a time, until no error is left; an error
-without a fix in knobs (a model vLLM 0.33 does not serve, TP not dividing the heads, no memory left for
-the KV cache) gets no line, and the reason instead. A suggested command is one vLLM starts on.
+A plan with `error` hazards (vLLM would refuse to start, or run out of memory) or `warning` hazards whose fix is a
+knob (a first start on an empty compile cache that would not fit) gets the line of a re-plan with each hazard's fix
+(`Hazard.knobs`) applied, one hazard at a time, errors first, until none is left: planned again, the line fits and
+raises no error, nor a warning a knob could clear. An error without a fix in knobs (a model vLLM 0.33 does not serve,
+TP not dividing the heads, no memory left for the KV cache) gets no line, and the reason instead; a warning without
+one (a plugin to install) stays, named in `Suggestion.warnings`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import replace
 
-from capacity.planning.plan import ERROR, Plan, Suggestion
+from capacity.planning.plan import ERROR, WARNING, Plan, Suggestion
 from capacity.serving.config import ServingArgs, model_dtype
 from capacity.units import MiB
 
@@ -36,19 +38,21 @@ def suggest(plan: Plan, replan: Callable[[Plan, ServingArgs], Plan]) -> Suggesti
     current, applied = plan, []
     for _ in range(MAX_FIX_ROUNDS):
         errors = [h for h in current.hazards if h.severity == ERROR]
-        if not errors:
-            return Suggestion(command_for(current), tuple(applied), "")
         stuck = next((h for h in errors if not h.knobs), None)
         if stuck is not None:
             return Suggestion(None, tuple(applied), f"{stuck.id}: {stuck.message} ({stuck.fix})")
-        hazard = errors[0]
+        fixable = errors or [h for h in current.hazards if h.severity == WARNING and h.knobs]
+        if not fixable:
+            left = tuple(f"{h.id}: {h.fix}" for h in current.hazards if h.severity == WARNING)
+            return Suggestion(command_for(current), tuple(applied), "", left)
+        hazard = fixable[0]
         fixed = replan(current, replace(current.serving.as_args(), **dict(hazard.knobs)))
         if fixed.serving == current.serving:  # the fix changed nothing: do not loop on it
             return Suggestion(None, tuple(applied), f"{hazard.id}: {hazard.message} (its fix, {hazard.fix}, changes no knob)")
         current = fixed
         applied.append(hazard.id)
-    left = ", ".join(h.id for h in current.hazards if h.severity == ERROR)
-    return Suggestion(None, tuple(applied), f"after {MAX_FIX_ROUNDS} rounds of fixes vLLM would still not start ({left})")
+    left_ids = ", ".join(h.id for h in current.hazards if h.severity in (ERROR, WARNING) and (h.severity == ERROR or h.knobs))
+    return Suggestion(None, tuple(applied), f"after {MAX_FIX_ROUNDS} rounds of fixes vLLM would still not start cleanly ({left_ids})")
 
 
 def suggested_flags(plan: Plan) -> list[str]:

@@ -32,6 +32,10 @@ def _header(plan: Plan) -> Table:
     defaulted = set(s.defaulted)
 
     def knob(name: str, value: object) -> str:
+        if name == "max_model_len" and s.auto_fit_max_model_len:
+            return f"{value} (auto: " + ("fitted to memory)" if s.max_model_len < spec.derived_max_model_len else "the model's limit, which fits)")
+        if name == "block_size" and (groups := plan.group_block_sizes()) != [s.block_size] * len(groups):
+            return f"{value}" + (" (vLLM default)" if name in defaulted else "") + f"; groups page in {'/'.join(str(b) for b in dict.fromkeys(groups))}-token blocks"
         return f"{value}" + (" (vLLM default)" if name in defaulted else "")
 
     t.add_row(
@@ -97,6 +101,9 @@ def _kv(plan: Plan) -> Table:
         f"vLLM: {c.tokens_vllm_reported:,} tokens, {c.vllm_reported:.2f}x | actual {c.actual:.2f}x = {c.actual_requests} requests at max_model_len | "
         f"block tables cover {plan.kv.block_table_max_len:,} tokens"
     )
+    why = plan.kv_tokens_explained()
+    if why:
+        t.caption += f" | vLLM's tokens = {c.vllm_reported:.2f}x x max_model_len {plan.serving.max_model_len:,}, not blocks x block size: {why}"
     return t
 
 

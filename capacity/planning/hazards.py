@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from capacity.kv.specs import MambaSpec, kv_heads_per_rank
 from capacity.planning.kv_groups import max_model_len_that_fits
 from capacity.planning.plan import ERROR, INFO, WARNING, Hazard
+from capacity.serving.config import DEFAULT_LIMIT_PER_PROMPT
 from capacity.units import MiB, gib
 from capacity.vllm.compile_lines import COLD
 from capacity.vllm.versions import LATEST
@@ -94,6 +95,58 @@ def batched_tokens_vs_lengths(plan: Plan) -> Iterator[Hazard]:
             plan.budget.chunked_mm_input_error + " (vLLM raises ValueError at startup)",
             f"use --max-num-batched-tokens {max(need, s.max_model_len)} or more",
             (("max_num_batched_tokens", max(need, s.max_model_len)),),
+        )
+
+
+@check
+def silent_changes(plan: Plan) -> Iterator[Hazard]:
+    """What vLLM 0.33 changes or refuses without a word at startup: an `auto` knob's value, a per-prompt item limit the
+    budget lowers, an item longer than a decoder prompt may be."""
+    s, b = plan.serving, plan.budget
+    if s.auto_fit_max_model_len:
+        reduced = s.max_model_len < plan.spec.derived_max_model_len
+        yield Hazard(
+            "max_model_len_auto",
+            WARNING if reduced else INFO,
+            f"--max-model-len auto became {s.max_model_len:,}: "
+            + (
+                f"the model's {plan.spec.derived_max_model_len:,} did not fit, so vLLM fits the longest length one request's KV cache holds "
+                "(_estimate_max_model_len_from_groups); another GPU, utilization or knob gives another length"
+                if reduced
+                else f"the model's own limit ({plan.spec.max_len_key}), which fits"
+            ),
+            f"pin it: --max-model-len {s.max_model_len}",
+            (("max_model_len", s.max_model_len),),
+        )
+    for m in plan.spec.modalities:
+        given = s.limit_mm_per_prompt.get(m.name)
+        budgeted = b.max_items_per_prompt.get(m.name)
+        if given is None or budgeted is None or given in (0, DEFAULT_LIMIT_PER_PROMPT) or budgeted >= given:
+            continue
+        tokens = b.max_tokens_per_item[m.name]
+        why = (
+            f"the model takes {m.supported_limit} per prompt"
+            if m.supported_limit is not None and m.supported_limit < given
+            else f"max_model_len {s.max_model_len:,} // {tokens:,} tokens per {m.name} = {s.max_model_len // tokens}, at least 1"
+        )
+        yield Hazard(
+            "items_per_prompt_lowered",
+            WARNING,
+            f"--limit-mm-per-prompt {m.name}={given}, but vLLM budgets {budgeted} {m.name} per prompt ({why}: MultiModalBudget._get_max_items)",
+            f"use --limit-mm-per-prompt {m.name}={budgeted}, or a --max-model-len that holds {given} x {tokens:,} tokens",
+            (("limit_mm_per_prompt", {**{k: v for k, v in s.limit_mm_per_prompt.items() if v != DEFAULT_LIMIT_PER_PROMPT}, m.name: budgeted}),),
+        )
+    if plan.spec.is_encoder_decoder:  # the encoder's tokens are not in the decoder's prompt
+        return
+    longer = {name: tokens for name, tokens in b.max_tokens_per_item.items() if tokens > s.max_model_len}
+    if longer:
+        items = ", ".join(f"{name} {tokens:,}" for name, tokens in longer.items())
+        yield Hazard(
+            "item_longer_than_max_model_len",
+            WARNING,
+            f"the largest item is longer than max_model_len {s.max_model_len:,} tokens ({items}): vLLM profiles it, then refuses any "
+            "prompt that carries one (the prompt, placeholders included, is longer than the maximum model length)",
+            f"use --max-model-len {max(longer.values())} or more, or smaller items (--mm-processor-kwargs, where the model takes a size)",
         )
 
 

@@ -192,6 +192,31 @@ class Plan:
             f"the server runs {self.max_concurrent_requests:,} at once (the smaller of that and max_num_seqs {cap})"
         )
 
+    def group_block_sizes(self) -> list[int]:
+        """Each KV group's block size in tokens: --block-size, unless vLLM 0.33 made the group's page larger
+        (hybrid models: attention blocks sized to hold a Mamba state page; Gemma-4's full-attention groups)."""
+        return [g.group.spec.block_size for g in self.kv.groups]
+
+    def kv_tokens_explained(self) -> str:
+        """Why vLLM's "GPU KV cache size: N tokens" is not num_blocks x block_size, or "" where it is.
+
+        vLLM 0.33 logs int(concurrency x max_model_len) (get_max_concurrency_for_kv_cache_config), concurrency being
+        num_blocks / the blocks one request at max_model_len takes summed over the groups."""
+        reasons = []
+        sizes = self.group_block_sizes()
+        if any(b != self.serving.block_size for b in sizes):
+            reasons.append(f"groups page in {'/'.join(str(b) for b in dict.fromkeys(sizes))}-token blocks, not --block-size {self.serving.block_size}")
+        kinds = {g.group.kind for g in self.kv.groups}
+        if "mamba" in kinds:
+            reasons.append("a state (Mamba) group holds a fixed number of blocks per request whatever its length")
+        if any(g.group.spec.reads_encoder_output for g in self.kv.groups):
+            reasons.append("cross-attention groups hold the encoder's tokens, not the prompt's")
+        if len(self.kv.groups) > 1 and not reasons:
+            reasons.append(f"each request takes blocks in all {len(self.kv.groups)} groups")
+        if not reasons and self.concurrency.tokens_vllm_reported == self.kv.num_blocks * self.serving.block_size:
+            return ""
+        return "; ".join(reasons)
+
     @property
     def non_kv_bytes(self) -> int:
         """vLLM 0.33 non_kv_cache_memory (+ the CUDA-graph estimate it subtracts too)."""
@@ -218,7 +243,7 @@ class Plan:
                 "notes": list(self.spec.notes),
             },
             "gpu": self.gpu.to_dict(),
-            "serving": s.to_dict(),
+            "serving": {**s.to_dict(), "group_block_sizes": self.group_block_sizes()},
             "memory": {
                 **{k: t.to_dict() for k, t in self.memory.items()},
                 "requested_bytes": self.requested_memory_bytes,

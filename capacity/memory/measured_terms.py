@@ -7,7 +7,7 @@ from capacity.memory.measured_profile import MemoryProfile
 from capacity.memory.non_torch import NON_TORCH_WITH_CONVOLUTIONS_BYTES, NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES, VLLM_NON_TORCH_BYTES
 from capacity.memory.rank_scaling import per_rank_terms, rank_scaling
 from capacity.memory.sampler import SAMPLER_0_33, SamplerForm
-from capacity.memory.term import ESTIMATED, MEASURED, MemoryTerm
+from capacity.memory.term import ESTIMATED, EXACT, MEASURED, MemoryTerm
 from capacity.model.spec import ModelSpec
 from capacity.serving.config import ServingConfig
 
@@ -49,11 +49,16 @@ def measured_terms(
             VLLM_NON_TORCH_BYTES + cudnn,
             ESTIMATED,
             "vLLM's non-torch memory, median of the calibration logs (bench/vllm_logs, 0.27 GiB)"
-            + (" + cuDNN, the H200's difference between models with and without convolutions" if conv else ""),
+            + (" + cuDNN, the H200's difference between models with and without convolutions" if conv else "")
+            + "; the formulas (--estimate formula) take 256 MiB, the kernel modules' growth alone",
         )
         for key in ("encoder_cache", "activation_peak"):
             term = terms[key]
             terms[key] = MemoryTerm(term.bytes, ESTIMATED, "fake-tensor trace of the real model: " + term.method.replace(f"; {where}", ""))
+        exact = estimates.get("encoder_cache")
+        if exact is not None and exact.kind == EXACT and exact.bytes == terms["encoder_cache"].bytes:
+            # the outputs' bytes follow from the budget alone (capacity/memory/encoder_cache.py): exact on both paths
+            terms["encoder_cache"] = MemoryTerm(exact.bytes, EXACT, f"{exact.method} (the fake-tensor trace holds the same bytes)")
     elif profile.fingerprint.device != "cuda":
         terms.pop("cuda_context")
         for key, term in terms.items():

@@ -162,7 +162,8 @@ def test_fake_trace_runs_the_models_own_audio_path(tmp_path):
     cache = plan["memory"]["encoder_cache"]
     # 8192 // 750 = 10 items held through the decoder pass, 750 x 64 wide in bf16: 10 x 750 x 64 x 2
     assert cache["bytes"] == 960_000
-    assert cache["kind"] == "estimated" and cache["method"].startswith("generic: fake-tensor trace of the real model")
+    # the trace holds the same bytes as the budget's formula: exact on both paths (issue 24, "one story")
+    assert cache["kind"] == "exact" and cache["method"].endswith("(the fake-tensor trace holds the same bytes)")
     assert all(term["method"].startswith("generic: ") for key, term in plan["memory"].items() if isinstance(term, dict) and "method" in term)
 
 

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from capacity import disk_cache
+from capacity.cli.help_layout import ReadableCommand
 from capacity.cli.runtime import report_to_stdout
 from capacity.errors import EXIT_FITS
 
@@ -18,7 +19,7 @@ app = typer.Typer(
 )
 
 
-@app.command()
+@app.command(cls=ReadableCommand)
 def info(json_out: Annotated[bool, typer.Option("--json", help="Print the cache's folder and its entries per kind as JSON.")] = False) -> None:
     """Where the cache is, and its entries and bytes per kind."""
     root, kinds = disk_cache.usage()
@@ -37,7 +38,7 @@ def info(json_out: Annotated[bool, typer.Option("--json", help="Print the cache'
             print("  empty")
 
 
-@app.command()
+@app.command(cls=ReadableCommand)
 def clear() -> None:
     """Delete every entry; the next plan of each model works its entries out again."""
     files, size = disk_cache.clear()

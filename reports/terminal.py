@@ -59,6 +59,7 @@ def _memory(plan: Plan, wide: bool) -> Table:
         t.add_column("how", overflow="fold")
     else:
         t.caption = "how each term was obtained: widen the terminal to 140 columns, or --json (memory.<term>.method)"
+        t.caption_justify = "left"
 
     def row(*cells: str | Text) -> None:
         t.add_row(*(cells if wide else cells[:4]))
@@ -76,14 +77,16 @@ def _memory(plan: Plan, wide: bool) -> Table:
 
 
 def _kv(plan: Plan) -> Table:
-    t = Table(title="KV cache groups and block tables", title_justify="left")
-    for col in ("group", "kind", "layers", "page B", "blocks/req vLLM", "blocks/req actual", "table width", "width pre-#46753"):
-        t.add_column(col, justify="right" if col not in ("kind",) else "left")
+    # headers of short words on separate lines, numbers never wrapped, kinds spelt with spaces: at 80 columns the table
+    # fits whole (the widest case, a hybrid model's mamba pages, leaves a few columns spare)
+    t = Table(title="KV cache groups and block tables", title_justify="left", caption_justify="left")
+    for col in ("group", "kind", "layers", "page B", "blocks/\nreq\nvLLM", "blocks/\nreq\nactual", "table\nwidth", "width\nbefore\n#46753"):
+        t.add_column(col, justify="left" if col in ("kind", "layers") else "right", no_wrap=col not in ("kind", "layers"))
     for i, g in enumerate(plan.kv.groups):
         layers = f"{g.group.num_layers}" + (f"+{g.group.num_padding_layers} pad" if g.group.num_padding_layers else "")
         t.add_row(
             str(i),
-            g.group.kind + (f" ({window})" if (window := g.group.spec.describe()["sliding_window"]) else ""),
+            g.group.kind.replace("_", " ") + (f" ({window:,})" if (window := g.group.spec.describe()["sliding_window"]) else ""),
             layers,
             f"{g.group.page_size_bytes:,}",
             str(g.blocks_per_request_vllm),

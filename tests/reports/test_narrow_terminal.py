@@ -93,3 +93,34 @@ def test_sweep_cells_keep_hazard_ids_whole(capsys, monkeypatch, width):
     lines = lines_of(capsys, monkeypatch, width, argv)
     assert printed_whole("max_model_len_above_model_limit", lines)
     assert not any("…" in line for line in lines)
+
+
+# A text model, a VLM, an encoder-decoder (cross-attention group), a sliding-window model and a hybrid (mamba groups
+# with TP 4): the plan's tables at 80 columns keep every header word and every cell whole. (The CLI's formula estimate,
+# conftest's default for CLI tests: the layout does not depend on how the activation peak was estimated.)
+PLAN_LAYOUTS = (
+    ["--model", "meta-llama/Llama-3.1-8B-Instruct"],
+    ["--model", "Qwen/Qwen2.5-VL-7B-Instruct"],
+    ["--model", "openai/whisper-large-v3"],
+    ["--model", "google/gemma-3-27b-it"],
+    ["--model", "Qwen/Qwen3-Next-80B-A3B-Thinking", "--tensor-parallel-size", "4"],
+)
+KV_HEADER_WORDS = ("group", "kind", "layers", "page B", "blocks/", "req", "vLLM", "actual", "table", "width", "before", "#46753")
+
+
+@pytest.mark.parametrize("argv", PLAN_LAYOUTS, ids=lambda argv: argv[1])
+def test_plan_tables_fit_80_columns_whole(capsys, monkeypatch, make_plan, argv):
+    lines = lines_of(capsys, monkeypatch, 80, ["plan", *argv, "--gpu", "H200"])
+    assert max(len(line) for line in lines) <= 80
+    assert not any("…" in line for line in lines)
+    start = lines.index("KV cache groups and block tables")
+    header = " ".join(line for line in lines[start + 1 : start + 6] if line.startswith("┃"))
+    for word in KV_HEADER_WORDS:
+        assert f" {word} " in header, word
+    tp = int(argv[3]) if len(argv) > 2 else 1
+    plan = make_plan(argv[1], tensor_parallel_size=tp)
+    rows = [line for line in lines[start:] if line.startswith("│") and line[1:].split("│")[0].strip()][: len(plan.kv.groups)]
+    for i, (row, g) in enumerate(zip(rows, plan.kv.groups, strict=True)):
+        cells = [c.strip() for c in row.strip("│").split("│")]
+        assert cells[0] == str(i) and cells[1].split()[0] == g.group.kind.split("_")[0]
+        assert cells[3] == f"{g.group.page_size_bytes:,}" and cells[4] == str(g.blocks_per_request_vllm)

@@ -32,12 +32,19 @@ def models(
             render_models(entries, stdout_console())
 
 
-def gpus() -> None:
+def gpus(
+    wide: Annotated[bool, typer.Option("--wide", help="Every alias, the total in bytes and where it was read (wraps below 140 columns).")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the local GPU and the catalog as JSON (aliases, totals, sources, references).")] = False,
+) -> None:
     """List the GPU catalog and the local GPU (through NVML), or say that none was found."""
 
-    from capacity.gpu.catalog import catalog_gpus
+    from capacity.gpu.catalog import CATALOG
     from capacity.gpu.detect import detect_local_gpu
-    from reports.catalogs import render_gpus
+    from reports.catalogs import gpus_json, render_gpus
 
+    local = detect_local_gpu()
     with report_to_stdout(EXIT_FITS):
-        render_gpus(detect_local_gpu(), catalog_gpus(), stdout_console())
+        if json_out:
+            print(json.dumps(gpus_json(local, CATALOG), indent=1))
+        else:
+            render_gpus(local, CATALOG, stdout_console(), wide=wide)

@@ -5,12 +5,13 @@ their items (no "0 encoder tokens"), and `capacity gpus` says when no local GPU 
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from rich.console import Console
 
 from capacity.cli.app import main
-from capacity.gpu.catalog import Gpu
+from capacity.gpu.catalog import CATALOG, Gpu
 from capacity.source.resolve import catalog
 from reports.terminal import render
 
@@ -83,8 +84,8 @@ def test_gpus_shows_the_local_gpu_first(capsys, monkeypatch):
     monkeypatch.setattr("capacity.gpu.detect.detect_local_gpu", lambda index=0: local)
     lines = lines_of(capsys, monkeypatch, 160, ["gpus"])
     assert lines[0].startswith("local GPU: NVIDIA L4, 24,152,899,584 B (NVML on this machine (GPU 0))")
-    table_rows = [line for line in lines if line.startswith("│")]
-    assert table_rows[0].startswith("│ NVIDIA L4 ")
+    table_rows = lines[lines.index(next(line for line in lines if line.lstrip().startswith("─"))) + 1 :]
+    assert table_rows[0].split() == ["NVIDIA", "L4", "22.49", "nvml"]  # 23,034 MiB = 22.49 GiB
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -124,3 +125,33 @@ def test_plan_tables_fit_80_columns_whole(capsys, monkeypatch, make_plan, argv):
         cells = [c.strip() for c in row.strip("│").split("│")]
         assert cells[0] == str(i) and cells[1].split()[0] == g.group.kind.split("_")[0]
         assert cells[3] == f"{g.group.page_size_bytes:,}" and cells[4] == str(g.blocks_per_request_vllm)
+
+
+def test_gpus_at_80_columns_is_one_line_per_gpu_with_its_aliases(capsys, monkeypatch):
+    monkeypatch.setattr("capacity.gpu.detect.detect_local_gpu", lambda index=0: None)
+    lines = lines_of(capsys, monkeypatch, 80, ["gpus"])
+    assert max(len(line) for line in lines) <= 80 and not any("…" in line for line in lines)
+    rows = {line.split()[0]: line for line in lines if line.startswith("  ") and line.split()[0] in {r.name for r in CATALOG}}
+    assert len(rows) == len(CATALOG)  # every GPU on a line of its own, its name first
+    for record in CATALOG:
+        assert f" {record.total_memory_bytes / 2**30:.2f} " in rows[record.name]
+        assert rows[record.name].endswith(f" {record.source}")  # the kind of source, whole ("cuda properties")
+    # H100-80GB is an alias of the SXM part: the row says so (it was silent before)
+    assert "H100-80GB," in rows["H100-SXM"].split()
+    assert "H100-80GB" not in " ".join(line for name, line in rows.items() if name != "H100-SXM").split()
+    assert any("Refused as ambiguous: A100 (A100-40GB, A100-80GB)" in line for line in lines)
+
+
+def test_gpus_wide_and_json_carry_every_alias_and_the_provenance(capsys, monkeypatch):
+    monkeypatch.setattr("capacity.gpu.detect.detect_local_gpu", lambda index=0: None)
+    wide = " ".join(" ".join(lines_of(capsys, monkeypatch, 80, ["gpus", "--wide"])).split())
+    h200 = next(r for r in CATALOG if r.name == "H200")
+    assert "NVIDIA H200" in wide and "150,109,880,320 B" in wide and " ".join(h200.reference.split()) in wide
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["gpus", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["local"] is None and len(data["catalog"]) == len(CATALOG)
+    first = data["catalog"][0]
+    assert first["name"] == "H200" and first["aliases"] == list(h200.aliases) and first["total_memory_bytes"] == 150_109_880_320
+    assert first["reference"] == h200.reference and first["provenance"].startswith("measured: ")
+    assert data["ambiguous"]["H100"] == ["H100-SXM", "H100-PCIe", "H100-NVL"]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from capacity.gpu.catalog import AMBIGUOUS, CATALOG, CATALOG_FILE, Gpu, GpuRecord, normalized_name, gpu_by_name
+from capacity.gpu.catalog import AMBIGUOUS, CATALOG, CATALOG_FILE, Gpu, GpuRecord, gpu_by_name, normalized_name
 from capacity.units import GiB, MiB
 
 TYPES = {"aliases": list, "total_memory_bytes": int, "sm100": bool, "unified_memory": bool, "compute_capability_major": int, "nvlink": bool, "l2_cache_bytes": int}

@@ -13,9 +13,15 @@ from rich.text import Text
 
 from capacity.gpu.catalog import AMBIGUOUS, Gpu, GpuRecord, normalized_name
 from capacity.model.spec import ModelSpec
-from capacity.serving.encoder_budget import max_tokens_per_item
+from capacity.serving.encoder_budget import tokens_per_item
 from capacity.source.resolve import CatalogEntry
-from capacity.units import GiB
+from capacity.units import GiB, plural
+
+
+def item_tokens(spec: ModelSpec) -> dict[str, int]:
+    """The tokens of each modality's max-size item as a plan with the default knobs counts them (tokens_per_item at the
+    model's own max_model_len, every modelled modality's item in the dummy inputs); unmodelled modalities left out."""
+    return tokens_per_item([m for m in spec.modalities if not m.unmodelled], spec.derived_max_model_len)
 
 
 def tokens_text(spec: ModelSpec) -> tuple[str, str]:
@@ -24,14 +30,17 @@ def tokens_text(spec: ModelSpec) -> tuple[str, str]:
     Encoder-decoder models hold their encoder's tokens per request in cross-attention; decoder-only multimodal
     models (Qwen2.5-VL, Gemma-3) put each item's tokens into the prompt, so they have no cross-attention keys and
     are described by their items (a video's tokens at the model's own max_model_len, as vLLM's profiling sizes it).
+    A modality capacity cannot count is named with the flag that plans without it.
     """
     cross = f"{spec.encoder_tokens_per_request:,} per request" if spec.is_encoder_decoder else "none (decoder-only: items are prompt tokens)"
-    items = ", ".join(f"{max_tokens_per_item(m, spec.derived_max_model_len):,} per {m.name}" for m in spec.modalities)
-    return cross, items or "text only"
+    items = [f"{n:,} per {m}" for m, n in item_tokens(spec).items()]
+    items += [f"{m.name} not counted (plan with --limit-mm-per-prompt {m.name}=0)" for m in spec.modalities if m.unmodelled]
+    return cross, ", ".join(items) or "text only"
 
 
-def render_models(entries: list[tuple[CatalogEntry, ModelSpec]], console: Console) -> None:
-    """The catalog: a table when every id fits whole beside the other columns, else one block per model."""
+def render_models(entries: list[tuple[CatalogEntry, ModelSpec]], unplannable: list[CatalogEntry], console: Console) -> None:
+    """The catalog: a table when every id fits whole beside the other columns, else one block per model; then the
+    ids the catalog holds but cannot plan offline, each with the reason."""
     header = Text("capacity model catalog", style="bold")
     id_width = max(len(e.name) for e, _ in entries)
     alias_width = max((len(a) for e, _ in entries for a in e.aliases), default=0)
@@ -44,23 +53,25 @@ def render_models(entries: list[tuple[CatalogEntry, ModelSpec]], console: Consol
         for entry, spec in entries:
             t.add_row(entry.name, "\n".join(entry.aliases), spec.family.name, *tokens_text(spec), entry.provenance)
         console.print(t)
-        return
-    console.print(header)
-    for entry, spec in entries:
-        cross, items = tokens_text(spec)
-        console.print(Text(entry.name, style="bold", no_wrap=True))
-        t = Table.grid(padding=(0, 1))
-        t.add_column(no_wrap=True, style="dim")
-        t.add_column(overflow="fold")
-        for key, value in (
-            ("aliases", ", ".join(entry.aliases)),
-            ("family", spec.family.name),
-            ("cross-attention", cross),
-            ("per item", items),
-            ("provenance", entry.provenance),
-        ):
-            t.add_row(f"  {key}", Text(value))
-        console.print(t)
+    else:
+        console.print(header)
+        for entry, spec in entries:
+            cross, items = tokens_text(spec)
+            _block(console, entry.name, (("aliases", ", ".join(entry.aliases)), ("family", spec.family.name), ("cross-attention", cross), ("per item", items), ("provenance", entry.provenance)))
+    if unplannable:
+        console.print(Text(f"not plannable from the catalog alone ({plural(len(unplannable), 'id')}; the HF cache or the Hub may hold what is missing)", style="bold"))
+        for entry in unplannable:
+            _block(console, entry.name, (("aliases", ", ".join(entry.aliases)), ("why", entry.not_plannable)))
+
+
+def _block(console: Console, name: str, fields: tuple[tuple[str, str], ...]) -> None:
+    console.print(Text(name, style="bold", no_wrap=True))
+    t = Table.grid(padding=(0, 1))
+    t.add_column(no_wrap=True, style="dim")
+    t.add_column(overflow="fold")
+    for key, value in fields:
+        t.add_row(f"  {key}", Text(value))
+    console.print(t)
 
 
 WIDE_TABLE_MIN = 140  # `gpus --wide` prints a table from this width, blocks below
@@ -139,20 +150,28 @@ def gpus_json(local: Gpu | None, records: tuple[GpuRecord, ...]) -> dict[str, An
     }
 
 
-def models_json(entries: list[tuple[CatalogEntry, ModelSpec]]) -> list[dict[str, Any]]:
-    """The catalog as `capacity models --json` prints it: one object per plannable entry."""
-    return [
+def models_json(entries: list[tuple[CatalogEntry, ModelSpec]], unplannable: list[CatalogEntry] = ()) -> list[dict[str, Any]]:  # type: ignore[assignment]
+    """The catalog as `capacity models --json` prints it: one object per entry, `plannable` false (with the reason in
+    `not_plannable`) for the ids it cannot plan offline."""
+    planned = [
         {
             "id": entry.name,
             "aliases": list(entry.aliases),
             "provenance": entry.provenance,
+            "plannable": True,
             "family": spec.family.name,
             "architecture": spec.architecture,
             "is_encoder_decoder": spec.is_encoder_decoder,
             "cross_attention_tokens_per_request": spec.encoder_tokens_per_request if spec.is_encoder_decoder else 0,
-            "max_tokens_per_item": {m.name: max_tokens_per_item(m, spec.derived_max_model_len) for m in spec.modalities},
+            "max_tokens_per_item": item_tokens(spec),
+            "modalities_not_counted": {m.name: m.unmodelled for m in spec.modalities if m.unmodelled},
             "derived_max_model_len": spec.derived_max_model_len,
             "vllm_support": spec.vllm_support.status,
         }
         for entry, spec in entries
     ]
+    refused = [
+        {"id": entry.name, "aliases": list(entry.aliases), "provenance": entry.provenance, "plannable": False, "not_plannable": entry.not_plannable}
+        for entry in unplannable
+    ]
+    return planned + refused

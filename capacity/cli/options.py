@@ -16,7 +16,7 @@ import typer
 from capacity import disk_cache
 from capacity.cli.help_layout import ReadableCommand
 from capacity.errors import BadInput
-from capacity.units import parse_human_int
+from capacity.units import COUNT_FORMS, MAX_MODEL_LEN_FORMS, SIZE_FORMS, parse_human_int
 
 MODEL_PANEL = "Model and GPU"
 KNOBS_PANEL = "vLLM serving knobs"
@@ -189,8 +189,8 @@ class OptionalJsonCommand(ReadableCommand):
         return super().parse_args(ctx, out)
 
 
-def _size(value: str | None, flag: str) -> int | None:
-    return None if value is None else parse_human_int(value, flag)
+def _size(value: str | None, flag: str, forms: str = SIZE_FORMS) -> int | None:
+    return None if value is None else parse_human_int(value, flag, forms)
 
 
 def _max_model_len(value: str | None) -> int | None:
@@ -198,7 +198,7 @@ def _max_model_len(value: str | None) -> int | None:
         return None
     if value.strip().lower() in ("auto", "-1"):
         return -1
-    return parse_human_int(value, "--max-model-len")
+    return parse_human_int(value, "--max-model-len (max_model_len)", MAX_MODEL_LEN_FORMS)
 
 
 def serving_values(**given: Any) -> dict[str, Any]:
@@ -209,7 +209,7 @@ def serving_values(**given: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     conversions = {
         "max_model_len": _max_model_len,
-        "max_num_batched_tokens": lambda v: _size(v, "--max-num-batched-tokens"),
+        "max_num_batched_tokens": lambda v: _size(v, "--max-num-batched-tokens (max_num_batched_tokens)", COUNT_FORMS),
         "kv_cache_memory_bytes": lambda v: _size(v, "--kv-cache-memory-bytes"),
         "limit_mm_per_prompt": lambda v: parse_limit_mm(v, "--limit-mm-per-prompt"),
         "mm_processor_kwargs": lambda v: parse_mm_processor_kwargs(v, "--mm-processor-kwargs"),

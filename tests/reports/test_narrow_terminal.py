@@ -155,3 +155,33 @@ def test_gpus_wide_and_json_carry_every_alias_and_the_provenance(capsys, monkeyp
     assert first["name"] == "H200" and first["aliases"] == list(h200.aliases) and first["total_memory_bytes"] == 150_109_880_320
     assert first["reference"] == h200.reference and first["provenance"].startswith("measured: ")
     assert data["ambiguous"]["H100"] == ["H100-SXM", "H100-PCIe", "H100-NVL"]
+
+
+@pytest.mark.parametrize("model", ["Qwen/Qwen3-VL-4B-Instruct", "Qwen/Qwen3.5-27B", "zai-org/GLM-4.1V-9B-Thinking", "Qwen/Qwen2.5-VL-7B-Instruct"])
+def test_models_shows_the_tokens_per_item_a_plan_uses(capsys, monkeypatch, make_plan, model):
+    # these printed "0 per video": the listing built the spec without the video preprocessor config the plan reads
+    plan = make_plan(model)
+    assert all(n > 0 for n in plan.budget.max_tokens_per_item.values())
+    expected = ", ".join(f"{n:,} per {m}" for m, n in plan.budget.max_tokens_per_item.items())
+    assert f"per item {expected}" in block_of(lines_of(capsys, monkeypatch, 80, ["models"]), model)
+    monkeypatch.setenv("COLUMNS", "80")
+    main(["models", "--json"])
+    listed = {m["id"]: m for m in json.loads(capsys.readouterr().out)}
+    assert listed[model]["max_tokens_per_item"] == plan.budget.max_tokens_per_item
+
+
+def test_models_lists_the_ids_it_cannot_plan_offline_with_the_reason(capsys, monkeypatch):
+    every = catalog(include_unplannable=True)
+    refused = [e for e in every.values() if not e.plannable]
+    assert refused  # the catalog holds such ids (Qwen3-VL-32B: no preprocessor config published)
+    lines = lines_of(capsys, monkeypatch, 80, ["models"])
+    assert any(line.startswith(f"not plannable from the catalog alone ({len(refused)} id") for line in lines)
+    for entry in refused:
+        block = block_of(lines, entry.name)
+        assert f"why {' '.join(entry.not_plannable.split())}" in block
+    monkeypatch.setenv("COLUMNS", "80")
+    main(["models", "--json"])
+    listed = {m["id"]: m for m in json.loads(capsys.readouterr().out)}
+    assert set(listed) == set(every)
+    for entry in refused:
+        assert listed[entry.name]["plannable"] is False and listed[entry.name]["not_plannable"] == entry.not_plannable

@@ -15,7 +15,7 @@ import capacity
 from capacity.planning.plan import ERROR, INFO, TERM_LABELS, WARNING, Plan
 from capacity.planning.sweep import SweepResult
 from capacity.serving.config import ServingArgs
-from capacity.units import GiB
+from capacity.units import GiB, plural
 from reports.frames import fingerprint, unused_bytes
 from reports.html_charts import TERM_COLOR, heatmap_panels, memory_bar, segments
 from reports.html_markup import Html, data_table, el, fmt_gib, fmt_num, html_page
@@ -105,7 +105,7 @@ def _verdict_section(plan: Plan) -> Html:
     figures = data_table(
         ["figure", "value", "meaning"],
         [
-            ["actual concurrency", f"{c.actual:.2f}x = {c.actual_requests} requests", "usable blocks (null block excluded) / blocks a request really holds"],
+            ["actual concurrency", f"{c.actual:.2f}x = {plural(c.actual_requests, 'request')}", "usable blocks (null block excluded) / blocks a request really holds"],
             ["vLLM-reported concurrency", f"{c.vllm_reported:.2f}x", "vLLM's log line: num_blocks / blocks per request it charges"],
             ["KV cache tokens (vLLM log)", fmt_num(c.tokens_vllm_reported), "int(vLLM concurrency x max_model_len)"],
             ["longest request served", f"{plan.max_model_len_served:,} tokens", "max_model_len, or the longest one request's KV fits in"],

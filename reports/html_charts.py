@@ -7,7 +7,7 @@ import math
 
 from capacity.planning.plan import TERM_LABELS, Plan
 from capacity.planning.sweep import SweepPoint, SweepResult
-from capacity.units import GiB
+from capacity.units import GiB, plural
 from reports.frames import unused_bytes
 from reports.html_markup import Html, el, fmt_gib
 
@@ -93,7 +93,7 @@ def memory_bar(plan: Plan) -> Html:
 def _cell(p: SweepPoint, top: int) -> Html:
     tip = (
         f"{p.gpu}, TP {p.tensor_parallel_size}, max_num_seqs {p.max_num_seqs}, max_model_len {p.max_model_len}: "
-        f"{p.verdict}; KV holds {p.actual_requests} requests (vLLM reports {p.concurrency_vllm_reported}x), {p.num_blocks:,} blocks"
+        f"{p.verdict}; KV holds {plural(p.actual_requests, 'request')} (vLLM reports {p.concurrency_vllm_reported}x), {p.num_blocks:,} blocks"
         + (f"; errors: {p.errors}" if p.errors else "")
     )
     if not p.fits:

@@ -11,7 +11,7 @@ from capacity.memory.measured_profile import MemoryProfile
 from capacity.planning.plan import ERROR, INFO, MEMORY_TERMS, TERM_LABELS, WARNING, Plan
 from capacity.planning.sweep import SweepPoint, SweepResult
 from capacity.planning.verify_result import NO_REQUESTS, SLACK_EXCEEDS_HEADROOM, VERIFIED, WITHIN_ALLOCATOR_SLACK, VerifyResult
-from capacity.units import GiB
+from capacity.units import GiB, plural
 
 KIND_STYLE = {"exact": "green", "estimated": "yellow", "measured": "cyan"}
 SEVERITY_STYLE = {ERROR: "bold red", WARNING: "yellow", INFO: "dim"}
@@ -97,7 +97,7 @@ def _kv(plan: Plan) -> Table:
     c = plan.concurrency
     t.caption = (
         f"bytes_per_block {plan.kv.bytes_per_block:,} | num_blocks {plan.kv.num_blocks:,} (incl. null block) | "
-        f"vLLM: {c.tokens_vllm_reported:,} tokens, {c.vllm_reported:.2f}x | actual {c.actual:.2f}x = {c.actual_requests} requests at max_model_len | "
+        f"vLLM: {c.tokens_vllm_reported:,} tokens, {c.vllm_reported:.2f}x | actual {c.actual:.2f}x = {plural(c.actual_requests, 'request')} at max_model_len | "
         f"block tables cover {plan.kv.block_table_max_len:,} tokens"
     )
     return t

@@ -11,6 +11,7 @@ from capacity import disk_cache
 from capacity.cli.help_layout import ReadableCommand
 from capacity.cli.runtime import report_to_stdout
 from capacity.errors import EXIT_FITS
+from capacity.units import plural
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -33,7 +34,7 @@ def info(json_out: Annotated[bool, typer.Option("--json", help="Print the cache'
             return
         print(f"capacity cache: {root}")
         for k in kinds:
-            print(f"  {k.kind:<14} {k.entries:>6,} entries  {k.bytes / 2**20:>9.1f} MiB")
+            print(f"  {k.kind:<14} {k.entries:>6,} {'entry' if k.entries == 1 else 'entries'}  {k.bytes / 2**20:>9.1f} MiB")
         if not kinds:
             print("  empty")
 
@@ -44,4 +45,4 @@ def clear() -> None:
     files, size = disk_cache.clear()
     root = disk_cache.root()
     with report_to_stdout(EXIT_FITS):
-        print(f"capacity cache: removed {files:,} entries ({size / 2**20:.1f} MiB) from {root}" if root is not None else "capacity cache: off (CAPACITY_NO_CACHE is set)")
+        print(f"capacity cache: removed {plural(files, 'entry', 'entries')} ({size / 2**20:.1f} MiB) from {root}" if root is not None else "capacity cache: off (CAPACITY_NO_CACHE is set)")

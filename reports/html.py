@@ -19,6 +19,7 @@ from capacity.units import GiB, plural
 from reports.frames import fingerprint, unused_bytes
 from reports.html_charts import TERM_COLOR, heatmap_panels, memory_bar, segments
 from reports.html_markup import Html, data_table, el, fmt_gib, fmt_num, html_page
+from reports.serve_line import flag_groups
 
 
 @singledispatch
@@ -135,7 +136,13 @@ def _suggestion(plan: Plan) -> list[Html]:
     s = plan.suggestion
     if s.command is None:
         return [el("p", f"No suggestion: {s.reason}", class_="bad")]
-    out = [el("pre", el("code", s.command))]
+    # each flag with its value unbreakable, the spaces between them the only places the line wraps
+    groups = flag_groups(s.command)
+    parts: list[Html | str] = []
+    for i, group in enumerate(groups):
+        parts += [" "] if i else []
+        parts.append(el("span", group, class_="arg"))
+    out = [el("pre", el("code", parts), class_="serve")]
     if s.applied:
         out.append(el("p", f"With the fixes of {', '.join(s.applied)} applied (see Hazards)."))
     return out

@@ -12,6 +12,7 @@ from capacity.planning.plan import ERROR, INFO, MEMORY_TERMS, TERM_LABELS, WARNI
 from capacity.planning.sweep import SweepPoint, SweepResult
 from capacity.planning.verify_result import NO_REQUESTS, SLACK_EXCEEDS_HEADROOM, VERIFIED, WITHIN_ALLOCATOR_SLACK, VerifyResult
 from capacity.units import GiB, plural
+from reports.serve_line import wrapped
 
 KIND_STYLE = {"exact": "green", "estimated": "yellow", "measured": "cyan"}
 SEVERITY_STYLE = {ERROR: "bold red", WARNING: "yellow", INFO: "dim"}
@@ -148,14 +149,25 @@ def _hazards(plan: Plan, width: int) -> Table | Text:
     return t
 
 
-def _verdict(plan: Plan) -> Panel:
+def _verdict(plan: Plan, width: int) -> Panel:
     if plan.fits:
         line = Text(f"FITS: {plan.concurrency_sentence()}", style="bold green")
     else:
         errors = [h.id for h in plan.hazards if h.severity == ERROR]
         line = Text(f"DOES NOT FIT: {', '.join(errors)}", style="bold red")
-    body = Group(line, Text("suggested: " + plan.suggestion.describe()))
+    body = Group(line, *_suggested(plan, width - 4))
     return Panel(body, title="verdict", title_align="left")
+
+
+def _suggested(plan: Plan, width: int) -> list[Text]:
+    """The suggestion, its `vllm serve` line broken only between flags (a flag and its value stay on one line)."""
+    s = plan.suggestion
+    if s.command is None:
+        return [Text("suggested: " + s.describe())]
+    lines = [Text(text, no_wrap=True, overflow="fold") for text in wrapped(s.command, width, first_prefix="suggested:")]
+    if s.applied:
+        lines.append(Text(f"(applies the fixes of {', '.join(s.applied)})"))
+    return lines
 
 
 def _ranks(plan: Plan) -> Table:
@@ -182,7 +194,7 @@ def render(plan: Plan, console: Console) -> None:
     console.print(_kv(plan))
     console.print(_budget_warmup(plan))
     console.print(_hazards(plan, console.width))
-    console.print(_verdict(plan))
+    console.print(_verdict(plan, console.width))
     console.print(Text("kinds: exact = fixed by the architecture and knobs; estimated = documented formula or constant; measured = from a GPU profile", style="dim"))
 
 

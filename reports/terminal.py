@@ -11,7 +11,7 @@ from capacity.memory.measured_profile import MemoryProfile
 from capacity.planning.plan import ERROR, INFO, MEMORY_TERMS, TERM_LABELS, WARNING, Plan
 from capacity.planning.sweep import SweepPoint, SweepResult
 from capacity.planning.verify_result import NO_REQUESTS, SLACK_EXCEEDS_HEADROOM, VERIFIED, WITHIN_ALLOCATOR_SLACK, VerifyResult
-from capacity.units import GiB, plural
+from capacity.units import GiB, MiB, plural
 from reports.serve_line import wrapped
 
 KIND_STYLE = {"exact": "green", "estimated": "yellow", "measured": "cyan"}
@@ -170,19 +170,36 @@ def _suggested(plan: Plan, width: int) -> list[Text]:
     return lines
 
 
-def _ranks(plan: Plan) -> Table:
-    """A tensor-parallel profile's ranks: each one's measured terms and the KV budget it leaves; vLLM takes the least."""
-    t = Table(title=f"tensor-parallel ranks (vLLM sizes the KV cache by the least; spread {plan.kv_spread_bytes:,} B)", title_justify="left")
-    for col in ("rank", "weights", "activation peak", "encoder cache", "non-torch", "CUDA graphs", "NCCL (measured)", "available KV"):
-        t.add_column(col, justify="right")
+RANK_TERMS = ("weights", "activation peak", "encoder cache", "non-torch", "CUDA graphs", "NCCL (measured)", "available KV")
+
+
+def _ranks(plan: Plan, width: int) -> Table:
+    """A tensor-parallel profile's ranks: each one's measured terms and the KV budget it leaves; vLLM takes the least.
+    One row per rank where the terminal is wide enough; else one row per term and a column per rank, in bytes where
+    the columns fit, else in MiB (one decimal), so no header or figure is cut."""
+    title = f"tensor-parallel ranks (vLLM sizes the KV cache by the least; spread {plan.kv_spread_bytes:,} B)"
+    values = {
+        r.rank: (r.weights_bytes, r.activation_peak_bytes, r.encoder_cache_bytes, r.non_torch_bytes, r.cuda_graphs_bytes, r.communicator_bytes, r.available_kv_bytes)
+        for r in plan.ranks
+    }
+    cells = {rank: [f"{v:,}" if v is not None else "" for v in vs] for rank, vs in values.items()}
+    widest = max(len(c) for cs in cells.values() for c in cs)
+    if width >= 2 + sum(max(len(h), widest) + 3 for h in ("rank", *RANK_TERMS)) + 10:
+        t = Table(title=title, title_justify="left")
+        for col in ("rank", *RANK_TERMS):
+            t.add_column(col, justify="right")
+        for r in plan.ranks:
+            t.add_row(f"{r.rank}{' (decides)' if r.deciding else ''}", *cells[r.rank])
+        return t
+    if 1 + (16 + 3) + len(plan.ranks) * (widest + 3) > width:
+        title += "; MiB"
+        cells = {rank: [f"{v / MiB:,.1f}" if v is not None else "" for v in vs] for rank, vs in values.items()}
+    t = Table(title=title, title_justify="left")
+    t.add_column("term")
     for r in plan.ranks:
-        nccl = "" if r.communicator_bytes is None else f"{r.communicator_bytes:,}"
-        t.add_row(
-            f"{r.rank}{' (decides)' if r.deciding else ''}",
-            *(f"{v:,}" for v in (r.weights_bytes, r.activation_peak_bytes, r.encoder_cache_bytes, r.non_torch_bytes, r.cuda_graphs_bytes)),
-            nccl,
-            f"{r.available_kv_bytes:,}",
-        )
+        t.add_column(f"rank {r.rank}" + ("\n(decides)" if r.deciding else ""), justify="right", no_wrap=True)
+    for i, term in enumerate(RANK_TERMS):
+        t.add_row(term, *(cells[r.rank][i] for r in plan.ranks))
     return t
 
 
@@ -190,7 +207,7 @@ def render(plan: Plan, console: Console) -> None:
     console.print(_header(plan))
     console.print(_memory(plan, wide=console.width >= 140))
     if plan.ranks:
-        console.print(_ranks(plan))
+        console.print(_ranks(plan, console.width))
     console.print(_kv(plan))
     console.print(_budget_warmup(plan))
     console.print(_hazards(plan, console.width))

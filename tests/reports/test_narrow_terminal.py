@@ -185,3 +185,31 @@ def test_models_lists_the_ids_it_cannot_plan_offline_with_the_reason(capsys, mon
     assert set(listed) == set(every)
     for entry in refused:
         assert listed[entry.name]["plannable"] is False and listed[entry.name]["not_plannable"] == entry.not_plannable
+
+
+@pytest.mark.parametrize("width", (44, *WIDTHS))
+def test_tensor_parallel_ranks_table_is_never_cut(capsys, monkeypatch, tmp_path, width):
+    # a saved whisper-tiny profile as two ranks, rank 1 with 10 MiB more transient peak: it decides
+    from dataclasses import replace
+
+    from capacity.memory.measured_profile import combine_ranks, load_profile, save_profile
+    from tests.support.paths import REPO_ROOT
+
+    base = replace(load_profile(REPO_ROOT / "bench/results/h200-profiles-2026-11-30/profile-openai--whisper-tiny.json"), measured_tensor_parallel_size=2)
+    heavy = replace(base, rank=1, transient_peak_headroom_bytes=base.transient_peak_headroom_bytes + 10 * 2**20)
+    save_profile(combine_ranks((replace(base, rank=0), heavy)), tmp_path / "tp.json")
+    monkeypatch.setenv("COLUMNS", "80")
+    main(["plan", "--profile", str(tmp_path / "tp.json"), "--json"])
+    ranks = json.loads(capsys.readouterr().out)["ranks"]
+    lines = lines_of(capsys, monkeypatch, width, ["plan", "--profile", str(tmp_path / "tp.json")])
+    table = lines[lines.index(next(line for line in lines if line.startswith("tensor-parallel ranks"))) :]
+    table = table[: next(i for i, line in enumerate(table) if line.startswith("└"))]
+    text = "\n".join(table)
+    assert "…" not in text and max(len(line) for line in table) <= width
+    for word in ("weights", "activation peak", "encoder cache", "non-torch", "CUDA graphs", "available KV"):
+        assert word in text, (word, width)
+    in_mib = "; MiB" in " ".join(table[:3])
+    for r in ranks:
+        shown = f"{r['available_kv_bytes'] / 2**20:,.1f}" if in_mib else f"{r['available_kv_bytes']:,}"
+        assert shown in text, (shown, width)
+    assert "(decides)" in text and in_mib == (width == 44)  # bytes while two columns of 15 digits fit beside the terms

@@ -27,6 +27,8 @@ from capacity.cli.output import check_outputs, export_outputs, print_json
 from capacity.cli.runtime import report_to_stdout
 from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS
 
+GATE_PANEL = "Gate thresholds"
+
 
 @serving_options(*SERVING_OPTIONS)
 def check(
@@ -35,11 +37,11 @@ def check(
     gpu: GpuOpt = None,
     config: ConfigOpt = None,
     knobs: Knobs,
-    min_concurrency: Annotated[int | None, typer.Option(help="Fail unless the server runs this many requests at max_model_len at once: min(requests the KV cache holds, max_num_seqs) (concurrency.max_concurrent_requests).")] = None,
-    min_vllm_concurrency: Annotated[float | None, typer.Option(help="Fail unless vLLM's logged concurrency (concurrency.vllm_reported) is at least this.")] = None,
-    min_kv_tokens: Annotated[int | None, typer.Option(help="Fail unless vLLM's logged KV cache size in tokens (kv_cache.tokens_vllm_reported) is at least this.")] = None,
-    require_max_model_len: Annotated[int | None, typer.Option(help="Fail unless requests of this many tokens are served (max_model_len, and one request's KV fits).")] = None,
-    fail_on_hazard: Annotated[str, typer.Option(help="Lowest hazard severity that fails: info, warning or error (errors always fail).")] = "error",
+    min_concurrency: Annotated[int | None, typer.Option(help="Fail unless the server runs this many requests at max_model_len at once: min(requests the KV cache holds, max_num_seqs) (concurrency.max_concurrent_requests).", rich_help_panel=GATE_PANEL)] = None,
+    min_vllm_concurrency: Annotated[float | None, typer.Option(help="Fail unless vLLM's logged concurrency (concurrency.vllm_reported) is at least this.", rich_help_panel=GATE_PANEL)] = None,
+    min_kv_tokens: Annotated[int | None, typer.Option(help="Fail unless vLLM's logged KV cache size in tokens (kv_cache.tokens_vllm_reported) is at least this.", rich_help_panel=GATE_PANEL)] = None,
+    require_max_model_len: Annotated[int | None, typer.Option(help="Fail unless requests of this many tokens are served (max_model_len, and one request's KV fits).", rich_help_panel=GATE_PANEL)] = None,
+    fail_on_hazard: Annotated[str, typer.Option(help="Lowest hazard severity that fails: info, warning or error (errors always fail).", rich_help_panel=GATE_PANEL)] = "error",
     offline: OfflineOpt = False,
     estimate: EstimateOpt = None,
     json_out: Annotated[

@@ -34,15 +34,26 @@ _BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 _HUMAN = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtKMGT]?)\s*$")
 
 
-def parse_human_int(text: str | int, what: str) -> int:
-    """Parse `10G`, `1.5g`, `1024` the way `vllm serve` does; BadInput names `what` on error."""
+def plural(n: int, noun: str, plural_form: str = "") -> str:
+    """A count and its noun in the right number: `1 request`, `2 requests`, `1,024 groups` (`plural_form` where the
+    plural is not noun + s)."""
+    return f"{n:,} {noun if n == 1 else plural_form or noun + 's'}"
+
+
+SIZE_FORMS = "use e.g. 10737418240, 10G (2^30) or 10g (1e9)"
+COUNT_FORMS = "give a whole number, e.g. 8192, 8k (8,000) or 8K (8,192)"
+MAX_MODEL_LEN_FORMS = "give a token count, e.g. 32768, 32k (32,000) or 32K (32,768), or auto / -1 to fit it to memory"
+
+
+def parse_human_int(text: str | int, what: str, forms: str = SIZE_FORMS) -> int:
+    """Parse `10G`, `1.5g`, `1024` the way `vllm serve` does; BadInput names `what` and the accepted `forms` on error."""
     if isinstance(text, bool):
         raise BadInput(f"{what}: expected an integer, got {text!r}")
     if isinstance(text, int):
         return text
     m = _HUMAN.match(str(text))
     if not m:
-        raise BadInput(f"{what}: cannot read {text!r} as a size; use e.g. 10737418240, 10G (2^30) or 10g (1e9)")
+        raise BadInput(f"{what}: cannot read {text!r}; {forms}")
     number, suffix = m.groups()
     if suffix in _BINARY:
         if "." in number:

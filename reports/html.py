@@ -15,10 +15,11 @@ import capacity
 from capacity.planning.plan import ERROR, INFO, TERM_LABELS, WARNING, Plan
 from capacity.planning.sweep import SweepResult
 from capacity.serving.config import ServingArgs
-from capacity.units import GiB
+from capacity.units import GiB, plural
 from reports.frames import fingerprint, unused_bytes
 from reports.html_charts import TERM_COLOR, heatmap_panels, memory_bar, segments
 from reports.html_markup import Html, data_table, el, fmt_gib, fmt_num, html_page
+from reports.serve_line import flag_groups
 
 
 @singledispatch
@@ -105,7 +106,7 @@ def _verdict_section(plan: Plan) -> Html:
     figures = data_table(
         ["figure", "value", "meaning"],
         [
-            ["actual concurrency", f"{c.actual:.2f}x = {c.actual_requests} requests", "usable blocks (null block excluded) / blocks a request really holds"],
+            ["actual concurrency", f"{c.actual:.2f}x = {plural(c.actual_requests, 'request')}", "usable blocks (null block excluded) / blocks a request really holds"],
             ["vLLM-reported concurrency", f"{c.vllm_reported:.2f}x", "vLLM's log line: num_blocks / blocks per request it charges"],
             ["KV cache tokens (vLLM log)", fmt_num(c.tokens_vllm_reported), "int(vLLM concurrency x max_model_len)"],
             ["longest request served", f"{plan.max_model_len_served:,} tokens", "max_model_len, or the longest one request's KV fits in"],
@@ -135,7 +136,13 @@ def _suggestion(plan: Plan) -> list[Html]:
     s = plan.suggestion
     if s.command is None:
         return [el("p", f"No suggestion: {s.reason}", class_="bad")]
-    out = [el("pre", el("code", s.command))]
+    # each flag with its value unbreakable, the spaces between them the only places the line wraps
+    groups = flag_groups(s.command)
+    parts: list[Html | str] = []
+    for i, group in enumerate(groups):
+        parts += [" "] if i else []
+        parts.append(el("span", group, class_="arg"))
+    out = [el("pre", el("code", parts), class_="serve")]
     if s.applied:
         out.append(el("p", f"With the fixes of {', '.join(s.applied)} applied (see Hazards)."))
     return out

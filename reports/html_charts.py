@@ -7,7 +7,7 @@ import math
 
 from capacity.planning.plan import TERM_LABELS, Plan
 from capacity.planning.sweep import SweepPoint, SweepResult
-from capacity.units import GiB
+from capacity.units import GiB, plural
 from reports.frames import unused_bytes
 from reports.html_markup import Html, el, fmt_gib
 
@@ -36,12 +36,34 @@ def segments(plan: Plan) -> list[tuple[str, str, int, str]]:
     return segs
 
 
+SEG_CHAR = 8.2  # the widest a character of .seglabel (13 px, bold) takes in the bar's user units: labels are sized by it
+MARKER_ROW = 16.0  # one row per marker label above the bar: two markers' labels never share a row
+
+
+def _segment_label(label: str, size: int, w: float) -> str | None:
+    """The longest of "term 1.23 GiB" and "1.23 GiB" that fits the segment's width with a margin, or None (the term
+    table and the tooltip carry it)."""
+    for text in (f"{label.split(' (')[0]} {size / GiB:.2f} GiB", f"{size / GiB:.2f} GiB"):
+        if len(text) * SEG_CHAR + 12 <= w:
+            return text
+    return None
+
+
 def memory_bar(plan: Plan) -> Html:
-    """The GPU's memory as one stacked horizontal bar (inline SVG); hatched segments are estimates."""
+    """The GPU's memory as one stacked horizontal bar (inline SVG); hatched segments are estimates. A segment's
+    label is drawn only where it fits inside the segment; each marker (requested memory, the GPU's total when the
+    plan over-commits it) labels its own row above the bar, so no two labels overlap."""
     total = plan.gpu.total_memory_bytes
     segs = segments(plan)
     scale = max(total, sum(b for _, _, b, _ in segs))
-    width, top, height = 1000.0, 26.0, 44.0
+    s = plan.serving
+    markers: list[tuple[int, str, str]] = []  # top row first: the GPU's total (rightmost), then the requested memory left of it,
+    if scale > total:  # whose label (anchored at its end, leftwards) then never crosses the total's line
+        markers.append((total, f"GPU total {fmt_gib(total)}: over-committed by {fmt_gib(scale - total)}", "over"))
+    if s.kv_cache_memory_bytes is None:
+        markers.append((plan.requested_memory_bytes, f"requested: {s.gpu_memory_utilization} x total = {fmt_gib(plan.requested_memory_bytes)}", "req"))
+    width, height = 1000.0, 44.0
+    top = 10.0 + MARKER_ROW * max(len(markers), 1)
     shapes: list[Html] = [
         Html(
             '<defs><pattern id="hatch" width="7" height="7" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
@@ -57,25 +79,21 @@ def memory_bar(plan: Plan) -> Html:
         shapes.append(el("rect", el("title", tip), x=f"{x:.2f}", y=top, width=f"{w:.2f}", height=height, fill=TERM_COLOR[key], class_=f"seg seg-{key}"))
         if kind == "estimated":
             shapes.append(el("rect", x=f"{x:.2f}", y=top, width=f"{w:.2f}", height=height, fill="url(#hatch)"))
-        if w >= 90:
+        text = _segment_label(label, size, w)
+        if text is not None:
             cls = "seglabel dark" if key == "unused" else "seglabel"
-            shapes.append(el("text", f"{label.split(' (')[0]} {size / GiB:.1f}G", x=f"{x + w / 2:.2f}", y=top + height / 2 + 5, class_=cls))
+            shapes.append(el("text", text, x=f"{x + w / 2:.2f}", y=top + height / 2 + 5, class_=cls))
         x += w
 
-    def marker(at: int, text: str, cls: str) -> list[Html]:
+    for row, (at, text, cls) in enumerate(markers):
         mx = width * at / scale
         anchor = "end" if mx > width * 0.6 else "start"
         tx = mx - 4 if anchor == "end" else mx + 4
-        return [
-            el("line", x1=f"{mx:.2f}", x2=f"{mx:.2f}", y1=8, y2=top + height + 8, class_=f"marker {cls}"),
-            el("text", text, x=f"{tx:.2f}", y=18, class_=f"markerlabel {cls}", text_anchor=anchor),
+        ty = 8.0 + MARKER_ROW * (row + 1) - 4
+        shapes += [
+            el("line", x1=f"{mx:.2f}", x2=f"{mx:.2f}", y1=ty - 10, y2=top + height + 8, class_=f"marker {cls}"),
+            el("text", text, x=f"{tx:.2f}", y=f"{ty:.0f}", class_=f"markerlabel {cls}", text_anchor=anchor),
         ]
-
-    s = plan.serving
-    if s.kv_cache_memory_bytes is None:
-        shapes += marker(plan.requested_memory_bytes, f"requested: {s.gpu_memory_utilization} x total = {fmt_gib(plan.requested_memory_bytes)}", "req")
-    if scale > total:
-        shapes += marker(total, f"GPU total {fmt_gib(total)}: over-committed by {fmt_gib(scale - total)}", "over")
     svg = el(
         "svg",
         el("title", f"GPU memory of {plan.gpu.name}: {total:,} B"),
@@ -93,7 +111,7 @@ def memory_bar(plan: Plan) -> Html:
 def _cell(p: SweepPoint, top: int) -> Html:
     tip = (
         f"{p.gpu}, TP {p.tensor_parallel_size}, max_num_seqs {p.max_num_seqs}, max_model_len {p.max_model_len}: "
-        f"{p.verdict}; KV holds {p.actual_requests} requests (vLLM reports {p.concurrency_vllm_reported}x), {p.num_blocks:,} blocks"
+        f"{p.verdict}; KV holds {plural(p.actual_requests, 'request')} (vLLM reports {p.concurrency_vllm_reported}x), {p.num_blocks:,} blocks"
         + (f"; errors: {p.errors}" if p.errors else "")
     )
     if not p.fits:

@@ -120,6 +120,8 @@ td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 .verdict.nofit .big,.bad{color:var(--bad)}
 .good{color:var(--ok)}
 pre{background:#111820;color:#e8edf2;padding:10px 12px;border-radius:6px;white-space:pre-wrap;word-break:break-all;margin:4px 0}
+pre.serve{word-break:normal;overflow-x:auto}
+pre.serve .arg{white-space:nowrap}
 svg.bar{width:100%;height:auto;display:block;margin:6px 0}
 .seglabel{font-size:13px;fill:#fff;text-anchor:middle;font-weight:600;paint-order:stroke;stroke:rgba(0,0,0,.35);stroke-width:2px}
 .seglabel.dark{fill:#4a535e;stroke:none}

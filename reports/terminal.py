@@ -11,7 +11,8 @@ from capacity.memory.measured_profile import MemoryProfile
 from capacity.planning.plan import ERROR, INFO, MEMORY_TERMS, TERM_LABELS, WARNING, Plan
 from capacity.planning.sweep import SweepPoint, SweepResult
 from capacity.planning.verify_result import NO_REQUESTS, SLACK_EXCEEDS_HEADROOM, VERIFIED, WITHIN_ALLOCATOR_SLACK, VerifyResult
-from capacity.units import GiB
+from capacity.units import GiB, MiB, plural
+from reports.serve_line import wrapped
 
 KIND_STYLE = {"exact": "green", "estimated": "yellow", "measured": "cyan"}
 SEVERITY_STYLE = {ERROR: "bold red", WARNING: "yellow", INFO: "dim"}
@@ -63,6 +64,7 @@ def _memory(plan: Plan, wide: bool) -> Table:
         t.add_column("how", overflow="fold")
     else:
         t.caption = "how each term was obtained: widen the terminal to 140 columns, or --json (memory.<term>.method)"
+        t.caption_justify = "left"
 
     def row(*cells: str | Text) -> None:
         t.add_row(*(cells if wide else cells[:4]))
@@ -80,14 +82,16 @@ def _memory(plan: Plan, wide: bool) -> Table:
 
 
 def _kv(plan: Plan) -> Table:
-    t = Table(title="KV cache groups and block tables", title_justify="left")
-    for col in ("group", "kind", "layers", "page B", "blocks/req vLLM", "blocks/req actual", "table width", "width pre-#46753"):
-        t.add_column(col, justify="right" if col not in ("kind",) else "left")
+    # headers of short words on separate lines, numbers never wrapped, kinds spelt with spaces: at 80 columns the table
+    # fits whole (the widest case, a hybrid model's mamba pages, leaves a few columns spare)
+    t = Table(title="KV cache groups and block tables", title_justify="left", caption_justify="left")
+    for col in ("group", "kind", "layers", "page B", "blocks/\nreq\nvLLM", "blocks/\nreq\nactual", "table\nwidth", "width\nbefore\n#46753"):
+        t.add_column(col, justify="left" if col in ("kind", "layers") else "right", no_wrap=col not in ("kind", "layers"))
     for i, g in enumerate(plan.kv.groups):
         layers = f"{g.group.num_layers}" + (f"+{g.group.num_padding_layers} pad" if g.group.num_padding_layers else "")
         t.add_row(
             str(i),
-            g.group.kind + (f" ({window})" if (window := g.group.spec.describe()["sliding_window"]) else ""),
+            g.group.kind.replace("_", " ") + (f" ({window:,})" if (window := g.group.spec.describe()["sliding_window"]) else ""),
             layers,
             f"{g.group.page_size_bytes:,}",
             str(g.blocks_per_request_vllm),
@@ -98,7 +102,7 @@ def _kv(plan: Plan) -> Table:
     c = plan.concurrency
     t.caption = (
         f"bytes_per_block {plan.kv.bytes_per_block:,} | num_blocks {plan.kv.num_blocks:,} (incl. null block) | "
-        f"vLLM: {c.tokens_vllm_reported:,} tokens, {c.vllm_reported:.2f}x | actual {c.actual:.2f}x = {c.actual_requests} requests at max_model_len | "
+        f"vLLM: {c.tokens_vllm_reported:,} tokens, {c.vllm_reported:.2f}x | actual {c.actual:.2f}x = {plural(c.actual_requests, 'request')} at max_model_len | "
         f"block tables cover {plan.kv.block_table_max_len:,} tokens"
     )
     why = plan.kv_tokens_explained()
@@ -152,29 +156,57 @@ def _hazards(plan: Plan, width: int) -> Table | Text:
     return t
 
 
-def _verdict(plan: Plan) -> Panel:
+def _verdict(plan: Plan, width: int) -> Panel:
     if plan.fits:
         line = Text(f"FITS: {plan.concurrency_sentence()}", style="bold green")
     else:
         errors = [h.id for h in plan.hazards if h.severity == ERROR]
         line = Text(f"DOES NOT FIT: {', '.join(errors)}", style="bold red")
-    body = Group(line, Text("suggested: " + plan.suggestion.describe()))
+    body = Group(line, *_suggested(plan, width - 4))
     return Panel(body, title="verdict", title_align="left")
 
 
-def _ranks(plan: Plan) -> Table:
-    """A tensor-parallel profile's ranks: each one's measured terms and the KV budget it leaves; vLLM takes the least."""
-    t = Table(title=f"tensor-parallel ranks (vLLM sizes the KV cache by the least; spread {plan.kv_spread_bytes:,} B)", title_justify="left")
-    for col in ("rank", "weights", "activation peak", "encoder cache", "non-torch", "CUDA graphs", "NCCL (measured)", "available KV"):
-        t.add_column(col, justify="right")
+def _suggested(plan: Plan, width: int) -> list[Text]:
+    """The suggestion, its `vllm serve` line broken only between flags (a flag and its value stay on one line)."""
+    s = plan.suggestion
+    if s.command is None:
+        return [Text("suggested: " + s.describe())]
+    lines = [Text(text, no_wrap=True, overflow="fold") for text in wrapped(s.command, width, first_prefix="suggested:")]
+    if s.applied:
+        lines.append(Text(f"(applies the fixes of {', '.join(s.applied)})"))
+    return lines
+
+
+RANK_TERMS = ("weights", "activation peak", "encoder cache", "non-torch", "CUDA graphs", "NCCL (measured)", "available KV")
+
+
+def _ranks(plan: Plan, width: int) -> Table:
+    """A tensor-parallel profile's ranks: each one's measured terms and the KV budget it leaves; vLLM takes the least.
+    One row per rank where the terminal is wide enough; else one row per term and a column per rank, in bytes where
+    the columns fit, else in MiB (one decimal), so no header or figure is cut."""
+    title = f"tensor-parallel ranks (vLLM sizes the KV cache by the least; spread {plan.kv_spread_bytes:,} B)"
+    values = {
+        r.rank: (r.weights_bytes, r.activation_peak_bytes, r.encoder_cache_bytes, r.non_torch_bytes, r.cuda_graphs_bytes, r.communicator_bytes, r.available_kv_bytes)
+        for r in plan.ranks
+    }
+    cells = {rank: [f"{v:,}" if v is not None else "" for v in vs] for rank, vs in values.items()}
+    widest = max(len(c) for cs in cells.values() for c in cs)
+    if width >= 2 + sum(max(len(h), widest) + 3 for h in ("rank", *RANK_TERMS)) + 10:
+        t = Table(title=title, title_justify="left")
+        for col in ("rank", *RANK_TERMS):
+            t.add_column(col, justify="right")
+        for r in plan.ranks:
+            t.add_row(f"{r.rank}{' (decides)' if r.deciding else ''}", *cells[r.rank])
+        return t
+    if 1 + (16 + 3) + len(plan.ranks) * (widest + 3) > width:
+        title += "; MiB"
+        cells = {rank: [f"{v / MiB:,.1f}" if v is not None else "" for v in vs] for rank, vs in values.items()}
+    t = Table(title=title, title_justify="left")
+    t.add_column("term")
     for r in plan.ranks:
-        nccl = "" if r.communicator_bytes is None else f"{r.communicator_bytes:,}"
-        t.add_row(
-            f"{r.rank}{' (decides)' if r.deciding else ''}",
-            *(f"{v:,}" for v in (r.weights_bytes, r.activation_peak_bytes, r.encoder_cache_bytes, r.non_torch_bytes, r.cuda_graphs_bytes)),
-            nccl,
-            f"{r.available_kv_bytes:,}",
-        )
+        t.add_column(f"rank {r.rank}" + ("\n(decides)" if r.deciding else ""), justify="right", no_wrap=True)
+    for i, term in enumerate(RANK_TERMS):
+        t.add_row(term, *(cells[r.rank][i] for r in plan.ranks))
     return t
 
 
@@ -182,11 +214,11 @@ def render(plan: Plan, console: Console) -> None:
     console.print(_header(plan))
     console.print(_memory(plan, wide=console.width >= 140))
     if plan.ranks:
-        console.print(_ranks(plan))
+        console.print(_ranks(plan, console.width))
     console.print(_kv(plan))
     console.print(_budget_warmup(plan))
     console.print(_hazards(plan, console.width))
-    console.print(_verdict(plan))
+    console.print(_verdict(plan, console.width))
     console.print(Text("kinds: exact = fixed by the architecture and knobs; estimated = documented formula or constant; measured = from a GPU profile", style="dim"))
 
 

@@ -17,6 +17,7 @@ import typer
 from capacity.cli import cache
 from capacity.cli.catalogs import gpus, models
 from capacity.cli.check import check
+from capacity.cli.help_layout import ReadableCommand
 from capacity.cli.options import OptionalJsonCommand
 from capacity.cli.plan import plan
 from capacity.cli.profile import profile_command, verify
@@ -55,11 +56,11 @@ app = typer.Typer(
 app.command(cls=OptionalJsonCommand)(plan)
 app.command(name="profile", cls=OptionalJsonCommand)(profile_command)
 app.command(cls=OptionalJsonCommand)(verify)
-app.command()(reconcile)
+app.command(cls=ReadableCommand)(reconcile)
 app.command(cls=OptionalJsonCommand)(check)
 app.command(cls=OptionalJsonCommand)(sweep)
-app.command()(models)
-app.command()(gpus)
+app.command(cls=ReadableCommand)(models)
+app.command(cls=ReadableCommand)(gpus)
 app.add_typer(cache.app, name="cache")
 
 

@@ -16,28 +16,34 @@ def models(
         bool, typer.Option("--json", help="Print the catalog as JSON: one object per model (id, aliases, family, tokens per item, ...).")
     ] = False,
 ) -> None:
-    """List the built-in model catalog (works offline)."""
-    from capacity.model.registry import spec_from_files
-    from capacity.source.resolve import catalog, catalog_config, catalog_planning_files, catalog_preprocessor
+    """List the built-in model catalog (works offline), and the ids it holds but cannot plan offline, with the reason."""
+    from capacity.model.registry import model_spec
+    from capacity.source.resolve import catalog, catalog_source
     from reports.catalogs import models_json, render_models
 
-    entries = [
-        (entry, spec_from_files(catalog_config(entry), entry.name, catalog_preprocessor(entry), catalog_planning_files(entry).get("processor_config.json")))
-        for entry in catalog().values()
-    ]
+    every = catalog(include_unplannable=True).values()
+    entries = [(entry, model_spec(catalog_source(entry))) for entry in every if entry.plannable]  # the spec a plan of it uses
+    unplannable = [entry for entry in every if not entry.plannable]
     with report_to_stdout(EXIT_FITS):
         if json_out:
-            print(json.dumps(models_json(entries), indent=1))
+            print(json.dumps(models_json(entries, unplannable), indent=1))
         else:
-            render_models(entries, stdout_console())
+            render_models(entries, unplannable, stdout_console())
 
 
-def gpus() -> None:
+def gpus(
+    wide: Annotated[bool, typer.Option("--wide", help="Every alias, the total in bytes and where it was read (wraps below 140 columns).")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the local GPU and the catalog as JSON (aliases, totals, sources, references).")] = False,
+) -> None:
     """List the GPU catalog and the local GPU (through NVML), or say that none was found."""
 
-    from capacity.gpu.catalog import catalog_gpus
+    from capacity.gpu.catalog import CATALOG
     from capacity.gpu.detect import detect_local_gpu
-    from reports.catalogs import render_gpus
+    from reports.catalogs import gpus_json, render_gpus
 
+    local = detect_local_gpu()
     with report_to_stdout(EXIT_FITS):
-        render_gpus(detect_local_gpu(), catalog_gpus(), stdout_console())
+        if json_out:
+            print(json.dumps(gpus_json(local, CATALOG), indent=1))
+        else:
+            render_gpus(local, CATALOG, stdout_console(), wide=wide)

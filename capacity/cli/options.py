@@ -12,11 +12,15 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar, get_args
 
 import typer
-from typer.core import TyperCommand
 
 from capacity import disk_cache
+from capacity.cli.help_layout import ReadableCommand
 from capacity.errors import BadInput
-from capacity.units import parse_human_int
+from capacity.units import COUNT_FORMS, MAX_MODEL_LEN_FORMS, SIZE_FORMS, parse_human_int
+
+MODEL_PANEL = "Model and GPU"
+KNOBS_PANEL = "vLLM serving knobs"
+OUTPUT_PANEL = "Output"
 
 ModelOpt = Annotated[
     str | None,
@@ -24,18 +28,19 @@ ModelOpt = Annotated[
         "--model",
         "-m",
         help="A folder with config.json, else a catalog id or alias, else a Hugging Face id (org/name) from the local HF cache, else from the Hub.",
+        rich_help_panel=MODEL_PANEL,
     ),
 ]
-ConfigOpt = Annotated[Path | None, typer.Option("--config", help="A `vllm serve --config` YAML file; flags given here override it.")]
-GpuOpt = Annotated[str | None, typer.Option(help="Target GPU: a catalog name (see `capacity gpus`) or its total memory (24GiB, 16000MiB); default: the local GPU, else H200.")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="A `vllm serve --config` YAML file; flags given here override it.", rich_help_panel=MODEL_PANEL)]
+GpuOpt = Annotated[str | None, typer.Option(help="Target GPU: a catalog name (see `capacity gpus`) or its total memory (24GiB, 16000MiB); default: the local GPU, else H200.", rich_help_panel=MODEL_PANEL)]
 CsvOpt = Annotated[
     Path | None,
-    typer.Option("--csv", metavar="PATH", help="Write the tables as CSV: for a plan a folder with one <section>.csv per section, for a sweep one file."),
+    typer.Option("--csv", metavar="PATH", help="Write the tables as CSV: for a plan a folder with one <section>.csv per section, for a sweep one file.", rich_help_panel=OUTPUT_PANEL),
 ]
-HtmlOpt = Annotated[Path | None, typer.Option("--html", metavar="PATH", help="Write a self-contained HTML report (no scripts, no network).")]
+HtmlOpt = Annotated[Path | None, typer.Option("--html", metavar="PATH", help="Write a self-contained HTML report (no scripts, no network).", rich_help_panel=OUTPUT_PANEL)]
 JsonOpt = Annotated[
     str | None,
-    typer.Option("--json", metavar="[PATH]", help="--json alone: print JSON on stdout instead of the report; --json PATH: write it to PATH."),
+    typer.Option("--json", metavar="[PATH]", help="--json alone: print JSON on stdout instead of the report; --json PATH: write it to PATH.", rich_help_panel=OUTPUT_PANEL),
 ]
 EstimateOpt = Annotated[
     str | None,
@@ -129,12 +134,12 @@ def serving_options(*names: str, helps: Mapping[str, str] | None = None) -> Call
         raise ValueError(f"not serving knobs: {', '.join(unknown)}")
 
     def knob(name: str) -> inspect.Parameter:
-        annotation = SERVING_OPTIONS[name]
+        kind, option = get_args(SERVING_OPTIONS[name])
+        option = copy(option)
+        option.rich_help_panel = MODEL_PANEL if name == "revision" else KNOBS_PANEL  # --revision qualifies --model
         if helps is not None and name in helps:
-            kind, option = get_args(annotation)
-            option = copy(option)
             option.help = helps[name]
-            annotation = Annotated[kind, option]
+        annotation = Annotated[kind, option]
         return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation)
 
     def add(command: Command) -> Command:
@@ -163,7 +168,7 @@ def serving_options(*names: str, helps: Mapping[str, str] | None = None) -> Call
     return add
 
 
-class OptionalJsonCommand(TyperCommand):
+class OptionalJsonCommand(ReadableCommand):
     """`--json` takes an optional value: bare `--json` (last, or followed by another option) means stdout.
 
     typer's bundled click parser has no optional-value options (click's `is_flag=False, flag_value=`),
@@ -184,8 +189,8 @@ class OptionalJsonCommand(TyperCommand):
         return super().parse_args(ctx, out)
 
 
-def _size(value: str | None, flag: str) -> int | None:
-    return None if value is None else parse_human_int(value, flag)
+def _size(value: str | None, flag: str, forms: str = SIZE_FORMS) -> int | None:
+    return None if value is None else parse_human_int(value, flag, forms)
 
 
 def _max_model_len(value: str | None) -> int | None:
@@ -193,7 +198,7 @@ def _max_model_len(value: str | None) -> int | None:
         return None
     if value.strip().lower() in ("auto", "-1"):
         return -1
-    return parse_human_int(value, "--max-model-len")
+    return parse_human_int(value, "--max-model-len (max_model_len)", MAX_MODEL_LEN_FORMS)
 
 
 def serving_values(**given: Any) -> dict[str, Any]:
@@ -204,7 +209,7 @@ def serving_values(**given: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     conversions = {
         "max_model_len": _max_model_len,
-        "max_num_batched_tokens": lambda v: _size(v, "--max-num-batched-tokens"),
+        "max_num_batched_tokens": lambda v: _size(v, "--max-num-batched-tokens (max_num_batched_tokens)", COUNT_FORMS),
         "kv_cache_memory_bytes": lambda v: _size(v, "--kv-cache-memory-bytes"),
         "limit_mm_per_prompt": lambda v: parse_limit_mm(v, "--limit-mm-per-prompt"),
         "mm_processor_kwargs": lambda v: parse_mm_processor_kwargs(v, "--mm-processor-kwargs"),

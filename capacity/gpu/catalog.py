@@ -131,7 +131,8 @@ def catalog_gpus() -> list[Gpu]:
     return [e.gpu() for e in CATALOG]
 
 
-def _norm(text: str) -> str:
+def normalized_name(text: str) -> str:
+    """A GPU name as --gpu compares it: case, spaces, underscores, 'NVIDIA' and 'GeForce' ignored."""
     return re.sub(r"[\s_]+", "-", text.lower().replace("nvidia", "").replace("geforce", "")).strip("-")
 
 
@@ -163,8 +164,8 @@ def gpu_from_size(text: str) -> Gpu | None:
 
 def catalog_entry(name: str) -> GpuRecord | None:
     """The catalog record a name or alias names (case and spacing insensitive), if any."""
-    key = _norm(name)
-    return next((e for e in CATALOG if key == _norm(e.name) or any(key == _norm(a) for a in e.aliases)), None)
+    key = normalized_name(name)
+    return next((e for e in CATALOG if key == normalized_name(e.name) or any(key == normalized_name(a) for a in e.aliases)), None)
 
 
 def gpu_by_name(name: str) -> Gpu:
@@ -178,9 +179,9 @@ def gpu_by_name(name: str) -> Gpu:
     entry = catalog_entry(name)
     if entry is not None:
         return entry.gpu()
-    key = _norm(name)
+    key = normalized_name(name)
     for short, choices in AMBIGUOUS.items():
-        if key == _norm(short):
+        if key == normalized_name(short):
             listed = ", ".join(f"{c} ({next(e for e in CATALOG if e.name == c).total_memory_bytes / GiB:.2f} GiB)" for c in choices)
             raise BadInput(f"GPU '{name}' is ambiguous: pick one of {listed}, or give the memory size (--gpu 79GiB)")
     names = [e.name for e in CATALOG]

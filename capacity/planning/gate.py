@@ -70,6 +70,11 @@ class GateResult:
         where = f"{plan.source.name} on {plan.gpu.name}"
         return f"{'PASS' if self.passed else 'FAIL'} ({where}): " + "; ".join(c.detail for c in shown)
 
+    def check_lines(self, plan: Plan) -> list[str]:
+        """`capacity check` on stdout without --json: the verdict, then one line per check, passed or not."""
+        head = f"{'PASS' if self.passed else 'FAIL'}: {plan.source.name} on {plan.gpu.name}"
+        return [head, *(f"  {'pass' if c.passed else 'FAIL'}  {c.detail}" for c in self.checks)]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "passed": self.passed,
@@ -98,7 +103,7 @@ def evaluate(plan: Plan, thresholds: Thresholds) -> GateResult:
             thresholds.fail_on_hazard,
             [h.id for h in failing],
             not failing,
-            f"no {counted} hazard" if not failing else f"{counted} hazards: {found} (--fail-on-hazard {thresholds.fail_on_hazard})",
+            f"no {counted} hazard" if not failing else f"{counted} {'hazard' if len(failing) == 1 else 'hazards'}: {found} (--fail-on-hazard {thresholds.fail_on_hazard})",
         )
     ]
     c = plan.concurrency

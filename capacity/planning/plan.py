@@ -15,6 +15,7 @@ from capacity.planning.warmup import WarmupPlan
 from capacity.serving.config import ServingConfig
 from capacity.serving.encoder_budget import MultiModalBudget
 from capacity.source.resolve import ModelSource
+from capacity.units import plural
 from capacity.vllm.versions import VllmSemantics
 from capacity.weights.per_rank import WeightsBreakdown
 
@@ -188,7 +189,7 @@ class Plan:
         """Both figures in words: what the KV cache holds and what the server runs, as reports print them."""
         held, cap = self.concurrency.actual_requests, self.serving.max_num_seqs
         return (
-            f"the KV cache holds {held:,} requests at max_model_len {self.serving.max_model_len:,}; "
+            f"the KV cache holds {plural(held, 'request')} at max_model_len {self.serving.max_model_len:,}; "
             f"the server runs {self.max_concurrent_requests:,} at once (the smaller of that and max_num_seqs {cap})"
         )
 

@@ -32,6 +32,7 @@ from capacity.planning.warmup import warmup_plan
 from capacity.serving.config import ServingArgs, ServingConfig, resolve_serving
 from capacity.serving.encoder_budget import MultiModalBudget, build_budget
 from capacity.source.resolve import ModelSource
+from capacity.units import plural
 from capacity.vllm.compile_lines import COLD
 from capacity.vllm.versions import LATEST, VllmSemantics
 
@@ -53,7 +54,7 @@ def block_tables_term(groups: list[KVGroup], widths: list[int], serving: Serving
     return MemoryTerm(
         tables + slots,
         EXACT,
-        f"{len(groups)} groups x 2 x {serving.max_num_seqs} reqs x width x 4 B + slot mappings; allocated after the KV budget",
+        f"{plural(len(groups), 'group')} x 2 x {serving.max_num_seqs} reqs x width x 4 B + slot mappings; allocated after the KV budget",
     )
 
 

@@ -22,7 +22,7 @@ from capacity.planning.plan import ERROR, WARNING, Plan
 from capacity.planning.planner import build_plan
 from capacity.serving.config import ServingArgs, ServingConfig, resolve_serving
 from capacity.source.resolve import ModelSource
-from capacity.units import parse_human_int
+from capacity.units import COUNT_FORMS, MAX_MODEL_LEN_FORMS, parse_human_int, plural
 
 AUTO = -1  # max_model_len "auto": fit it to memory, as `--max-model-len auto` does
 # The largest grid `capacity sweep` plans: 100,000 points take ~12 s on one core (bench/results/sweep-2026-11-30.json:
@@ -43,7 +43,7 @@ def parse_int_list(text: str, flag: str, *, allow_auto: bool = False) -> tuple[i
         if allow_auto and item.lower() in ("auto", "-1"):
             value = AUTO
         else:
-            value = parse_human_int(item, flag)
+            value = parse_human_int(item, flag, MAX_MODEL_LEN_FORMS if allow_auto else COUNT_FORMS)
             if value <= 0:
                 raise BadInput(f"{flag}: {item!r} must be a positive integer")
         if value in seen:
@@ -77,7 +77,7 @@ class SweepAxes:
         """Refuse (BadInput) a grid larger than `limit` points, naming its size and each axis's length."""
         if self.size > limit:
             axes = (
-                f"{len(self.gpus)} GPUs x {len(self.tensor_parallel_sizes)} TP sizes x {len(self.max_num_seqs)} max_num_seqs x "
+                f"{plural(len(self.gpus), 'GPU')} x {plural(len(self.tensor_parallel_sizes), 'TP size')} x {len(self.max_num_seqs)} max_num_seqs x "
                 f"{len(self.max_model_lens)} max_model_len"
             )
             raise BadInput(f"the sweep grid has {self.size:,} points ({axes}), above the limit of {limit:,}: give fewer values per axis, or split the grid")

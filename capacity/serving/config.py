@@ -15,7 +15,7 @@ from capacity.errors import BadInput
 from capacity.gpu.catalog import Gpu
 from capacity.kv.layers import DTYPE_BYTES
 from capacity.model.spec import ModelSpec
-from capacity.units import GiB, parse_human_int
+from capacity.units import COUNT_FORMS, MAX_MODEL_LEN_FORMS, SIZE_FORMS, GiB, parse_human_int
 from capacity.user_files import read_text
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # CacheConfig.gpu_memory_utilization (0.33)
@@ -346,7 +346,8 @@ def _int(value: Any, key: str, where: str) -> int:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     try:
-        return parse_human_int(value if isinstance(value, int) else str(value), f"{where}: {key}")
+        forms = MAX_MODEL_LEN_FORMS if key == "max_model_len" else SIZE_FORMS if key.endswith("_bytes") else COUNT_FORMS
+        return parse_human_int(value if isinstance(value, int) else str(value), f"{where}: {key}", forms)
     except BadInput:
         raise
     except ValueError as exc:

@@ -47,6 +47,14 @@ def max_tokens_per_item(modality: Modality, max_model_len: int, image_tokens: in
     return cdiv(video_frames(modality, max_model_len), 2) * modality.frame_pair_tokens
 
 
+def tokens_per_item(modalities: list[Modality], max_model_len: int) -> dict[str, int]:
+    """Each modality's max-size item tokens as the budget counts them (vLLM: get_mm_max_toks_per_item): the dummy
+    inputs hold one item of every modality given (mm_counts 1 each), so a video shares the sequence with an image."""
+    image = next((m for m in modalities if m.name == "image"), None)
+    image_tokens = max_tokens_per_item(image, max_model_len) if image is not None else 0
+    return {m.name: max_tokens_per_item(m, max_model_len, image_tokens if m is not image else 0) for m in modalities}
+
+
 @dataclass(frozen=True)
 class MultiModalBudget:
     enable_cache: bool
@@ -101,10 +109,7 @@ def build_budget(spec: ModelSpec, serving: ServingConfig, *, enable_cache: bool 
     unmodelled = [m for m in tower if m.unmodelled]
     if unmodelled:  # resolve_serving refuses these first; a budget is never built from a modality not counted
         raise BadInput(f"{spec.name}: {unmodelled[0].unmodelled}; plan with --limit-mm-per-prompt {unmodelled[0].name}=0")
-    # get_mm_max_toks_per_item builds the dummy inputs with one item of every active modality (mm_counts 1 each).
-    image = next((m for m in tower if m.name == "image"), None)
-    image_tokens = max_tokens_per_item(image, serving.max_model_len) if image is not None else 0
-    tokens = {m.name: max_tokens_per_item(m, serving.max_model_len, image_tokens if m is not image else 0) for m in tower}
+    tokens = tokens_per_item(tower, serving.max_model_len)
     mnbt = serving.max_num_batched_tokens
     # compute_mm_encoder_budget: both scheduler fields equal max_num_batched_tokens in 0.33.
     largest = max(tokens.values(), default=0)

@@ -216,10 +216,12 @@ def explain(exc: BaseException, where: str, repo_id: str, settings: HubSettings,
         )
     if isinstance(exc, errors.RevisionNotFoundError):
         return BadInput(f"{where}: no such revision on {hub}/{repo_id}: pass a branch, tag or commit of the repo to --revision")
-    if isinstance(exc, errors.RepositoryNotFoundError):
+    if isinstance(exc, errors.RepositoryNotFoundError) or (isinstance(exc, errors.HfHubHTTPError) and _status(exc) == "HTTP 404"):
+        # a 404 without the Hub's error code (a proxy or mirror) is the same answer: huggingface_hub then raises its
+        # generic error, whose text is the HTTP library's (a status line and a web link): none of it is shown
         token = "" if (os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")) else "; a private repo needs HF_TOKEN"
         hint = f"closest catalog ids: {', '.join(closest)}" if closest else "see `capacity models` for the catalog"
-        return BadInput(f"model '{repo_id}' not found: not a folder, not in the catalog or the HF cache, and not on {hub} ({_status(exc)}{token}); {hint}")
+        return BadInput(f"no model `{repo_id}` on the Hub ({hub}, {_status(exc)}{token}), and it is not a folder, a catalog id or in the HF cache; {hint}")
     if isinstance(exc, errors.SafetensorsParsingError):
         file = re.search(r"for '([^']+)'", str(exc))
         name = file.group(1) if file else "a safetensors file"
@@ -235,7 +237,8 @@ def explain(exc: BaseException, where: str, repo_id: str, settings: HubSettings,
     if isinstance(exc, errors.HFValidationError):
         return BadInput(f"'{repo_id}' is not a valid Hub id ({_first_line(exc)}): use org/name, a catalog id or a folder")
     if isinstance(exc, errors.HfHubHTTPError):
-        return BadInput(f"the Hub at {hub} refused {where} ({_status(exc)}: {_first_line(exc)}): {_alternatives(closest)}")
+        said = _server_message(exc)
+        return BadInput(f"the Hub at {hub} refused {where} ({_status(exc)}{': ' + said if said else ''}): {_alternatives(closest)}")
     if _network_error(exc):
         return BadInput(f"cannot reach the Hub at {hub} for {where} ({_describe(exc)}): {_alternatives(closest)}")
     if isinstance(exc, OSError):  # the cache itself: a read-only or full disk
@@ -282,6 +285,13 @@ def _status(exc: BaseException) -> str:
     response = getattr(exc, "response", None)
     code = getattr(response, "status_code", None)
     return f"HTTP {code}" if code else type(exc).__name__
+
+
+def _server_message(exc: BaseException) -> str:
+    """What the Hub itself said about a refused request (its X-Error-Message header), never the HTTP library's text."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    return " ".join(str(headers.get("X-Error-Message", "")).split())[:200]
 
 
 def _first_line(exc: BaseException) -> str:

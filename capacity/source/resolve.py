@@ -139,6 +139,22 @@ def catalog_planning_files(entry: CatalogEntry) -> dict[str, dict[str, Any]]:
     return {name: data for name, data in found.items() if data is not None}
 
 
+def catalog_source(entry: CatalogEntry, requested: str | None = None, alias_note: str | None = None) -> ModelSource:
+    """A catalog entry as --model resolves it: its config, published planning files and recorded checkpoint."""
+    return ModelSource(
+        name=entry.name,
+        requested=requested or entry.name,
+        origin="catalog",
+        config=catalog_config(entry),
+        preprocessor=catalog_preprocessor(entry),
+        provenance=entry.provenance,
+        alias_note=alias_note,
+        weights=catalog_weights(entry),
+        files=catalog_planning_files(entry),
+        parameter_table=catalog_parameter_table(entry),
+    )
+
+
 def recorded_checkpoint(folder: Any, where: str) -> CheckpointWeights | None:
     """The header summary recorded in `folder` (a Path or a package Traversable), else None (the weights then come
     from a meta-device build; a published index's metadata is not used, see capacity/source/checkpoint.py)."""
@@ -262,18 +278,7 @@ def resolve_model(requested: str, revision: str | None = None) -> ModelSource:
                     f"catalog entry {entry.name} cannot be planned yet ({entry.not_plannable}); its published files are in the catalog, "
                     f"and the HF cache and the Hub did not give the rest ({' '.join(str(exc).split())})"
                 ) from exc
-        return ModelSource(
-            name=entry.name,
-            requested=requested,
-            origin="catalog",
-            config=catalog_config(entry),
-            preprocessor=catalog_preprocessor(entry),
-            provenance=entry.provenance,
-            alias_note=note,
-            weights=catalog_weights(entry),
-            files=catalog_planning_files(entry),
-            parameter_table=catalog_parameter_table(entry),
-        )
+        return catalog_source(entry, requested, note)
     if looks_like_path:
         raise BadInput(f"--model {requested}: no such folder; point it at a folder holding config.json")
     close = closest_catalog_names(requested)

@@ -136,6 +136,9 @@ BAD_KNOBS = [
     (["--max-num-batched-tokens", "1.5G"], ["--max-num-batched-tokens", "'1.5G'", "binary suffix"]),
     (["--max-model-len", "0"], ["--max-model-len", "positive"]),
     (["--max-model-len", "x"], ["--max-model-len", "'x'"]),
+    # a token count, not a memory size: the error names the knob and the forms vLLM's --max-model-len takes
+    (["--max-model-len", "abc"], ["--max-model-len (max_model_len): cannot read 'abc'", "32k (32,000) or 32K (32,768), or auto / -1"]),
+    (["--max-num-batched-tokens", "lots"], ["--max-num-batched-tokens (max_num_batched_tokens): cannot read 'lots'", "8k (8,000)"]),
     (["--kv-cache-dtype", "int8"], ["--kv-cache-dtype", "int8"]),
     (["--dtype", "fp64"], ["--dtype", "fp64"]),
     (["--tensor-parallel-size", "0"], ["--tensor-parallel-size"]),

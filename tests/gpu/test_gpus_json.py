@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from capacity.gpu.catalog import AMBIGUOUS, CATALOG, CATALOG_FILE, Gpu, GpuRecord, _norm, gpu_by_name
+from capacity.gpu.catalog import AMBIGUOUS, CATALOG, CATALOG_FILE, Gpu, GpuRecord, gpu_by_name, normalized_name
 from capacity.units import GiB, MiB
 
 TYPES = {"aliases": list, "total_memory_bytes": int, "sm100": bool, "unified_memory": bool, "compute_capability_major": int, "nvlink": bool, "l2_cache_bytes": int}
@@ -43,9 +43,9 @@ def test_names_and_aliases_are_unique() -> None:
     spell its own record's name another way: "NVIDIA H200"), nor an ambiguous short name."""
     names = [k for record in raw_records() for k in (record["name"], *record["aliases"])]
     assert len(names) == len(set(names)), sorted(k for k in set(names) if names.count(k) > 1)
-    keys = [k for record in raw_records() for k in {_norm(n) for n in (record["name"], *record["aliases"])}]
+    keys = [k for record in raw_records() for k in {normalized_name(n) for n in (record["name"], *record["aliases"])}]
     assert len(keys) == len(set(keys)), sorted(k for k in set(keys) if keys.count(k) > 1)
-    assert not {_norm(short) for short in AMBIGUOUS} & set(keys)
+    assert not {normalized_name(short) for short in AMBIGUOUS} & set(keys)
     assert all(choice in {r.name for r in CATALOG} for choices in AMBIGUOUS.values() for choice in choices)
 
 

@@ -31,8 +31,8 @@ def _hermetic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def check(capsys: pytest.CaptureFixture[str], *flags: str, base: list[str] = CHECK) -> tuple[int, dict, str]:
-    """Run `capacity check`; returns (exit code, JSON on stdout, the one verdict line on stderr)."""
-    code = main([*base, *flags])
+    """Run `capacity check --json`; returns (exit code, JSON on stdout, the one verdict line on stderr)."""
+    code = main([*base, *flags, "--json"])
     out, err = capsys.readouterr()
     lines = err.strip().splitlines()
     assert len(lines) == 1, err
@@ -139,6 +139,21 @@ def test_require_max_model_len_limited_by_the_kv_cache(capsys):
     assert doc["kv_cache"]["num_blocks"] == 149 and doc["concurrency"]["actual_requests"] == 1
     code, doc, line = check(capsys, "--max-model-len", "320", "--require-max-model-len", "321", base=base)
     assert code == EXIT_DOES_NOT_FIT and "max_model_len served 320 < 321" in line
+
+
+def test_without_json_stdout_has_the_verdict_and_one_line_per_check(capsys):
+    code = main([*CHECK, "--min-concurrency", "34", "--min-kv-tokens", "3398"])
+    out, err = capsys.readouterr()
+    assert code == EXIT_DOES_NOT_FIT
+    assert out.splitlines() == [
+        "FAIL: openai/whisper-large-v3 on H200",
+        "  pass  no error hazard",
+        "  FAIL  requests run at once 33 < 34 (min(KV cache holds 33, max_num_seqs 1024)) (--min-concurrency)",
+        "  pass  KV tokens (vLLM) 3398 >= 3398",
+    ]
+    assert err.splitlines() == [
+        "capacity: check: FAIL (openai/whisper-large-v3 on H200): requests run at once 33 < 34 (min(KV cache holds 33, max_num_seqs 1024)) (--min-concurrency)"
+    ]
 
 
 def test_json_path_keeps_stdout_empty(capsys, tmp_path):

@@ -278,7 +278,7 @@ def test_a_grid_above_the_limit_is_refused_before_any_work(capsys):
     out, err = capsys.readouterr()
     assert code == EXIT_BAD_INPUT and out == ""
     assert err.strip() == (
-        "capacity: error: the sweep grid has 100,400 points (1 GPUs x 1 TP sizes x 400 max_num_seqs x 251 max_model_len), "
+        "capacity: error: the sweep grid has 100,400 points (1 GPU x 1 TP size x 400 max_num_seqs x 251 max_model_len), "
         "above the limit of 100,000: give fewer values per axis, or split the grid"
     )  # refused before the (unknown) model is even looked up
 

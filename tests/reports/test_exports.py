@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -223,9 +224,12 @@ def test_html_report_sections_and_figures(capsys, tmp_path):
     assert "limited by kv_cache" in page
     assert "7.59x" in page and "33.57x = 33 requests" in page and "3,398" in page
     assert "4,096" in page and "2,621,440" in page and "540 / 122" in page
-    assert (
-        "vllm serve openai/whisper-large-v3 --max-model-len 448 --max-num-seqs 1024 --max-num-batched-tokens 8192 --kv-cache-memory-bytes 10737418240" in page
+    # the serve line's text, each flag with its value in an unbreakable span
+    serve = page[page.index('<pre class="serve">') : page.index("</pre>", page.index('<pre class="serve">'))]
+    assert re.sub("<[^>]+>", "", serve) == (
+        "vllm serve openai/whisper-large-v3 --max-model-len 448 --max-num-seqs 1024 --max-num-batched-tokens 8192 --kv-cache-memory-bytes 10737418240"
     )
+    assert '<span class="arg">--max-num-seqs 1024</span>' in serve
     # the stacked bar: one rect per non-empty term and the unused rest, each with a tooltip
     for term in ("weights", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "kv_cache", "cuda_context", "block_tables", "unused"):
         assert f'class="seg seg-{term}"' in page, term

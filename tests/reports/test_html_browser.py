@@ -204,3 +204,58 @@ def test_a_browser_on_path_is_used(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("CI", "true")
     assert chromium() == str(fake)
+
+
+LAYOUT_PROBE = """<script>
+const box = (e) => e.getBoundingClientRect();
+const labels = [...document.querySelectorAll("svg.bar text")].map((e) => ({text: e.textContent, r: box(e)}));
+const overlaps = [];
+labels.forEach((a, i) => labels.slice(i + 1).forEach((b) => {
+  if (a.r.left < b.r.right && b.r.left < a.r.right && a.r.top < b.r.bottom && b.r.top < a.r.bottom) overlaps.push([a.text, b.text]);
+}));
+const svg = box(document.querySelector("svg.bar"));
+const outside = labels.filter((l) => l.r.left < svg.left - 0.5 || l.r.right > svg.right + 0.5).map((l) => l.text);
+const segs = [...document.querySelectorAll("svg.bar rect.seg")].map(box);
+const spill = [...document.querySelectorAll("svg.bar text.seglabel")].filter((e) => {
+  const r = box(e), cx = (r.left + r.right) / 2, seg = segs.find((s) => s.left <= cx && cx <= s.right);
+  return !seg || r.left < seg.left || r.right > seg.right;
+}).map((e) => e.textContent);
+const args = [...document.querySelectorAll("pre.serve .arg")];
+const broken = args.filter((a) => a.getClientRects().length > 1).map((a) => a.textContent);
+const lines = new Set(args.map((a) => Math.round(a.getClientRects()[0].top))).size;
+const out = document.createElement("pre");
+out.id = "layout-probe";
+out.textContent = JSON.stringify({labels: labels.map((l) => l.text), overlaps, outside, spill, args: args.length, broken, lines});
+document.body.appendChild(out);
+</script>"""
+
+
+def probe_layout(report: Path, tmp_path: Path, width: int) -> dict:
+    """Lay the report out in Chromium at `width` pixels and read where its bar labels and serve-line flags landed: a
+    copy of the page with a script that measures them (the report itself holds no script)."""
+    import json
+
+    page = tmp_path / f"probe-{width}.html"
+    page.write_text(report.read_text().replace("</body>", LAYOUT_PROBE + "</body>"))
+    dom = run_chromium(page, tmp_path / f"profile-probe-{width}", "--dump-dom", f"--window-size={width},1600").stdout
+    start = dom.index('<pre id="layout-probe">') + len('<pre id="layout-probe">')
+    import html
+
+    return json.loads(html.unescape(dom[start : dom.index("</pre>", start)]))
+
+
+def test_over_committed_bar_labels_never_overlap_and_the_serve_line_wraps_between_flags(browser, tmp_path, capsys):
+    # whisper-large-v3 on an L4 at --gpu-memory-utilization 0.99: the requested 0.99 x 22.03 GiB plus the CUDA context
+    # and the other terms outside the request pass the GPU's total, so the bar carries both markers close together
+    report = tmp_path / "over.html"
+    code = main(["plan", "--model", "openai/whisper-large-v3", "--gpu", "L4", "--gpu-memory-utilization", "0.99", "--html", str(report)])
+    capsys.readouterr()
+    assert code == 1  # requested_exceeds_free: does not fit
+    for width in (1400, 900, 560):
+        layout = probe_layout(report, tmp_path, width)
+        assert any(t.startswith("GPU total 22.03 GiB: over-committed by") for t in layout["labels"]), layout
+        assert any(t.startswith("requested: 0.99 x total = 21.81 GiB") for t in layout["labels"]), layout
+        assert layout["overlaps"] == [] and layout["outside"] == [] and layout["spill"] == [], (width, layout)
+        assert all(t.endswith(" GiB") for t in layout["labels"]), layout  # GiB, as the tables say, never "G"
+        assert layout["args"] >= 4 and layout["broken"] == [], (width, layout)  # a flag and its value never split
+    assert layout["lines"] > 1  # at 560 px the serve line did wrap, between flags

@@ -71,7 +71,7 @@ def test_folder_entries_carry_their_preprocessor_config() -> None:
 
 
 def test_models_json_lists_every_plannable_entry_with_its_tokens(capsys) -> None:  # type: ignore[no-untyped-def]
-    """`capacity models --json`: one object per plannable entry; Whisper's 30 s clip is 3,000 mel frames halved by
+    """`capacity models --json`: one object per plannable entry (then the others, `plannable` false); Whisper's 30 s clip is 3,000 mel frames halved by
     its stride-2 convolution, 1,500 cross-attention keys per request."""
     import json
 
@@ -81,7 +81,8 @@ def test_models_json_lists_every_plannable_entry_with_its_tokens(capsys) -> None
     assert main(["models", "--json"]) == 0
     out = capsys.readouterr()
     rows = {row["id"]: row for row in json.loads(out.out)}
-    assert list(rows) == list(catalog())
+    assert [name for name, row in rows.items() if row["plannable"]] == list(catalog())
+    assert set(rows) == set(catalog(include_unplannable=True))  # the rest with plannable false and the reason
     assert out.err == ""  # no library warnings
     whisper = rows["openai/whisper-large-v3"]
     assert whisper["family"] == "whisper" and whisper["is_encoder_decoder"]

@@ -116,7 +116,17 @@ def test_sharded_checkpoint_reads_every_shard_named_by_the_index(hub, whisper_co
 
 def test_missing_repo_is_one_line_naming_the_closest_catalog_ids(hub):
     message = bad_input("openai/whisper-tiniest")
-    assert "not found" in message and "HTTP 404" in message and "openai/whisper-tiny" in message
+    assert message.startswith("no model `openai/whisper-tiniest` on the Hub (") and "HTTP 404" in message
+    assert message.endswith("closest catalog ids: openai/whisper-tiny, openai/whisper-base, openai/whisper-small")
+
+
+def test_a_bare_404_says_the_same_without_the_http_librarys_text(hub):
+    # a proxy or mirror answers 404 without the Hub's X-Error-Code: huggingface_hub raises its generic HfHubHTTPError,
+    # whose text is httpx's ("Client error '404 Not Found' for url ... For more information check: https://...")
+    hub.bare_errors = True
+    message = bad_input("openai/whisper-tiniest")
+    assert message.startswith("no model `openai/whisper-tiniest` on the Hub (") and "closest catalog ids: openai/whisper-tiny" in message
+    assert "Client error" not in message and "developer.mozilla.org" not in message and "For more information" not in message
 
 
 def test_gated_repo_says_how_to_set_hf_token_and_opens_with_it(hub, whisper_config, monkeypatch):
@@ -317,7 +327,7 @@ def test_revision_from_serve_yaml_pins_the_commit_and_the_suggested_command(hub,
     assert "has no revisions" in bad_input(str(folder), "v2")
 
 
-@pytest.mark.parametrize(("repo", "needle"), [("acme/gated", "HF_TOKEN"), ("acme/flaky", "cannot reach the Hub"), ("acme/missing", "not found")])
+@pytest.mark.parametrize(("repo", "needle"), [("acme/gated", "HF_TOKEN"), ("acme/flaky", "cannot reach the Hub"), ("acme/missing", "no model `acme/missing` on the Hub")])
 def test_cli_failure_is_one_line_exit_2_with_nothing_else_on_stderr(hub, whisper_config, repo, needle):
     add_repo(hub.root, "acme/gated", {"main": {"config.json": whisper_config}}, gated_token=TOKEN)
     add_repo(hub.root, "acme/flaky", {"main": {"config.json": whisper_config, "model.safetensors": safetensors_bytes({"a": ("F16", [8])})}}, drop=("model.safetensors",))

@@ -10,7 +10,8 @@ hf_api.py), with the headers the client reads:
 - `GET /cdn/{org}/{name}/{commit}/{file}` with `Range: bytes=a-b` (`get_safetensors_metadata` reads the first
   100,000 bytes, then the rest of a longer header): 206 and `Content-Range`;
 - errors as the Hub sends them, with `X-Error-Code`: `RepoNotFound` (404), `RevisionNotFound` (404),
-  `EntryNotFound` (404), `GatedRepo` (401 without the repo's token).
+  `EntryNotFound` (404), `GatedRepo` (401 without the repo's token); with `bare_errors` set, a plain-text 404 as a
+  proxy or mirror sends it.
 
 Layout of the folder: `{org}/{name}/repo.json` (`{"refs": {"main": COMMIT, ...}, "gated": TOKEN or null,
 "drop": [FILE, ...]}`; a GET of a dropped file closes the connection without an answer) and
@@ -73,6 +74,9 @@ class HubServer:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.requests: list[Request] = []
+        # errors without the Hub's X-Error-Code / X-Error-Message headers and JSON body, as a proxy or mirror answers:
+        # huggingface_hub then raises its generic HfHubHTTPError carrying the HTTP library's own text
+        self.bare_errors = False
         self._httpd = _QuietServer(("127.0.0.1", 0), _handler(self))
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -199,6 +203,8 @@ def _handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(data)
 
         def _error(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
+            if server.bare_errors:
+                return self._send(status, b"Not Found", {"Content-Type": "text/plain"}, self.command != "HEAD")
             payload = json.dumps({"error": message}).encode()
             self._send(status, payload, {"Content-Type": "application/json", "X-Error-Code": code, "X-Error-Message": message, **(headers or {})}, self.command != "HEAD")
 

@@ -107,8 +107,14 @@ def read(path: Path = SNAPSHOT) -> Iterator[dict[str, Any]]:
 PROVENANCE_WORDS = re.compile(r", recorded in the catalog")
 
 
+# A count of one printed with a plural noun before capacity.units.plural ("1 groups x 2 x 256 reqs"): the same figure.
+ONE_PLURAL = re.compile(r"\b1 (group|request)s\b")
+
+
 def _cited_paths_masked(value: Any) -> Any:
-    return PROVENANCE_WORDS.sub("", CITED_PATH.sub("<source file>", value)) if isinstance(value, str) else value
+    if not isinstance(value, str):
+        return value
+    return ONE_PLURAL.sub(r"1 \1", PROVENANCE_WORDS.sub("", CITED_PATH.sub("<source file>", value)))
 
 
 def _capacity_lines(stderr: str) -> str:

@@ -42,6 +42,7 @@ def test_an_excerpt_keeps_its_segments_in_order():
     lines = ["a", "b", "c", "d", "e", "f"]
     assert excerpt(lines, ("^b..^c", "^e..")) == ["...", "b", "c", "...", "e", "f"]
     assert excerpt(lines, ("..^b",)) == ["a", "b", "..."]
+    assert excerpt(lines, ("^d..^d",)) == ["...", "d", "..."]
     assert excerpt(["x  ", "y", ""], ()) == ["x", "y"]
 
 

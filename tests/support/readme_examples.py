@@ -11,7 +11,7 @@ and `...` lines mark what the excerpt leaves out. The HTML comment on the line b
 - `columns`: the terminal width it runs at (COLUMNS; default 100);
 - `stream`: `stdout` (default) or `stderr`, the stream the excerpt is cut from;
 - `show` (repeatable): a segment of the output kept in the excerpt, `START..END`: regular expressions, from the first
-  line matching START to the first line after it matching END, both included (an empty START is the first line, an
+  line matching START to the first line from there on matching END, both included (an empty START is the first line, an
   empty END the last); segments are joined by `...` lines. Without `show` the excerpt is the whole output;
 - `gpu`: the command needs a GPU: it is parsed by the CLI (every option and value type must be right), not run;
 - `needs=NAME`: skipped, saying why, while `capacity NAME` is not a command of the CLI (a command being built).
@@ -168,9 +168,9 @@ def excerpt(output: list[str], show: tuple[str, ...]) -> list[str]:
         begin = next((i for i, line in enumerate(lines) if re.search(first, line)), None) if first else 0
         if begin is None:
             raise ValueError(f"show={segment!r}: no line matches {first!r}")
-        stop = next((i for i in range(begin + 1, len(lines)) if re.search(last, lines[i])), None) if last else len(lines) - 1
+        stop = next((i for i in range(begin, len(lines)) if re.search(last, lines[i])), None) if last else len(lines) - 1
         if stop is None:
-            raise ValueError(f"show={segment!r}: no line after {first!r} matches {last!r}")
+            raise ValueError(f"show={segment!r}: no line from {first!r} on matches {last!r}")
         if n or begin:
             out.append(ELLIPSIS)
         out += lines[begin : stop + 1]

@@ -1,5 +1,5 @@
 """One page per model family, written from the family's module docstring and its `FAMILY` object
-(capacity/model/families/<name>.py), plus the hand-written notes in docs/family_notes/<name>.md where there are any."""
+(capacity/model/families/<name>.py), plus the hand-written notes in docs/notes/families/<name>.md where there are any."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import importlib
 import inspect
 from pathlib import Path
 
-NOTES = Path(__file__).resolve().parent.parent / "family_notes"
+NOTES = Path(__file__).resolve().parent.parent / "notes" / "families"
 
 
 def families():

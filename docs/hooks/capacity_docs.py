@@ -4,7 +4,8 @@ data each time the site is built, so they cannot drift from what they describe.
 - reference/cli.md: every command and option, from the typer app (`cli_reference.py`);
 - reference/gpu-catalog.md, reference/model-catalog.md: from the GPU and model catalogs (`catalogs.py`);
 - families/index.md and families/<name>.md: from each family module's docstring and FAMILY object (`families.py`);
-- accuracy/*.svg and the `<!-- capacity:NAME -->` markers of the hand-written pages: from bench/results (`accuracy.py`).
+- accuracy/*.svg and the `<!-- capacity:NAME -->` markers of the hand-written pages: from bench/results (`accuracy.py`)
+  and the files of examples/ci/.
 
 Nothing generated is committed; `tests/docs/test_site.py` runs the same functions.
 """
@@ -44,6 +45,8 @@ def generated_files() -> tuple[dict[str, str], dict[str, str]]:
         pages[f"families/{family.name}.md"] = families.family_page(family, by_family.get(family.name, []))
     figures, markers = accuracy.generated()
     markers["command-list"] = "\n".join(f"- [`capacity {name}`](cli.md#capacity-{name.replace(' ', '-')})" for name in cli_reference.command_names())
+    for name, path in (("ci-workflow", "examples/ci/capacity-gate.yml"), ("ci-serve-yaml", "examples/ci/serve.yaml")):
+        markers[name] = f"`{path}`:\n\n```yaml\n{(ROOT / path).read_text().rstrip()}\n```"
     return {**pages, **figures}, markers
 
 

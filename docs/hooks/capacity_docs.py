@@ -4,8 +4,10 @@ data each time the site is built, so they cannot drift from what they describe.
 - reference/cli.md: every command and option, from the typer app (`cli_reference.py`);
 - reference/gpu-catalog.md, reference/model-catalog.md: from the GPU and model catalogs (`catalogs.py`);
 - families/index.md and families/<name>.md: from each family module's docstring and FAMILY object (`families.py`);
+- a generated page's hand-written part, where there is one, comes from docs/notes/<the page's path>;
 - accuracy/*.svg and the `<!-- capacity:NAME -->` markers of the hand-written pages: from bench/results (`accuracy.py`)
-  and the files of examples/ci/.
+  and the files of examples/ci/;
+- the architecture page's layers: from pyproject.toml's import-linter contract (`architecture.py`).
 
 Nothing generated is committed; `tests/docs/test_site.py` runs the same functions.
 """
@@ -23,6 +25,7 @@ for path in (str(ROOT), str(HERE)):
         sys.path.insert(0, path)
 
 import accuracy  # noqa: E402
+import architecture  # noqa: E402
 import catalogs  # noqa: E402
 import cli_reference  # noqa: E402
 import families  # noqa: E402
@@ -43,8 +46,14 @@ def generated_files() -> tuple[dict[str, str], dict[str, str]]:
     }
     for family in families.families():
         pages[f"families/{family.name}.md"] = families.family_page(family, by_family.get(family.name, []))
+    for path in pages:
+        notes = HERE.parent / "notes" / path
+        if notes.is_file():  # the hand-written part of a generated page
+            pages[path] = pages[path].rstrip("\n") + "\n\n" + notes.read_text()
     figures, markers = accuracy.generated()
-    markers["command-list"] = "\n".join(f"- [`capacity {name}`](cli.md#capacity-{name.replace(' ', '-')})" for name in cli_reference.command_names())
+    markers["command-list"] = "\n".join(f"- [`capacity {name}`](reference/cli.md#capacity-{name.replace(' ', '-')})" for name in cli_reference.command_names())
+    markers["layers"] = architecture.layers_block()
+    markers["gpu-nvidia-smi-count"] = catalogs.nvidia_smi_count()
     for name, path in (("ci-workflow", "examples/ci/capacity-gate.yml"), ("ci-serve-yaml", "examples/ci/serve.yaml")):
         markers[name] = f"`{path}`:\n\n```yaml\n{(ROOT / path).read_text().rstrip()}\n```"
     return {**pages, **figures}, markers

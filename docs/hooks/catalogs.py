@@ -41,6 +41,14 @@ def gpu_catalog_page() -> str:
     return "\n".join(lines) + "\n"
 
 
+def nvidia_smi_count() -> str:
+    """'N of the M', the catalog GPUs whose total is an nvidia-smi figure (CUDA's own total is lower)."""
+    from capacity.gpu.catalog import load_catalog
+
+    records = load_catalog()
+    return f"{sum(r.source == 'nvidia-smi' for r in records)} of the {len(records)}"
+
+
 def model_entries() -> list[dict]:
     """`capacity models --json`'s objects (plannable entries), computed the way that command computes them."""
     from capacity.model.registry import spec_from_files

@@ -1,13 +1,11 @@
 """One page per model family, written from the family's module docstring and its `FAMILY` object
-(capacity/model/families/<name>.py), plus the hand-written notes in docs/notes/families/<name>.md where there are any."""
+(capacity/model/families/<name>.py); the hook appends the hand-written notes of docs/notes/families/<name>.md."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
-from pathlib import Path
 
-NOTES = Path(__file__).resolve().parent.parent / "notes" / "families"
 
 
 def families():
@@ -37,9 +35,6 @@ def family_page(family, models: list[str]) -> str:
         lines.append(f"- **architecture built on the meta device**: `{family.hf_class}`")
     lines.append("- **catalog models**: " + (", ".join(f"`{m}`" for m in models) if models else "none (plans any model it claims, from a folder or the Hub)"))
     lines += ["", "## What the family reads (from its source)", "", _docstring_markdown(module.__doc__ or title), ""]
-    notes = NOTES / f"{family.name}.md"
-    if notes.is_file():
-        lines += [notes.read_text()]
     return "\n".join(lines) + "\n"
 
 

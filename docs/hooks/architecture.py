@@ -4,8 +4,12 @@ WHAT; a layer the contract gains without one, or a line for a package the contra
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10: the docs extra brings tomli
+    import tomli as tomllib  # type: ignore[no-redef]
 
 ROOT = Path(__file__).resolve().parents[2]
 WHAT = {

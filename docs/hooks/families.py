@@ -7,7 +7,6 @@ import importlib
 import inspect
 
 
-
 def families():
     from capacity.model.family import all_families
 

@@ -1,8 +1,12 @@
-"""The command reference, written from the `capacity` CLI itself (typer -> click), so it cannot drift from the program."""
+"""The command reference, written from the `capacity` CLI itself (typer -> click), so it cannot drift from the program.
+
+Typer may carry its own copy of click (typer 0.28: `typer._click`), so commands and parameters are told apart by what
+they have (`commands`, `param_type_name`), not by click's classes."""
 
 from __future__ import annotations
 
-import click
+from typing import Any
+
 import typer.main
 
 
@@ -11,7 +15,7 @@ def _escape(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def _default(param: click.Parameter) -> str:
+def _default(param: Any) -> str:
     if getattr(param, "is_flag", False) and not param.default:
         return ""
     if param.default is None or param.default == () or callable(param.default):
@@ -19,38 +23,51 @@ def _default(param: click.Parameter) -> str:
     return f"`{param.default}`"
 
 
-def _option_row(param: click.Option, ctx: click.Context) -> str:
+def _option_row(param: Any, ctx: Any) -> str:
     record = param.get_help_record(ctx)
     names = record[0] if record else ", ".join(param.opts)
     help_text = record[1] if record else ""
     return f"| `{names}` | {_escape(help_text)} | {_default(param)} |"
 
 
-def _command_section(name: str, command: click.Command, level: int) -> list[str]:
-    ctx = click.Context(command, info_name=name)
+def is_group(command: Any) -> bool:
+    return hasattr(command, "commands")
+
+
+def options(command: Any) -> list[Any]:
+    """The command's visible options, in --help's order."""
+    return [p for p in command.params if p.param_type_name == "option" and not getattr(p, "hidden", False)]
+
+
+def context(command: Any, name: str) -> Any:
+    return command.context_class(command, info_name=name)
+
+
+def _command_section(name: str, command: Any, level: int) -> list[str]:
+    ctx = context(command, name)
     lines = [f"{'#' * level} `capacity {name}`", ""]
     paragraphs = (command.help or "").strip().split("\n\n")
     lines += [" ".join(p.split()) + "\n" for p in paragraphs if p.strip()]
     usage = " ".join(command.collect_usage_pieces(ctx))
     lines += ["```", f"capacity {name} {usage}".rstrip(), "```", ""]
-    if isinstance(command, click.Group):
+    if is_group(command):
         for sub_name, sub in command.commands.items():
             lines += _command_section(f"{name} {sub_name}", sub, level + 1)
         return lines
-    arguments = [p for p in command.params if isinstance(p, click.Argument)]
-    options = [p for p in command.params if isinstance(p, click.Option) and not p.hidden]
+    arguments = [p for p in command.params if p.param_type_name == "argument"]
+    shown = options(command)
     if arguments:
         lines += ["| argument | required |", "|---|---|"]
         lines += [f"| `{p.human_readable_name}` | {'yes' if p.required else 'no'} |" for p in arguments]
         lines.append("")
-    if options:
+    if shown:
         lines += ["| option | what it does | default |", "|---|---|---|"]
-        lines += [_option_row(p, ctx) for p in options]
+        lines += [_option_row(p, ctx) for p in shown]
         lines.append("")
     return lines
 
 
-def cli_group() -> click.Group:
+def cli_group() -> Any:
     from capacity.cli.app import app
 
     return typer.main.get_command(app)  # type: ignore[return-value]
@@ -61,7 +78,7 @@ def command_names() -> list[str]:
     group = cli_group()
     names = []
     for name, command in group.commands.items():
-        if isinstance(command, click.Group):
+        if is_group(command):
             names += [f"{name} {sub}" for sub in command.commands]
         else:
             names.append(name)

@@ -7,6 +7,8 @@ as a user runs it. When the figures change on purpose, rewrite the excerpts: `py
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.support.readme_examples import README, all_examples, cli_commands, excerpt, parse_examples, parse_only, run_command
@@ -14,8 +16,21 @@ from tests.support.readme_examples import README, all_examples, cli_commands, ex
 EXAMPLES = all_examples()
 
 
+@pytest.fixture(scope="session")
+def examples_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One disk cache for the examples of the whole test session, shared by the pytest-xdist workers (their temporary
+    folders share a root), so each model and knobs are traced once, not once per worker."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    folder = root / "capacity-example-cache"
+    folder.mkdir(exist_ok=True)
+    return str(folder)
+
+
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.id for e in EXAMPLES])
-def test_example_runs_as_written(example):
+def test_example_runs_as_written(example, examples_cache, monkeypatch):
+    monkeypatch.setenv("CAPACITY_CACHE_DIR", examples_cache)
     if example.needs and example.needs not in cli_commands():
         pytest.skip(f"`capacity {example.needs}` is not a command yet")
     for command in example.commands:
@@ -35,7 +50,7 @@ def test_the_readme_shows_the_six_commands_on_the_default_estimate():
     commands = [c.argv[0] for e in examples for c in e.commands]
     assert {"plan", "fit", "check", "sweep", "profile", "reconcile"} <= set(commands)
     assert all("--estimate" not in c.argv for e in examples for c in e.commands)
-    assert all(c.shown or e.needs for e in examples for c in e.commands), "every README example shows a sample of its output"
+    assert all(c.shown or e.needs or e.gpu for e in examples for c in e.commands), "every README example shows a sample of its output"
 
 
 def test_an_excerpt_keeps_its_segments_in_order():

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import sys
 
-import click
 import pytest
 
 from tests.support.paths import REPO_ROOT
@@ -30,9 +29,10 @@ def test_the_command_reference_has_every_command_and_option_of_the_cli():
         command = group
         for part in name.split():
             command = command.commands[part]  # type: ignore[attr-defined]
-        for param in command.params:
-            if isinstance(param, click.Option) and not param.hidden:
-                assert f"`{param.get_help_record(click.Context(command))[0]}`" in page, (name, param.opts)
+        for param in cli_reference.options(command):
+            assert f"`{param.get_help_record(cli_reference.context(command, name))[0]}`" in page, (name, param.opts)
+    plan = group.commands["plan"]  # type: ignore[attr-defined]
+    assert len(cli_reference.options(plan)) > 20 and page.count("| `--gpu ") >= 5  # plan, check, sweep, profile, reconcile...
 
 
 def test_the_gpu_catalog_page_lists_every_gpu_with_its_total():
@@ -112,3 +112,9 @@ def test_the_files_a_page_names_exist(page):
 def test_the_path_check_finds_paths():
     text = (REPO_ROOT / "docs" / "architecture.md").read_text()
     assert len(PATH.findall(text)) > 20
+
+
+def test_the_readme_stays_short_and_points_to_the_site():
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 150
+    assert "](docs/index.md)" in readme and "mkdocs" in readme

@@ -65,3 +65,14 @@ def test_a_command_that_needs_a_gpu_is_still_parsed():
     parse_only(["profile", "--model", "openai/whisper-large-v3", "-o", "profile.json"])
     with pytest.raises(Exception, match="no-such-option"):
         parse_only(["profile", "--model", "openai/whisper-large-v3", "--no-such-option"])
+
+
+def test_an_example_waits_only_for_a_command_the_cli_lacks(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        '<!-- capacity-example needs=plan show=".." -->\n```console\n$ capacity plan --model whisper-tiny\n```\n\n'
+        "<!-- capacity-example needs=no-such-command -->\n```console\n$ capacity no-such-command \\\n    --flag\n```\n"
+    )
+    waits = [e for e in parse_examples(page) if e.needs not in cli_commands()]
+    assert [e.commands[0].argv for e in waits] == [["no-such-command", "--flag"]]
+    assert "plan" in cli_commands()

@@ -51,7 +51,8 @@ def family_index_page(models_by_family: dict[str, list[str]]) -> str:
     ]
     for family in families():
         module = importlib.import_module(type(family).__module__)
-        first = inspect.cleandoc(module.__doc__ or "").splitlines()[0] if module.__doc__ else ""
+        first = " ".join(inspect.cleandoc(module.__doc__ or "").split("\n\n")[0].split())  # the docstring's first paragraph
+        first = first.replace("|", "/").replace("*", "\\*")
         types = ", ".join(f"`{t}`" for t in family.model_types) or "(fallback)"
-        lines.append(f"| [{family.name}]({family.name}.md) | {types} | {len(models_by_family.get(family.name, []))} | {first.replace('|', '/')} |")
+        lines.append(f"| [{family.name}]({family.name}.md) | {types} | {len(models_by_family.get(family.name, []))} | {first} |")
     return "\n".join(lines) + "\n"

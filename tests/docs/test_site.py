@@ -118,3 +118,49 @@ def test_the_readme_stays_short_and_points_to_the_site():
     readme = (REPO_ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 150
     assert "](docs/index.md)" in readme and "mkdocs" in readme
+
+
+@pytest.fixture(scope="module")
+def plan_files(tmp_path_factory):
+    """A plan's JSON and CSV files, written by the command as a user runs it (the formula estimate, which the
+    conftest sets: these tests check the files' shape, not the figures)."""
+    from capacity.cli.app import main
+
+    out = tmp_path_factory.mktemp("plan-files")
+    code = main(["plan", "--model", "openai/whisper-tiny", "--gpu", "L4", "--json", str(out / "plan.json"), "--csv", str(out / "tables")])
+    assert code == 0
+    return out
+
+
+def test_every_json_field_the_contract_names_is_in_a_plan(plan_files):
+    import json
+
+    document = json.loads((plan_files / "plan.json").read_text())
+    page = (REPO_ROOT / "docs" / "reference" / "json.md").read_text()
+    named = sorted({m for m in re.findall(r"`([a-z_]+(?:\.[a-z_]+|\[\])+)`", page) if m.split(".")[0].rstrip("[]") in document})
+    assert len(named) > 20
+    missing = []
+    for path in named:
+        node = document
+        for part in path.split("."):
+            key = part.removesuffix("[]")
+            if not isinstance(node, dict) or key not in node:
+                missing.append(path)
+                break
+            node = node[key]
+            if part.endswith("[]"):
+                assert isinstance(node, list), path
+                node = node[0] if node else {}
+    assert missing == []
+
+
+def test_every_csv_file_the_exports_page_names_has_its_columns(plan_files):
+    page = (REPO_ROOT / "docs" / "reference" / "exports.md").read_text()
+    rows = re.findall(r"^\| `(\w+\.csv)` \| [^\n]* \| `([\w, ]+)` \|$", page, re.MULTILINE)
+    assert len(rows) >= 8
+    for name, columns in rows:
+        path = plan_files / "tables" / name
+        if name == "ranks.csv":  # written for a plan from a tensor-parallel profile only
+            assert not path.exists()
+            continue
+        assert path.read_text().splitlines()[0] == ",".join(c.strip() for c in columns.split(",")), name

@@ -185,15 +185,12 @@ def h200_svg(rows: list[tuple[str, float, float]]) -> str:
     return out.getvalue()
 
 
-def generated() -> tuple[dict[str, str], dict[str, str]]:
-    """(files to add to the site: path -> content, markers: name -> Markdown that replaces `<!-- capacity:name -->`)."""
+def markers() -> dict[str, str]:
+    """Markdown that replaces each `<!-- capacity:NAME -->` of the accuracy page (tables and image links; no plotting)."""
     folder, data = predict_logs()
-    files = {f"accuracy/{term}.svg": scatter_svg(data, term) for term in TERMS}
-    files["accuracy/available_kv_per_log.svg"] = error_bars_svg(data)
-    h200_table, h200_rows = h200_terms_table()
-    files["accuracy/h200_non_kv.svg"] = h200_svg(h200_rows)
+    h200_table, _ = h200_terms_table()
     plannable = sum(r["plannable"] for r in data["rows"])
-    markers = {
+    return {
         "predict-logs-source": f"`bench/results/{folder.name}/` ({len(data['rows'])} logs, {plannable} plannable; split: {data['split_rule']})",
         "predict-logs-summary": summary_table(data),
         "predict-logs-plots": "\n\n".join(f"![{TERMS[t][0]}: capacity against the log]({t}.svg)" for t in TERMS),
@@ -204,4 +201,17 @@ def generated() -> tuple[dict[str, str], dict[str, str]]:
         "h200-terms": h200_table,
         "h200-plot": "![non-KV memory, formula against the H200](h200_non_kv.svg)",
     }
-    return files, markers
+
+
+def figures() -> dict[str, str]:
+    """The accuracy page's plots (SVG, drawn with matplotlib: the docs extra), by site path."""
+    _, data = predict_logs()
+    files = {f"accuracy/{term}.svg": scatter_svg(data, term) for term in TERMS}
+    files["accuracy/available_kv_per_log.svg"] = error_bars_svg(data)
+    files["accuracy/h200_non_kv.svg"] = h200_svg(h200_terms_table()[1])
+    return files
+
+
+def generated() -> tuple[dict[str, str], dict[str, str]]:
+    """(files to add to the site: path -> content, markers: name -> Markdown that replaces `<!-- capacity:name -->`)."""
+    return figures(), markers()

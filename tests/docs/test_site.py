@@ -69,16 +69,26 @@ def test_every_family_has_a_page_written_from_its_source():
         assert all(f"`{t}`" in page for t in family.model_types)
 
 
-def test_the_accuracy_plots_and_tables_come_from_the_newest_log_benchmark():
+def test_the_accuracy_tables_come_from_the_newest_log_benchmark():
     folder, data = accuracy.predict_logs()
-    files, markers = accuracy.generated()
-    assert {f"accuracy/{term}.svg" for term in accuracy.TERMS} <= set(files)
-    assert all(content.lstrip().startswith("<?xml") for name, content in files.items() if name.endswith(".svg"))
+    markers = accuracy.markers()
     plannable = [r for r in data["rows"] if r["plannable"]]
     assert markers["predict-logs-rows"].count("\n") == len(plannable) + 1  # header, rule, one row per plannable log
     assert folder.name in markers["predict-logs-source"]
     held_out = data["summary"]["held-out"]["available_kv"]
     assert f"| held-out | available_kv | {held_out['n']} | {held_out['median_abs_percent']:.2f} % |" in markers["predict-logs-summary"]
+    page = (REPO_ROOT / "docs" / "accuracy" / "index.md").read_text()
+    assert all(f"<!-- capacity:{name} -->" in page for name in markers)
+
+
+def test_the_accuracy_plots_are_drawn_from_the_same_data():
+    pytest.importorskip("matplotlib", reason="the docs extra draws the plots; .ci/run builds the site after the tests")
+    files = accuracy.figures()
+    assert {f"accuracy/{term}.svg" for term in accuracy.TERMS} <= set(files)
+    assert all(content.lstrip().startswith("<?xml") for content in files.values())
+    _, data = accuracy.predict_logs()
+    held_out = sum(1 for r in data["rows"] if r["plannable"] and r["split"] == "held-out" and (r["vllm"].get("weights") or 0) > 0)
+    assert f"held-out ({held_out} logs)" in files["accuracy/weights.svg"]
 
 
 def test_the_architecture_layers_are_the_import_contracts():

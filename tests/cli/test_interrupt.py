@@ -55,10 +55,11 @@ def test_a_sigint_while_files_are_written_waits_for_them(tmp_path):
     assert line == f"capacity: interrupted: `capacity check` stopped by Ctrl-C (SIGINT) before it finished; files written before it, complete: {tmp_path / 'plan.json'}"
 
 
-def test_readme_and_help_document_130():
-    readme = (ROOT / "README.md").read_text()
-    assert "| 130 | interrupted (Ctrl-C, SIGINT" in readme
-    assert "``capacity: interrupted: `capacity plan` stopped by Ctrl-C (SIGINT) before it finished; no file was written``" in readme
+def test_readme_docs_and_help_document_130():
+    assert "| 130 | interrupted (Ctrl-C); no partial file |" in (ROOT / "README.md").read_text()
+    page = (ROOT / "docs" / "reference" / "exit-codes.md").read_text()
+    assert "| 130 | interrupted (Ctrl-C, SIGINT" in page
+    assert "``capacity: interrupted: `capacity plan` stopped by Ctrl-C (SIGINT) before it finished; no file was written``" in page
     assert "130 interrupted (Ctrl-C" in app.EXIT_CODES_HELP and app.EXIT_CODES_HELP in app.app.info.help
 
 

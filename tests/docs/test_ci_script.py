@@ -19,3 +19,9 @@ def test_ci_run_extracts_the_readmes_test_command():
     # and it is the README's second command, the one under its heading
     readme = (ROOT / "README.md").read_text()
     assert f"Install and pass the tests:\n\n    {cmd}\n" in readme
+
+
+def test_ci_run_builds_the_documentation_site_strictly():
+    script = (ROOT / ".ci" / "run").read_text()
+    assert "pip install -q -e '.[docs]'" in script
+    assert re.search(r"^NO_MKDOCS_2_WARNING=1 mkdocs build --strict ", script, re.MULTILINE)

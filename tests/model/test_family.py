@@ -79,8 +79,8 @@ ROOT = REPO_ROOT
 
 
 def readme_family_example() -> str:
-    """The README's "Adding a family touches one file" block, as the file it says to write."""
-    text = (ROOT / "README.md").read_text()
+    """The architecture page's "Adding a family touches one file" block (docs/architecture.md), as the file it says to write."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
     block = text[text.index("Adding a family touches one file") :]
     block = block[block.index("```python") + len("```python") : block.index("```", block.index("```python") + 3)]
     return textwrap.dedent(block)

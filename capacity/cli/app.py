@@ -17,6 +17,7 @@ import typer
 from capacity.cli import cache
 from capacity.cli.catalogs import gpus, models
 from capacity.cli.check import check
+from capacity.cli.fit import fit
 from capacity.cli.options import OptionalJsonCommand
 from capacity.cli.plan import plan
 from capacity.cli.profile import profile_command, verify
@@ -58,6 +59,7 @@ app.command(cls=OptionalJsonCommand)(verify)
 app.command()(reconcile)
 app.command(cls=OptionalJsonCommand)(check)
 app.command(cls=OptionalJsonCommand)(sweep)
+app.command(cls=OptionalJsonCommand)(fit)
 app.command()(models)
 app.command()(gpus)
 app.add_typer(cache.app, name="cache")

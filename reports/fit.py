@@ -62,7 +62,16 @@ def render_fit(result: FitResult, console: Console, estimate: str) -> None:
         console.print(Text("NO CONFIGURATION FITS", style="bold red"))
     else:
         t = Table(title=f"{len(result.configs)} configurations, fewest GPUs first", title_justify="left")
-        for col, justify in (("#", "right"), ("GPUs", "left"), ("at once", "right"), ("margin", "right"), ("spare KV", "right"), ("max_model_len", "right"), ("changes", "left"), ("estimate", "left")):
+        for col, justify in (
+            ("#", "right"),
+            ("GPUs", "left"),
+            ("at once", "right"),
+            ("margin", "right"),
+            ("spare KV", "right"),
+            ("max_model_len", "right"),
+            ("changes", "left"),
+            ("estimate", "left"),
+        ):
             t.add_column(col, justify=justify)  # type: ignore[arg-type]
         for i, c in enumerate(result.configs, 1):
             t.add_row(
@@ -82,7 +91,11 @@ def render_fit(result: FitResult, console: Console, estimate: str) -> None:
             console.print(Text(f"    re-plan: {c.plan_command}", style="dim"), soft_wrap=True)
     for r in result.refusals:
         console.print(Text(f"no configuration on {r.gpu} up to {r.gpu_count} GPUs: {r.reason}", style="red"))
-    checked = "; the first was then checked with the default estimate" if estimate == ESTIMATE_DEFAULT and any(c.estimate == ESTIMATE_DEFAULT for c in result.configs) else ""
+    checked = (
+        "; the first was then checked with the default estimate"
+        if estimate == ESTIMATE_DEFAULT and any(c.estimate == ESTIMATE_DEFAULT for c in result.configs)
+        else ""
+    )
     console.print(
         Text(
             f"Searched by formula (config only, {result.planned} plans){checked}. at once = min(requests at max_model_len the KV cache holds, max_num_seqs); "
@@ -94,13 +107,14 @@ def render_fit(result: FitResult, console: Console, estimate: str) -> None:
     )
 
 
-def nearest_line(result: FitResult) -> str | None:
-    """The verdict's line for a plan that does not fit: the nearest configuration that does, and what it changes."""
+def nearest_line(result: FitResult, plan_gpus: int) -> str | None:
+    """The verdict's line for a plan that does not fit and that no knob fix makes start: the nearest configuration
+    that does (capacity/planning/fit.py nearest_fit), what it changes and how it was estimated."""
     if not result.configs:
         return None
     c = result.configs[0]
-    gpus = "" if not any(ch.knob == "tensor_parallel_size" for ch in c.changes) else ""
+    more = f"; tensor_parallel_size {plan_gpus} -> {c.gpu_count}" if c.gpu_count != plan_gpus else ""
     return (
-        f"nearest fit{gpus}: {c.command} (changes: {changes_text(c)}{'' if c.gpu_count == 1 else f'; {c.gpu_count} GPUs'}; "
-        f"{c.requests_at_once:,} request(s) at once, {ESTIMATE_WORDS[c.estimate]})"
+        f"suggested (nearest fit on {c.gpu}): {c.command} (changes: {changes_text(c)}{more}; {c.requests_at_once:,} request(s) at once at "
+        f"max_model_len {c.max_model_len:,}, {ESTIMATE_WORDS[c.estimate]})"
     )

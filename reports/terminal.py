@@ -145,13 +145,14 @@ def _hazards(plan: Plan, width: int) -> Table | Text:
     return t
 
 
-def _verdict(plan: Plan) -> Panel:
+def _verdict(plan: Plan, nearest: str | None = None) -> Panel:
     if plan.fits:
         line = Text(f"FITS: {plan.concurrency_sentence()}", style="bold green")
     else:
         errors = [h.id for h in plan.hazards if h.severity == ERROR]
         line = Text(f"DOES NOT FIT: {', '.join(errors)}", style="bold red")
-    body = Group(line, Text("suggested: " + plan.suggestion.describe()))
+    # a plan no knob fix makes start shows the nearest configuration that fits (capacity/planning/fit.py nearest_fit)
+    body = Group(line, Text(nearest if nearest else "suggested: " + plan.suggestion.describe()))
     return Panel(body, title="verdict", title_align="left")
 
 
@@ -171,7 +172,7 @@ def _ranks(plan: Plan) -> Table:
     return t
 
 
-def render(plan: Plan, console: Console) -> None:
+def render(plan: Plan, console: Console, nearest: str | None = None) -> None:
     console.print(_header(plan))
     console.print(_memory(plan, wide=console.width >= 140))
     if plan.ranks:
@@ -179,7 +180,7 @@ def render(plan: Plan, console: Console) -> None:
     console.print(_kv(plan))
     console.print(_budget_warmup(plan))
     console.print(_hazards(plan, console.width))
-    console.print(_verdict(plan))
+    console.print(_verdict(plan, nearest))
     console.print(Text("kinds: exact = fixed by the architecture and knobs; estimated = documented formula or constant; measured = from a GPU profile", style="dim"))
 
 

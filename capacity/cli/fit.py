@@ -29,18 +29,24 @@ def fit(
         int, typer.Option("--min-concurrency", help="Requests the server must run at once at max_model_len: min(requests the KV cache holds, max_num_seqs).")
     ] = 1,
     max_model_len: Annotated[
-        str, typer.Option("--max-model-len", help="The context every request must be able to use, in tokens, or 'max': the longest that meets --min-concurrency.")
+        str,
+        typer.Option("--max-model-len", help="The context every request must be able to use, in tokens, or 'max': the longest that meets --min-concurrency."),
     ] = "max",
     max_utilization: Annotated[
         float | None,
-        typer.Option("--max-gpu-memory-utilization", help="The most gpu_memory_utilization the search may set (default: vLLM's 0.92, or --gpu-memory-utilization)."),
+        typer.Option(
+            "--max-gpu-memory-utilization", help="The most gpu_memory_utilization the search may set (default: vLLM's 0.92, or --gpu-memory-utilization)."
+        ),
     ] = None,
     verify: Annotated[int, typer.Option("--verify", help="Re-plan the first N configurations with the default estimate (a fake-tensor trace; 0: none).")] = 1,
     config: ConfigOpt = None,
     knobs: Knobs,
     estimate: Annotated[
         str | None,
-        typer.Option("--estimate", help="'trace' (default; CAPACITY_ESTIMATE sets another): search by formula, check the first --verify configurations with the trace; 'formula': no check."),
+        typer.Option(
+            "--estimate",
+            help="'trace' (default; CAPACITY_ESTIMATE sets another): search by formula, check the first --verify configurations with the trace; 'formula': no check.",
+        ),
     ] = None,
     json_out: JsonOpt = None,
     csv: Annotated[Path | None, typer.Option("--csv", metavar="PATH", help="Write the configurations as one CSV file ('-': stdout).")] = None,

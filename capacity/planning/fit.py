@@ -263,10 +263,9 @@ def ladder(base: Plan, held: frozenset[str], target: FitTarget) -> list[Step]:
             tokens //= 2
             steps.append(Step(f"max_num_batched_tokens {tokens}", (("max_num_batched_tokens", tokens),)))
     limits = dict(s.limit_mm_per_prompt)
-    if "limit_mm_per_prompt" not in held and not s.language_model_only and limits:
-        if any(n > 1 for n in limits.values()):
-            limits = {m: min(n, 1) for m, n in limits.items()}
-            steps.append(Step("1 item per prompt per modality", (("limit_mm_per_prompt", dict(limits)),)))
+    if "limit_mm_per_prompt" not in held and not s.language_model_only and limits and any(n > 1 for n in limits.values()):
+        limits = {m: min(n, 1) for m, n in limits.items()}
+        steps.append(Step("1 item per prompt per modality", (("limit_mm_per_prompt", dict(limits)),)))
     if "kv_cache_dtype" not in held and s.kv_cache_dtype == "auto" and s.kv_cache_dtype_bytes > 1:
         steps.append(Step("fp8 KV cache", (("kv_cache_dtype", "fp8"),)))
     if "limit_mm_per_prompt" not in held and not s.language_model_only and limits:
@@ -387,7 +386,16 @@ def why_not(plan: Plan, target: FitTarget, reserve: int) -> str:
 
 
 def changes_between(before: ServingConfig, after: ServingConfig) -> tuple[KnobChange, ...]:
-    keys = ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization", "kv_cache_dtype", "limit_mm_per_prompt", "decode_context_parallel_size", "block_size")
+    keys = (
+        "max_model_len",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "gpu_memory_utilization",
+        "kv_cache_dtype",
+        "limit_mm_per_prompt",
+        "decode_context_parallel_size",
+        "block_size",
+    )
     return tuple(KnobChange(k, getattr(before, k), getattr(after, k)) for k in keys if getattr(before, k) != getattr(after, k))
 
 
@@ -461,7 +469,9 @@ def fit(
     memory; and where the fewest GPUs need changes, the fewest that need none (`plain_too`). `verify` re-plans the first `verify_top` with the default estimate (their figures then are its);
     `counts` overrides the GPU counts tried per GPU; `longest` caps the "max" search below the model's limit."""
     if target.max_model_len is not None and target.max_model_len > spec.derived_max_model_len:
-        raise BadInput(f"--max-model-len {target.max_model_len:,} exceeds {spec.name}'s limit of {spec.derived_max_model_len:,} tokens ({spec.max_len_key}); give at most that, or 'max'")
+        raise BadInput(
+            f"--max-model-len {target.max_model_len:,} exceeds {spec.name}'s limit of {spec.derived_max_model_len:,} tokens ({spec.max_len_key}); give at most that, or 'max'"
+        )
     if "max_num_seqs" in held and base.max_num_seqs is not None and base.max_num_seqs < target.min_concurrency:
         raise BadInput(f"--max-num-seqs {base.max_num_seqs} is below --min-concurrency {target.min_concurrency}: no configuration can run that many at once")
     search = Search(source, spec, target, held, formula_planner(source, spec))
@@ -519,7 +529,10 @@ def _verify_one(search: Search, f: Found, verify: PlanAt) -> tuple[Found | None,
         shortfall = current.plan.kv.available_bytes - checked.kv.available_bytes
         if shortfall <= 0 or not checked.fits and any(h.id not in MEMORY_ERRORS for h in checked.hazards if h.severity == ERROR):
             why = why_not(checked, search.target, 0)
-            return None, f"{f.config.gpu_count} x {f.gpu.name}: the formula's configuration does not meet the target on the default estimate ({why}): not offered"
+            return (
+                None,
+                f"{f.config.gpu_count} x {f.gpu.name}: the formula's configuration does not meet the target on the default estimate ({why}): not offered",
+            )
         reserve = max(reserve, shortfall)
         plan, rung, reason = search.candidate(f.gpu, f.base, f.config.gpu_count, reserve, f.longest)
         if plan is None:

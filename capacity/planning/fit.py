@@ -8,8 +8,9 @@ heads not divisible, are skipped with the planner's reason). Per candidate it wa
 first, each rung adding one change to the rung before (`ladder`):
 
     gpu_memory_utilization up to the user's ceiling; max_num_seqs down to the target; max_num_batched_tokens halved
-    (down to 2,048); every modality to at most 1 item per prompt; an fp8 KV cache; each modality dropped, the one
-    with the largest items first
+    (down to 2,048); every modality to at most 1 item per prompt; an fp8 KV cache; smaller items through the
+    --mm-processor-kwargs size keys the family models (Qwen-VL's max_pixels: 4,096 then 1,280 patches); each
+    modality dropped, the one with the largest items first
 
 Knobs the user gave are held (never changed); error hazards whose fix names knobs are applied as the suggestion
 applies them, unless the fix changes a held knob. The first rung that meets the target is pruned of the earlier
@@ -30,6 +31,7 @@ checked again, up to MAX_VERIFY_ROUNDS times.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -37,6 +39,7 @@ from typing import Any
 
 from capacity.errors import BadInput
 from capacity.gpu.catalog import Gpu
+from capacity.model.registry import model_spec, with_mm_processor_kwargs
 from capacity.model.spec import ModelSpec
 from capacity.planning.plan import ERROR, Plan
 from capacity.planning.planner import build_plan, plan_without_suggestion, serving_under
@@ -48,6 +51,9 @@ from capacity.vllm.versions import LATEST
 MIN_CONTEXT_TOKENS = 2048  # "max": a shorter context is not offered (give --max-model-len N for one)
 MAX_FIX_ROUNDS = 8  # as the suggestion: fixes that chain settle in a few rounds
 MAX_VERIFY_ROUNDS = 3  # searches again with a larger reserve before a configuration is dropped
+# --mm-processor-kwargs max_pixels caps the ladder tries (Qwen-VL families): 4,096 and 1,280 merged 28 x 28 patches
+# per image (1,003,520 is the example of Qwen2.5-VL's model card); each is a rung only where it shrinks the largest item
+QWEN_VL_PIXEL_CAPS = (4096 * 28 * 28, 1280 * 28 * 28)
 BATCHED_TOKENS_FLOOR = 2048  # the ladder halves max_num_batched_tokens no lower (vLLM's API default on smaller GPUs)
 DEFAULT_MAX_GPUS = 8
 ESTIMATE_FORMULA = "formula"
@@ -249,8 +255,9 @@ class Step:
     knobs: tuple[tuple[str, Any], ...]
 
 
-def ladder(base: Plan, held: frozenset[str], target: FitTarget) -> list[Step]:
-    """The changes the search may make, cheapest first (module docstring), given the base plan's knobs."""
+def ladder(base: Plan, held: frozenset[str], target: FitTarget, smaller_items: Sequence[Step] = ()) -> list[Step]:
+    """The changes the search may make, cheapest first (module docstring), given the base plan's knobs;
+    `smaller_items`: the --mm-processor-kwargs size caps the family models (Search.smaller_items)."""
     s, steps = base.serving, []
     ceiling = target.utilization_ceiling
     if "gpu_memory_utilization" not in held and s.kv_cache_memory_bytes is None and ceiling is not None and ceiling > s.gpu_memory_utilization:
@@ -268,6 +275,7 @@ def ladder(base: Plan, held: frozenset[str], target: FitTarget) -> list[Step]:
         steps.append(Step("1 item per prompt per modality", (("limit_mm_per_prompt", dict(limits)),)))
     if "kv_cache_dtype" not in held and s.kv_cache_dtype == "auto" and s.kv_cache_dtype_bytes > 1:
         steps.append(Step("fp8 KV cache", (("kv_cache_dtype", "fp8"),)))
+    steps += smaller_items
     if "limit_mm_per_prompt" not in held and not s.language_model_only and limits:
         sizes = base.budget.max_tokens_per_item
         for modality in sorted((m for m, n in limits.items() if n > 0), key=lambda m: -sizes.get(m, 0)):
@@ -314,6 +322,28 @@ class Search:
         except BadInput:
             return None
 
+    def smaller_items(self, gpu: Gpu, first: Plan) -> list[Step]:
+        """The --mm-processor-kwargs caps on item size that shrink the largest item, where the family models them
+        (the Qwen-VL max_pixels; another family refuses the key and gets none), each a rung."""
+        s = first.serving
+        if "mm_processor_kwargs" in self.held or s.mm_processor_kwargs or s.language_model_only or not first.budget.max_tokens_per_item:
+            return []
+        uncapped = replace(pinned_args(first), max_model_len=None, max_num_batched_tokens=None)  # items not cut to a short context
+        try:
+            tokens = max(self._plan(gpu, uncapped).budget.max_tokens_per_item.values())
+        except BadInput:
+            return []
+        steps = []
+        for cap in QWEN_VL_PIXEL_CAPS:
+            try:
+                smaller = max(self._plan(gpu, replace(uncapped, mm_processor_kwargs={"max_pixels": cap})).budget.max_tokens_per_item.values())
+            except BadInput:  # the family does not model max_pixels
+                return steps
+            if smaller < tokens:
+                steps.append(Step(f"items of at most {cap:,} pixels", (("mm_processor_kwargs", {"max_pixels": cap}),)))
+                tokens = smaller
+        return steps
+
     def _plan(self, gpu: Gpu, args: ServingArgs) -> Plan:
         self.planned += 1
         return self.plan_at(gpu, args)
@@ -359,7 +389,7 @@ class Search:
         if "max_num_seqs" not in self.held and first.serving.max_num_seqs < self.target.min_concurrency:
             args = replace(args, max_num_seqs=self.target.min_concurrency)  # the scheduler must admit the target
         limit = longest or self.spec.derived_max_model_len
-        steps = ladder(first, self.held, self.target)
+        steps = ladder(first, self.held, self.target, self.smaller_items(gpu, first))
         for rung in range(min(len(steps), len(steps) if top_rung is None else top_rung) + 1):
             found = self.best(gpu, with_steps(args, steps[:rung]), reserve, limit)
             if found is None:
@@ -393,6 +423,7 @@ def changes_between(before: ServingConfig, after: ServingConfig) -> tuple[KnobCh
         "gpu_memory_utilization",
         "kv_cache_dtype",
         "limit_mm_per_prompt",
+        "mm_processor_kwargs",
         "decode_context_parallel_size",
         "block_size",
     )
@@ -425,13 +456,25 @@ def config_of(plan: Plan, base: Plan, gpu_name: str, target: FitTarget, estimate
     )
 
 
-def formula_planner(source: ModelSource, spec: ModelSpec) -> PlanAt:
-    """The search's plans: the config alone (`capacity plan --estimate formula`), without the suggestion's re-plans."""
+def formula_planner(source: ModelSource, spec: ModelSpec, kwargs: dict[str, Any] | None) -> PlanAt:
+    """The search's plans: the config alone (`capacity plan --estimate formula`), without the suggestion's re-plans.
+    `source` and `spec` are the model's under `kwargs` (--mm-processor-kwargs); other kwargs the search tries are
+    applied to `source` (without kwargs only: the search changes kwargs the user did not give)."""
+    models = {_key(kwargs): (source, spec)}
 
     def plan_at(gpu: Gpu, args: ServingArgs) -> Plan:
-        return plan_without_suggestion(source, spec, gpu, serving_under(LATEST, args, spec, gpu))
+        key = _key(args.mm_processor_kwargs)
+        if key not in models:
+            changed = with_mm_processor_kwargs(source, args.mm_processor_kwargs)
+            models[key] = (changed, model_spec(changed))
+        at_source, at_spec = models[key]
+        return plan_without_suggestion(at_source, at_spec, gpu, serving_under(LATEST, args, at_spec, gpu))
 
     return plan_at
+
+
+def _key(kwargs: dict[str, Any] | None) -> str:
+    return json.dumps(kwargs or {}, sort_keys=True)
 
 
 def gpu_counts(base: ServingArgs, held: frozenset[str], target: FitTarget) -> list[int]:
@@ -474,7 +517,7 @@ def fit(
         )
     if "max_num_seqs" in held and base.max_num_seqs is not None and base.max_num_seqs < target.min_concurrency:
         raise BadInput(f"--max-num-seqs {base.max_num_seqs} is below --min-concurrency {target.min_concurrency}: no configuration can run that many at once")
-    search = Search(source, spec, target, held, formula_planner(source, spec))
+    search = Search(source, spec, target, held, formula_planner(source, spec, base.mm_processor_kwargs))
     found: list[Found] = []
     refusals: list[Refusal] = []
     for gpu, name in gpus:
@@ -484,7 +527,7 @@ def fit(
             if plan is None:
                 reason, tried = (why, count) if top_rung is None else (reason, tried)
                 continue
-            final = build_plan(source, spec, gpu, serving_under(LATEST, pinned_args(plan), spec, gpu))
+            final = build_plan(plan.source, plan.spec, gpu, serving_under(LATEST, pinned_args(plan), plan.spec, gpu))
             base_plan = search.settle(gpu, replace(base, tensor_parallel_size=count)) or final
             found.append(Found(config_of(final, base_plan, name, target, ESTIMATE_FORMULA, rung), final, gpu, name, base, base_plan, longest))
             if rung == 0 or not plain_too:
@@ -537,7 +580,7 @@ def _verify_one(search: Search, f: Found, verify: PlanAt) -> tuple[Found | None,
         plan, rung, reason = search.candidate(f.gpu, f.base, f.config.gpu_count, reserve, f.longest)
         if plan is None:
             return None, f"{f.config.gpu_count} x {f.gpu.name}: with {reserve:,} B of KV memory held back for the default estimate, {reason}: not offered"
-        final = build_plan(search.source, search.spec, f.gpu, serving_under(LATEST, pinned_args(plan), search.spec, f.gpu))
+        final = build_plan(plan.source, plan.spec, f.gpu, serving_under(LATEST, pinned_args(plan), plan.spec, f.gpu))
         current = replace(f, plan=final, config=config_of(final, f.base_plan, f.gpu_name, search.target, ESTIMATE_FORMULA, rung))
     return None, f"{f.config.gpu_count} x {f.gpu.name}: still short of the target on the default estimate after {MAX_VERIFY_ROUNDS} searches: not offered"
 

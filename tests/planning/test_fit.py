@@ -74,7 +74,11 @@ def test_each_configuration_replans_from_its_serve_line_to_the_same_figures():
         assert "limit-mm-per-prompt" not in flags  # the target is met without dropping a modality here
         plan = replanned(QWEN_VL, config.gpu, args)
         assert plan.fits
-        assert (plan.max_concurrent_requests, plan.kv.available_bytes, plan.kv.num_blocks) == (config.requests_at_once, config.available_kv_bytes, config.num_blocks)
+        assert (plan.max_concurrent_requests, plan.kv.available_bytes, plan.kv.num_blocks) == (
+            config.requests_at_once,
+            config.available_kv_bytes,
+            config.num_blocks,
+        )
 
 
 def test_fewest_gpus_first_and_no_fewer_gpus_of_that_type_meet_the_target():
@@ -85,7 +89,9 @@ def test_fewest_gpus_first_and_no_fewer_gpus_of_that_type_meet_the_target():
     for config in result.configs:
         if config.gpu_count == 1:
             continue
-        fewer = replanned(QWEN_VL, config.gpu, ServingArgs(max_model_len=32768, tensor_parallel_size=config.gpu_count - 1, kv_cache_dtype=config.kv_cache_dtype))
+        fewer = replanned(
+            QWEN_VL, config.gpu, ServingArgs(max_model_len=32768, tensor_parallel_size=config.gpu_count - 1, kv_cache_dtype=config.kv_cache_dtype)
+        )
         assert not meets(fewer, target)
 
 
@@ -165,3 +171,18 @@ def test_nearest_fit_of_a_plan_that_does_not_fit_keeps_its_gpu_and_shortens_the_
     assert (config.gpu, config.gpu_count) == ("RTX-4090", 1)
     assert [c.knob for c in config.changes] == ["max_model_len"] and config.max_model_len < 128000
     assert config.requests_at_once >= 1 and config.estimate == "formula"
+
+
+def test_smaller_images_through_the_size_key_the_family_models():
+    """Two requests of 65,536 tokens on one RTX 4090 need a Qwen-VL max_pixels cap (the video item shrinks with it):
+    the configuration carries --mm-processor-kwargs and re-plans (under those kwargs) to the same figures."""
+    _, _, result = run(QWEN_VL, ("RTX 4090",), FitTarget(2, 65536, 1))
+    top = result.configs[0]
+    kwargs = next(c.after for c in top.changes if c.knob == "mm_processor_kwargs")
+    assert kwargs == {"max_pixels": 1280 * 28 * 28}
+    assert "--mm-processor-kwargs '{\"max_pixels\":1003520}'" in top.command
+    args = ServingArgs(max_model_len=65536, mm_processor_kwargs=kwargs, kv_cache_dtype=top.kv_cache_dtype, max_num_seqs=top.max_num_seqs)
+    plan = replanned(QWEN_VL, "RTX 4090", args)
+    assert plan.fits and (plan.max_concurrent_requests, plan.kv.num_blocks) == (top.requests_at_once, top.num_blocks)
+    without = replanned(QWEN_VL, "RTX 4090", replace(args, mm_processor_kwargs=None))
+    assert not meets(without, FitTarget(2, 65536, 1))

@@ -29,9 +29,12 @@ def fit(
         int, typer.Option("--min-concurrency", help="Requests the server must run at once at max_model_len: min(requests the KV cache holds, max_num_seqs).")
     ] = 1,
     max_model_len: Annotated[
-        str,
-        typer.Option("--max-model-len", help="The context every request must be able to use, in tokens, or 'max': the longest that meets --min-concurrency."),
-    ] = "max",
+        str | None,
+        typer.Option(
+            "--max-model-len",
+            help="The context every request must be able to use, in tokens, or 'max' (default, unless --config sets it): the longest that meets --min-concurrency.",
+        ),
+    ] = None,
     max_utilization: Annotated[
         float | None,
         typer.Option(
@@ -54,8 +57,10 @@ def fit(
     """Search the knobs vLLM lets a user change for the configurations of MODEL that meet a target, fewest GPUs first.
 
     Searched: GPU type and count (tensor parallelism), max_model_len ('max'), max_num_seqs, max_num_batched_tokens,
-    --limit-mm-per-prompt, the KV-cache dtype and gpu_memory_utilization up to --max-gpu-memory-utilization; a knob
-    given here is held. Each configuration is an ordinary plan: its `capacity plan` line re-plans it to the same figures.
+    --limit-mm-per-prompt, the --mm-processor-kwargs size key a family models (Qwen-VL max_pixels), the KV-cache dtype
+    and gpu_memory_utilization up to --max-gpu-memory-utilization; a knob given here is held. The search plans by
+    formula; the first --verify configurations are then checked with the default estimate (a fake-tensor trace).
+    Each configuration is an ordinary plan: its `capacity plan` line re-plans it to the same figures.
     Exit codes: 0 one fits, 1 none fits, 2 bad input, 3 runtime failure.
     """
     from capacity.gpu.detect import resolve_gpu
@@ -68,9 +73,11 @@ def fit(
     values, model = read_serve_yaml(config, model)
     if not model:
         raise BadInput("no model: pass --model (a folder, a catalog id or a Hugging Face id org/name), or 'model:' in --config")
-    values.pop("max_model_len", None)
+    from_yaml = values.pop("max_model_len", None)
     values.update(serving_values(**knobs))
-    length = target_length(max_model_len)
+    if max_model_len is None and from_yaml is not None and from_yaml != -1:
+        max_model_len = str(from_yaml)
+    length = target_length(max_model_len or "max")
     if verify < 0:
         raise BadInput(f"--verify must be an integer >= 0, got {verify}")
     target = FitTarget(min_concurrency, length, max_gpus, max_utilization if max_utilization is not None else values.get("gpu_memory_utilization"))

@@ -61,7 +61,9 @@ def render_fit(result: FitResult, console: Console, estimate: str) -> None:
     if not result.configs:
         console.print(Text("NO CONFIGURATION FITS", style="bold red"))
     else:
-        t = Table(title=f"{len(result.configs)} configurations, fewest GPUs first", title_justify="left")
+        t = Table(
+            title=f"{len(result.configs)} configurations: fewest GPUs first, then fewest changes, the smaller GPU, the most spare KV", title_justify="left"
+        )
         for col, justify in (
             ("#", "right"),
             ("GPUs", "left"),

@@ -132,3 +132,21 @@ def test_a_formula_configuration_replans_with_estimate_formula_to_the_same_figur
         plan = json.loads(plan_out)
         assert plan["concurrency"]["max_concurrent_requests"] == config["requests_at_once"]
         assert plan["kv_cache"]["available_bytes"] == config["available_kv_bytes"]
+
+
+def test_a_tp_that_does_not_divide_the_heads_gets_the_nearest_gpu_count_that_does(capsys):
+    """whisper-tiny's 6 heads and TP 4: no knob fix (the suggestion stays none), so the verdict names the nearest fit,
+    fewest GPUs first after the plan's own count: TP 1."""
+    code, out, _ = run(["plan", "--model", "openai/whisper-tiny", "--gpu", "L4", "--tensor-parallel-size", "4"], capsys)
+    assert code == EXIT_DOES_NOT_FIT
+    flat = " ".join(out.split())
+    assert "suggested (nearest fit on L4): vllm serve openai/whisper-tiny" in flat and "tensor_parallel_size 4 -> 1" in flat
+    code, doc, _ = run(["plan", "--model", "openai/whisper-tiny", "--gpu", "L4", "--tensor-parallel-size", "4", "--json"], capsys)
+    nearest = json.loads(doc)["nearest_fit"]
+    assert nearest["gpu_count"] == 1 and nearest["estimate"] == "formula" and nearest["max_model_len"] == 448
+
+
+def test_a_model_vllm_does_not_serve_fits_nowhere(capsys):
+    code, out, _ = run(["fit", "--model", "meta-llama/Llama-3.2-11B-Vision-Instruct", "--gpu", "H200", "--max-gpus", "2"], capsys)
+    assert code == EXIT_DOES_NOT_FIT
+    assert "no configuration on H200 up to 2 GPUs: model_not_served_by_vllm" in " ".join(out.split())

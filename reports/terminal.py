@@ -156,13 +156,15 @@ def _hazards(plan: Plan, width: int) -> Table | Text:
     return t
 
 
-def _verdict(plan: Plan, width: int) -> Panel:
+def _verdict(plan: Plan, width: int, nearest: list[str] | None = None) -> Panel:
     if plan.fits:
         line = Text(f"FITS: {plan.concurrency_sentence()}", style="bold green")
     else:
         errors = [h.id for h in plan.hazards if h.severity == ERROR]
         line = Text(f"DOES NOT FIT: {', '.join(errors)}", style="bold red")
-    body = Group(line, *_suggested(plan, width - 4))
+    # a plan no knob fix makes start shows the nearest configuration that fits (capacity/planning/fit.py nearest_fit)
+    suggested = [Text(text, no_wrap=True, overflow="fold") for text in nearest] if nearest else _suggested(plan, width - 4)
+    body = Group(line, *suggested)
     return Panel(body, title="verdict", title_align="left")
 
 
@@ -210,7 +212,7 @@ def _ranks(plan: Plan, width: int) -> Table:
     return t
 
 
-def render(plan: Plan, console: Console) -> None:
+def render(plan: Plan, console: Console, nearest: list[str] | None = None) -> None:
     console.print(_header(plan))
     console.print(_memory(plan, wide=console.width >= 140))
     if plan.ranks:
@@ -218,7 +220,7 @@ def render(plan: Plan, console: Console) -> None:
     console.print(_kv(plan))
     console.print(_budget_warmup(plan))
     console.print(_hazards(plan, console.width))
-    console.print(_verdict(plan, console.width))
+    console.print(_verdict(plan, console.width, nearest))
     console.print(Text("kinds: exact = fixed by the architecture and knobs; estimated = documented formula or constant; measured = from a GPU profile", style="dim"))
 
 

@@ -17,6 +17,7 @@ import typer
 from capacity.cli import cache
 from capacity.cli.catalogs import gpus, models
 from capacity.cli.check import check
+from capacity.cli.fit import fit
 from capacity.cli.help_layout import ReadableCommand
 from capacity.cli.options import OptionalJsonCommand
 from capacity.cli.plan import plan
@@ -59,6 +60,7 @@ app.command(cls=OptionalJsonCommand)(verify)
 app.command(cls=ReadableCommand)(reconcile)
 app.command(cls=OptionalJsonCommand)(check)
 app.command(cls=OptionalJsonCommand)(sweep)
+app.command(cls=OptionalJsonCommand)(fit)
 app.command(cls=ReadableCommand)(models)
 app.command(cls=ReadableCommand)(gpus)
 app.add_typer(cache.app, name="cache")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from capacity.cli.estimate import plan_with_estimate
+from capacity.cli.fit import default_estimate
 from capacity.cli.options import (
+    JSON_STDOUT,
     SERVING_OPTIONS,
     ConfigOpt,
     CsvOpt,
@@ -22,8 +24,8 @@ from capacity.cli.options import (
     serving_args_of,
     serving_options,
 )
-from capacity.cli.output import check_outputs, export_outputs, show_plan
-from capacity.cli.runtime import report_to_stdout
+from capacity.cli.output import check_outputs, export_outputs, print_json, show_plan
+from capacity.cli.runtime import report_to_stdout, stdout_console
 from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS
 
 
@@ -34,7 +36,9 @@ def plan(
     gpu: GpuOpt = None,
     config: ConfigOpt = None,
     knobs: Knobs,
-    profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Plan from a saved GPU profile (`capacity profile -o`); --model defaults to its model.")] = None,
+    profile: Annotated[
+        Path | None, typer.Option("--profile", metavar="PATH", help="Plan from a saved GPU profile (`capacity profile -o`); --model defaults to its model.")
+    ] = None,
     offline: OfflineOpt = False,
     estimate: EstimateOpt = None,
     json_out: JsonOpt = None,
@@ -61,8 +65,30 @@ def plan(
     model, args = serving_args_of(model, config, **knobs)
     check_outputs(csv=csv, html=html, json_out=json_out)  # bad output paths fail before any work
     result = plan_with_estimate(model, args, gpu, measured, offline=offline, estimate=estimate)
-    export_outputs(result, csv, html, json_out)
+    nearest = nearest_of(result, model)
+    extra = None if nearest is None else {"nearest_fit": nearest.configs[0].to_dict() if nearest.configs else None}
+    export_outputs(result, csv, html, json_out, extra)
     code = EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT
     with report_to_stdout(code):
-        show_plan(result, json_out)
+        if nearest is None:
+            show_plan(result, json_out)
+        elif json_out == JSON_STDOUT:
+            print_json(result, extra)
+        else:
+            from reports.fit import nearest_lines
+            from reports.terminal import render
+
+            console = stdout_console()
+            render(result, console, nearest_lines(nearest, result.serving.tensor_parallel_size, console.width - 4))
     raise typer.Exit(code)
+
+
+def nearest_of(plan: Any, model: str) -> Any:
+    """When the plan does not fit and no knob fix makes it start: the nearest configuration that fits on its GPU
+    (capacity/planning/fit.py nearest_fit), checked with the fake-tensor trace when the plan came from one."""
+    if plan.fits or (plan.suggestion is not None and plan.suggestion.command is not None):
+        return None
+    from capacity.planning.fit import nearest_fit
+
+    traced = plan.profile is not None and plan.profile.fingerprint.device == "fake"
+    return nearest_fit(plan, default_estimate(model) if traced else None)

@@ -77,12 +77,19 @@ def _without_timing(value: Any) -> Any:
     return value
 
 
+# Keys added since the snapshot beside the plan, not in it: a plan that does not fit names the nearest configuration
+# that does (capacity/planning/fit.py nearest_fit), a search of other knobs whose own figures tests/cli/test_fit.py checks.
+ADDED_KEYS = frozenset({"nearest_fit"})
+
+
 def normalized(stdout: str) -> str:
-    """stdout as canonical JSON without timing fields; stdout that is not JSON is kept as it was."""
+    """stdout as canonical JSON without timing fields (nor ADDED_KEYS); stdout that is not JSON is kept as it was."""
     try:
         data = json.loads(stdout)
     except ValueError:
         return stdout
+    if isinstance(data, dict):
+        data = {k: v for k, v in data.items() if k not in ADDED_KEYS}
     return json.dumps(_without_timing(data), sort_keys=True, separators=(",", ":"))
 
 

@@ -1,0 +1,558 @@
+"""`capacity fit`: the configurations of what vLLM lets a user change that serve a target, fewest GPUs first.
+
+The target: at least `min_concurrency` requests run at once (`Plan.max_concurrent_requests`, min(requests at
+max_model_len the KV cache holds, max_num_seqs)) at a `max_model_len` the user names, or at the longest one that
+does (`max_model_len=None`, "max"). The search plans on the formula path (no profile: the config alone), one
+candidate at a time: a GPU type and a GPU count (the tensor-parallel size; counts whose plans vLLM refuses, e.g.
+heads not divisible, are skipped with the planner's reason). Per candidate it walks a ladder of changes, cheapest
+first, each rung adding one change to the rung before (`ladder`):
+
+    gpu_memory_utilization up to the user's ceiling; max_num_seqs down to the target; max_num_batched_tokens halved
+    (down to 2,048); every modality to at most 1 item per prompt; an fp8 KV cache; smaller items through the
+    --mm-processor-kwargs size keys the family models (Qwen-VL's max_pixels: 4,096 then 1,280 patches); each
+    modality dropped, the one with the largest items first
+
+Knobs the user gave are held (never changed); error hazards whose fix names knobs are applied as the suggestion
+applies them, unless the fix changes a held knob. The first rung that meets the target is pruned of the earlier
+changes it does not need. With "max" the longest context is found by bisection (requests at once do not grow with
+max_model_len: more KV per request, and a larger encoder budget); a context shorter than MIN_CONTEXT_TOKENS is not
+offered. Every configuration is then `build_plan` on the knobs of its `vllm serve` line: an ordinary plan.
+
+Margins (both printed): requests at once above the target, and the spare KV memory: the KV cache's usable blocks
+(the null block excluded) minus the target's, in bytes; how far the non-KV estimate may be low before the target
+is missed.
+
+The formula is not the default estimate: `capacity plan` traces the model on fake tensors, and the two differ
+(Qwen2.5-VL-7B on an RTX 4090 at max_model_len 8192: 9 requests by formula, 8 traced). `verify` (given by the
+CLI: the default estimate) re-plans the first configurations; one that misses the target there is searched again
+with a reserve of KV memory the size of the difference (the traced plan's available KV below the formula's), and
+checked again, up to MAX_VERIFY_ROUNDS times.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from capacity.errors import BadInput
+from capacity.gpu.catalog import Gpu
+from capacity.model.registry import model_spec, with_mm_processor_kwargs
+from capacity.model.spec import ModelSpec
+from capacity.planning.fit_ladder import QWEN_VL_PIXEL_CAPS, Step, ladder, with_steps
+from capacity.planning.plan import ERROR, Plan
+from capacity.planning.planner import build_plan, plan_without_suggestion, serving_under
+from capacity.planning.suggest import command_for
+from capacity.serving.config import DEFAULT_LIMIT_PER_PROMPT, ServingArgs, ServingConfig, model_dtype
+from capacity.source.resolve import ModelSource
+from capacity.vllm.versions import LATEST
+
+MIN_CONTEXT_TOKENS = 2048  # "max": a shorter context is not offered (give --max-model-len N for one)
+MAX_FIX_ROUNDS = 8  # as the suggestion: fixes that chain settle in a few rounds
+MAX_VERIFY_ROUNDS = 3  # searches again with a larger reserve before a configuration is dropped
+DEFAULT_MAX_GPUS = 8
+ESTIMATE_FORMULA = "formula"
+ESTIMATE_DEFAULT = "trace"
+
+PlanAt = Callable[[Gpu, ServingArgs], Plan]  # a plan of these knobs on this GPU (the search's, or the default estimate's)
+
+
+@dataclass(frozen=True)
+class FitTarget:
+    min_concurrency: int = 1
+    max_model_len: int | None = None  # None: the longest context that meets min_concurrency
+    max_gpus: int = DEFAULT_MAX_GPUS
+    utilization_ceiling: float | None = None  # the most gpu_memory_utilization the search may set; None: the base's
+
+    def __post_init__(self) -> None:
+        for flag, value, least in (("--min-concurrency", self.min_concurrency, 1), ("--max-gpus", self.max_gpus, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise BadInput(f"{flag} must be an integer >= {least}, got {value!r}")
+        if self.max_model_len is not None and (isinstance(self.max_model_len, bool) or self.max_model_len <= 0):
+            raise BadInput(f"--max-model-len must be a positive number of tokens or 'max', got {self.max_model_len!r}")
+        ceiling = self.utilization_ceiling
+        if ceiling is not None and not 0 < ceiling <= 1:
+            raise BadInput(f"--max-gpu-memory-utilization must be in (0, 1], got {ceiling}")
+
+    def describe(self) -> str:
+        length = "the longest max_model_len" if self.max_model_len is None else f"max_model_len {self.max_model_len:,}"
+        return f">= {self.min_concurrency:,} requests at once at {length}, on at most {self.max_gpus} GPUs"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class KnobChange:
+    knob: str  # the ServingConfig field
+    before: Any  # its value with the user's knobs and vLLM's defaults
+    after: Any
+
+    def describe(self) -> str:
+        return f"{self.knob} {_shown(self.before)} -> {_shown(self.after)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FitConfig:
+    """One configuration that meets the target: the figures of its plan (`estimate` says which estimate)."""
+
+    gpu: str
+    gpu_count: int  # the tensor-parallel size
+    command: str  # the `vllm serve` line
+    plan_command: str  # the `capacity plan` line that re-plans it to these figures
+    changes: tuple[KnobChange, ...]  # from the base knobs (the user's, vLLM's defaults), TP aside
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    gpu_memory_utilization: float
+    kv_cache_dtype: str
+    limit_mm_per_prompt: dict[str, int]
+    requests_at_once: int  # Plan.max_concurrent_requests
+    kv_requests: int  # concurrency.actual_requests: whole requests at max_model_len the KV cache holds
+    margin_requests: int  # requests_at_once - the target
+    spare_kv_bytes: int  # (usable blocks - target x blocks per request) x bytes per block
+    available_kv_bytes: int
+    non_kv_bytes: int
+    num_blocks: int
+    estimate: str  # "formula" or "trace" (the default estimate of `capacity plan`)
+    rung: int  # how far up the ladder (0: no change beyond max_model_len, max_num_seqs and TP)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["changes"] = [c.to_dict() for c in self.changes]
+        return out
+
+
+@dataclass(frozen=True)
+class Refusal:
+    gpu: str
+    gpu_count: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class FitResult:
+    source: ModelSource
+    spec: ModelSpec
+    target: FitTarget
+    held: tuple[str, ...]  # knobs the user gave: never changed
+    configs: tuple[FitConfig, ...]  # fewest GPUs first
+    refusals: tuple[Refusal, ...]  # per GPU type, why its largest count tried does not meet the target
+    planned: int  # plans the search built
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def fits(self) -> bool:
+        return bool(self.configs)
+
+    def to_dict(self) -> dict[str, Any]:
+        import capacity
+
+        return {
+            "capacity_fit_version": 1,
+            "model": {**self.source.to_dict(), "architecture": self.spec.architecture, "family": self.spec.family.name},
+            "capacity_version": capacity.__version__,
+            "vllm_semantics_version": capacity.VLLM_VERSION,
+            "target": self.target.to_dict(),
+            "held_knobs": list(self.held),
+            "fits": self.fits,
+            "configs": [c.to_dict() for c in self.configs],
+            "refusals": [r.to_dict() for r in self.refusals],
+            "plans_built": self.planned,
+            "notes": list(self.notes),
+        }
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in value.items()) or "{}"
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
+# --- what meets the target ---------------------------------------------------------------------------------
+
+
+def requests_at_once(plan: Plan, reserve_bytes: int = 0) -> int:
+    """min(requests at max_model_len the KV cache holds, max_num_seqs), `reserve_bytes` of the KV cache kept back:
+    (num_blocks - 1 null block - ceil(reserve / bytes per block)) // blocks per request."""
+    reserved_blocks = math.ceil(reserve_bytes / plan.kv.bytes_per_block)
+    usable = max(plan.kv.num_blocks - 1 - reserved_blocks, 0)
+    return min(usable // plan.kv.blocks_per_request_actual, plan.serving.max_num_seqs)
+
+
+def meets(plan: Plan, target: FitTarget, reserve_bytes: int = 0) -> bool:
+    return plan.fits and requests_at_once(plan, reserve_bytes) >= target.min_concurrency
+
+
+def spare_kv_bytes(plan: Plan, target: FitTarget) -> int:
+    """The KV memory the target does not use: (usable blocks - target x blocks per request) x bytes per block."""
+    usable = max(plan.kv.num_blocks - 1, 0)
+    return (usable - target.min_concurrency * plan.kv.blocks_per_request_actual) * plan.kv.bytes_per_block
+
+
+# --- the knobs of a serve line -----------------------------------------------------------------------------
+
+
+def pinned_args(plan: Plan) -> ServingArgs:
+    """The knobs `command_for(plan)`'s flags give (capacity/planning/suggest.py suggested_flags): max_model_len,
+    max_num_seqs, max_num_batched_tokens and the utilization pinned, the rest as the plan has them."""
+    s = plan.serving
+    limits = {m: n for m, n in s.limit_mm_per_prompt.items() if n != DEFAULT_LIMIT_PER_PROMPT}
+    return ServingArgs(
+        gpu_memory_utilization=s.gpu_memory_utilization if s.kv_cache_memory_bytes is None else None,
+        block_size=None if "block_size" in s.defaulted and s.block_size == 16 else s.block_size,
+        max_model_len=s.max_model_len,
+        max_num_seqs=s.max_num_seqs,
+        max_num_batched_tokens=s.max_num_batched_tokens,
+        limit_mm_per_prompt=None if s.language_model_only or not limits else limits,
+        language_model_only=s.language_model_only,
+        mm_processor_kwargs=dict(s.mm_processor_kwargs) or None,
+        num_speculative_tokens=s.num_speculative_tokens,
+        tensor_parallel_size=s.tensor_parallel_size,
+        decode_context_parallel_size=s.decode_context_parallel_size,
+        enable_expert_parallel=s.enable_expert_parallel,
+        kv_cache_dtype=s.kv_cache_dtype,
+        kv_cache_memory_bytes=s.kv_cache_memory_bytes,
+        dtype="auto" if s.dtype == model_dtype(plan.spec, "auto") else s.dtype,
+        enforce_eager=s.enforce_eager,
+        compile_cache=s.compile_cache,
+        usage_context=s.usage_context,
+        enable_prefix_caching=None if "enable_prefix_caching" in s.defaulted else s.enable_prefix_caching,
+    )
+
+
+def plan_command(plan: Plan, gpu_name: str, estimate: str) -> str:
+    """`capacity plan` with the serve line's flags: it re-plans the configuration to the same figures."""
+    flags = command_for(plan).split(" ", 3)[3:]  # "vllm serve MODEL" dropped (--revision stays among the flags)
+    model = command_for(plan).split(" ", 3)[2]
+    how = " --estimate formula" if estimate == ESTIMATE_FORMULA else ""
+    return f"capacity plan --model {model} --gpu {_quoted(gpu_name)}{how} {' '.join(flags)}".rstrip()
+
+
+def _quoted(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+# --- the search --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Search:
+    """One model's search: plans knobs on a GPU (`plan_at`, the formula path), counting them."""
+
+    source: ModelSource
+    spec: ModelSpec
+    target: FitTarget
+    held: frozenset[str]
+    plan_at: PlanAt
+    planned: int = 0
+
+    def settle(self, gpu: Gpu, args: ServingArgs) -> Plan | None:
+        """The plan of `args` with the error hazards' knob fixes applied (none that changes a held knob or the target's
+        max_model_len); None when vLLM refuses the knobs outright (BadInput: e.g. a TP the weights cannot split)."""
+        try:
+            plan = self._plan(gpu, args)
+            for _ in range(MAX_FIX_ROUNDS):
+                fixable = [h for h in plan.hazards if h.severity == ERROR and h.knobs and not (self.held | {"max_model_len"}) & {k for k, _ in h.knobs}]
+                if not fixable or any(h.severity == ERROR and not h.knobs for h in plan.hazards):
+                    return plan
+                fixed = self._plan(gpu, replace(pinned_args(plan), **dict(fixable[0].knobs)))
+                if fixed.serving == plan.serving:
+                    return plan
+                plan = fixed
+            return plan
+        except BadInput:
+            return None
+
+    def smaller_items(self, gpu: Gpu, first: Plan) -> list[Step]:
+        """The --mm-processor-kwargs caps on item size that shrink the largest item, where the family models them
+        (the Qwen-VL max_pixels; another family refuses the key and gets none), each a rung."""
+        s = first.serving
+        if "mm_processor_kwargs" in self.held or s.mm_processor_kwargs or s.language_model_only or not first.budget.max_tokens_per_item:
+            return []
+        uncapped = replace(pinned_args(first), max_model_len=None, max_num_batched_tokens=None)  # items not cut to a short context
+        try:
+            tokens = max(self._plan(gpu, uncapped).budget.max_tokens_per_item.values())
+        except BadInput:
+            return []
+        steps = []
+        for cap in QWEN_VL_PIXEL_CAPS:
+            try:
+                smaller = max(self._plan(gpu, replace(uncapped, mm_processor_kwargs={"max_pixels": cap})).budget.max_tokens_per_item.values())
+            except BadInput:  # the family does not model max_pixels
+                return steps
+            if smaller < tokens:
+                steps.append(Step(f"items of at most {cap:,} pixels", (("mm_processor_kwargs", {"max_pixels": cap}),)))
+                tokens = smaller
+        return steps
+
+    def _plan(self, gpu: Gpu, args: ServingArgs) -> Plan:
+        self.planned += 1
+        return self.plan_at(gpu, args)
+
+    def at_length(self, gpu: Gpu, args: ServingArgs, length: int, reserve: int) -> Plan | None:
+        plan = self.settle(gpu, replace(args, max_model_len=length))
+        return plan if plan is not None and meets(plan, self.target, reserve) else None
+
+    def best(self, gpu: Gpu, args: ServingArgs, reserve: int, longest: int) -> Plan | None:
+        """The plan that meets the target: at the target's max_model_len, or at the longest one up to `longest`
+        (bisection: requests at once never grow with max_model_len)."""
+        if self.target.max_model_len is not None:
+            return self.at_length(gpu, args, self.target.max_model_len, reserve)
+        lo = min(MIN_CONTEXT_TOKENS, longest)
+        good = self.at_length(gpu, args, lo, reserve)
+        if good is None:
+            return None
+        top = self.at_length(gpu, args, longest, reserve)
+        if top is not None:
+            return top
+        good_len, bad_len = lo, longest
+        while bad_len - good_len > 1:
+            mid = (good_len + bad_len) // 2
+            found = self.at_length(gpu, args, mid, reserve)
+            if found is None:
+                bad_len = mid
+            else:
+                good, good_len = found, mid
+        return good
+
+    def candidate(
+        self, gpu: Gpu, base: ServingArgs, count: int, reserve: int = 0, longest: int | None = None, top_rung: int | None = None
+    ) -> tuple[Plan | None, int, str]:
+        """(the plan that meets the target on `count` GPUs, its rung, "") or (None, -1, why not), walking the ladder
+        (no higher than `top_rung`)."""
+        args = replace(base, tensor_parallel_size=count)
+        first = self.settle(gpu, replace(args, max_model_len=self.target.max_model_len or MIN_CONTEXT_TOKENS))
+        if first is None:
+            return None, -1, f"vLLM refuses {count} x {gpu.name} with these knobs"
+        stuck = next((h for h in first.hazards if h.severity == ERROR and not h.knobs and h.id not in MEMORY_ERRORS), None)
+        if stuck is not None:
+            return None, -1, f"{stuck.id}: {stuck.message}"
+        if "max_num_seqs" not in self.held and first.serving.max_num_seqs < self.target.min_concurrency:
+            args = replace(args, max_num_seqs=self.target.min_concurrency)  # the scheduler must admit the target
+        limit = longest or self.spec.derived_max_model_len
+        steps = ladder(first, self.held, self.target, self.smaller_items(gpu, first))
+        for rung in range(min(len(steps), len(steps) if top_rung is None else top_rung) + 1):
+            found = self.best(gpu, with_steps(args, steps[:rung]), reserve, limit)
+            if found is None:
+                continue
+            kept = list(steps[:rung])
+            for step in steps[: max(rung - 1, 0)]:  # the rung's own change is needed; the ones before it may not be
+                trial = [s for s in kept if s is not step]
+                pruned = self.best(gpu, with_steps(args, trial), reserve, limit)
+                if pruned is not None and pruned.serving.max_model_len >= found.serving.max_model_len:
+                    kept, found = trial, pruned
+            return found, len(kept), ""
+        last = self.settle(gpu, replace(with_steps(args, steps), max_model_len=self.target.max_model_len or MIN_CONTEXT_TOKENS)) or first
+        return None, -1, why_not(last, self.target, reserve)
+
+
+MEMORY_ERRORS = frozenset({"no_kv_cache_memory", "no_room_for_one_request", "requested_exceeds_free", "kv_cache_memory_bytes_oom"})
+
+
+def why_not(plan: Plan, target: FitTarget, reserve: int) -> str:
+    errors = [h for h in plan.hazards if h.severity == ERROR]
+    if errors:
+        return f"{errors[0].id}: {errors[0].message}"
+    return f"{requests_at_once(plan, reserve)} requests at once at max_model_len {plan.serving.max_model_len:,} (with every change the search makes), below {target.min_concurrency}"
+
+
+def changes_between(before: ServingConfig, after: ServingConfig) -> tuple[KnobChange, ...]:
+    keys = (
+        "max_model_len",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "gpu_memory_utilization",
+        "kv_cache_dtype",
+        "limit_mm_per_prompt",
+        "mm_processor_kwargs",
+        "decode_context_parallel_size",
+        "block_size",
+    )
+    return tuple(KnobChange(k, getattr(before, k), getattr(after, k)) for k in keys if getattr(before, k) != getattr(after, k))
+
+
+def config_of(plan: Plan, base: Plan, gpu_name: str, target: FitTarget, estimate: str, rung: int) -> FitConfig:
+    s = plan.serving
+    return FitConfig(
+        gpu=plan.gpu.name,
+        gpu_count=s.tensor_parallel_size,
+        command=command_for(plan),
+        plan_command=plan_command(plan, gpu_name, estimate),
+        changes=changes_between(base.serving, s),
+        max_model_len=s.max_model_len,
+        max_num_seqs=s.max_num_seqs,
+        max_num_batched_tokens=s.max_num_batched_tokens,
+        gpu_memory_utilization=s.gpu_memory_utilization,
+        kv_cache_dtype=s.kv_cache_dtype,
+        limit_mm_per_prompt=dict(s.limit_mm_per_prompt),
+        requests_at_once=plan.max_concurrent_requests,
+        kv_requests=plan.concurrency.actual_requests,
+        margin_requests=plan.max_concurrent_requests - target.min_concurrency,
+        spare_kv_bytes=spare_kv_bytes(plan, target),
+        available_kv_bytes=plan.kv.available_bytes,
+        non_kv_bytes=plan.non_kv_bytes,
+        num_blocks=plan.kv.num_blocks,
+        estimate=estimate,
+        rung=rung,
+    )
+
+
+def formula_planner(source: ModelSource, spec: ModelSpec, kwargs: dict[str, Any] | None) -> PlanAt:
+    """The search's plans: the config alone (`capacity plan --estimate formula`), without the suggestion's re-plans.
+    `source` and `spec` are the model's under `kwargs` (--mm-processor-kwargs); other kwargs the search tries are
+    applied to `source` (without kwargs only: the search changes kwargs the user did not give)."""
+    models = {_key(kwargs): (source, spec)}
+
+    def plan_at(gpu: Gpu, args: ServingArgs) -> Plan:
+        key = _key(args.mm_processor_kwargs)
+        if key not in models:
+            changed = with_mm_processor_kwargs(source, args.mm_processor_kwargs)
+            models[key] = (changed, model_spec(changed))
+        at_source, at_spec = models[key]
+        return plan_without_suggestion(at_source, at_spec, gpu, serving_under(LATEST, args, at_spec, gpu))
+
+    return plan_at
+
+
+def _key(kwargs: dict[str, Any] | None) -> str:
+    return json.dumps(kwargs or {}, sort_keys=True)
+
+
+def gpu_counts(base: ServingArgs, held: frozenset[str], target: FitTarget) -> list[int]:
+    return [base.tensor_parallel_size] if "tensor_parallel_size" in held else list(range(1, target.max_gpus + 1))
+
+
+@dataclass(frozen=True)
+class Found:
+    """A configuration the search found, with what re-searching it needs."""
+
+    config: FitConfig
+    plan: Plan
+    gpu: Gpu
+    gpu_name: str
+    base: ServingArgs
+    base_plan: Plan
+    longest: int | None
+
+
+def fit(
+    source: ModelSource,
+    spec: ModelSpec,
+    gpus: Sequence[tuple[Gpu, str]],
+    base: ServingArgs,
+    held: frozenset[str],
+    target: FitTarget,
+    verify: PlanAt | None = None,
+    verify_top: int = 1,
+    counts: Callable[[Gpu], Iterable[int]] | None = None,
+    longest: int | None = None,
+    plain_too: bool = True,
+) -> FitResult:
+    """The configurations that meet `target` (module docstring): per GPU type (given as (Gpu, the name to print)) the
+    fewest GPUs that do, sorted fewest GPUs first, then fewest changes, then the smaller GPU, then the most spare KV
+    memory; and where the fewest GPUs need changes, the fewest that need none (`plain_too`). `verify` re-plans the first `verify_top` with the default estimate (their figures then are its);
+    `counts` overrides the GPU counts tried per GPU; `longest` caps the "max" search below the model's limit."""
+    if target.max_model_len is not None and target.max_model_len > spec.derived_max_model_len:
+        raise BadInput(
+            f"--max-model-len {target.max_model_len:,} exceeds {spec.name}'s limit of {spec.derived_max_model_len:,} tokens ({spec.max_len_key}); give at most that, or 'max'"
+        )
+    if "max_num_seqs" in held and base.max_num_seqs is not None and base.max_num_seqs < target.min_concurrency:
+        raise BadInput(f"--max-num-seqs {base.max_num_seqs} is below --min-concurrency {target.min_concurrency}: no configuration can run that many at once")
+    search = Search(source, spec, target, held, formula_planner(source, spec, base.mm_processor_kwargs))
+    found: list[Found] = []
+    refusals: list[Refusal] = []
+    for gpu, name in gpus:
+        reason, tried, top_rung = "", 0, None
+        for count in counts(gpu) if counts is not None else gpu_counts(base, held, target):
+            plan, rung, why = search.candidate(gpu, base, count, longest=longest, top_rung=top_rung)
+            if plan is None:
+                reason, tried = (why, count) if top_rung is None else (reason, tried)
+                continue
+            final = build_plan(plan.source, plan.spec, gpu, serving_under(LATEST, pinned_args(plan), plan.spec, gpu))
+            base_plan = search.settle(gpu, replace(base, tensor_parallel_size=count)) or final
+            found.append(Found(config_of(final, base_plan, name, target, ESTIMATE_FORMULA, rung), final, gpu, name, base, base_plan, longest))
+            if rung == 0 or not plain_too:
+                break
+            top_rung = 0  # the fewest GPUs that need no change beyond max_model_len, max_num_seqs and TP, too
+        if top_rung is None and not any(f.gpu is gpu for f in found):
+            refusals.append(Refusal(gpu.name, tried, reason))
+    found.sort(key=lambda f: (f.config.gpu_count, f.config.rung, f.gpu.total_memory_bytes, -f.config.spare_kv_bytes))
+    notes: list[str] = []
+    if verify is not None and found:
+        found, notes = _verified(search, found, verify, verify_top)
+    return FitResult(source, spec, target, tuple(sorted(held)), tuple(f.config for f in found), tuple(refusals), search.planned, tuple(notes))
+
+
+def _verified(search: Search, found: list[Found], verify: PlanAt, top: int) -> tuple[list[Found], list[str]]:
+    """The first `top` configurations re-planned with the default estimate (module docstring), each replaced by
+    its checked plan's figures, or dropped (with a note) when no reserve makes it meet the target there."""
+    out, notes, checked = list(found), [], 0
+    i = 0
+    while i < len(out) and checked < top:
+        result, note = _verify_one(search, out[i], verify)
+        if note:
+            notes.append(note)
+        if result is None:
+            del out[i]
+            continue
+        out[i] = result
+        checked += 1
+        i += 1
+    return out, notes
+
+
+def _verify_one(search: Search, f: Found, verify: PlanAt) -> tuple[Found | None, str]:
+    reserve, current = 0, f
+    for _ in range(MAX_VERIFY_ROUNDS):
+        checked = verify(f.gpu, pinned_args(current.plan))
+        search.planned += 1
+        if meets(checked, search.target):
+            base_plan = f.base_plan
+            config = config_of(checked, base_plan, f.gpu_name, search.target, ESTIMATE_DEFAULT, current.config.rung)
+            return replace(current, config=config, plan=checked), ""
+        shortfall = current.plan.kv.available_bytes - checked.kv.available_bytes
+        if shortfall <= 0 or not checked.fits and any(h.id not in MEMORY_ERRORS for h in checked.hazards if h.severity == ERROR):
+            why = why_not(checked, search.target, 0)
+            return (
+                None,
+                f"{f.config.gpu_count} x {f.gpu.name}: the formula's configuration does not meet the target on the default estimate ({why}): not offered",
+            )
+        reserve = max(reserve, shortfall)
+        plan, rung, reason = search.candidate(f.gpu, f.base, f.config.gpu_count, reserve, f.longest)
+        if plan is None:
+            return None, f"{f.config.gpu_count} x {f.gpu.name}: with {reserve:,} B of KV memory held back for the default estimate, {reason}: not offered"
+        final = build_plan(plan.source, plan.spec, f.gpu, serving_under(LATEST, pinned_args(plan), plan.spec, f.gpu))
+        current = replace(f, plan=final, config=config_of(final, f.base_plan, f.gpu_name, search.target, ESTIMATE_FORMULA, rung))
+    return None, f"{f.config.gpu_count} x {f.gpu.name}: still short of the target on the default estimate after {MAX_VERIFY_ROUNDS} searches: not offered"
+
+
+def nearest_fit(plan: Plan, verify: PlanAt | None = None) -> FitResult:
+    """When `plan` does not fit: the nearest configuration that does, on its GPU: one request at the longest
+    max_model_len up to the plan's, the plan's GPU count first (then the fewest others, up to DEFAULT_MAX_GPUS),
+    every knob open to the ladder's changes, cheapest first."""
+    tp = plan.serving.tensor_parallel_size
+    base = replace(plan.serving.as_args(), max_model_len=plan.serving.max_model_len)
+    counts = [tp] + [n for n in range(1, DEFAULT_MAX_GPUS + 1) if n != tp]
+    return fit(
+        plan.source,
+        plan.spec,
+        [(plan.gpu, plan.gpu.name)],
+        base,
+        frozenset(),
+        FitTarget(1, None, max(DEFAULT_MAX_GPUS, tp)),
+        verify,
+        counts=lambda _gpu: counts,
+        longest=plan.serving.max_model_len,
+        plain_too=False,
+    )

@@ -1,0 +1,152 @@
+"""`capacity fit` as a user types it, and the nearest fit `capacity plan` shows when a plan does not fit."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shlex
+
+import pytest
+
+from capacity.cli.app import main
+from capacity.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS
+
+QWEN_VL = "Qwen/Qwen2.5-VL-7B-Instruct"
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def serve_lines(text: str) -> list[str]:
+    """The `vllm serve` lines the terminal report prints, one per configuration ("[n] vllm serve ...")."""
+    return [line.split("] ", 1)[1] for line in text.splitlines() if line.startswith("[") and "] vllm serve " in line]
+
+
+def replan_argv(serve_line: str, gpu: str) -> list[str]:
+    """`capacity plan` with a serve line's model and flags, as a user re-plans it."""
+    words = shlex.split(serve_line)
+    assert words[:2] == ["vllm", "serve"]
+    return ["plan", "--model", words[2], "--gpu", gpu, *words[3:]]
+
+
+@pytest.fixture
+def default_estimate(monkeypatch):  # type: ignore[no-untyped-def]
+    """The default estimate, as a user runs capacity (the suite otherwise plans with the formulas): the fake-tensor trace."""
+    pytest.importorskip("torch")
+    monkeypatch.delenv("CAPACITY_ESTIMATE", raising=False)
+
+
+def test_the_qwen_vl_rtx_4090_case_fits_and_its_serve_line_replans_to_exit_0(default_estimate, capsys):
+    """Issue 24's case as typed: `capacity plan` says DOES NOT FIT on one RTX 4090; `capacity fit` answers with a
+    configuration checked with the default estimate, and `capacity plan` on its serve line (default estimate) exits 0
+    with the figures fit printed."""
+    code, out, err = run(["fit", "--model", QWEN_VL, "--gpu", "RTX 4090"], capsys)
+    assert code == EXIT_FITS, err
+    lines = serve_lines(out)
+    assert lines and lines[0].startswith(f"vllm serve {QWEN_VL} --max-model-len ")
+    code, plan_out, err = run([*replan_argv(lines[0], "RTX 4090"), "--json"], capsys)
+    assert code == EXIT_FITS, err
+    plan = json.loads(plan_out)
+    code, fit_out, _ = run(["fit", "--model", QWEN_VL, "--gpu", "RTX 4090", "--json"], capsys)
+    top = json.loads(fit_out)["configs"][0]
+    assert top["command"] == lines[0] and top["estimate"] == "trace"
+    assert plan["concurrency"]["max_concurrent_requests"] == top["requests_at_once"] >= 1
+    assert plan["kv_cache"]["available_bytes"] == top["available_kv_bytes"] and plan["kv_cache"]["num_blocks"] == top["num_blocks"]
+
+
+def test_the_issue_target_8_requests_at_8192_on_an_rtx_4090(default_estimate, capsys):
+    code, out, err = run(["fit", "--model", QWEN_VL, "--gpu", "RTX 4090", "--min-concurrency", "8", "--max-model-len", "8192"], capsys)
+    assert code == EXIT_FITS, err
+    (line, *_) = serve_lines(out)
+    assert "--max-model-len 8192" in line
+    code, plan_out, err = run([*replan_argv(line, "RTX 4090"), "--json"], capsys)
+    assert code == EXIT_FITS, err
+    assert json.loads(plan_out)["concurrency"]["max_concurrent_requests"] >= 8
+
+
+def test_plan_that_does_not_fit_shows_the_nearest_fit_instead_of_none(default_estimate, capsys):
+    code, out, err = run(["plan", "--model", QWEN_VL, "--gpu", "RTX 4090"], capsys)
+    assert code == EXIT_DOES_NOT_FIT, err
+    flat = " ".join(out.split())
+    assert "suggested: none" not in flat
+    assert "suggested (nearest fit on RTX-4090): vllm serve" in flat and "changes: max_model_len 128,000 ->" in flat
+    code, doc_out, _ = run(["plan", "--model", QWEN_VL, "--gpu", "RTX 4090", "--json"], capsys)
+    nearest = json.loads(doc_out)["nearest_fit"]
+    assert nearest["estimate"] == "trace"
+    code, _, err = run(replan_argv(nearest["command"], "RTX 4090"), capsys)
+    assert code == EXIT_FITS, err
+
+
+def test_nothing_fits_exits_1_and_says_why(capsys):
+    code, out, err = run(["fit", "--model", "allenai/Olmo-3.1-32B-Instruct", "--gpu", "RTX 4090", "--max-gpus", "1"], capsys)
+    assert code == EXIT_DOES_NOT_FIT, err
+    flat = " ".join(out.split())
+    assert "NO CONFIGURATION FITS" in flat and "no configuration on RTX-4090 up to 1 GPUs: no_kv_cache_memory" in flat
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--gpu", "RTX 9999"], "GPU"),
+        (["--gpu", "H200", "--max-gpus", "0"], "--max-gpus must be an integer >= 1"),
+        (["--gpu", "H200", "--max-model-len", "lots"], "--max-model-len 'lots'"),
+        (["--gpu", "H200", "--max-model-len", "0"], "--max-model-len '0'"),
+        (["--gpu", "H200", "--min-concurrency", "0"], "--min-concurrency must be an integer >= 1"),
+        (["--gpu", "H200,H200"], "twice"),
+        (["--gpu", "H200", "--verify", "-1"], "--verify"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv, says, capsys):  # type: ignore[no-untyped-def]
+    code, out, err = run(["fit", "--model", QWEN_VL, *argv], capsys)
+    assert code == EXIT_BAD_INPUT and out == ""
+    assert err.startswith("capacity: error:") and err.count("\n") == 1 and says in err
+
+
+def test_json_and_csv_carry_every_configuration_with_its_serve_line(tmp_path, capsys):
+    argv = ["fit", "--model", QWEN_VL, "--gpu", "RTX 4090,L40S,H200", "--min-concurrency", "64", "--max-model-len", "32768"]
+    code, out, err = run([*argv, "--json"], capsys)
+    assert code == EXIT_FITS, err
+    doc = json.loads(out)
+    assert doc["fits"] and doc["target"] == {"min_concurrency": 64, "max_model_len": 32768, "max_gpus": 8, "utilization_ceiling": None}
+    counts = [c["gpu_count"] for c in doc["configs"]]
+    assert counts == sorted(counts) and {c["gpu"] for c in doc["configs"]} == {"RTX-4090", "L40S", "H200"}
+    assert all(c["command"].startswith(f"vllm serve {QWEN_VL} --max-model-len 32768 ") and c["requests_at_once"] >= 64 for c in doc["configs"])
+    code, _, err = run([*argv, "--csv", str(tmp_path / "fit.csv")], capsys)
+    assert code == EXIT_FITS, err
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "fit.csv").read_text())))
+    assert [r["command"] for r in rows] == [c["command"] for c in doc["configs"]]
+    assert [int(r["requests_at_once"]) for r in rows] == [c["requests_at_once"] for c in doc["configs"]]
+
+
+def test_a_formula_configuration_replans_with_estimate_formula_to_the_same_figures(capsys):
+    code, out, err = run(["fit", "--model", "openai/whisper-large-v3", "--gpu", "L4", "--min-concurrency", "64", "--json"], capsys)
+    assert code == EXIT_FITS, err
+    for config in json.loads(out)["configs"]:
+        assert config["estimate"] == "formula" and "--estimate formula" in config["plan_command"]
+        code, plan_out, err = run([*shlex.split(config["plan_command"])[1:], "--json"], capsys)
+        assert code == EXIT_FITS, err
+        plan = json.loads(plan_out)
+        assert plan["concurrency"]["max_concurrent_requests"] == config["requests_at_once"]
+        assert plan["kv_cache"]["available_bytes"] == config["available_kv_bytes"]
+
+
+def test_a_tp_that_does_not_divide_the_heads_gets_the_nearest_gpu_count_that_does(capsys):
+    """whisper-tiny's 6 heads and TP 4: no knob fix (the suggestion stays none), so the verdict names the nearest fit,
+    fewest GPUs first after the plan's own count: TP 1."""
+    code, out, _ = run(["plan", "--model", "openai/whisper-tiny", "--gpu", "L4", "--tensor-parallel-size", "4"], capsys)
+    assert code == EXIT_DOES_NOT_FIT
+    flat = " ".join(out.split())
+    assert "suggested (nearest fit on L4): vllm serve openai/whisper-tiny" in flat and "tensor_parallel_size 4 -> 1" in flat
+    code, doc, _ = run(["plan", "--model", "openai/whisper-tiny", "--gpu", "L4", "--tensor-parallel-size", "4", "--json"], capsys)
+    nearest = json.loads(doc)["nearest_fit"]
+    assert nearest["gpu_count"] == 1 and nearest["estimate"] == "formula" and nearest["max_model_len"] == 448
+
+
+def test_a_model_vllm_does_not_serve_fits_nowhere(capsys):
+    code, out, _ = run(["fit", "--model", "meta-llama/Llama-3.2-11B-Vision-Instruct", "--gpu", "H200", "--max-gpus", "2"], capsys)
+    assert code == EXIT_DOES_NOT_FIT
+    assert "no configuration on H200 up to 2 GPUs: model_not_served_by_vllm" in " ".join(out.split())

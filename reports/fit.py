@@ -63,7 +63,7 @@ def render_fit(result: FitResult, console: Console, estimate: str) -> None:
         console.print(Text("NO CONFIGURATION FITS", style="bold red"))
     else:
         t = Table(
-            title=f"{len(result.configs)} configurations: fewest GPUs first, then fewest changes, the smaller GPU, the most spare KV", title_justify="left"
+            title=f"{plural(len(result.configs), 'configuration')}: fewest GPUs first, then fewest changes, the smaller GPU, the most spare KV", title_justify="left"
         )
         for col, justify in (
             ("#", "right"),
@@ -93,7 +93,7 @@ def render_fit(result: FitResult, console: Console, estimate: str) -> None:
             console.print(Text(f"[{i}] {c.command}", style="bold"), soft_wrap=True)
             console.print(Text(f"    re-plan: {c.plan_command}", style="dim"), soft_wrap=True)
     for r in result.refusals:
-        console.print(Text(f"no configuration on {r.gpu} up to {r.gpu_count} GPUs: {r.reason}", style="red"))
+        console.print(Text(f"no configuration on {r.gpu} up to {plural(r.gpu_count, 'GPU')}: {r.reason}", style="red"))
     checked = (
         "; the first was then checked with the default estimate"
         if estimate == ESTIMATE_DEFAULT and any(c.estimate == ESTIMATE_DEFAULT for c in result.configs)

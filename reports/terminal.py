@@ -163,7 +163,8 @@ def _verdict(plan: Plan, width: int, nearest: list[str] | None = None) -> Panel:
         errors = [h.id for h in plan.hazards if h.severity == ERROR]
         line = Text(f"DOES NOT FIT: {', '.join(errors)}", style="bold red")
     # a plan no knob fix makes start shows the nearest configuration that fits (capacity/planning/fit.py nearest_fit)
-    suggested = [Text(text, no_wrap=True, overflow="fold") for text in nearest] if nearest else _suggested(plan, width - 4)
+    # its serve line's rows stay whole (broken between flags); the last row, what it changes, wraps as prose
+    suggested = [*(Text(t, no_wrap=True, overflow="fold") for t in nearest[:-1]), Text(nearest[-1])] if nearest else _suggested(plan, width - 4)
     body = Group(line, *suggested)
     return Panel(body, title="verdict", title_align="left")
 

@@ -47,6 +47,7 @@ from capacity.planning.planner import build_plan, plan_without_suggestion, servi
 from capacity.planning.suggest import command_for
 from capacity.serving.config import DEFAULT_LIMIT_PER_PROMPT, ServingArgs, ServingConfig, model_dtype
 from capacity.source.resolve import ModelSource
+from capacity.units import plural
 from capacity.vllm.versions import LATEST
 
 MIN_CONTEXT_TOKENS = 2048  # "max": a shorter context is not offered (give --max-model-len N for one)
@@ -78,7 +79,7 @@ class FitTarget:
 
     def describe(self) -> str:
         length = "the longest max_model_len" if self.max_model_len is None else f"max_model_len {self.max_model_len:,}"
-        return f">= {self.min_concurrency:,} requests at once at {length}, on at most {self.max_gpus} GPUs"
+        return f">= {plural(self.min_concurrency, 'request')} at once at {length}, on at most {plural(self.max_gpus, 'GPU')}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -21,6 +21,11 @@ def run(argv: list[str], capsys) -> tuple[int, str, str]:  # type: ignore[no-unt
     return code, out.out, out.err
 
 
+def flat(text: str) -> str:
+    """The terminal report as one line of words: panel borders and the serve line's shell continuations removed."""
+    return " ".join(word for word in text.split() if word not in ("│", "\\"))
+
+
 def serve_lines(text: str) -> list[str]:
     """The `vllm serve` lines the terminal report prints, one per configuration ("[n] vllm serve ...")."""
     return [line.split("] ", 1)[1] for line in text.splitlines() if line.startswith("[") and "] vllm serve " in line]
@@ -71,9 +76,8 @@ def test_the_issue_target_8_requests_at_8192_on_an_rtx_4090(default_estimate, ca
 def test_plan_that_does_not_fit_shows_the_nearest_fit_instead_of_none(default_estimate, capsys):
     code, out, err = run(["plan", "--model", QWEN_VL, "--gpu", "RTX 4090"], capsys)
     assert code == EXIT_DOES_NOT_FIT, err
-    flat = " ".join(out.split())
-    assert "suggested: none" not in flat
-    assert "suggested (nearest fit on RTX-4090): vllm serve" in flat and "changes: max_model_len 128,000 ->" in flat
+    assert "suggested: none" not in flat(out)
+    assert "suggested (nearest fit on RTX-4090): vllm serve" in flat(out) and "changes: max_model_len 128,000 ->" in flat(out)
     code, doc_out, _ = run(["plan", "--model", QWEN_VL, "--gpu", "RTX 4090", "--json"], capsys)
     nearest = json.loads(doc_out)["nearest_fit"]
     assert nearest["estimate"] == "trace"
@@ -84,8 +88,7 @@ def test_plan_that_does_not_fit_shows_the_nearest_fit_instead_of_none(default_es
 def test_nothing_fits_exits_1_and_says_why(capsys):
     code, out, err = run(["fit", "--model", "allenai/Olmo-3.1-32B-Instruct", "--gpu", "RTX 4090", "--max-gpus", "1"], capsys)
     assert code == EXIT_DOES_NOT_FIT, err
-    flat = " ".join(out.split())
-    assert "NO CONFIGURATION FITS" in flat and "no configuration on RTX-4090 up to 1 GPUs: no_kv_cache_memory" in flat
+    assert "NO CONFIGURATION FITS" in flat(out) and "no configuration on RTX-4090 up to 1 GPU: no_kv_cache_memory" in flat(out)
 
 
 @pytest.mark.parametrize(
@@ -123,7 +126,7 @@ def test_json_and_csv_carry_every_configuration_with_its_serve_line(tmp_path, ca
 
 
 def test_a_formula_configuration_replans_with_estimate_formula_to_the_same_figures(capsys):
-    code, out, err = run(["fit", "--model", "openai/whisper-large-v3", "--gpu", "L4", "--min-concurrency", "64", "--json"], capsys)
+    code, out, err = run(["fit", "--model", "openai/whisper-large-v3", "--gpu", "L4", "--min-concurrency", "64", "--estimate", "formula", "--json"], capsys)
     assert code == EXIT_FITS, err
     for config in json.loads(out)["configs"]:
         assert config["estimate"] == "formula" and "--estimate formula" in config["plan_command"]
@@ -137,11 +140,11 @@ def test_a_formula_configuration_replans_with_estimate_formula_to_the_same_figur
 def test_a_tp_that_does_not_divide_the_heads_gets_the_nearest_gpu_count_that_does(capsys):
     """whisper-tiny's 6 heads and TP 4: no knob fix (the suggestion stays none), so the verdict names the nearest fit,
     fewest GPUs first after the plan's own count: TP 1."""
-    code, out, _ = run(["plan", "--model", "openai/whisper-tiny", "--gpu", "L4", "--tensor-parallel-size", "4"], capsys)
+    knobs = ["--model", "openai/whisper-tiny", "--gpu", "L4", "--tensor-parallel-size", "4", "--estimate", "formula"]
+    code, out, _ = run(["plan", *knobs], capsys)
     assert code == EXIT_DOES_NOT_FIT
-    flat = " ".join(out.split())
-    assert "suggested (nearest fit on L4): vllm serve openai/whisper-tiny" in flat and "tensor_parallel_size 4 -> 1" in flat
-    code, doc, _ = run(["plan", "--model", "openai/whisper-tiny", "--gpu", "L4", "--tensor-parallel-size", "4", "--json"], capsys)
+    assert "suggested (nearest fit on L4): vllm serve openai/whisper-tiny" in flat(out) and "tensor_parallel_size 4 -> 1" in flat(out)
+    code, doc, _ = run(["plan", *knobs, "--json"], capsys)
     nearest = json.loads(doc)["nearest_fit"]
     assert nearest["gpu_count"] == 1 and nearest["estimate"] == "formula" and nearest["max_model_len"] == 448
 

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from capacity.planning.plan import Plan
-from capacity.reconcile.kv_rows import kv_rows
+from capacity.planning.plan import Plan, loaded_bytes
+from capacity.reconcile.kv_rows import concurrency_under_log_rule, kv_rows, tokens_under_log_formula
 from capacity.reconcile.num_blocks import BlockEvidence, blocks_from_log
 from capacity.reconcile.rows import ReconcileRow, gib_text
 from capacity.reconcile.term_rows import budget_rows, model_rows, term_rows
+from capacity.units import GiB
 from capacity.vllm.compile_lines import log_note
 from capacity.vllm.log_facts import VllmLogFacts
 from capacity.vllm.log_startups import load_vllm_log
@@ -38,6 +39,8 @@ class ReconcileResult:
     blocks: BlockEvidence | None
     facts: VllmLogFacts
     semantics: str = "0.33"  # the vLLM rules the plan used (capacity.vllm.versions)
+    figures: tuple[tuple[str, float | int], ...] = ()  # capacity_figures of the plan, as (term, value)
+    estimate: str = ""  # how the plan was made: "trace", "formula" or "profile" ("" when the caller did not say)
 
     def row(self, key: str) -> ReconcileRow:
         for r in self.rows:
@@ -58,12 +61,28 @@ class ReconcileResult:
             "vllm_version": self.vllm_version,
             "vllm_version_basis": self.vllm_version_basis,
             "plan_semantics": self.semantics,
+            "plan_estimate": self.estimate,
+            "capacity_figures": dict(self.figures),
             "difference_sign": "capacity - vLLM",
             "rows": [r.to_dict() for r in self.rows],
             "num_blocks_from_log": None if self.blocks is None else self.blocks.to_dict(),
             "notes": list(self.notes),
             "log_facts": self.facts.to_dict(),
         }
+
+
+def capacity_figures(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> dict[str, float | int]:
+    """capacity's figure for each term a vLLM startup prints, counted as the log's version counts it (GiB as floats):
+    what `capacity reconcile`'s rows show and `bench/predict_logs.py` scores."""
+    return {
+        "weights": loaded_bytes(plan) / GiB,  # 'Model loading took': parameters + load buffers
+        "non_kv": plan.non_kv_bytes / GiB,
+        "available_kv": plan.kv.available_bytes / GiB,
+        "kv_tokens": tokens_under_log_formula(facts, plan),
+        "concurrency": concurrency_under_log_rule(plan, sem),
+        "requested": plan.requested_memory_bytes / GiB,
+        "num_blocks": plan.kv.num_blocks,
+    }
 
 
 def _notes(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> tuple[str, ...]:
@@ -121,6 +140,7 @@ def reconcile_facts(facts: VllmLogFacts, plan: Plan, *, semantics: VllmSemantics
         blocks=blocks,
         facts=facts,
         semantics=semantics.name if semantics is not None else LATEST.name,
+        figures=tuple(capacity_figures(facts, plan, semantics).items()),
     )
 
 

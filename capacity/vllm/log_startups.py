@@ -273,6 +273,16 @@ def with_stated_version(facts: VllmLogFacts, version: str, basis: str) -> VllmLo
     return replace(facts, version=version, version_guess=version, version_basis=basis)
 
 
+def checked_text(data: bytes, source: str) -> str:
+    """Bytes of a log as text; BadInput (one line) when they are empty or binary."""
+    if not data.strip():
+        raise BadInput(f"{source} is empty: give the log vLLM printed while starting (vllm serve ... 2>&1 | tee vllm.log)")
+    text = data.decode("utf-8", errors="replace")
+    if b"\x00" in data or text.count("\ufffd") > max(len(text) // 100, 0):
+        raise BadInput(f"{source} is a binary file, not a vLLM text log (decompress it first if it is an archive)")
+    return text
+
+
 def read_log_text(path: Path) -> str:
     """The text of a log file; BadInput (one line) for a missing, unreadable, empty or binary file."""
     try:
@@ -285,12 +295,7 @@ def read_log_text(path: Path) -> str:
         raise BadInput(f"{path}: permission denied") from None
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
-    if not data.strip():
-        raise BadInput(f"{path} is empty: give the log vLLM printed while starting (vllm serve ... 2>&1 | tee vllm.log)")
-    text = data.decode("utf-8", errors="replace")
-    if b"\x00" in data or text.count("\ufffd") > max(len(text) // 100, 0):
-        raise BadInput(f"{path} is a binary file, not a vLLM text log (decompress it first if it is an archive)")
-    return text
+    return checked_text(data, str(path))
 
 
 def load_vllm_log(path: Path) -> VllmLogFacts:

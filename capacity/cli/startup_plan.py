@@ -1,0 +1,95 @@
+"""The plan a vLLM startup is set beside: one path for `capacity reconcile` and `bench/predict_logs.py`.
+
+Both take the model, knobs, GPU and version rules from the log (capacity/reconcile/log_inputs.py) and what the
+caller adds (flags, a benchmark's sidecar), then plan the way `capacity plan` does by default: the fake-tensor trace
+of the real model on the knobs that version resolves, re-planned with its rules; the formulas where the trace cannot
+run (the plan's notes say why) or where `--estimate formula` asks for them; a saved GPU profile where one is given.
+The figures both tools print then come from `capacity.reconcile.compare.capacity_figures` of that one plan.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from typing import Any
+
+from capacity.cli.estimate import chosen_estimate
+from capacity.gpu.catalog import Gpu
+from capacity.planning.plan import Plan
+from capacity.planning.planner import plan_for
+from capacity.reconcile.compare import ReconcileResult, reconcile_facts
+from capacity.reconcile.log_inputs import LogPlanInputs, log_plan_inputs
+from capacity.serving.config import ServingArgs
+from capacity.vllm.log_facts import VllmLogFacts
+from capacity.vllm.versions import VllmSemantics
+
+
+@dataclass(frozen=True)
+class StartupComparison:
+    """A startup of a log, the inputs read for it, the plan made from them, and the two side by side."""
+
+    inputs: LogPlanInputs
+    plan: Plan
+    estimate: str  # "trace" | "formula" (the trace could not run, or was not asked for) | "profile"
+    result: ReconcileResult
+
+
+def traced_plan(model: str, args: ServingArgs, gpu: Gpu, semantics: VllmSemantics) -> tuple[Plan, str, str]:
+    """`capacity plan`'s default path under a vLLM version's rules: the formula plan resolves the version's knobs
+    (utilization, batch defaults), the fake-tensor trace runs on those knobs, and the plan is made again from the
+    trace with the version's rules. (plan, "trace", "") or, where the trace cannot run, (formula plan, "formula", why)."""
+    from profilers.api import TraceStopped, stopped_reason, trace_model
+
+    base = plan_for(model, args, gpu=gpu, semantics=semantics)
+    s = base.serving
+    explicit = replace(
+        args,
+        gpu_memory_utilization=s.gpu_memory_utilization,
+        max_num_batched_tokens=s.max_num_batched_tokens,
+        max_num_seqs=s.max_num_seqs,
+        max_model_len=s.max_model_len,
+    )
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    quiet = logging.Filter("capacity.quiet")  # as plan_with_estimate: torch logs the op it then raises on
+    fake_log.addFilter(quiet)
+    try:
+        # the trace sized by the CUDA total only, as bench/predict_logs.py has traced its logs since 2026-11-30
+        _, profile = trace_model(model, explicit, gpu_name=f"{gpu.total_memory_bytes}B")
+    except TraceStopped as stopped:
+        return base, "formula", stopped.reason
+    except Exception as exc:
+        reason = stopped_reason(exc)
+        if reason is None:
+            raise
+        return base, "formula", reason
+    finally:
+        fake_log.removeFilter(quiet)
+    return plan_for(model, explicit, profile=profile, gpu=gpu, semantics=semantics), "trace", ""
+
+
+def compare_startup(
+    facts: VllmLogFacts,
+    *,
+    model: str | None,
+    flags: dict[str, Any],
+    gpu: str | None,
+    estimate: str | None = None,
+    env: dict[str, str] | None = None,
+    extra_knobs: dict[str, Any] | None = None,
+    measured: Any = None,
+) -> StartupComparison:
+    """Plan one startup of a log (see the module docstring) and set it beside the log. BadInput as log_plan_inputs."""
+    inputs = log_plan_inputs(facts, model=model, flags=flags, gpu=gpu, extra_knobs=extra_knobs, env=env)
+    notes = list(inputs.notes)
+    if measured is not None:
+        plan, how = plan_for(inputs.model, inputs.args, profile=measured, gpu=inputs.gpu, semantics=inputs.semantics), "profile"
+    elif chosen_estimate(estimate) == "formula":
+        plan, how = plan_for(inputs.model, inputs.args, gpu=inputs.gpu, semantics=inputs.semantics), "formula"
+        notes.append("planned with the formulas (--estimate formula); capacity's default is the fake-tensor trace")
+    else:
+        plan, how, why = traced_plan(inputs.model, inputs.args, inputs.gpu, inputs.semantics)
+        if why:
+            notes.append(why)
+    result = reconcile_facts(facts, plan, semantics=inputs.log_semantics)
+    result = replace(result, estimate=how, notes=(*notes, *result.notes))
+    return StartupComparison(inputs, plan, how, result)

@@ -17,11 +17,13 @@ from capacity.cli.estimate import chosen_estimate
 from capacity.gpu.catalog import Gpu
 from capacity.planning.plan import Plan
 from capacity.planning.planner import plan_for
-from capacity.reconcile.compare import ReconcileResult, reconcile_facts
+from capacity.reconcile.compare import ReconcileResult, VersionInference, reconcile_facts, version_outcome
 from capacity.reconcile.log_inputs import LogPlanInputs, log_plan_inputs
 from capacity.serving.config import ServingArgs
 from capacity.vllm.log_facts import VllmLogFacts
-from capacity.vllm.versions import VllmSemantics
+from capacity.vllm.log_startups import with_stated_version
+from capacity.vllm.version_evidence import fitting_semantics
+from capacity.vllm.versions import VllmSemantics, semantics_for
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,7 @@ class StartupComparison:
     plan: Plan
     estimate: str  # "trace" | "formula" (the trace could not run, or was not asked for) | "profile"
     result: ReconcileResult
+    fallback: str = ""  # why the trace could not run, when the default path fell back to the formulas
 
 
 def traced_plan(model: str, args: ServingArgs, gpu: Gpu, semantics: VllmSemantics) -> tuple[Plan, str, str]:
@@ -81,6 +84,7 @@ def compare_startup(
     """Plan one startup of a log (see the module docstring) and set it beside the log. BadInput as log_plan_inputs."""
     inputs = log_plan_inputs(facts, model=model, flags=flags, gpu=gpu, extra_knobs=extra_knobs, env=env)
     notes = list(inputs.notes)
+    why = ""
     if measured is not None:
         plan, how = plan_for(inputs.model, inputs.args, profile=measured, gpu=inputs.gpu, semantics=inputs.semantics), "profile"
     elif chosen_estimate(estimate) == "formula":
@@ -92,4 +96,66 @@ def compare_startup(
             notes.append(why)
     result = reconcile_facts(facts, plan, semantics=inputs.log_semantics)
     result = replace(result, estimate=how, notes=(*notes, *result.notes))
-    return StartupComparison(inputs, plan, how, result)
+    return StartupComparison(inputs, plan, how, result, why)
+
+
+def compare_versions(
+    compared: StartupComparison,
+    *,
+    model: str | None,
+    flags: dict[str, Any],
+    gpu: str | None,
+    estimate: str | None = None,
+    env: dict[str, str] | None = None,
+    measured: Any = None,
+) -> ReconcileResult:
+    """`compared`'s result, with the versions it may come from when the startup does not state its own: the lines
+    that tell, each range of rules they allow, and the comparison under each. When the ranges change the verdict
+    (capacity.reconcile.compare.VERDICT_KEYS, or whether the plan fits), the result picks none: its `by_version`
+    holds each comparison. A stated version (the log, --vllm-version) or a V0 log is returned as it is."""
+    result = compared.result
+    facts = result.facts
+    if facts.version is not None or facts.engine == "V0":
+        return result
+    fitting, evidence = fitting_semantics(facts)
+    if not evidence or len(fitting) < 2:
+        return result
+    results: list[ReconcileResult] = []
+    outcomes = []
+    for sem in fitting:
+        version = f"{sem.first[0]}.{sem.first[1]}"
+        basis = f"one of the versions its lines fit ({', '.join(s.name for s in fitting)})"
+        if semantics_for(facts.version_guess) is sem:
+            one = compared
+        else:
+            one = compare_startup(
+                with_stated_version(facts, version, basis), model=model, flags=flags, gpu=gpu, estimate=estimate, env=env, measured=measured
+            )
+        outcome = version_outcome(one.result, one.plan)
+        same = next((i for i, o in enumerate(outcomes) if o.figures == outcome.figures), None)
+        if same is not None:  # ranges whose rules plan this startup alike are shown as one
+            names = f"{outcomes[same].semantics}, {sem.name}"
+            outcomes[same] = replace(outcomes[same], semantics=names)
+            results[same] = replace(results[same], vllm_version=names, semantics=names)
+            continue
+        results.append(replace(one.result, vllm_version=sem.name, vllm_version_basis=basis))
+        outcomes.append(outcome)
+    decides = len({o.verdict for o in outcomes}) > 1
+    lines = tuple(e.text() for e in evidence)
+    guess = semantics_for(facts.version_guess)
+    index = next((i for i, o in enumerate(outcomes) if guess is not None and guess.name in o.semantics.split(", ")), len(outcomes) - 1)
+    used = "" if decides else outcomes[index].semantics
+    inference = VersionInference(lines, tuple(outcomes), decides, used)
+    if decides:
+        head = results[-1]
+        note = (
+            f"the paste does not state its vLLM version; its lines fit {', '.join(s.name for s in fitting)}, and the comparison changes with it: "
+            "each is shown; pass --vllm-version to pick one"
+        )
+        return replace(head, inference=inference, by_version=tuple(results), notes=(note,))
+    chosen = results[index]
+    note = (
+        f"the paste does not state its vLLM version; its lines fit {', '.join(s.name for s in fitting)}: the verdict is the same under each, "
+        f"vLLM {used}'s rules are shown (--vllm-version picks another)"
+    )
+    return replace(chosen, inference=inference, notes=(*chosen.notes, note))

@@ -89,7 +89,7 @@ def _guess_version(facts: VllmLogFacts, values: dict[str, Any]) -> tuple[str, st
     if facts.engine == "V0":
         return "V0 engine", "the V0 engine's worker lines ('Memory profiling results' / 'the rest of the memory reserved for KV Cache')"
     if facts.capacity_format == "one-line":
-        return "0.33", "one-line 'GPU KV cache size: N tokens, Maximum concurrency for ...' (0.33's format; 0.11-0.28 print two lines)"
+        return "0.33", "one-line 'GPU KV cache size: N tokens, Maximum concurrency for ...' (0.28's format and later; 0.8-0.27 print two lines)"
     if facts.model_loading_gib_decimals == 4 or facts.available_kv_cache_decimals_fixed:
         return "0.11", "GiB printed with %.4f / %.2f ('Model loading took 2.8758 GiB and', 'Available KV cache memory: 121.50 GiB'), as 0.11 does"
     if facts.capacity_format == "two-line":
@@ -133,6 +133,8 @@ def _finish(cur: _Startup, source: str, index: int, gpu: GpuEvidence, inherited_
     if values.get("_v0_peak_total") is not None and values.get("model_loading_gib") is not None:
         values["profiled_peak_gib"] = values["_v0_peak_total"] - values["model_loading_gib"]
     fields = {k: v for k, v in values.items() if not k.startswith("_") and k != "model_loading_gib_from_profile"}
+    if "_ml_memory_word" in values:
+        fields["model_loading_memory_word"] = values["_ml_memory_word"]
     version = cur.version or inherited_version
     if cur.version is None and inherited_version is not None:
         notes.append(f"version {inherited_version} taken from an earlier startup in the same text")

@@ -34,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from capacity.cli.startup_plan import compare_startup  # noqa: E402
+from capacity.cli.startup_plan import reconcile_startup  # noqa: E402
 from capacity.errors import CapacityError  # noqa: E402
 from capacity.gpu.catalog import gpu_by_name  # noqa: E402
 from capacity.planning.plan import loaded_bytes  # noqa: E402
@@ -184,10 +184,15 @@ def predict(log: Path, *, formula: bool) -> Row:
         return row
     started = time.perf_counter()
     try:
-        compared = compare_startup(facts, estimate="formula" if formula else "trace", **reconcile_arguments(meta, facts))
+        compared, result = reconcile_startup(facts, estimate="formula" if formula else "trace", **reconcile_arguments(meta, facts))
     except CapacityError as exc:
         row.plannable, row.reason = False, f"capacity refuses it: {' '.join(str(exc).split())[:200]}"
         return row
+    if compared is None:  # reconcile picks no version: the ones the lines fit plan it differently
+        row.plannable, row.reason = False, "the sidecar states no vLLM version, and " + result.notes[0]
+        return row
+    if result.inference is not None:
+        row.notes.append(result.notes[-1])
     plan, row.path = compared.plan, compared.estimate
     if formula:
         row.notes.append("--formula")
@@ -201,7 +206,7 @@ def predict(log: Path, *, formula: bool) -> Row:
     kv_printed = row.vllm["available_kv"] if facts.kv_cache_memory_reserved_gib is None else None
     vllm_non_kv = None if kv_printed is None else requested / GiB - kv_printed
     row.vllm["non_kv"] = vllm_non_kv
-    row.capacity = {t: v for t, v in compared.result.figures if t != "num_blocks"}  # the figures reconcile's rows show
+    row.capacity = {t: v for t, v in result.figures if t != "num_blocks"}  # the figures reconcile's rows show
     if facts.kv_cache_gib is None and in_use is not None:
         row.notes.append("vLLM's KV memory is the log's 'Current kv cache memory in use' (no 'Available KV cache memory' line)")
     if facts.kv_cache_memory_reserved_gib is not None and facts.available_kv_cache_gib is None:

@@ -58,7 +58,7 @@ def reconcile(
     import json
 
     from capacity.cli.estimate import chosen_estimate
-    from capacity.cli.startup_plan import compare_startup, compare_versions
+    from capacity.cli.startup_plan import reconcile_startup
     from capacity.vllm.log_startups import checked_text, load_vllm_startups, parse_vllm_startups, with_stated_version
 
     chosen_estimate(estimate)  # a bad --estimate fails before the log is read
@@ -86,8 +86,7 @@ def reconcile(
         startups = (startups[engine - 1],)
     results = []
     for facts in startups:
-        compared = compare_startup(facts, model=model, flags=flags, gpu=gpu, estimate=estimate, env=env, measured=measured)
-        results.append(compare_versions(compared, model=model, flags=flags, gpu=gpu, estimate=estimate, env=env, measured=measured))
+        results.append(reconcile_startup(facts, model=model, flags=flags, gpu=gpu, estimate=estimate, env=env, measured=measured)[1])
     for warning in {w for r in results for w in r.facts.warnings}:
         print(f"capacity: warning: {warning}", file=sys.stderr)
     with report_to_stdout(EXIT_FITS):

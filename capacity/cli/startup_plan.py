@@ -15,9 +15,9 @@ from typing import Any
 
 from capacity.cli.estimate import chosen_estimate
 from capacity.gpu.catalog import Gpu
+from capacity.planning import planner
 from capacity.planning.plan import Plan
-from capacity.planning.planner import plan_for
-from capacity.reconcile.compare import ReconcileResult, VersionInference, reconcile_facts, version_outcome
+from capacity.reconcile.compare import ReconcileResult, VersionInference, VersionOutcome, reconcile_facts, version_outcome
 from capacity.reconcile.log_inputs import LogPlanInputs, log_plan_inputs
 from capacity.serving.config import ServingArgs
 from capacity.vllm.log_facts import VllmLogFacts
@@ -43,7 +43,7 @@ def traced_plan(model: str, args: ServingArgs, gpu: Gpu, semantics: VllmSemantic
     trace with the version's rules. (plan, "trace", "") or, where the trace cannot run, (formula plan, "formula", why)."""
     from profilers.api import TraceStopped, stopped_reason, trace_model
 
-    base = plan_for(model, args, gpu=gpu, semantics=semantics)
+    base = planner.plan_for(model, args, gpu=gpu, semantics=semantics)
     s = base.serving
     explicit = replace(
         args,
@@ -67,7 +67,7 @@ def traced_plan(model: str, args: ServingArgs, gpu: Gpu, semantics: VllmSemantic
         return base, "formula", reason
     finally:
         fake_log.removeFilter(quiet)
-    return plan_for(model, explicit, profile=profile, gpu=gpu, semantics=semantics), "trace", ""
+    return planner.plan_for(model, explicit, profile=profile, gpu=gpu, semantics=semantics), "trace", ""
 
 
 def compare_startup(
@@ -86,9 +86,9 @@ def compare_startup(
     notes = list(inputs.notes)
     why = ""
     if measured is not None:
-        plan, how = plan_for(inputs.model, inputs.args, profile=measured, gpu=inputs.gpu, semantics=inputs.semantics), "profile"
+        plan, how = planner.plan_for(inputs.model, inputs.args, profile=measured, gpu=inputs.gpu, semantics=inputs.semantics), "profile"
     elif chosen_estimate(estimate) == "formula":
-        plan, how = plan_for(inputs.model, inputs.args, gpu=inputs.gpu, semantics=inputs.semantics), "formula"
+        plan, how = planner.plan_for(inputs.model, inputs.args, gpu=inputs.gpu, semantics=inputs.semantics), "formula"
         notes.append("planned with the formulas (--estimate formula); capacity's default is the fake-tensor trace")
     else:
         plan, how, why = traced_plan(inputs.model, inputs.args, inputs.gpu, inputs.semantics)
@@ -108,54 +108,66 @@ def compare_versions(
     estimate: str | None = None,
     env: dict[str, str] | None = None,
     measured: Any = None,
-) -> ReconcileResult:
+) -> tuple[StartupComparison | None, ReconcileResult]:
     """`compared`'s result, with the versions it may come from when the startup does not state its own: the lines
-    that tell, each range of rules they allow, and the comparison under each. When the ranges change the verdict
-    (capacity.reconcile.compare.VERDICT_KEYS, or whether the plan fits), the result picks none: its `by_version`
-    holds each comparison. A stated version (the log, --vllm-version) or a V0 log is returned as it is."""
+    that tell, each range of rules they allow, and the comparison under each; and the comparison whose plan the
+    result shows. When the ranges change the verdict (capacity.reconcile.compare.VERDICT_KEYS, the available KV
+    memory within CLOSE_PERCENT, whether the plan fits), none is picked: the result has no rows of its own, its
+    `by_version` holds each comparison, and no comparison is returned. A stated version (the log, --vllm-version) or a
+    V0 log is returned as it is."""
     result = compared.result
     facts = result.facts
     if facts.version is not None or facts.engine == "V0":
-        return result
+        return compared, result
     fitting, evidence = fitting_semantics(facts)
     if not evidence or len(fitting) < 2:
-        return result
-    results: list[ReconcileResult] = []
-    outcomes = []
+        return compared, result
+    guess = semantics_for(facts.version_guess)
+    basis = f"one of the versions its lines fit ({', '.join(s.name for s in fitting)})"
+    groups: list[tuple[VersionOutcome, StartupComparison]] = []
     for sem in fitting:
-        version = f"{sem.first[0]}.{sem.first[1]}"
-        basis = f"one of the versions its lines fit ({', '.join(s.name for s in fitting)})"
-        if semantics_for(facts.version_guess) is sem:
+        if guess is sem:
             one = compared
         else:
-            one = compare_startup(
-                with_stated_version(facts, version, basis), model=model, flags=flags, gpu=gpu, estimate=estimate, env=env, measured=measured
-            )
+            stated = with_stated_version(facts, f"{sem.first[0]}.{sem.first[1]}", basis)
+            one = compare_startup(stated, model=model, flags=flags, gpu=gpu, estimate=estimate, env=env, measured=measured)
         outcome = version_outcome(one.result, one.plan)
-        same = next((i for i, o in enumerate(outcomes) if o.figures == outcome.figures), None)
-        if same is not None:  # ranges whose rules plan this startup alike are shown as one
-            names = f"{outcomes[same].semantics}, {sem.name}"
-            outcomes[same] = replace(outcomes[same], semantics=names)
-            results[same] = replace(results[same], vllm_version=names, semantics=names)
-            continue
-        results.append(replace(one.result, vllm_version=sem.name, vllm_version_basis=basis))
-        outcomes.append(outcome)
+        same = next((i for i, (o, _) in enumerate(groups) if o.figures == outcome.figures), None)
+        if same is None:
+            groups.append((outcome, one))
+        else:  # ranges whose rules plan this startup alike are shown as one
+            kept, kept_one = groups[same]
+            groups[same] = (replace(kept, semantics=f"{kept.semantics}, {sem.name}"), kept_one if kept_one is compared else one if one is compared else kept_one)
+    outcomes = tuple(o for o, _ in groups)
+    shown = [replace(one.result, vllm_version=o.semantics, vllm_version_basis=basis, semantics=o.semantics) for o, one in groups]
     decides = len({o.verdict for o in outcomes}) > 1
     lines = tuple(e.text() for e in evidence)
-    guess = semantics_for(facts.version_guess)
-    index = next((i for i, o in enumerate(outcomes) if guess is not None and guess.name in o.semantics.split(", ")), len(outcomes) - 1)
-    used = "" if decides else outcomes[index].semantics
-    inference = VersionInference(lines, tuple(outcomes), decides, used)
+    names = ", ".join(s.name for s in fitting)
     if decides:
-        head = results[-1]
-        note = (
-            f"the paste does not state its vLLM version; its lines fit {', '.join(s.name for s in fitting)}, and the comparison changes with it: "
-            "each is shown; pass --vllm-version to pick one"
-        )
-        return replace(head, inference=inference, by_version=tuple(results), notes=(note,))
-    chosen = results[index]
-    note = (
-        f"the paste does not state its vLLM version; its lines fit {', '.join(s.name for s in fitting)}: the verdict is the same under each, "
-        f"vLLM {used}'s rules are shown (--vllm-version picks another)"
-    )
-    return replace(chosen, inference=inference, notes=(*chosen.notes, note))
+        note = f"the paste does not state its vLLM version; its lines fit {names}, and the comparison changes with it: each is shown; pass --vllm-version to pick one"
+        head = replace(
+            shown[-1], vllm_version="not stated", vllm_version_basis=basis, semantics="", rows=(), figures=(), blocks=None,
+            inference=VersionInference(lines, outcomes, True, ""), by_version=tuple(shown), notes=(note,),
+        )  # fmt: skip
+        return None, head
+    index = next((i for i, (_, one) in enumerate(groups) if one is compared), len(groups) - 1)
+    used = outcomes[index].semantics
+    note = f"the paste does not state its vLLM version; its lines fit {names}: the verdict is the same under each, vLLM {used}'s rules are shown (--vllm-version picks another)"
+    chosen = shown[index]
+    return groups[index][1], replace(chosen, inference=VersionInference(lines, outcomes, False, used), notes=(*chosen.notes, note))
+
+
+def reconcile_startup(
+    facts: VllmLogFacts,
+    *,
+    model: str | None,
+    flags: dict[str, Any],
+    gpu: str | None,
+    estimate: str | None = None,
+    env: dict[str, str] | None = None,
+    extra_knobs: dict[str, Any] | None = None,
+    measured: Any = None,
+) -> tuple[StartupComparison | None, ReconcileResult]:
+    """`capacity reconcile` of one startup: compare_startup, then compare_versions where the version is inferred."""
+    compared = compare_startup(facts, model=model, flags=flags, gpu=gpu, estimate=estimate, env=env, extra_knobs=extra_knobs, measured=measured)
+    return compare_versions(compared, model=model, flags=flags, gpu=gpu, estimate=estimate, env=env, measured=measured)

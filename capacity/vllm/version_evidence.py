@@ -7,7 +7,8 @@ bench/vllm_logs/ (the versions their sidecars state):
   0.12 (0.12.0 log); '... GiB memory and' with format_gib's figure later (0.15.1 to 0.30.0 logs; 0.13, 0.14 not read,
   taken as from 0.13); '... GiB and' with format_gib's figure, Model Runner V2 (0.27.1, 0.28.0 logs; 0.15+);
 - 'Available KV cache memory: %.2f GiB' with a fixed second decimal ('121.50'), 0.8-0.11; format_gib later;
-- the KV cache size and the concurrency on two lines, 0.8-0.27 (0.27.1 logs); on one line from 0.28 (0.28.0 logs);
+- the KV cache size and the concurrency on two lines, 0.8-0.28 (0.27.1 logs; a 0.28.0 Model Runner V2 excerpt); on one
+  line from 0.28 (0.28.0 logs);
 - the CUDA-graph estimate ('Estimated CUDA graph memory', 'CUDA graph pool memory', 'Profiling CUDA graph memory',
   the utilization it equals), 0.19+ (0.19.0, 0.19.1 logs: printed but not subtracted unless enabled);
 - 'Free memory on device (F/T GiB) on startup', 0.10+ (0.10.2 logs); 'num_gpu_blocks is: N', 0.9-0.11; 0.8-0.10's 'Memory profiling
@@ -61,7 +62,7 @@ def format_evidence(facts: VllmLogFacts) -> tuple[FormatEvidence, ...]:
     if facts.available_kv_cache_gib is not None and facts.available_kv_cache_decimals_fixed:
         add("Available KV cache memory", "'Available KV cache memory: %.2f GiB'", (0, 8), (0, 11))
     if facts.capacity_format == "two-line":
-        add("Maximum concurrency", "the KV cache size and the concurrency on two lines", (0, 8), (0, 27))
+        add("Maximum concurrency", "the KV cache size and the concurrency on two lines", (0, 8), (0, 28))
     elif facts.capacity_format == "one-line":
         add("GPU KV cache size", "the KV cache size and the concurrency on one line", (0, 28))
     for key in ("Estimated CUDA graph memory", "CUDA graph pool memory", "Profiling CUDA graph memory", "CUDA graph memory profiling is enabled"):

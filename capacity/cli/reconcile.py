@@ -82,7 +82,7 @@ def reconcile(
     flags.update(serving_values(**knobs))
     if engine is not None:
         if not 1 <= engine <= len(startups):
-            raise BadInput(f"--engine {engine}: {log} holds {len(startups)} vLLM startup(s); pick 1 to {len(startups)}")
+            raise BadInput(f"--engine {engine}: {'stdin' if log == '-' else log} holds {len(startups)} vLLM startup(s); pick 1 to {len(startups)}")
         startups = (startups[engine - 1],)
     results = []
     for facts in startups:

@@ -2,16 +2,19 @@
 
     python bench/predict_logs.py [--out bench/results/predict-logs-2026-12-01] [--formula] [--only NAME]
 
-For every log with a sidecar `<name>.json` (provenance, vLLM version, model, GPU, knobs), plan the model with
-`capacity plan`'s default path (the fake-tensor trace where the family has one, else the formulas; the table says
-which) with the log's knobs and the semantics of the logged vLLM version (capacity.vllm.versions: utilization
+For every log with a sidecar `<name>.json` (provenance, vLLM version, model, GPU, knobs), plan the model through
+`capacity reconcile`'s own path (capacity.cli.startup_plan.reconcile_startup, with the sidecar's inputs as reconcile's
+flags: tests/reconcile/test_predict_logs_agree.py checks both give the same figures), which is `capacity plan`'s
+default path (the fake-tensor trace where the family has one, else the formulas; the table says which) with the log's
+knobs and the semantics of the logged vLLM version (capacity.vllm.versions: utilization
 default, batch defaults per GPU and usage context, CUDA-graph estimate in the KV budget, cross-attention rule, the V1
 runner's top-k/top-p path: the log's TopKTopPSampler line, then a sidecar's `"env": {"VLLM_USE_FLASHINFER_SAMPLER": "0"}`).
 Compare with what vLLM printed: weights, non-KV memory, available KV memory, KV tokens and the reported concurrency.
 
 A log is "not plannable" (listed with the reason, never failed) when its GPU is not stated, its weights are
 quantized and the config at hand is the unquantized checkpoint's (capacity plans GPTQ/AWQ/FP8/... from the
-checkpoint's own quantization_config), it is a V0-engine log, or capacity refuses the model (an architecture other helpers are adding:
+checkpoint's own quantization_config), it is a V0-engine log, its sidecar states no version and the versions its
+lines fit change reconcile's verdict (reconcile then picks none), or capacity refuses the model (an architecture other helpers are adding:
 re-running after their merge fills those rows in).
 
 Split (decided before any error was looked at, recorded in the results README): a log is in the held-out half

@@ -2,16 +2,19 @@
 
     python bench/predict_logs.py [--out bench/results/predict-logs-2026-12-01] [--formula] [--only NAME]
 
-For every log with a sidecar `<name>.json` (provenance, vLLM version, model, GPU, knobs), plan the model with
-`capacity plan`'s default path (the fake-tensor trace where the family has one, else the formulas; the table says
-which) with the log's knobs and the semantics of the logged vLLM version (capacity.vllm.versions: utilization
+For every log with a sidecar `<name>.json` (provenance, vLLM version, model, GPU, knobs), plan the model through
+`capacity reconcile`'s own path (capacity.cli.startup_plan.reconcile_startup, with the sidecar's inputs as reconcile's
+flags: tests/reconcile/test_predict_logs_agree.py checks both give the same figures), which is `capacity plan`'s
+default path (the fake-tensor trace where the family has one, else the formulas; the table says which) with the log's
+knobs and the semantics of the logged vLLM version (capacity.vllm.versions: utilization
 default, batch defaults per GPU and usage context, CUDA-graph estimate in the KV budget, cross-attention rule, the V1
 runner's top-k/top-p path: the log's TopKTopPSampler line, then a sidecar's `"env": {"VLLM_USE_FLASHINFER_SAMPLER": "0"}`).
 Compare with what vLLM printed: weights, non-KV memory, available KV memory, KV tokens and the reported concurrency.
 
 A log is "not plannable" (listed with the reason, never failed) when its GPU is not stated, its weights are
 quantized and the config at hand is the unquantized checkpoint's (capacity plans GPTQ/AWQ/FP8/... from the
-checkpoint's own quantization_config), it is a V0-engine log, or capacity refuses the model (an architecture other helpers are adding:
+checkpoint's own quantization_config), it is a V0-engine log, its sidecar states no version and the versions its
+lines fit change reconcile's verdict (reconcile then picks none), or capacity refuses the model (an architecture other helpers are adding:
 re-running after their merge fills those rows in).
 
 Split (decided before any error was looked at, recorded in the results README): a log is in the held-out half
@@ -27,25 +30,23 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from capacity.cli.startup_plan import reconcile_startup  # noqa: E402
 from capacity.errors import CapacityError  # noqa: E402
-from capacity.gpu.catalog import Gpu, gpu_by_name  # noqa: E402
-from capacity.planning.plan import Plan, loaded_bytes  # noqa: E402
-from capacity.planning.planner import plan_for  # noqa: E402
-from capacity.reconcile.log_inputs import gpu_from_evidence, knobs_from_log, quantization  # noqa: E402
-from capacity.reconcile.num_blocks import tokens_are_per_request  # noqa: E402
-from capacity.serving.config import ServingArgs  # noqa: E402
+from capacity.gpu.catalog import gpu_by_name  # noqa: E402
+from capacity.planning.plan import loaded_bytes  # noqa: E402
+from capacity.reconcile.log_inputs import quantization  # noqa: E402
 from capacity.source.resolve import catalog, catalog_config  # noqa: E402
 from capacity.units import GiB  # noqa: E402
 from capacity.vllm.log_facts import VllmLogFacts  # noqa: E402
 from capacity.vllm.log_startups import load_vllm_startups, with_stated_version  # noqa: E402
-from capacity.vllm.versions import ENCODER_LENGTH, LATEST, VllmSemantics, log_semantics  # noqa: E402
+from capacity.vllm.versions import log_semantics  # noqa: E402
 
 LOGS = ROOT / "bench" / "vllm_logs"
 TERMS = ("weights", "non_kv", "available_kv", "kv_tokens", "concurrency")
@@ -78,60 +79,47 @@ class Row:
     seconds: float = 0.0
 
 
-def _gpu(meta: dict[str, Any], facts: VllmLogFacts) -> tuple[Gpu | None, str]:
-    """CUDA's total from the log when it prints one; else the stated GPU from the catalog; else None."""
-    logged = gpu_from_evidence(facts.gpu) if facts.gpu.cuda_total_gib is not None else None
+def gpu_argument(meta: dict[str, Any], facts: VllmLogFacts) -> tuple[str | None, str]:
+    """What `capacity reconcile --gpu` gets for this log: the sidecar's GPU when capacity's catalog knows it (the log's
+    CUDA total, when it prints one, is kept: capacity.reconcile.log_inputs.log_gpu), else nothing when the log prints
+    CUDA's total; (None, why) when neither gives a GPU (the log is then not plannable)."""
     stated = meta.get("gpu")
-    catalog, refused = None, ""
+    refused = ""
     if stated:
         try:
-            catalog = gpu_by_name(stated)
+            gpu_by_name(stated)
+            return stated, ""
         except CapacityError as exc:  # unknown, or ambiguous (a laptop part's Linux and WSL2 totals): the catalog says which
             refused = str(exc)
-    if logged is not None:
-        if catalog is not None:
-            logged = replace(catalog, total_memory_bytes=logged.total_memory_bytes, source=logged.source, provenance=logged.provenance)
-        return logged, ""
-    if catalog is not None:
-        return catalog, ""
+    if facts.gpu.cuda_total_gib is not None:
+        return None, ""
     if stated:
         return None, f"the log prints no CUDA total and capacity's catalog refuses the stated GPU: {refused}"
     return None, "the GPU is not stated"
 
 
-def _trace_plan(model: str, args: ServingArgs, gpu: Gpu, sem: VllmSemantics, base: Plan) -> tuple[Plan, str, str]:
-    """The fake-tensor trace on the knobs the version resolves, re-planned with its semantics; else the formulas."""
-    explicit = replace(
-        args,
-        gpu_memory_utilization=base.serving.gpu_memory_utilization,
-        max_num_batched_tokens=base.serving.max_num_batched_tokens,
-        max_num_seqs=base.serving.max_num_seqs,
-        max_model_len=base.serving.max_model_len,
-    )
-    try:
-        from profilers.api import trace_model
-
-        _, profile = trace_model(model, explicit, gpu_name=f"{gpu.total_memory_bytes}B")
-    except CapacityError as exc:
-        return base, "formula", f"no fake-tensor trace: {' '.join(str(exc).split())[:120]}"
-    except Exception as exc:  # a data-dependent op stops a fake trace: the documented fallback
-        return base, "formula", f"the fake trace stopped at {type(exc).__name__}"
-    plan = plan_for(model, explicit, profile=profile, gpu=gpu, semantics=sem)
-    return plan, "trace", ""
+def reconcile_arguments(meta: dict[str, Any], facts: VllmLogFacts) -> dict[str, Any]:
+    """The `capacity reconcile` inputs this benchmark plans a log with (capacity.cli.startup_plan.compare_startup's
+    keywords): the sidecar's model, GPU, knobs (as flags), environment and, where the log shows no compile line, the
+    compile-cache state its source states. tests/reconcile/test_predict_logs_agree.py passes the same as CLI flags."""
+    model = meta["capacity_model"]
+    flags = {k: v for k, v in meta.get("knobs", {}).items() if k != "quantization"}
+    if meta.get("compile_cache") and facts.compile_cache is None:
+        flags["compile_cache"] = meta["compile_cache"]
+    return {
+        "model": str(ROOT / model) if (ROOT / model).exists() else model,
+        "flags": flags,
+        "gpu": gpu_argument(meta, facts)[0],
+        "env": dict(meta.get("env", {})),
+    }
 
 
-def _tokens(plan: Plan, facts: VllmLogFacts) -> int:
-    """capacity's KV token count under the log's formula."""
-    bs = min((g.group.spec.block_size for g in plan.kv.groups), default=plan.serving.block_size)
-    if tokens_are_per_request(facts, bs):
-        return plan.concurrency.tokens_vllm_reported
-    return plan.kv.num_blocks // len(plan.kv.groups) * bs
-
-
-def _concurrency(plan: Plan, sem: VllmSemantics | None) -> float:
-    if sem is not None and sem.cross_attention_per_request == ENCODER_LENGTH and plan.spec.is_encoder_decoder:
-        return plan.kv.num_blocks / plan.kv.blocks_per_request_actual
-    return plan.concurrency.vllm_reported
+def startup_of(log: Path, meta: dict[str, Any]) -> VllmLogFacts:
+    """The startup of the log the sidecar names, with the sidecar's version (as `--engine N --vllm-version V`)."""
+    facts = load_vllm_startups(log)[meta.get("engine", 1) - 1]
+    if meta.get("vllm_version"):
+        facts = with_stated_version(facts, meta["vllm_version"], f"the sidecar's vllm_version ({meta.get('version_basis', 'stated')})")
+    return facts
 
 
 def _config_is_quantized(model: str) -> bool:
@@ -155,15 +143,14 @@ def _err(cap: float | None, vllm: float | None) -> float | None:
 
 
 def predict(log: Path, *, formula: bool) -> Row:
+    """One log planned through `capacity reconcile`'s own path (capacity.cli.startup_plan.compare_startup) with the
+    sidecar's inputs, and scored term by term."""
     meta = json.loads(log.with_suffix(".json").read_text())
-    startups = load_vllm_startups(log)
-    facts = startups[meta.get("engine", 1) - 1]
-    if meta.get("vllm_version"):  # the sidecar's version, read as reconcile's --vllm-version reads it
-        facts = with_stated_version(facts, meta["vllm_version"], f"the sidecar's vllm_version ({meta.get('version_basis', 'stated')})")
+    facts = startup_of(log, meta)
     version = facts.version
     sem = log_semantics(facts)
-    if sem is not None:  # the sampler the startup used: its TopKTopPSampler line, then the env its sidecar states
-        sem = sem.with_flashinfer_sampler(facts.flashinfer_sampler).with_sampler_env(meta.get("env", {}).get("VLLM_USE_FLASHINFER_SAMPLER"))
+    if sem is not None:  # the sampler the startup used: its TopKTopPSampler line (log_semantics), then the env its sidecar states
+        sem = sem.with_sampler_env(meta.get("env", {}).get("VLLM_USE_FLASHINFER_SAMPLER"))
     row = Row(log.name, split_of(log.name), meta.get("model"), meta.get("gpu"), version, sem.name if sem else None)
     eager = bool(meta.get("knobs", {}).get("enforce_eager") or facts.engine_config.get("enforce_eager") or facts.log_knobs.get("enforce_eager"))
     row.compile_cache = "eager" if eager else facts.compile_cache.state if facts.compile_cache is not None else "not shown"
@@ -181,8 +168,8 @@ def predict(log: Path, *, formula: bool) -> Row:
         "requested": facts.requested_gib,
     }
     reasons = []
-    gpu, why = _gpu(meta, facts)
-    if gpu is None:
+    _, why = gpu_argument(meta, facts)
+    if why:
         reasons.append(why)
     q = meta.get("knobs", {}).get("quantization") or quantization(facts)
     model = meta.get("capacity_model")
@@ -198,41 +185,31 @@ def predict(log: Path, *, formula: bool) -> Row:
     if reasons:
         row.plannable, row.reason = False, "; ".join(reasons)
         return row
-    assert gpu is not None and model is not None
-    knobs = {k: v for k, v in meta.get("knobs", {}).items() if k != "quantization"}
-    values = {**knobs_from_log(facts, effective=False), **knobs}
-    if row.compile_cache in ("cold", "warm"):
-        values.setdefault("compile_cache", row.compile_cache)
-    args = ServingArgs(**values)
-    plan_sem = LATEST if sem is None else sem  # a log that does not tell its version is planned with 0.33's rules
     started = time.perf_counter()
     try:
-        base = plan_for(str(ROOT / model) if (ROOT / model).exists() else model, args, gpu=gpu, semantics=plan_sem)
+        compared, result = reconcile_startup(facts, estimate="formula" if formula else "trace", **reconcile_arguments(meta, facts))
     except CapacityError as exc:
         row.plannable, row.reason = False, f"capacity refuses it: {' '.join(str(exc).split())[:200]}"
         return row
-    model_ref = str(ROOT / model) if (ROOT / model).exists() else model
+    if compared is None:  # reconcile picks no version: the ones the lines fit plan it differently
+        row.plannable, row.reason = False, "the sidecar states no vLLM version, and " + result.notes[0]
+        return row
+    if result.inference is not None:
+        row.notes.append(result.notes[-1])
+    plan, row.path = compared.plan, compared.estimate
     if formula:
-        plan, row.path, note = base, "formula", "--formula"
-    else:
-        plan, row.path, note = _trace_plan(model_ref, args, gpu, plan_sem, base)
-    if note:
-        row.notes.append(note)
+        row.notes.append("--formula")
+    elif compared.fallback:
+        row.notes.append(compared.fallback)
     row.seconds = round(time.perf_counter() - started, 1)
+    gpu = plan.gpu
     row.gpu = f"{gpu.name} ({gpu.total_memory_bytes / GiB:.2f} GiB, {gpu.source})"
     requested_log = facts.requested_gib
     requested = requested_log * GiB if requested_log is not None else plan.requested_memory_bytes
     kv_printed = row.vllm["available_kv"] if facts.kv_cache_memory_reserved_gib is None else None
     vllm_non_kv = None if kv_printed is None else requested / GiB - kv_printed
     row.vllm["non_kv"] = vllm_non_kv
-    row.capacity = {
-        "weights": loaded_bytes(plan) / GiB,  # vLLM's "Model loading took": parameters + load buffers
-        "non_kv": plan.non_kv_bytes / GiB,
-        "available_kv": plan.kv.available_bytes / GiB,
-        "kv_tokens": _tokens(plan, facts),
-        "concurrency": _concurrency(plan, sem),
-        "requested": plan.requested_memory_bytes / GiB,
-    }
+    row.capacity = {t: v for t, v in result.figures if t != "num_blocks"}  # the figures reconcile's rows show
     if facts.kv_cache_gib is None and in_use is not None:
         row.notes.append("vLLM's KV memory is the log's 'Current kv cache memory in use' (no 'Available KV cache memory' line)")
     if facts.kv_cache_memory_reserved_gib is not None and facts.available_kv_cache_gib is None:

@@ -24,13 +24,45 @@ def _mark(row: ReconcileRow) -> str:
     return "=" if row.agrees else "≠"
 
 
+def render_version_inference(result: ReconcileResult, console: Console) -> None:
+    """The lines a startup's version was inferred from, and the comparison under each range of rules they allow."""
+    inference = result.inference
+    if inference is None:
+        return
+    console.print(Text("vLLM version not stated; inferred from:", style="bold"))
+    for line in inference.evidence:
+        console.print(Text(f"  {line}"))
+    console.print(Text("under each range of rules these lines fit:", style="bold"))
+    for outcome in inference.outcomes:
+        console.print(Text(f"  {outcome.text()}"))
+    if inference.decides:
+        console.print(Text("the verdict changes with the version: each comparison follows; pass --vllm-version to pick one", style="bold yellow"))
+    else:
+        console.print(Text(f"the verdict is the same under each: vLLM {inference.used}'s comparison follows", style="italic"))
+
+
 def render_reconcile(result: ReconcileResult, console: Console) -> None:
-    """The header (log, vLLM version, plan), one row per term, the explanations and the notes."""
+    """The header (log, vLLM version, plan), one row per term, the explanations and the notes; for a startup whose
+    version is inferred, the versions it fits first, and each comparison where they change the verdict."""
+    render_version_inference(result, console)
+    if result.by_version:
+        for one in result.by_version:
+            console.rule(f"if vLLM {one.semantics} printed it")
+            render_comparison(one, console)
+        for note in result.notes:
+            console.print(Text(f"note  {note}", style="italic"))
+        return
+    render_comparison(result, console)
+
+
+def render_comparison(result: ReconcileResult, console: Console) -> None:
+    """One comparison: the header, one row per term, the explanations and the notes."""
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()
     head.add_row("log", Text(f"{result.log}  (vLLM {result.vllm_version}: {result.vllm_version_basis})"))
-    head.add_row("plan", Text(f"{result.model} on {result.gpu}  (vLLM {result.semantics} semantics)"))
+    how = f", {result.estimate}" if result.estimate else ""
+    head.add_row("plan", Text(f"{result.model} on {result.gpu}  (vLLM {result.semantics} semantics{how})"))
     console.print(head)
     wide = console.width >= WIDE
     t = Table(title="vLLM's log vs capacity's plan (difference = capacity - vLLM; = within the log's rounding)", title_justify="left")

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from capacity.cli.options import SERVING_OPTIONS, ConfigOpt, Knobs, read_serve_yaml, serving_options, serving_values
+from capacity.cli.options import SERVING_OPTIONS, ConfigOpt, EstimateOpt, Knobs, read_serve_yaml, serving_options, serving_values
 from capacity.cli.runtime import report_to_stdout, stdout_console
 from capacity.errors import EXIT_FITS, BadInput
 
@@ -19,10 +19,13 @@ from capacity.errors import EXIT_FITS, BadInput
 )
 def reconcile(
     *,
-    log: Annotated[Path, typer.Argument(metavar="LOG", help="A vLLM startup log, or what you pasted of it (V0 and 0.8 to 0.33).")],
+    log: Annotated[
+        str, typer.Argument(metavar="LOG", help="A vLLM startup log, or what you pasted of it (V0 and 0.8 to 0.33); - reads it from stdin.")
+    ],
     model: Annotated[str | None, typer.Option("--model", "-m", help="The model vLLM served; default: the one the log names.")] = None,
     gpu: Annotated[
-        str | None, typer.Option(help="The GPU vLLM ran on: a catalog name or its total memory (24GiB); default: the total the log prints.")
+        str | None,
+        typer.Option(help="The GPU vLLM ran on: a catalog name (the total the log prints is kept) or its total memory (24GiB); default: the log's."),
     ] = None,
     config: ConfigOpt = None,
     knobs: Knobs,
@@ -33,23 +36,39 @@ def reconcile(
         str | None,
         typer.Option("--vllm-version", help="The vLLM version that printed the log (e.g. 0.28.0), when the paste does not state it: its rules are used."),
     ] = None,
+    vllm_env: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--vllm-env",
+            metavar="KEY=VALUE",
+            help="An environment variable vLLM ran with (repeatable); VLLM_USE_FLASHINFER_SAMPLER changes the plan, others are listed.",
+        ),
+    ] = None,
+    estimate: EstimateOpt = None,
     profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Compare with the plan made from this saved profile.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON on stdout.")] = False,
 ) -> None:
     """Set a vLLM startup log side by side with capacity's plan for the same knobs, term by term.
 
     The log's own knobs (non-default args, the engine's config), GPU total and version rules are used unless flags
-    say otherwise. Exit codes: 0 compared, 2 bad input (no vLLM startup in the input, no GPU to plan for), 3 runtime failure.
+    say otherwise; the plan is `capacity plan`'s default (the fake-tensor trace) unless --estimate formula. When the
+    paste does not state its version and the versions it fits plan differently, each is shown. Exit codes: 0
+    compared, 2 bad input (no vLLM startup in the input, no GPU to plan for), 3 runtime failure.
     """
     import json
-    from dataclasses import replace
 
-    from capacity.planning.planner import plan_for
-    from capacity.reconcile.compare import reconcile_facts
-    from capacity.reconcile.log_inputs import log_plan_inputs
-    from capacity.vllm.log_startups import load_vllm_startups, with_stated_version
+    from capacity.cli.estimate import chosen_estimate
+    from capacity.cli.startup_plan import reconcile_startup
+    from capacity.vllm.log_startups import checked_text, load_vllm_startups, parse_vllm_startups, with_stated_version
 
-    startups = load_vllm_startups(log)  # a file that is not a vLLM log is refused before any planning (or torch import)
+    chosen_estimate(estimate)  # a bad --estimate fails before the log is read
+    env = env_pairs(vllm_env or [])
+    if log == "-":
+        if sys.stdin.isatty():
+            print("capacity: paste the vLLM log, then Ctrl-D (Ctrl-Z Enter on Windows)", file=sys.stderr)
+        startups = parse_vllm_startups(checked_text(sys.stdin.buffer.read(), "stdin"), source="stdin")
+    else:
+        startups = load_vllm_startups(Path(log))  # a file that is not a vLLM log is refused before any planning (or torch import)
     if vllm_version is not None:
         startups = tuple(with_stated_version(f, vllm_version, "--vllm-version") for f in startups)
     measured = None
@@ -63,14 +82,11 @@ def reconcile(
     flags.update(serving_values(**knobs))
     if engine is not None:
         if not 1 <= engine <= len(startups):
-            raise BadInput(f"--engine {engine}: {log} holds {len(startups)} vLLM startup(s); pick 1 to {len(startups)}")
+            raise BadInput(f"--engine {engine}: {'stdin' if log == '-' else log} holds {len(startups)} vLLM startup(s); pick 1 to {len(startups)}")
         startups = (startups[engine - 1],)
     results = []
     for facts in startups:
-        inputs = log_plan_inputs(facts, model=model, flags=flags, gpu=gpu)
-        plan = plan_for(inputs.model, inputs.args, profile=measured, gpu=inputs.gpu, semantics=inputs.semantics)
-        result = reconcile_facts(facts, plan, semantics=inputs.log_semantics)
-        results.append(replace(result, notes=(*inputs.notes, *result.notes)))
+        results.append(reconcile_startup(facts, model=model, flags=flags, gpu=gpu, estimate=estimate, env=env, measured=measured)[1])
     for warning in {w for r in results for w in r.facts.warnings}:
         print(f"capacity: warning: {warning}", file=sys.stderr)
     with report_to_stdout(EXIT_FITS):
@@ -86,3 +102,14 @@ def reconcile(
                     console.rule(f"startup {result.facts.index} of {len(results)} (lines {result.facts.first_line}-{result.facts.last_line})")
                 render_reconcile(result, console)
     raise typer.Exit(EXIT_FITS)
+
+
+def env_pairs(given: list[str]) -> dict[str, str]:
+    """--vllm-env KEY=VALUE options as a dict; BadInput for one without '='."""
+    out: dict[str, str] = {}
+    for item in given:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise BadInput(f"--vllm-env {item!r}: give KEY=VALUE (e.g. --vllm-env VLLM_USE_FLASHINFER_SAMPLER=0)")
+        out[key.strip()] = value.strip()
+    return out

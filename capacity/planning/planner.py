@@ -66,7 +66,7 @@ def graphs_set_aside(
     graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
     if not graphs.bytes:
         return graphs, n_graphs
-    would_be = f"capacity's estimate would be {graphs.bytes:,} B"
+    would_be = f"capacity's estimate would be {graphs.bytes:,} B ({graphs.kind})"
     if not semantics.subtracts_cudagraph_estimate:
         return MemoryTerm(0, EXACT, f"vLLM {semantics.name} sets no memory aside for CUDA graphs (they come out of the utilization headroom); {would_be}"), n_graphs
     if gpu.platform == "rocm" and not semantics.cudagraph_estimate_on_rocm:

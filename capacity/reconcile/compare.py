@@ -13,15 +13,75 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from capacity.planning.plan import Plan
-from capacity.reconcile.kv_rows import kv_rows
+from capacity.planning.plan import Plan, loaded_bytes
+from capacity.reconcile.kv_rows import concurrency_under_log_rule, kv_rows, tokens_under_log_formula
 from capacity.reconcile.num_blocks import BlockEvidence, blocks_from_log
 from capacity.reconcile.rows import ReconcileRow, gib_text
 from capacity.reconcile.term_rows import budget_rows, model_rows, term_rows
+from capacity.units import GiB
 from capacity.vllm.compile_lines import log_note
 from capacity.vllm.log_facts import VllmLogFacts
 from capacity.vllm.log_startups import load_vllm_log
 from capacity.vllm.versions import ENCODER_LENGTH, LATEST, VllmSemantics, log_semantics
+
+# The rows whose = / != marks are reconcile's verdict on the KV budget: a version that changes one of them (or whether
+# the plan fits) changes the verdict.
+VERDICT_KEYS = ("non_kv", "available_kv_cache", "num_blocks", "max_concurrency", "kv_cache_tokens")
+# The available KV memory is "close" within this share of vLLM's figure: the tolerance above which bench/predict_logs.py
+# counts a miss (MISS_PERCENT), part of the verdict so that a version moving the KV budget past it changes the verdict.
+CLOSE_PERCENT = 3.0
+
+
+@dataclass(frozen=True)
+class VersionOutcome:
+    """A startup compared under one range of vLLM rules it may come from."""
+
+    semantics: str
+    available_kv_bytes: int
+    available_kv_difference_gib: float | None  # capacity - vLLM, when the log prints its KV memory
+    num_blocks: int
+    marks: tuple[tuple[str, bool | None], ...]  # VERDICT_KEYS rows present: (key, agrees)
+    fits: bool
+    close: bool | None  # available KV within CLOSE_PERCENT of the log's (None: the log prints none)
+
+    @property
+    def verdict(self) -> tuple[object, ...]:
+        return (*self.marks, self.close, self.fits)
+
+    @property
+    def figures(self) -> tuple[object, ...]:
+        return (self.available_kv_bytes, self.num_blocks, self.verdict)
+
+    def text(self) -> str:
+        diff = "" if self.available_kv_difference_gib is None else f" ({self.available_kv_difference_gib:+.2f} GiB against the log)"
+        marks = ", ".join(f"{k} {'=' if a else '-' if a is None else '!='}" for k, a in self.marks)
+        close = "" if self.close is None else f"; {'within' if self.close else 'beyond'} {CLOSE_PERCENT:g} % of the log's KV memory"
+        return f"vLLM {self.semantics}: available KV {self.available_kv_bytes / GiB:.2f} GiB{diff}, {self.num_blocks:,} blocks{close}; {marks or 'no KV row'}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "semantics": self.semantics,
+            "available_kv_bytes": self.available_kv_bytes,
+            "available_kv_difference_gib": self.available_kv_difference_gib,
+            "num_blocks": self.num_blocks,
+            "agrees": dict(self.marks),
+            "fits": self.fits,
+            "available_kv_within_percent": None if self.close is None else {"percent": CLOSE_PERCENT, "within": self.close},
+        }
+
+
+@dataclass(frozen=True)
+class VersionInference:
+    """A startup that does not state its version: the lines its version was inferred from, the ranges of rules they
+    allow and the comparison under each; `decides`: the verdict changes with the version (no one range is picked)."""
+
+    evidence: tuple[str, ...]
+    outcomes: tuple[VersionOutcome, ...]
+    decides: bool
+    used: str  # the range the single comparison uses ("" when `decides`)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"evidence": list(self.evidence), "candidates": [o.to_dict() for o in self.outcomes], "verdict_changes": self.decides, "used": self.used}
 
 
 @dataclass(frozen=True)
@@ -38,6 +98,10 @@ class ReconcileResult:
     blocks: BlockEvidence | None
     facts: VllmLogFacts
     semantics: str = "0.33"  # the vLLM rules the plan used (capacity.vllm.versions)
+    figures: tuple[tuple[str, float | int], ...] = ()  # capacity_figures of the plan, as (term, value)
+    estimate: str = ""  # how the plan was made: "trace", "formula" or "profile" ("" when the caller did not say)
+    inference: VersionInference | None = None  # the version was inferred from the formats, and fits more than one range
+    by_version: tuple[ReconcileResult, ...] = ()  # when the verdict changes with the version: the comparison under each
 
     def row(self, key: str) -> ReconcileRow:
         for r in self.rows:
@@ -58,12 +122,39 @@ class ReconcileResult:
             "vllm_version": self.vllm_version,
             "vllm_version_basis": self.vllm_version_basis,
             "plan_semantics": self.semantics,
+            "plan_estimate": self.estimate,
+            "capacity_figures": dict(self.figures),
+            "version_inference": None if self.inference is None else self.inference.to_dict(),
+            "by_version": [r.to_dict() for r in self.by_version],
             "difference_sign": "capacity - vLLM",
             "rows": [r.to_dict() for r in self.rows],
             "num_blocks_from_log": None if self.blocks is None else self.blocks.to_dict(),
             "notes": list(self.notes),
             "log_facts": self.facts.to_dict(),
         }
+
+
+def version_outcome(result: ReconcileResult, plan: Plan) -> VersionOutcome:
+    """The verdict of one comparison, for setting the ranges of rules a startup may come from side by side."""
+    marks = tuple((k, result.row(k).agrees) for k in VERDICT_KEYS if k in result.keys)
+    kv = result.facts.kv_cache_gib
+    diff = None if kv is None else round(plan.kv.available_bytes / GiB - kv, 2)
+    close = None if not kv else abs(plan.kv.available_bytes / GiB - kv) <= abs(kv) * CLOSE_PERCENT / 100
+    return VersionOutcome(result.semantics, plan.kv.available_bytes, diff, plan.kv.num_blocks, marks, plan.fits, close)
+
+
+def capacity_figures(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> dict[str, float | int]:
+    """capacity's figure for each term a vLLM startup prints, counted as the log's version counts it (GiB as floats):
+    what `capacity reconcile`'s rows show and `bench/predict_logs.py` scores."""
+    return {
+        "weights": loaded_bytes(plan) / GiB,  # 'Model loading took': parameters + load buffers
+        "non_kv": plan.non_kv_bytes / GiB,
+        "available_kv": plan.kv.available_bytes / GiB,
+        "kv_tokens": tokens_under_log_formula(facts, plan),
+        "concurrency": concurrency_under_log_rule(plan, sem),
+        "requested": plan.requested_memory_bytes / GiB,
+        "num_blocks": plan.kv.num_blocks,
+    }
 
 
 def _notes(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> tuple[str, ...]:
@@ -121,6 +212,7 @@ def reconcile_facts(facts: VllmLogFacts, plan: Plan, *, semantics: VllmSemantics
         blocks=blocks,
         facts=facts,
         semantics=semantics.name if semantics is not None else LATEST.name,
+        figures=tuple(capacity_figures(facts, plan, semantics).items()),
     )
 
 

@@ -12,7 +12,7 @@ from capacity.reconcile.num_blocks import HALF_CENT, BlockEvidence, exact, print
 from capacity.reconcile.rows import ReconcileRow, count_row, gib_row
 from capacity.units import GiB
 from capacity.vllm.log_facts import VllmLogFacts
-from capacity.vllm.versions import VllmSemantics
+from capacity.vllm.versions import ENCODER_LENGTH, VllmSemantics
 
 
 def _groups_text(plan: Plan, which: str) -> str:
@@ -54,6 +54,24 @@ def same_requested(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -
     """Whether capacity's requested memory can stand in for vLLM's (the log does not print it): same utilization."""
     u = vllm_utilization(facts, sem)
     return u is not None and math.isclose(u, plan.serving.gpu_memory_utilization)
+
+
+def tokens_under_log_formula(facts: VllmLogFacts, plan: Plan) -> int:
+    """capacity's KV token count as the log's version prints it: int(concurrency x max_model_len) (0.33, and every
+    per-request count), else num_blocks // groups x block_size (vLLM 0.11-0.20, num_blocks_per_request aside)."""
+    kv = plan.kv
+    bs = min((g.group.spec.block_size for g in kv.groups), default=plan.serving.block_size)
+    if tokens_are_per_request(facts, bs):
+        return plan.concurrency.tokens_vllm_reported
+    return kv.num_blocks // len(kv.groups) * bs
+
+
+def concurrency_under_log_rule(plan: Plan, sem: VllmSemantics | None) -> float:
+    """capacity's maximum concurrency as the log's version counts it: num_blocks / blocks per request, the
+    cross-attention blocks by the encoder length where that version charged them so (0.11 and before)."""
+    if sem is not None and sem.cross_attention_per_request == ENCODER_LENGTH and plan.spec.is_encoder_decoder:
+        return plan.kv.num_blocks / plan.kv.blocks_per_request_actual
+    return plan.concurrency.vllm_reported
 
 
 def kv_rows(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None, blocks: BlockEvidence | None) -> list[ReconcileRow]:
@@ -160,10 +178,14 @@ def kv_rows(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None, blocks: 
             )
         )
     if facts.max_concurrency is not None:
-        cap_c = round(plan.concurrency.vllm_reported, 2)
+        by_encoder = concurrency_under_log_rule(plan, sem) != plan.concurrency.vllm_reported
+        per_request = kv.blocks_per_request_actual if by_encoder else kv.blocks_per_request_vllm
+        cap_c = round(concurrency_under_log_rule(plan, sem), 2)
         c = facts.max_concurrency
-        agrees = exact(c) - HALF_CENT <= Fraction(kv.num_blocks, kv.blocks_per_request_vllm) <= exact(c) + HALF_CENT
-        parts = [f"num_blocks / blocks per request; capacity: {kv.num_blocks:,} / {kv.blocks_per_request_vllm} = {plan.concurrency.vllm_reported:.2f}x"]
+        agrees = exact(c) - HALF_CENT <= Fraction(kv.num_blocks, per_request) <= exact(c) + HALF_CENT
+        parts = [f"num_blocks / blocks per request; capacity: {kv.num_blocks:,} / {per_request} = {kv.num_blocks / per_request:.2f}x"]
+        if by_encoder:
+            parts[0] += f" (vLLM {sem.name if sem else ''}'s count, cross-attention by the encoder length; vLLM 0.33's: {plan.concurrency.vllm_reported:.2f}x)"
         if blocks is not None and blocks.num_blocks_min == blocks.num_blocks_max and not agrees:
             n = blocks.num_blocks_min
             parts.append(f"the log's {n:,} blocks under capacity's count give {n / kv.blocks_per_request_vllm:.2f}x")
@@ -193,13 +215,13 @@ def kv_rows(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None, blocks: 
         )
     if facts.kv_cache_tokens is not None:
         t = facts.kv_cache_tokens
-        cap_t = plan.concurrency.tokens_vllm_reported
+        cap_t = tokens_under_log_formula(facts, plan)
         groups = len(kv.groups)
         if not tokens_are_per_request(facts, bs):
-            old = kv.num_blocks // groups * bs
             why = (
                 f"vLLM 0.11-0.20 printed num_blocks // {groups} groups x block_size {bs}: the tokens one group's share of blocks holds, not tokens of requests; "
-                f"capacity prints vLLM 0.33's int(concurrency x max_model_len) = {cap_t:,} (its {kv.num_blocks:,} blocks under the old formula: {old:,})"
+                f"capacity: its {kv.num_blocks:,} blocks under that formula (vLLM 0.33 prints int(concurrency x max_model_len) = "
+                f"{plan.concurrency.tokens_vllm_reported:,})"
             )
             rows.append(count_row("kv_cache_tokens", "KV cache size (tokens)", t, cap_t, "tokens", why))
         else:

@@ -3,17 +3,21 @@
 Shared by `capacity reconcile` and `bench/predict_logs.py`. Flags win over the log; the log wins over defaults:
 - knobs: vLLM's `non-default args: {...}` (what the user passed), and with `effective=True` also the engine's config
   line (dtype, enforce_eager, TP, max_seq_len: what vLLM ran with);
-- GPU: `--gpu`, else the total the log prints (`Free memory on device (F/T GiB)`, V0's `total_gpu_memory`, a CUDA
+- GPU: `--gpu NAME` names the GPU (its platform, compute capability) and the total the log prints, if any, is
+  used (what vLLM's cudaMemGetInfo saw); `--gpu SIZE` is the total; without `--gpu`, the total the log prints (`Free memory on device (F/T GiB)`, V0's `total_gpu_memory`, a CUDA
   OOM's `total capacity of T GiB`), named after the nvidia-smi table when one is pasted, else a catalog GPU whose
   vLLM-logged total it equals; else an nvidia-smi table alone (the catalog GPU of that name, or its MiB total).
   Nothing to infer: BadInput asking for `--gpu` (never a silent H200);
 - semantics: the log's version (capacity.vllm.versions.log_semantics), planned with 0.33's rules when the log does not
-  tell it.
+  tell it; with the environment vLLM ran in where capacity models it (VLLM_USE_FLASHINFER_SAMPLER);
+- model: `--model`, else the one the log names. A local folder the log names (`/mnt/models`) is what `--model`
+  stands for; when it is not on this machine, BadInput asks for `--model`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
 from typing import Any
 
 from capacity.errors import BadInput
@@ -72,6 +76,35 @@ def gpu_from_evidence(ev: GpuEvidence) -> Gpu | None:
     return None
 
 
+# Environment variables of vLLM's that capacity models (the rest are listed in a note, not used)
+MODELLED_ENV = ("VLLM_USE_FLASHINFER_SAMPLER",)
+
+
+def is_local_path(model: str) -> bool:
+    """Whether a model name as vLLM logs it is a local folder (`/mnt/models`, `./ckpt`, `~/m`, `C:\\m`), not a Hub id."""
+    return model.startswith(("/", "./", "../", "~", "\\")) or (len(model) > 2 and model[1] == ":" and model[2] in "\\/")
+
+
+def log_gpu(facts: VllmLogFacts, gpu: str | None) -> tuple[Gpu, str]:
+    """The GPU to plan a log for, and a note saying where it came from (see the module docstring)."""
+    if gpu is None:
+        inferred = gpu_from_evidence(facts.gpu)
+        if inferred is None:
+            raise BadInput(
+                f"{facts.source}: the log does not say which GPU vLLM ran on (no 'Free memory on device', CUDA OOM or nvidia-smi total): "
+                "pass --gpu NAME (capacity gpus) or --gpu SIZE (e.g. --gpu 24GiB)"
+            )
+        return inferred, f"GPU from the log: {inferred.name}, {inferred.total_memory_bytes:,} B ({inferred.provenance})"
+    named = gpu_by_name(gpu)
+    logged = gpu_from_evidence(facts.gpu) if facts.gpu.cuda_total_gib is not None else None
+    if logged is None or named.source == "size":
+        if facts.gpu.found:
+            return named, "--gpu given: the GPU the log shows is not used (" + (facts.gpu.cuda_total_basis or facts.gpu.smi_basis) + ")"
+        return named, ""
+    how = f"{named.name} (--gpu) with the total the log prints, {logged.total_memory_bytes:,} B ({logged.provenance})"
+    return replace(named, total_memory_bytes=logged.total_memory_bytes, source="log", provenance=logged.provenance), how
+
+
 def knobs_from_log(facts: VllmLogFacts, *, effective: bool) -> dict[str, Any]:
     """ServingArgs fields the log states: the user's non-default args, and the engine's config line if `effective`;
     either way a prefix caching the engine turned off (vLLM before 0.11 on hybrid models), which is the version's
@@ -117,34 +150,38 @@ def log_plan_inputs(
     gpu: str | None,
     effective_knobs: bool = True,
     extra_knobs: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
 ) -> LogPlanInputs:
     """Model, ServingArgs, GPU and semantics to plan a log with: `flags` (ServingArgs fields given on the command line)
-    over `extra_knobs` (e.g. a benchmark's sidecar) over the log's knobs. BadInput: no model, or no GPU to use."""
+    over `extra_knobs` (e.g. a benchmark's sidecar) over the log's knobs; `env`: the environment vLLM ran in.
+    BadInput: no model, or no GPU to use."""
     notes: list[str] = []
     from_log = knobs_from_log(facts, effective=effective_knobs)
     values = {**from_log, **(extra_knobs or {}), **flags}
     used = sorted(k for k in from_log if k not in flags and k not in (extra_knobs or {}))
     if used:
         notes.append("knobs read from the log: " + ", ".join(f"{k}={from_log[k]}" for k in used))
-    if facts.gpu.found and gpu is not None:
-        notes.append("--gpu given: the GPU the log shows is not used (" + (facts.gpu.cuda_total_basis or facts.gpu.smi_basis) + ")")
-    if gpu is not None:
-        resolved = gpu_by_name(gpu)
-    else:
-        inferred = gpu_from_evidence(facts.gpu)
-        if inferred is None:
-            raise BadInput(
-                f"{facts.source}: the log does not say which GPU vLLM ran on (no 'Free memory on device', CUDA OOM or nvidia-smi total): "
-                "pass --gpu NAME (capacity gpus) or --gpu SIZE (e.g. --gpu 24GiB)"
-            )
-        resolved = inferred
-        notes.append(f"GPU from the log: {resolved.name}, {resolved.total_memory_bytes:,} B ({resolved.provenance})")
+    resolved, gpu_note = log_gpu(facts, gpu)
+    if gpu_note:
+        notes.append(gpu_note)
     chosen = model or facts.model
     if not chosen:
-        raise BadInput(f"{facts.source}: the log does not name the model: pass --model")
+        raise BadInput(f"{facts.source}: the log does not name the model: pass --model (its Hub id, or a folder holding its config.json)")
+    if model is None and is_local_path(chosen) and not Path(chosen).expanduser().is_dir():
+        raise BadInput(
+            f"{facts.source}: the log serves a local folder, {chosen}, which is not on this machine: "
+            "pass --model with the model's Hub id, or a folder holding its config.json"
+        )
     if model is None:
         notes.append(f"model from the log: {chosen}")
     q = quantization(facts)
     if q is not None:
         notes.append(f"the log's weights are quantized ({q}): capacity plans them in {values.get('dtype', 'the checkpoint dtype')}")
-    return LogPlanInputs(chosen, ServingArgs(**values), resolved, log_semantics(facts), tuple(notes))
+    sem = log_semantics(facts)
+    given_env = dict(env or {})
+    if sem is not None and "VLLM_USE_FLASHINFER_SAMPLER" in given_env:
+        sem = sem.with_sampler_env(given_env["VLLM_USE_FLASHINFER_SAMPLER"])
+    unmodelled = sorted(k for k in given_env if k not in MODELLED_ENV)
+    if unmodelled:
+        notes.append("environment not modelled (the plan does not change with it): " + ", ".join(f"{k}={given_env[k]}" for k in unmodelled))
+    return LogPlanInputs(chosen, ServingArgs(**values), resolved, sem, tuple(notes))

@@ -8,6 +8,7 @@ import math
 
 from capacity.memory.cuda_context import CUDA_CONTEXT_BYTES
 from capacity.planning.plan import Plan, loaded_bytes
+from capacity.reconcile.log_inputs import is_local_path
 from capacity.reconcile.rows import ReconcileRow, count_row, gib_row
 from capacity.units import GiB
 from capacity.vllm.log_facts import VllmLogFacts
@@ -18,22 +19,14 @@ def model_rows(facts: VllmLogFacts, plan: Plan) -> list[ReconcileRow]:
     rows: list[ReconcileRow] = []
     if facts.model is not None:
         names = {plan.source.name, plan.source.requested}
-        same = facts.model in names or facts.model.rstrip("/").rsplit("/", 1)[-1] == plan.source.name.rsplit("/", 1)[-1]
-        rows.append(
-            ReconcileRow(
-                "model",
-                "model",
-                facts.model,
-                plan.source.name,
-                "" if same else "different",
-                same,
-                "the engine's config line (model='...')"
-                + ("" if same else f": the log serves another model; run capacity reconcile with --model {facts.model}"),
-                "",
-                facts.model,
-                plan.source.name,
-            )
-        )
+        local = is_local_path(facts.model)  # a folder on the serving machine: --model names what it holds
+        same = local or facts.model in names or facts.model.rstrip("/").rsplit("/", 1)[-1] == plan.source.name.rsplit("/", 1)[-1]
+        why = "the model vLLM's lines name"
+        if local:
+            why += f": a local folder ({facts.model}), planned as {plan.source.name}"
+        elif not same:
+            why += f": the log serves another model; run capacity reconcile with --model {facts.model}"
+        rows.append(ReconcileRow("model", "model", facts.model, plan.source.name, "" if same else "different", same, why, "", facts.model, plan.source.name))
     length = facts.concurrency_max_model_len or facts.max_seq_len
     if length is not None:
         cap = plan.serving.max_model_len
@@ -218,7 +211,7 @@ def term_rows(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> lis
                 estimate,
                 cg.bytes,
                 f"vLLM 0.19+: graphs captured before the KV cache is sized, {taken}; vLLM's figure {source}; "
-                f"capacity: {cg.method} ({cg.kind}).",
+                f"capacity: {cg.bytes:,} B ({cg.kind}): {cg.method}.",
                 decimals=3 if interval is not None else 2,
                 interval=interval,
             )
@@ -231,6 +224,6 @@ def term_rows(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> lis
         )
         if sem is not None and not sem.subtracts_cudagraph_estimate:
             why = f"vLLM {sem.name} set no memory aside for CUDA graphs: the capture came out of the (1 - gpu_memory_utilization) headroom"
-        rows.append(gib_row("cuda_graphs_actual", "CUDA graphs (actual capture)", actual, cg.bytes, why + f"; capacity: {cg.method} ({cg.kind})."))
+        rows.append(gib_row("cuda_graphs_actual", "CUDA graphs (actual capture)", actual, cg.bytes, why + f"; capacity: {cg.bytes:,} B ({cg.kind}): {cg.method}."))
     return rows
 

@@ -180,7 +180,7 @@ def refuse_unmodelled(spec: ModelSpec, limits: dict[str, int]) -> None:
         if modality.unmodelled and limits.get(modality.name, DEFAULT_LIMIT_PER_PROMPT) > 0:
             raise BadInput(
                 f"{spec.name}: {modality.unmodelled}; vLLM budgets {modality.name} items, which capacity cannot count: "
-                f"plan with --limit-mm-per-prompt {modality.name}=0 (vLLM then budgets no {modality.name})"
+                f"plan with --limit-mm-per-prompt {modality.name}=0 (vLLM then budgets no {modality.name}) or --language-model-only"
             )
 
 

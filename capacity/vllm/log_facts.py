@@ -82,6 +82,7 @@ class VllmLogFacts:
     model_loading_gib: float | None = None
     model_loading_gib_decimals: int = 2  # 4 in 0.8-0.11 (%.4f), else format_gib's 2
     model_loading_seconds: float | None = None
+    model_loading_memory_word: bool | None = None  # 'GiB memory and' (0.12+ V1 runner) / 'GiB and' (older, and MRV2 to 0.28)
     encoder_cache_budget_tokens: int | None = None
     encoder_profile_items: int | None = None
     encoder_profile_modality: str | None = None

@@ -89,7 +89,7 @@ def _guess_version(facts: VllmLogFacts, values: dict[str, Any]) -> tuple[str, st
     if facts.engine == "V0":
         return "V0 engine", "the V0 engine's worker lines ('Memory profiling results' / 'the rest of the memory reserved for KV Cache')"
     if facts.capacity_format == "one-line":
-        return "0.33", "one-line 'GPU KV cache size: N tokens, Maximum concurrency for ...' (0.33's format; 0.11-0.28 print two lines)"
+        return "0.33", "one-line 'GPU KV cache size: N tokens, Maximum concurrency for ...' (0.28's format and later; 0.8-0.27 print two lines)"
     if facts.model_loading_gib_decimals == 4 or facts.available_kv_cache_decimals_fixed:
         return "0.11", "GiB printed with %.4f / %.2f ('Model loading took 2.8758 GiB and', 'Available KV cache memory: 121.50 GiB'), as 0.11 does"
     if facts.capacity_format == "two-line":
@@ -133,6 +133,8 @@ def _finish(cur: _Startup, source: str, index: int, gpu: GpuEvidence, inherited_
     if values.get("_v0_peak_total") is not None and values.get("model_loading_gib") is not None:
         values["profiled_peak_gib"] = values["_v0_peak_total"] - values["model_loading_gib"]
     fields = {k: v for k, v in values.items() if not k.startswith("_") and k != "model_loading_gib_from_profile"}
+    if "_ml_memory_word" in values:
+        fields["model_loading_memory_word"] = values["_ml_memory_word"]
     version = cur.version or inherited_version
     if cur.version is None and inherited_version is not None:
         notes.append(f"version {inherited_version} taken from an earlier startup in the same text")
@@ -273,6 +275,16 @@ def with_stated_version(facts: VllmLogFacts, version: str, basis: str) -> VllmLo
     return replace(facts, version=version, version_guess=version, version_basis=basis)
 
 
+def checked_text(data: bytes, source: str) -> str:
+    """Bytes of a log as text; BadInput (one line) when they are empty or binary."""
+    if not data.strip():
+        raise BadInput(f"{source} is empty: give the log vLLM printed while starting (vllm serve ... 2>&1 | tee vllm.log)")
+    text = data.decode("utf-8", errors="replace")
+    if b"\x00" in data or text.count("\ufffd") > max(len(text) // 100, 0):
+        raise BadInput(f"{source} is a binary file, not a vLLM text log (decompress it first if it is an archive)")
+    return text
+
+
 def read_log_text(path: Path) -> str:
     """The text of a log file; BadInput (one line) for a missing, unreadable, empty or binary file."""
     try:
@@ -285,12 +297,7 @@ def read_log_text(path: Path) -> str:
         raise BadInput(f"{path}: permission denied") from None
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
-    if not data.strip():
-        raise BadInput(f"{path} is empty: give the log vLLM printed while starting (vllm serve ... 2>&1 | tee vllm.log)")
-    text = data.decode("utf-8", errors="replace")
-    if b"\x00" in data or text.count("\ufffd") > max(len(text) // 100, 0):
-        raise BadInput(f"{path} is a binary file, not a vLLM text log (decompress it first if it is an archive)")
-    return text
+    return checked_text(data, str(path))
 
 
 def load_vllm_log(path: Path) -> VllmLogFacts:

@@ -151,9 +151,11 @@ _QWEN3_14B = str(REPO_ROOT / "bench" / "vllm_logs" / "configs" / "Qwen--Qwen3-14
 
 
 def test_reconcile_takes_the_version_the_paste_does_not_state(tmp_path: Path, capsys):
-    """Without a version the two-line format reads as 0.15-0.20 (utilization 0.9); --vllm-version 0.28.0 gives
-    0.27-0.28's rules: utilization 0.92, and MRV2 (Qwen3ForCausalLM, dense) with nothing set aside for CUDA graphs
-    (0.28.0's GPUModelRunner.profile_cudagraph_memory returns 0)."""
+    """Without a version, Model Runner V2's 'GiB and' with format_gib's figure (0.15-0.28) and the two-line KV figures
+    (0.8-0.28) fit 0.12-0.15 up to 0.27-0.28, whose utilization defaults (0.9, then 0.92) and CUDA-graph rules move the
+    KV budget: no version is picked, each is compared. --vllm-version 0.28.0 gives 0.27-0.28's rules alone: utilization
+    0.92, and MRV2 (Qwen3ForCausalLM, dense) with nothing set aside for CUDA graphs (0.28.0's
+    GPUModelRunner.profile_cudagraph_memory returns 0)."""
     log = tmp_path / "qwen3-14b.log"
     log.write_text(_UNVERSIONED)
     base = ["reconcile", str(log), "--model", _QWEN3_14B, "--gpu", "L40S", "--json"]
@@ -161,7 +163,14 @@ def test_reconcile_takes_the_version_the_paste_does_not_state(tmp_path: Path, ca
     guessed = json.loads(capsys.readouterr().out)
     assert main([*base, "--vllm-version", "0.28.0"]) == 0
     stated = json.loads(capsys.readouterr().out)
-    assert guessed["plan_semantics"] == "0.12-0.15" and stated["plan_semantics"] == "0.27-0.28"
+    inferred = guessed["version_inference"]
+    assert inferred["verdict_changes"] is True and guessed["rows"] == [] and stated["version_inference"] is None
+    assert inferred["evidence"] == [
+        "line 1: 'Model loading took X GiB and' with format_gib's figure (Model Runner V2) (vLLM 0.15-0.28)",
+        "line 4: the KV cache size and the concurrency on two lines (vLLM 0.8-0.28)",
+    ]
+    compared = [r["plan_semantics"] for r in guessed["by_version"]]
+    assert compared[0].startswith("0.12-0.15") and compared[-1].endswith("0.27-0.28") and stated["plan_semantics"] == "0.27-0.28"
     assert stated["vllm_version"] == "0.28.0" and stated["vllm_version_basis"] == "--vllm-version"
 
 

@@ -342,9 +342,10 @@ def test_v0_20_two_line_log(plans: dict[str, Plan]) -> None:
     assert r.row("num_blocks").capacity_value == 50_995 and r.row("num_blocks").agrees
     assert r.row("max_concurrency").agrees  # 50995 / 540 = 94.435 -> 94.44 in both
     t = r.row("kv_cache_tokens")
-    # 0.20 printed 50995 // 2 x 16 = 407,952; capacity prints 0.33's int(50995 x 448 / 540) = int(22,845,760 / 540) = int(42,306.96) = 42,306
-    assert (t.vllm_value, t.capacity_value, t.agrees) == (407_952, 42_306, False)
-    assert "under the old formula: 407,952" in t.explanation
+    # 0.20 printed num_blocks // 2 groups x 16: capacity's 50,995 blocks under that formula give 50995 // 2 x 16 = 407,952
+    # (0.33 would print int(50995 x 448 / 540) = int(22,845,760 / 540) = int(42,306.96) = 42,306: named, not compared)
+    assert (t.vllm_value, t.capacity_value, t.agrees) == (407_952, 407_952, True)
+    assert "int(concurrency x max_model_len) = 42,306" in t.explanation
     assert r.row("cuda_graphs_estimate").vllm_value == 0.08
     assert any("the plan uses vLLM 0.20-0.22's rules" in n for n in r.notes)
 

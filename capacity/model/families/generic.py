@@ -326,11 +326,9 @@ def image_fallback(config: dict[str, Any], vision: dict[str, Any], *, reason: st
     if isinstance(config.get("mm_tokens_per_image"), int):
         return ItemTokens("image", int(config["mm_tokens_per_image"]), "fallback formula", f"mm_tokens_per_image ({reason})")
     dynamic = dynamic_resizing(config)
-    if dynamic:
-        raise BadInput(
-            f"{config.get('architectures', ['?'])[0]}: {dynamic}, so the image tokens depend on its settings: "
-            f"give the model's preprocessor_config.json ({reason})"
-        )
+    if dynamic:  # refused where vLLM budgets images (serving.refuse_unmodelled), not under --language-model-only or image=0
+        why = f"{dynamic}, so the image tokens depend on its settings: give the model's preprocessor_config.json ({reason})"
+        return ItemTokens("image", 0, "fallback formula", "", unmodelled=why)
     size, patch = vision.get("image_size"), vision.get("patch_size")
     size = max(size) if isinstance(size, (list, tuple)) and size else size  # [448, 448]
     patch = max(patch) if isinstance(patch, (list, tuple)) and patch else patch

@@ -126,8 +126,13 @@ def _without_conv_dim(config: dict) -> dict:
     ids=["qwen3.5-no-preprocessor", "lfm2.5-conv-without-conv-dim", "gemma3n-no-image-size", "qwen3-vl-no-preprocessor", "llava-onevision-no-preprocessor"],
 )
 def test_what_it_cannot_read_is_refused_in_one_line(config, field):
+    """Refused when the spec is read, or (image tokens that need the image processor's settings) when it is planned
+    with vLLM's default limits, which budget images (test_generic_language_model_only.py: not at image=0)."""
+    from capacity.gpu.catalog import gpu_by_name
+    from capacity.serving.config import ServingArgs, resolve_serving
+
     with pytest.raises(BadInput, match=field.replace("(", r"\(").replace("[", r"\[")) as exc:
-        spec_from_files(config(), "x")
+        resolve_serving(ServingArgs(), spec_from_files(config(), "x"), gpu_by_name("H200"))
     assert "\n" not in str(exc.value)
 
 

@@ -1,5 +1,5 @@
-"""The CUDA context a process holds before vLLM's baseline snapshot (estimated: a constant, documented in README
-"How each figure is obtained")."""
+"""The CUDA context a process holds before vLLM's baseline snapshot (estimated: a constant, documented in
+docs/figures/cuda-context.md)."""
 
 from __future__ import annotations
 

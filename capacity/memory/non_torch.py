@@ -1,5 +1,5 @@
 """Device memory outside torch's allocator that grows after vLLM's baseline snapshot (estimated: constants, documented
-in README "How each figure is obtained")."""
+in docs/figures/non-torch.md)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Resolve `--model` (and `--revision`) to a model source.
 
-Order (README "Use", `capacity plan --help`): an existing folder holding config.json; an id or alias of the
+Order (docs/getting-started.md, `capacity plan --help`): an existing folder holding config.json; an id or alias of the
 built-in catalog (package data); a Hugging Face id in the local HF cache (no network); the Hugging Face Hub
 (`capacity/source/hub.py`: only the planning files and the safetensors headers, into the HF cache). With `--revision`
 the catalog is skipped (it has no revisions) and a folder is refused.

@@ -249,6 +249,17 @@ class Family:
     def lm_head(self, model: Any, hidden: torch.Tensor) -> torch.Tensor:
         return model.lm_head(hidden)
 
+    def cached_text_model(self, model: Any) -> Any | None:
+        """The text decoder `capacity verify` runs over the planned KV pool: a transformers text model called with
+        input_ids, past_key_values (the pool, as a cache) and use_cache, whose layer i holds the spec's KV layer i;
+        None = verify does not run this family so (the BART-style `verify_decoder` path, or none)."""
+        return None
+
+    def cross_attention_kv(self, model: Any, layer: int, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values [1, positions, kv heads, head size] that text layer `layer`'s cross-attention reads
+        from the encoder `states` [1, positions, hidden] (what vLLM writes into the cross-attention blocks)."""
+        raise BadInput(f"verify cannot write the {self.name} family's cross-attention keys into the pool")
+
     def verify_decoder(self, model: Any) -> Any:
         """The BART-style decoder `capacity verify` runs (see `verify_decoder_path`)."""
         if not self.verify_decoder_path:

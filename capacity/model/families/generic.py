@@ -251,6 +251,9 @@ class GenericFamily(Family):
         out = method(**inputs)
         return list(feature_rows(out).chunk(count))
 
+    def cached_text_model(self, model: Any) -> Any:
+        return language_model(model)
+
     def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
         return language_model(model)(input_ids=input_ids, use_cache=False).last_hidden_state
 

@@ -124,6 +124,15 @@ class MllamaFamily(Family):
         states = model.model.multi_modal_projector(vision)
         return list(states.reshape(count, -1, states.shape[-1]).unbind(0))
 
+    def cached_text_model(self, model: Any) -> Any:
+        return model.model.language_model
+
+    def cross_attention_kv(self, model: Any, layer: int, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """MllamaTextCrossAttention's keys (k_proj, then k_norm per head) and values (v_proj) of the image's states."""
+        attn = model.model.language_model.layers[layer].cross_attn
+        shape = (states.shape[0], -1, attn.num_key_value_heads, attn.head_dim)
+        return attn.k_norm(attn.k_proj(states).view(shape)), attn.v_proj(states).view(shape)
+
     def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
         """The text model; its cross-attention layers attend `encoder_states` (one per request), or are skipped
         without them (a text-only batch, as transformers' MllamaTextModel does)."""

@@ -22,7 +22,7 @@ from capacity.planning.verify_result import VerifyResult
 from capacity.serving.encoder_budget import build_budget
 from capacity.units import cdiv
 from profilers.probes import MemoryProbe
-from profilers.run import PhaseCallback, Placement, WholeModel, _Phases, _randomize, profilable_family, released, sampler_pass
+from profilers.run import PhaseCallback, Placement, WholeModel, _Phases, _randomize, profilable_family, profiled_item, released, sampler_pass
 from profilers.verify_text import check_pool_layers, pool_tensor, runs_with_cache, steady_state
 
 
@@ -81,7 +81,7 @@ def _over_pool_cache(
         detail = f"{budget.profile_items} max-size {budget.modality_with_max_tokens} items of {budget.profile_tokens_per_item} tokens, kept as the encoder cache"
         with phases.phase("encoder", detail):
             with probe.host():
-                item = family.encoder_input(plan.spec, plan.source, device, dtype, budget.profile_tokens_per_item)
+                item = profiled_item(family, plan.spec, plan.source, device, dtype, budget.profile_tokens_per_item)
             state["encoder_outputs"] = placement.encode(family, model, item, budget.profile_items)
             del item
         track()

@@ -100,6 +100,42 @@ def test_verify_runs_a_vlm_with_its_encoder_cache_alive(tmp_path: Path, capsys):
     assert phases["decode_0"]["allocated_before_bytes"] >= encoder["allocated_after_bytes"]
 
 
+# Gemma-3's 5:1 sliding:full layers over 7 layers (layer 5 full), 32-token window, a 28 px SigLIP of 4 patches
+TINY_GEMMA3 = {
+    "architectures": ["Gemma3ForConditionalGeneration"],
+    "model_type": "gemma3",
+    "torch_dtype": "float32",
+    "mm_tokens_per_image": 4,
+    "image_token_index": 499,
+    "boi_token_index": 497,
+    "eoi_token_index": 498,
+    "text_config": {
+        "model_type": "gemma3_text",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "num_hidden_layers": 7,
+        "sliding_window": 32,
+        "sliding_window_pattern": 6,
+        "vocab_size": 500,
+        "max_position_embeddings": 256,
+    },
+    "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 2, "num_hidden_layers": 1, "image_size": 28, "patch_size": 14},
+}
+
+
+def test_verify_runs_sliding_window_groups_over_the_pool(tmp_path: Path, capsys):
+    result = verify(tmp_path / "tiny-gemma3", TINY_GEMMA3, capsys)
+    # 6 sliding + 1 full layer: 7 groups of one slot, page 2 x 16 x 2 x 16 x 4 B = 4,096 B per block, 2,048 blocks;
+    # per request the full group's cdiv(256, 16) = 16 blocks and each sliding group's cdiv(256, 16) + 1 = 17
+    # (its window reaches max_model_len 256 within one 512-token step): (2,048 - 1) // (16 + 6 x 17) = 17, max_num_seqs 8
+    assert result["kv_pool_bytes"] == 2048 * 4096 and result["requests"] == 8
+    assert [p["name"] for p in result["phases"]] == ["weights", "kv_pool", "encoder", "prefill", "decode_0", "decode_1", "decode_2"]
+    assert result["outcome"] == "verified"
+
+
 def test_verify_mllama_reads_the_images_keys_from_its_cross_blocks(tmp_path: Path, capsys):
     result = verify(tmp_path / "tiny-mllama", TINY_MLLAMA, capsys)
     # two groups (2 full layers, 2 cross layers) of 2 slots, page 2 x 16 x 2 x 16 x 4 B = 4,096: 8,192 B per block;

@@ -54,11 +54,11 @@ def test_fake_trace_estimate_of_whisper_tiny(capsys):
 
 def test_fake_trace_falls_back_for_families_without_an_adapter(capsys):
     pytest.importorskip("torch")
-    code = main(["plan", "--model", "OpenGVLab/InternVL3-8B", "--estimate", "trace", "--json"])
+    code = main(["plan", "--model", "openbmb/MiniCPM-Llama3-V-2_5", "--estimate", "trace", "--json"])
     out = capsys.readouterr()
-    assert code == 0, out.err  # InternVL's modules are remote code: no profiler hooks
+    assert code == 0, out.err  # MiniCPM-V's modules are remote code: no profiler hooks
     plan = json.loads(out.out)
-    assert any("no fake-tensor trace for this family (profiling internvl_chat" in n for n in plan["notes"])
+    assert any("no fake-tensor trace for this family (profiling minicpmv" in n for n in plan["notes"])
     assert plan["memory"]["activation_peak"]["method"].startswith("formula")
 
 

@@ -211,8 +211,8 @@ def test_unprofilable_family_says_so(spec_of):
     from capacity.errors import BadInput
     from profilers.run import profilable_family
 
-    with pytest.raises(BadInput, match="profiling internvl_chat .* not implemented yet.*--offline"):
-        profilable_family(spec_of("OpenGVLab/InternVL3-8B"))
+    with pytest.raises(BadInput, match="profiling minicpmv .* not implemented yet.*--offline"):
+        profilable_family(spec_of("openbmb/MiniCPM-Llama3-V-2_5"))
 
 
 TINY_BART = {

@@ -45,6 +45,7 @@ from capacity.model.items.qwen_vl import (
     qwen3_vl_video_tokens,
     qwen_vl_image_tokens,
 )
+from capacity.model.items.video_grid import video_grid
 from capacity.model.processor_kwargs import with_qwen_vl_sizes
 from capacity.model.shipped import shipped
 from capacity.model.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
@@ -222,10 +223,11 @@ class GenericFamily(Family):
     # --- profiler and fake-tensor trace hooks -------------------------------------------------------------
 
     def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
-        """The processor's tensors for one max-size item of the spec's widest modality (images and audio only)."""
+        """The processor's tensors for one max-size item of the spec's widest modality: an image, audio, or the
+        dummy video of a Qwen-VL-style tower (video_tensors)."""
         encoded = [m for m in spec.modalities if m.name != "video"]
         if len(encoded) < len(spec.modalities) and all(m.max_tokens_per_item != tokens for m in encoded):
-            raise NotImplementedError(f"the generic trace encodes images and audio; vLLM profiles a {tokens}-token video item here")
+            return video_tensors(source, device, dtype, tokens)
         modality = max(encoded, key=lambda m: m.max_tokens_per_item).name
         if modality == "audio":
             features, note = audio_features(source.config, source.preprocessor)
@@ -243,7 +245,7 @@ class GenericFamily(Family):
         import torch
 
         batch = {k: torch.cat([v] * count) if count > 1 else v for k, v in item.tensors.items()}
-        method = features_method(model, "audio" if "input_features" in batch else "image")
+        method = features_method(model, "audio" if "input_features" in batch else "video" if "pixel_values_videos" in batch else "image")
         accepted = inspect.signature(method).parameters
         inputs = {k: v for k, v in batch.items() if k in accepted or "kwargs" in accepted}
         if "input_features" in batch:
@@ -436,7 +438,7 @@ def full_clip_masks(method: Any, shape: tuple[int, ...], device: Any = "meta") -
 
 def features_method(model: Any, modality: str) -> Any:
     """The model's own get_<modality>_features; a model without one (Qwen2-Audio) runs its tower (pooling included)."""
-    name = "get_audio_features" if modality == "audio" else "get_image_features"
+    name = f"get_{modality}_features"
     if hasattr(model, name):
         return getattr(model, name)
     inner = getattr(model, "model", model)
@@ -445,6 +447,24 @@ def features_method(model: Any, modality: str) -> Any:
         if tower is not None:
             return tower
     raise NotImplementedError(f"{type(model).__name__} has neither {name} nor a {modality} tower")
+
+
+def video_tensors(source: ModelSource, device: str, dtype: Any, tokens: int) -> EncoderInput:
+    """vLLM's dummy video of `tokens` tokens as the processor hands it to a Qwen-VL-style tower: flattened patches
+    (frame pairs x rows x columns of them, each channels x temporal_patch_size x patch^2 values) and video_grid_thw."""
+    import torch
+
+    full = materialized(source.config)
+    vision = full.get("vision_config") or {}
+    try:
+        t, h, w = video_grid(str(source.config.get("model_type")), vision, source.preprocessor, source.video_preprocessor, tokens)
+    except LookupError as exc:
+        raise NotImplementedError(f"the generic family builds videos for Qwen-VL-style towers only ({exc})") from exc
+    patch, temporal = vision["patch_size"], vision.get("temporal_patch_size", 2)
+    pixels = torch.zeros(t * h * w, vision.get("in_channels", 3) * temporal * patch * patch, device=device, dtype=dtype)
+    grid = torch.tensor([[t, h, w]], device=device)
+    note = f"processed-shape video patches: {t} frame pair(s) of {h * patch}x{w * patch} px -> video_grid_thw ({t}, {h}, {w}), {t * h * w} patches"
+    return EncoderInput({"pixel_values_videos": pixels, "video_grid_thw": grid}, note, host={"video_grid_thw": [t, h, w]})
 
 
 def image_tensors(config: dict[str, Any], preprocessor: dict[str, Any] | None) -> tuple[dict[str, Any], str]:

@@ -47,3 +47,38 @@ def test_minicpmv_slices_trace_under_fake_tensors():
     # every slice padded to the largest's 1,056 patches (the source image, 14 x 1,056 px in one row)
     assert "processed-shape slices (10, 3, 14, 14784)" in p.phase("encoder").detail
     assert p.encoder_cache_bytes == 8 * 960 * 4096 * 2  # eight images' tokens x the LLM's width x float16
+
+
+TINY_MINICPMV = {
+    "architectures": ["MiniCPMV"],
+    "model_type": "minicpmv",
+    "version": "2.5",
+    "torch_dtype": "float32",
+    "hidden_size": 256,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 500,
+    "max_position_embeddings": 256,
+    "query_num": 8,
+    "image_size": 56,
+    "patch_size": 14,
+    "rms_norm_eps": 1e-5,
+    "vision_config": {"model_type": "idefics2", "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 2, "num_hidden_layers": 1, "image_size": 56, "patch_size": 14},
+}
+
+
+def test_the_resampler_gives_query_num_tokens_per_slice_whatever_its_patches():
+    """Three slices of 10, 6 and 6 patches (padded to 10, masked) through the tower and the resampler, two images:
+    3 slices x 8 queries = 24 rows of the LLM's 256 per image."""
+    from capacity.model.family import EncoderInput
+
+    family = family_named("minicpmv")
+    model = family.build_module(TINY_MINICPMV, device="cpu", dtype="float32", init_weights=False).eval()
+    mask = torch.zeros(3, 1, 10, dtype=torch.bool)
+    mask[0, 0, :10], mask[1:, 0, :6] = True, True
+    item = EncoderInput({"pixel_values": torch.zeros(3, 3, 14, 10 * 14), "patch_attention_mask": mask}, "")
+    with torch.inference_mode():
+        outputs = family.encode(model, item, 2)
+    assert [tuple(o.shape) for o in outputs] == [(24, 256)] * 2

@@ -6,8 +6,10 @@ concurrent requests gets its self-attention blocks (max_model_len tokens) and cr
 (its encoder tokens) inside the pool; one encoder batch of max-size items is run and its K/V written
 into every request's cross blocks; then decode steps run one token per request with self-attention
 over the full context and cross-attention over the full encoder length, reading K/V from the pool
-(as vLLM's kernels do), followed by the sampler. Encoder-decoder models with BART-style decoder
-layers (Whisper, Nemotron-Parse) are supported.
+(as vLLM's kernels do), followed by the sampler. This is the path of encoder-decoder models with BART-style
+decoder layers (Whisper, Nemotron-Parse); every text decoder transformers runs with a cache (decoder-only LLMs and
+VLMs, sliding windows, MoE, Llama-3.2-Vision's cross-attention layers) runs over the same pool as its transformers
+cache instead (profilers/verify_text.py).
 """
 
 from __future__ import annotations

@@ -45,7 +45,7 @@ from capacity.model.items.qwen_vl import (
     qwen3_vl_video_tokens,
     qwen_vl_image_tokens,
 )
-from capacity.model.items.video_grid import video_grid
+from capacity.model.items.video_grid import video_tensors
 from capacity.model.processor_kwargs import with_qwen_vl_sizes
 from capacity.model.shipped import shipped
 from capacity.model.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
@@ -447,24 +447,6 @@ def features_method(model: Any, modality: str) -> Any:
         if tower is not None:
             return tower
     raise NotImplementedError(f"{type(model).__name__} has neither {name} nor a {modality} tower")
-
-
-def video_tensors(source: ModelSource, device: str, dtype: Any, tokens: int) -> EncoderInput:
-    """vLLM's dummy video of `tokens` tokens as the processor hands it to a Qwen-VL-style tower: flattened patches
-    (frame pairs x rows x columns of them, each channels x temporal_patch_size x patch^2 values) and video_grid_thw."""
-    import torch
-
-    full = materialized(source.config)
-    vision = full.get("vision_config") or {}
-    try:
-        t, h, w = video_grid(str(source.config.get("model_type")), vision, source.preprocessor, source.video_preprocessor, tokens)
-    except LookupError as exc:
-        raise NotImplementedError(f"the generic family builds videos for Qwen-VL-style towers only ({exc})") from exc
-    patch, temporal = vision["patch_size"], vision.get("temporal_patch_size", 2)
-    pixels = torch.zeros(t * h * w, vision.get("in_channels", 3) * temporal * patch * patch, device=device, dtype=dtype)
-    grid = torch.tensor([[t, h, w]], device=device)
-    note = f"processed-shape video patches: {t} frame pair(s) of {h * patch}x{w * patch} px -> video_grid_thw ({t}, {h}, {w}), {t * h * w} patches"
-    return EncoderInput({"pixel_values_videos": pixels, "video_grid_thw": grid}, note, host={"video_grid_thw": [t, h, w]})
 
 
 def image_tensors(config: dict[str, Any], preprocessor: dict[str, Any] | None) -> tuple[dict[str, Any], str]:

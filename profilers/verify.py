@@ -47,15 +47,21 @@ def _attend(attn: Any, x: Any, keys: Any, values: Any) -> Any:
     return attn.out_proj(out.transpose(1, 2).reshape(batch, -1, keys.shape[2] * keys.shape[3]))
 
 
-def check_verifiable(plan: Plan) -> None:
-    """BadInput when verify cannot run this plan (checked before anything is estimated or allocated)."""
-    spec, serving, kv = plan.spec, plan.serving, plan.kv
+def check_verifiable_family(spec: Any) -> None:
+    """BadInput when verify cannot run this model's family at all (checked before it is profiled)."""
     family = profilable_family(spec)
     if not family.verify_decoder_path and not runs_with_cache(family):
         from capacity.model.family import all_families
 
         verifiable = ", ".join(f.name for f in all_families() if f.verify_decoder_path or runs_with_cache(f))
         raise BadInput(f"verify runs BART-style encoder-decoders and text decoders transformers runs with a cache ({verifiable}); {family.name} is not one yet")
+
+
+def check_verifiable(plan: Plan) -> None:
+    """BadInput when verify cannot run this plan (checked before anything is estimated or allocated)."""
+    spec, serving, kv = plan.spec, plan.serving, plan.kv
+    check_verifiable_family(spec)
+    family = spec.family
     if serving.kv_cache_dtype_bytes != serving.dtype_bytes:
         raise BadInput("verify runs attention on the pool in the model dtype: plan it with --kv-cache-dtype auto")
     if not family.verify_decoder_path:

@@ -86,7 +86,8 @@ class Family:
     fallback_rank: ClassVar[int | None] = None
     profilable: ClassVar[bool] = True  # the profiler and the fake-tensor trace can run this family
     # Attribute path from the built model to a BART-style decoder (self_attn, encoder_attn, fc1/fc2 per layer)
-    # that `capacity verify` drives step by step; () = verify does not support this family.
+    # that `capacity verify` drives step by step; () = verify runs the family's `cached_text_model` over the pool
+    # instead, or, without one, refuses it.
     verify_decoder_path: ClassVar[tuple[str, ...]] = ()
     # Calibration: the H200-measured activation peak exceeded the fake-tensor trace by this many percent
     # (bench/results/trace-2026-11-30); None = within 3 %, or never compared.

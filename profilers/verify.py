@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import time
+from dataclasses import replace
 from typing import Any
 
 from capacity.errors import BadInput
@@ -90,6 +91,7 @@ def _over_pool_cache(
         with phases.phase("encoder", detail):
             with probe.host():
                 item = profiled_item(family, plan.spec, plan.source, device, dtype, budget.profile_tokens_per_item)
+            item = replace(item, tensors={k: probe.adopt(v) for k, v in item.tensors.items()})
             state["encoder_outputs"] = placement.encode(family, model, item, budget.profile_items)
             del item
         track()

@@ -174,3 +174,24 @@ def test_verify_refuses_state_layers_in_one_line(capsys):
     code = main(["verify", "--model", "nvidia/Nemotron-H-56B-Base-8K", "--cpu-probe", "--gpu", "H200"])
     err = capsys.readouterr().err
     assert code == 2 and "verify runs attention KV layers (full, sliding_window, cross)" in err and "mamba" in err and err.count("\n") == 1
+
+
+def test_verify_runs_gemma3_at_its_catalog_size_on_fake_tensors():
+    """The whole steady state of google/gemma-3-4b-it at the H200's defaults, on fake tensors (no memory): 7 KV
+    groups (29 sliding layers in 6 groups of 5 slots, the last padded by one; 5 full layers in 1), the pool one
+    allocation of num_blocks x bytes_per_block,
+    every request's blocks inside it, prefill and decode through transformers over the pool's views."""
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
+    from profilers.probes import FakeProbe
+    from profilers.run import WholeModel
+    from profilers.verify import run_verify
+
+    plan = plan_for("google/gemma-3-4b-it", ServingArgs(), "H200")
+    kv = plan.kv
+    assert [g.group.kind for g in kv.groups] == ["sliding_window"] * 6 + ["full"]
+    result = run_verify(plan, FakeProbe(), steps=1, placement=WholeModel())  # WholeModel: a meta build the probe adopts
+    assert result.oom is None and result.requests == min(plan.concurrency.actual_requests, plan.serving.max_num_seqs)
+    pool = next(p for p in result.phases if p.name == "kv_pool")
+    assert pool.allocated_after_bytes - pool.allocated_before_bytes == kv.num_blocks * kv.bytes_per_block + plan.memory["block_tables"].bytes
+    assert [p.name for p in result.phases] == ["weights", "kv_pool", "encoder", "prefill", "decode_0"]

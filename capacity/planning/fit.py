@@ -203,6 +203,7 @@ def meets(plan: Plan, target: FitTarget, reserve_bytes: int = 0) -> bool:
 # choice): the knobs that clear them. A hazard's own knobs (Hazard.knobs) clear it too.
 CLEARED_BY: dict[str, tuple[str, ...]] = {
     "item_longer_than_max_model_len": ("mm_processor_kwargs", "limit_mm_per_prompt", "max_model_len"),
+    "items_per_prompt_lowered": ("mm_processor_kwargs",),  # smaller items: max_model_len // tokens per item reaches the limit
 }
 
 
@@ -301,6 +302,7 @@ class Search:
     def smaller_items(self, gpu: Gpu, first: Plan, longest: int | None) -> list[Step]:
         """Smaller items through the --mm-processor-kwargs size keys the family models (Family.item_size_kwargs), each a
         rung: items of at most max_model_len (the target's, else `longest`: the length an item must not exceed), then
+        max_model_len // n for each limit of n items per prompt the user holds (n items then fit one prompt), then
         SMALLER_ITEM_TOKENS tokens; a size is a rung only where it shrinks an item and grows none."""
         s = first.serving
         if "mm_processor_kwargs" in self.held or s.mm_processor_kwargs or s.language_model_only or not first.budget.max_tokens_per_item:
@@ -311,7 +313,9 @@ class Search:
         except BadInput:
             return []
         steps = []
-        for tokens in sorted({t for t in (self.target.max_model_len or longest, *SMALLER_ITEM_TOKENS) if t}, reverse=True):
+        length = self.target.max_model_len or longest
+        held_limits = [n for n in s.limit_mm_per_prompt.values() if 1 < n < DEFAULT_LIMIT_PER_PROMPT] if "limit_mm_per_prompt" in self.held and length else []
+        for tokens in sorted({t for t in (length, *(length // n for n in held_limits), *SMALLER_ITEM_TOKENS) if t}, reverse=True):
             try:
                 kwargs = self.spec.family.item_size_kwargs(self.source.config, tokens)
                 if kwargs is None:
@@ -374,7 +378,7 @@ class Search:
         if "max_num_seqs" not in self.held and first.serving.max_num_seqs < self.target.min_concurrency:
             args = replace(args, max_num_seqs=self.target.min_concurrency)  # the scheduler must admit the target
         limit = longest or self.spec.derived_max_model_len
-        steps = ladder(first, self.held, self.target, self.smaller_items(gpu, first, longest) if top_rung != 0 else ())
+        steps = ladder(first, self.held, self.target, self.smaller_items(gpu, first, longest))  # all of it: what a rung clears
         searched = frozenset(k for step in steps for k, _ in step.knobs) | (frozenset() if self.target.max_model_len else {"max_model_len"})
         for rung in range(min(len(steps), len(steps) if top_rung is None else top_rung) + 1):
             found = self.best(gpu, with_steps(args, steps[:rung]), reserve, limit, searched)

@@ -172,6 +172,12 @@ def test_nearest_fit_of_a_plan_that_does_not_fit_keeps_its_gpu_and_shortens_the_
     assert (config.gpu, config.gpu_count) == ("RTX-4090", 1)
     assert [c.knob for c in config.changes] == ["max_model_len"] and config.max_model_len < 128000
     assert config.requests_at_once >= 1 and config.estimate == "formula"
+    # the longest context a first start on an empty compile cache also fits (cold_compile_cache: vLLM would refuse that
+    # start one token longer, though a warm restart fits): the suggestion raises no warning
+    at = build_plan(source, spec, gpu, resolve_serving(ServingArgs(max_model_len=config.max_model_len), spec, gpu))
+    longer = build_plan(source, spec, gpu, resolve_serving(ServingArgs(max_model_len=config.max_model_len + 1), spec, gpu))
+    assert warning_ids(at) == [] and config.warnings == ()
+    assert "cold_compile_cache" in warning_ids(longer)
 
 
 def test_smaller_images_through_the_size_key_the_family_models():

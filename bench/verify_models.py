@@ -11,7 +11,16 @@ import sys
 import time
 from pathlib import Path
 
-DEFAULT_MODELS = ["openai/whisper-large-v3", "nvidia/NVIDIA-Nemotron-Parse-v1.1"]
+# one per family verify runs: BART-style decoders (Whisper, Nemotron-Parse), a decoder-only VLM (Qwen2.5-VL), sliding
+# windows (Gemma-3), cross-attention over the pool (Llama-3.2-Vision) and an MoE decoder (Qwen3-30B-A3B, bf16)
+DEFAULT_MODELS = [
+    "openai/whisper-large-v3",
+    "nvidia/NVIDIA-Nemotron-Parse-v1.1",
+    "Qwen/Qwen2.5-VL-3B-Instruct",
+    "google/gemma-3-4b-it",
+    "meta-llama/Llama-3.2-11B-Vision-Instruct",
+    "Qwen/Qwen3-30B-A3B",
+]
 
 
 def main() -> None:
@@ -24,8 +33,14 @@ def main() -> None:
     rows = []
     for model in sys.argv[2:] or DEFAULT_MODELS:
         start = time.perf_counter()
-        plan, profile = profile_model(model, ServingArgs())
-        result = run_verify(plan, CudaProbe(), steps=3, reproducer=f"capacity verify --model {model}")
+        try:
+            plan, profile = profile_model(model, ServingArgs())
+            result = run_verify(plan, CudaProbe(), steps=3, reproducer=f"capacity verify --model {model}")
+        except Exception as exc:  # one model's refusal or failure is its row; the others still run
+            row = {"model": model, "error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}", "total_wall_s": round(time.perf_counter() - start, 2)}
+            print(json.dumps(row), flush=True)
+            (out_dir / f"verify-{model.replace('/', '--')}.json").write_text(json.dumps(row, indent=2))
+            continue
         row = {
             "model": model,
             "plan": {

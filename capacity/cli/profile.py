@@ -161,7 +161,7 @@ def verify(
     from capacity.planning.suggest import suggested_flags
     from profilers.probes import CpuProbe, CudaProbe
     from profilers.startup import freeze_heap_at_exit
-    from profilers.verify import check_verifiable, run_verify
+    from profilers.verify import check_verifiable, check_verifiable_family, run_verify
 
     freeze_heap_at_exit()
 
@@ -177,6 +177,10 @@ def verify(
     check_outputs(json_out=json_out)
     if not cpu_probe and not local_cuda_gpu():
         raise BadInput("no usable NVIDIA GPU here: `capacity verify` runs on a GPU (or pass --cpu-probe for a dry run)")
+    if measured is None:  # a family verify cannot run is refused before it is profiled
+        from capacity.model.registry import load_model
+
+        check_verifiable_family(load_model(model, args.revision, args.mm_processor_kwargs)[1])
     tp = args.tensor_parallel_size if measured is None else measured.measured_tensor_parallel_size
     if measured is not None and args.tensor_parallel_size not in (1, tp):
         raise BadInput(f"--tensor-parallel-size {args.tensor_parallel_size}: the profile was taken at TP {tp}; verify its plan at TP {tp} or profile again")

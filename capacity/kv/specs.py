@@ -362,6 +362,30 @@ def kv_cache_groups(specs: list[KVCacheSpec]) -> list[KVGroup]:
     return groups
 
 
+def group_slots(specs: list[KVCacheSpec]) -> list[tuple[int, int]]:
+    """(group index, layer slot) of each layer, in kv_cache_groups' order: a bucket's j-th layer goes to its
+    (j % num_groups)-th group, slot j // num_groups (vLLM: layers taken with stride num_groups)."""
+    if not specs:
+        return []
+    if len(set(specs)) == 1:
+        return [(0, j) for j in range(len(specs))]
+    unified = unify_page_size(specs)
+    buckets: dict[KVCacheSpec, list[int]] = {}
+    for i, s in enumerate(unified):
+        buckets.setdefault(s, []).append(i)
+    sizes = [len(v) for v in buckets.values()]
+    smallest, largest = min(sizes), max(sizes)
+    group_size = largest if largest < 1.5 * smallest else smallest
+    places: list[tuple[int, int]] = [(0, 0)] * len(specs)
+    first = 0
+    for members in buckets.values():
+        num_groups = cdiv(len(members), group_size)
+        for j, layer in enumerate(members):
+            places[layer] = (first + j % num_groups, j // num_groups)
+        first += num_groups
+    return places
+
+
 def bytes_per_block(groups: list[KVGroup]) -> int:
     """vLLM: _get_kv_cache_bytes_per_block = max over groups of the group's summed page (groups share one pool)."""
     return max(g.bytes_per_block for g in groups)

@@ -86,7 +86,8 @@ class Family:
     fallback_rank: ClassVar[int | None] = None
     profilable: ClassVar[bool] = True  # the profiler and the fake-tensor trace can run this family
     # Attribute path from the built model to a BART-style decoder (self_attn, encoder_attn, fc1/fc2 per layer)
-    # that `capacity verify` drives step by step; () = verify does not support this family.
+    # that `capacity verify` drives step by step; () = verify runs the family's `cached_text_model` over the pool
+    # instead, or, without one, refuses it.
     verify_decoder_path: ClassVar[tuple[str, ...]] = ()
     # Calibration: the H200-measured activation peak exceeded the fake-tensor trace by this many percent
     # (bench/results/trace-2026-11-30); None = within 3 %, or never compared.
@@ -254,6 +255,17 @@ class Family:
 
     def lm_head(self, model: Any, hidden: torch.Tensor) -> torch.Tensor:
         return model.lm_head(hidden)
+
+    def cached_text_model(self, model: Any) -> Any | None:
+        """The text decoder `capacity verify` runs over the planned KV pool: a transformers text model called with
+        input_ids, past_key_values (the pool, as a cache) and use_cache, whose layer i holds the spec's KV layer i;
+        None = verify does not run this family so (the BART-style `verify_decoder` path, or none)."""
+        return None
+
+    def cross_attention_kv(self, model: Any, layer: int, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values [1, positions, kv heads, head size] that text layer `layer`'s cross-attention reads
+        from the encoder `states` [1, positions, hidden] (what vLLM writes into the cross-attention blocks)."""
+        raise BadInput(f"verify cannot write the {self.name} family's cross-attention keys into the pool")
 
     def verify_decoder(self, model: Any) -> Any:
         """The BART-style decoder `capacity verify` runs (see `verify_decoder_path`)."""

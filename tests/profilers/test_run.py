@@ -207,12 +207,15 @@ def test_decoder_only_profile_has_no_encoder_phase(tmp_path: Path):
     assert p.phase("sampler").peak_above_start_bytes >= 8 * 500 * 4
 
 
-def test_unprofilable_family_says_so(spec_of):
+def test_unprofilable_family_says_so(spec_of, monkeypatch):
+    """Every family has hooks today; one without them (profilable False) is refused in one line."""
     from capacity.errors import BadInput
+    from capacity.model.family import family_named
     from profilers.run import profilable_family
 
-    with pytest.raises(BadInput, match="not implemented yet.*--offline"):
-        profilable_family(spec_of("meta-llama/Llama-3.2-11B-Vision-Instruct"))
+    monkeypatch.setattr(type(family_named("minicpmv")), "profilable", False)
+    with pytest.raises(BadInput, match="profiling minicpmv .* not implemented yet.*--offline"):
+        profilable_family(spec_of("openbmb/MiniCPM-Llama3-V-2_5"))
 
 
 TINY_BART = {

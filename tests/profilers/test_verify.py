@@ -45,9 +45,9 @@ def test_verify_allocates_the_planned_pool_and_runs_the_requests(tmp_path: Path,
 
 
 def test_verify_refuses_models_it_cannot_run(capsys):
-    code = main(["verify", "--model", "google/gemma-3-4b-it", "--cpu-probe", "--gpu", "H200"])
+    code = main(["verify", "--model", "google-t5/t5-small", "--cpu-probe", "--gpu", "H200"])
     err = capsys.readouterr().err
-    assert code == 2 and "verify runs encoder-decoder models" in err and err.count("\n") == 1
+    assert code == 2 and "verify runs BART-style encoder-decoders and text decoders" in err and "t5 is not one yet" in err and err.count("\n") == 1
 
 
 def test_verify_needs_a_gpu_or_the_cpu_probe(capsys):

@@ -98,5 +98,8 @@ class DecoderOnlyFamily(Family):
 
         return build_causal_lm(config, device=device, dtype=dtype, init_weights=init_weights, attn_implementation=attn_implementation)
 
+    def cached_text_model(self, model: Any) -> Any:
+        return model.model
+
 
 FAMILY = DecoderOnlyFamily()

@@ -158,6 +158,9 @@ class Gemma3Family(Family):
         embeds = model.model.multi_modal_projector(states)  # (count x crops, 256, hidden)
         return list(embeds.reshape(count, crops * embeds.shape[1], embeds.shape[2]).unbind(0))
 
+    def cached_text_model(self, model: Any) -> Any:
+        return model.model.language_model
+
     def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
         return model.model.language_model(input_ids=input_ids, use_cache=False).last_hidden_state
 

@@ -525,6 +525,9 @@ class Gemma4Family(Family):
         embeds = model.model.embed_audio(inputs_embeds=out.last_hidden_state)
         return [row for row in embeds]
 
+    def cached_text_model(self, model: Any) -> Any:
+        return model.model.language_model
+
     def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
         return model.model.language_model(input_ids=input_ids, use_cache=False).last_hidden_state
 

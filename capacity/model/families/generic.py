@@ -45,6 +45,7 @@ from capacity.model.items.qwen_vl import (
     qwen3_vl_video_tokens,
     qwen_vl_image_tokens,
 )
+from capacity.model.items.video_grid import video_tensors
 from capacity.model.processor_kwargs import qwen_vl_max_pixels_within, with_qwen_vl_sizes
 from capacity.model.shipped import shipped
 from capacity.model.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
@@ -228,10 +229,11 @@ class GenericFamily(Family):
     # --- profiler and fake-tensor trace hooks -------------------------------------------------------------
 
     def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
-        """The processor's tensors for one max-size item of the spec's widest modality (images and audio only)."""
+        """The processor's tensors for one max-size item of the spec's widest modality: an image, audio, or the
+        dummy video of a Qwen-VL-style tower (video_tensors)."""
         encoded = [m for m in spec.modalities if m.name != "video"]
         if len(encoded) < len(spec.modalities) and all(m.max_tokens_per_item != tokens for m in encoded):
-            raise NotImplementedError(f"the generic trace encodes images and audio; vLLM profiles a {tokens}-token video item here")
+            return video_tensors(source, device, dtype, tokens)
         modality = max(encoded, key=lambda m: m.max_tokens_per_item).name
         if modality == "audio":
             features, note = audio_features(source.config, source.preprocessor)
@@ -249,13 +251,16 @@ class GenericFamily(Family):
         import torch
 
         batch = {k: torch.cat([v] * count) if count > 1 else v for k, v in item.tensors.items()}
-        method = features_method(model, "audio" if "input_features" in batch else "image")
+        method = features_method(model, "audio" if "input_features" in batch else "video" if "pixel_values_videos" in batch else "image")
         accepted = inspect.signature(method).parameters
         inputs = {k: v for k, v in batch.items() if k in accepted or "kwargs" in accepted}
         if "input_features" in batch:
             inputs.update(full_clip_masks(method, tuple(batch["input_features"].shape), batch["input_features"].device))
         out = method(**inputs)
         return list(feature_rows(out).chunk(count))
+
+    def cached_text_model(self, model: Any) -> Any:
+        return language_model(model)
 
     def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
         return language_model(model)(input_ids=input_ids, use_cache=False).last_hidden_state
@@ -437,7 +442,7 @@ def full_clip_masks(method: Any, shape: tuple[int, ...], device: Any = "meta") -
 
 def features_method(model: Any, modality: str) -> Any:
     """The model's own get_<modality>_features; a model without one (Qwen2-Audio) runs its tower (pooling included)."""
-    name = "get_audio_features" if modality == "audio" else "get_image_features"
+    name = f"get_{modality}_features"
     if hasattr(model, name):
         return getattr(model, name)
     inner = getattr(model, "model", model)

@@ -2,7 +2,9 @@
 
 vLLM's own implementation (vllm/model_executor/models/internvl.py, intern_vit.py, and the processor in
 vllm/transformers_utils/processors/internvl.py) is what this family reads; transformers has no class for the Hub's
-config, so nothing here is built through transformers' InternVL classes:
+config, so the spec and the weights are read from vLLM's code; the profiler and the fake-tensor trace run transformers'
+InternVLForConditionalGeneration (the -hf port of the same modules) built from a config translated from the Hub's
+(`hf_config`), whose parameters are exactly those listed here (tests/model/families):
 - images: 448 px tiles (`vision_config.image_size`), up to `max_dynamic_patch` of them plus a thumbnail, each
   `(image_size // patch_size)^2 x downsample_ratio^2` tokens after the pixel shuffle (256 for InternVL3);
 - videos (when the LLM's tokenizer has a video context token: Qwen2/Qwen3/GPT-OSS LLMs): one tile per frame, as many
@@ -17,14 +19,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from capacity.errors import BadInput
 from capacity.kv.text_config import kv_layers
 from capacity.model.families.common import config_dtype, need, sub
 from capacity.model.families.decoder_only import decoder_shape
-from capacity.model.family import Family
+from capacity.model.family import EncoderInput, Family
 from capacity.model.spec import EncoderShape, Modality, ModelSpec, VllmSupport, scaled_max_model_len
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import torch
+
+    from capacity.source.resolve import ModelSource
 
 WHERE = "internvl_chat"
 # InternVLProcessingInfo.ctx_video_token: the LLM types whose tokenizer names a video context token.
@@ -197,7 +204,7 @@ def projector_tensors(config: dict[str, Any], llm_hidden: int) -> list[tuple[str
 class InternVLChatFamily(Family):
     name = "internvl_chat"
     model_types = ("internvl_chat",)
-    profilable = False  # the Hub's modules are remote code: no fake-tensor trace or profiler hooks (formula estimates)
+    hf_class = "InternVLForConditionalGeneration"  # transformers' port of InternViT + mlp1 + the LLM (profiler, trace)
     parameters_source: ClassVar[str] = (
         "listed from config.json as vLLM's InternVLChatModel allocates them (InternViT and mlp1 by hand from intern_vit.py / "
         "internvl.py; the LLM built from llm_config on the meta device)"
@@ -311,6 +318,82 @@ class InternVLChatFamily(Family):
         llm = sub(config, "llm_config", WHERE)
         text = family_named("decoder_only").parameter_shapes(llm)
         return (*vision_tensors(config), *projector_tensors(config, need(llm, "hidden_size", WHERE)), *((f"language_model.{n}", s) for n, s in text))
+
+    def hf_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        """The Hub's config as transformers' InternVLConfig: InternViT's fields under their -hf names (built up to the
+        feature layer, as vLLM builds it; no final norm: use_mean_pooling leaves it an identity), the LLM as text_config
+        with the top-level tie_word_embeddings vLLM reads, the pixel shuffle's downsample_ratio, the last layer's
+        patch features (select_layer -1, the class token dropped)."""
+        vision = sub(config, "vision_config", WHERE)
+        tied = bool(config.get("tie_word_embeddings", False))
+        return {
+            "model_type": "internvl",
+            "tie_word_embeddings": tied,
+            "vision_config": {
+                "model_type": "internvl_vision",
+                "hidden_size": need(vision, "hidden_size", WHERE),
+                "num_hidden_layers": vision_layers_built(config, vision),
+                "num_attention_heads": need(vision, "num_attention_heads", WHERE),
+                "intermediate_size": need(vision, "intermediate_size", WHERE),
+                "hidden_act": vision.get("hidden_act", "gelu"),
+                "layer_norm_eps": vision.get("layer_norm_eps", 1e-6),
+                "image_size": [need(vision, "image_size", WHERE)] * 2,
+                "patch_size": [need(vision, "patch_size", WHERE)] * 2,
+                "num_channels": vision.get("num_channels", 3),
+                "norm_type": vision.get("norm_type", "rms_norm"),
+                "use_qk_norm": bool(vision.get("qk_normalization", False)),
+                "attention_bias": bool(vision.get("qkv_bias", True)),
+                "use_absolute_position_embeddings": True,
+                "use_mean_pooling": True,
+            },
+            "text_config": {**sub(config, "llm_config", WHERE), "tie_word_embeddings": tied},
+            "downsample_ratio": need(config, "downsample_ratio", WHERE),
+            "projector_hidden_act": "gelu",
+            "vision_feature_layer": -1,
+            "vision_feature_select_strategy": "default",
+        }
+
+    def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
+        """The item's tiles as InternVLChatImageProcessor hands them over: tokens / tokens_per_tile tiles of image_size
+        px (the largest image's grid and thumbnail; a video's frames, one tile each)."""
+        import torch
+
+        vision = sub(source.config, "vision_config", WHERE)
+        tiling = Tiling.from_config(source.config, vision, (source.processor or {}).get(MM_KWARGS_KEY) or {})
+        tiles = max(1, tokens // tiling.tokens_per_tile)
+        side = tiling.image_size
+        pixels = torch.zeros(tiles, vision.get("num_channels", 3), side, side, device=device, dtype=dtype)
+        return EncoderInput({"pixel_values": pixels}, f"processed-shape tiles ({tiles}, 3, {side}, {side}) x {tiling.tokens_per_tile} tokens each")
+
+    def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
+        """InternViT on every tile of `count` items, pixel-shuffled and projected by mlp1 (get_image_features)."""
+        import torch
+
+        pixels = item.tensors["pixel_values"]
+        tiles = pixels.shape[0]
+        out = model.model.get_image_features(
+            pixel_values=torch.cat([pixels] * count) if count > 1 else pixels, vision_feature_layer=-1, vision_feature_select_strategy="default"
+        )
+        features = out if isinstance(out, torch.Tensor) else out.pooler_output  # (count x tiles, tokens per tile, hidden)
+        return list(features.reshape(count, tiles * features.shape[1], features.shape[2]).unbind(0))
+
+    def run_layers_as_vllm(self, model: Any, spec: ModelSpec) -> str:
+        """As the base hook; and a dynamic-NTK RoPE keeps its frequencies, as vLLM's DynamicNTKScalingRotaryEmbedding
+        (one cos/sin cache made at startup) does, where transformers' would re-derive them from the largest position
+        of every batch: a data-dependent step the fake-tensor trace cannot take (InternVL3's Qwen2 LLM: dynamic, factor 2).
+        The frequencies' values change no tensor's size: no memory term moves."""
+        words = super().run_layers_as_vllm(model, spec)
+        for module in model.modules():
+            kind = getattr(module, "rope_type", None)
+            if isinstance(kind, str) and "dynamic" in kind:
+                module.rope_type = "default"
+        return words
+
+    def cached_text_model(self, model: Any) -> Any:
+        return model.model.language_model
+
+    def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
+        return model.model.language_model(input_ids=input_ids, use_cache=False).last_hidden_state
 
 
 FAMILY = InternVLChatFamily()

@@ -8,7 +8,9 @@ from vLLM and the checkpoint's image processor (image_processing_minicpmv.py, wh
   slice plus the downsized source image gives `image_feature_size` tokens: (1 x 9 + 1) x 96 = 960;
 - the tower runs every slice padded to the largest slice's patches (get_vision_hidden_states);
 - weights: vpm and resampler listed from the config as vLLM allocates them (the resampler's linears are
-  ReplicatedLinear / nn.MultiheadAttention: whole on every rank), the LLM built on the meta device.
+  ReplicatedLinear / nn.MultiheadAttention: whole on every rank), the LLM built on the meta device;
+- the profiler and the fake-tensor trace run the same modules composed from transformers' parts
+  (capacity/model/arch/minicpmv.py), which allocate exactly the parameters listed here.
 Other MiniCPM-V versions (2.0, 2.6, 4.x: other towers, videos, audio) are refused naming `version`.
 """
 
@@ -16,14 +18,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from capacity.errors import BadInput
 from capacity.kv.text_config import kv_layers
 from capacity.model.families.common import config_dtype, need, sub
 from capacity.model.families.decoder_only import decoder_shape
-from capacity.model.family import Family
+from capacity.model.family import EncoderInput, Family
 from capacity.model.spec import EncoderShape, Modality, ModelSpec, VllmSupport, scaled_max_model_len
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import torch
+    from torch import nn
+
+    from capacity.source.resolve import ModelSource
 
 WHERE = "minicpmv"
 # MiniCPMVImageProcessor.__init__ defaults (image_processing_minicpmv.py).
@@ -189,7 +197,6 @@ def resampler_tensors(config: dict[str, Any]) -> list[tuple[str, tuple[int, ...]
 class MiniCPMVFamily(Family):
     name = "minicpmv"
     model_types = ("minicpmv",)
-    profilable = False  # remote code: no fake-tensor trace or profiler hooks (formula estimates)
     parameters_source: ClassVar[str] = (
         "listed from config.json as vLLM's MiniCPMV2_5 allocates them (vpm and resampler by hand from idefics2_vision_model.py / "
         "resampler.py; the Llama LLM built on the meta device)"
@@ -253,6 +260,62 @@ class MiniCPMVFamily(Family):
         raw = {k: v for k, v in config.items() if k not in LLM_FIELDS_DROPPED}
         text = family_named("decoder_only").parameter_shapes({**raw, "model_type": "llama", "architectures": ["LlamaForCausalLM"]})
         return (*vision_tensors(config), *resampler_tensors(config), *((f"llm.{n}", s) for n, s in text))
+
+    def build_module(
+        self, config: dict[str, Any], *, device: str = "meta", dtype: str = "bfloat16", init_weights: bool | None = None, attn_implementation: str | None = None
+    ) -> nn.Module:
+        from capacity.model.arch.minicpmv import build_minicpmv
+
+        vision = sub(config, "vision_config", WHERE)
+        return build_minicpmv(
+            vision,
+            llm_config(config),
+            vision_layers=need(vision, "num_hidden_layers", WHERE) - (1 if config.get("drop_vision_last_layer") else 0),
+            query_num=need(config, "query_num", WHERE),
+            device=device,
+            dtype=dtype,
+            init_weights=init_weights,
+            attn_implementation=attn_implementation,
+        )
+
+    def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
+        """The most-features image's slices as vLLM hands them to the tower (get_vision_hidden_states): each slice's
+        patches in one row of patch_size-high pixels, padded to the largest slice, with a mask of its real patches."""
+        import torch
+
+        cut = slicing(source.config, source.preprocessor)
+        patches = cut.slice_patches(*cut.largest_image)[: max(1, tokens // cut.feature_size)]
+        longest, patch = max(patches), cut.patch_size
+        pixels = torch.zeros(len(patches), 3, patch, longest * patch, device=device, dtype=dtype)
+        mask = torch.zeros(len(patches), 1, longest, dtype=torch.bool, device=device)
+        for i, n in enumerate(patches):
+            mask[i, 0, :n] = True
+        return EncoderInput(
+            {"pixel_values": pixels, "patch_attention_mask": mask},
+            f"processed-shape slices ({len(patches)}, 3, {patch}, {longest * patch}): the source image and {len(patches) - 1} slices, "
+            f"{cut.feature_size} tokens each",
+        )
+
+    def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
+        """vpm on every slice of `count` images, then the resampler's queries over each slice's patches."""
+        import torch
+
+        pixels, mask = item.tensors["pixel_values"], item.tensors["patch_attention_mask"]
+        slices = pixels.shape[0]
+        if count > 1:
+            pixels, mask = torch.cat([pixels] * count), torch.cat([mask] * count)
+        states = model.vpm(pixel_values=pixels, patch_attention_mask=mask).last_hidden_state
+        out = model.resampler(states, ~mask.flatten(1))  # (count x slices, queries, LLM width)
+        return list(out.reshape(count, slices * out.shape[1], out.shape[2]).unbind(0))
+
+    def cached_text_model(self, model: Any) -> Any:
+        return model.llm.model
+
+    def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
+        return model.llm.model(input_ids=input_ids, use_cache=False).last_hidden_state
+
+    def lm_head(self, model: Any, hidden: torch.Tensor) -> torch.Tensor:
+        return model.llm.lm_head(hidden)
 
 
 FAMILY = MiniCPMVFamily()

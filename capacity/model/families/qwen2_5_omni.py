@@ -178,6 +178,9 @@ class Qwen25OmniFamily(Family):
     def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
         return encode_visual(thinker_visual(model), item, count)
 
+    def cached_text_model(self, model: Any) -> Any:
+        return thinker_text(model)
+
     def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
         return thinker_text(model)(input_ids=input_ids, use_cache=False).last_hidden_state
 

@@ -143,6 +143,9 @@ class Qwen25VLFamily(Family):
     def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
         return encode_visual(model.model.visual, item, count)
 
+    def cached_text_model(self, model: Any) -> Any:
+        return model.model.language_model
+
     def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
         return model.model.language_model(input_ids=input_ids, use_cache=False).last_hidden_state
 

@@ -10,21 +10,29 @@ processor vLLM loads with trust_remote_code):
 - the tower runs `_MAX_ENCODER_BATCH_SIZE` (16) chunks of `max_source_positions` (1500) positions per pass;
 - weights: the Whisper encoder (vLLM's fused qkv_proj allocates a K bias the checkpoint lacks), the feed-forward
   projector (RMSNorm, ReplicatedLinear, SwiGLU, RMSNorm, ReplicatedLinear: whole on every rank), the LLM built from
-  its config on the meta device.
+  its config on the meta device;
+- the profiler and the fake-tensor trace run the same modules composed from transformers' parts
+  (capacity/model/arch/ultravox.py), which allocate exactly the parameters listed here.
 """
 
 from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from capacity.errors import BadInput
 from capacity.kv.text_config import kv_layers
 from capacity.model.families.common import config_dtype, need, sub
 from capacity.model.families.decoder_only import decoder_shape
-from capacity.model.family import Family
+from capacity.model.family import EncoderInput, Family
 from capacity.model.spec import EncoderShape, Modality, ModelSpec, VllmSupport, scaled_max_model_len
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import torch
+    from torch import nn
+
+    from capacity.source.resolve import ModelSource
 
 WHERE = "ultravox"
 MAX_ENCODER_BATCH_SIZE = 16  # ultravox.py _MAX_ENCODER_BATCH_SIZE: chunks per tower pass, and the dummy audio's 30 s chunks
@@ -143,7 +151,6 @@ def projector_tensors(config: dict[str, Any], llm_hidden: int) -> list[tuple[str
 class UltravoxFamily(Family):
     name = "ultravox"
     model_types = ("ultravox",)
-    profilable = False  # remote code: no fake-tensor trace or profiler hooks (formula estimates)
     parameters_source: ClassVar[str] = (
         "listed from config.json as vLLM's UltravoxModel allocates them (Whisper encoder and projector by hand from "
         "ultravox.py / whisper.py; the LLM built from its config on the meta device)"
@@ -208,6 +215,62 @@ class UltravoxFamily(Family):
         llm = llm_config(config)
         text = family_named("decoder_only").parameter_shapes(llm)
         return (*tower_tensors(config), *projector_tensors(config, need(llm, "hidden_size", WHERE)), *((f"language_model.{n}", s) for n, s in text))
+
+    def build_module(
+        self, config: dict[str, Any], *, device: str = "meta", dtype: str = "bfloat16", init_weights: bool | None = None, attn_implementation: str | None = None
+    ) -> nn.Module:
+        from capacity.model.arch.ultravox import build_ultravox
+
+        projector_tensors(config, 1)  # refuses the projectors vLLM builds otherwise (num_projector_layers)
+        return build_ultravox(
+            audio_config(config),
+            llm_config(config),
+            stack_factor=stack_factor(config),
+            projector_hidden=int(config.get("hidden_size", 4096)),
+            projector_act=str(config.get("projector_act", "swiglu")),
+            ln_mid=bool(config.get("projector_ln_mid", False)),
+            device=device,
+            dtype=dtype,
+            init_weights=init_weights,
+            attn_implementation=attn_implementation,
+        )
+
+    def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
+        """vLLM's dummy audio as the processor hands it over: `tokens` / tokens-per-chunk chunks of 3000 log-mel frames."""
+        import torch
+
+        _, per_chunk, _ = audio_tokens(source.config)
+        chunks = max(1, -(-tokens // per_chunk))
+        mels = need(audio_config(source.config), "num_mel_bins", WHERE)
+        features = torch.zeros(chunks, mels, AUDIO_CONTEXT_SIZE, device=device, dtype=dtype)
+        return EncoderInput(
+            {"input_features": features},
+            f"processed-shape log-mel chunks ({chunks}, {mels}, {AUDIO_CONTEXT_SIZE}): {chunks} x {CHUNK_SECONDS} s, {per_chunk} tokens each",
+        )
+
+    def encode(self, model: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
+        """The Whisper encoder on every chunk of `count` items, MAX_ENCODER_BATCH_SIZE chunks per pass as vLLM runs it
+        (ultravox.py _audio_features_to_embeddings), then the projector; each item's embeddings in one tensor."""
+        import torch
+
+        features = item.tensors["input_features"]
+        chunks = features.shape[0]
+        batch = torch.cat([features] * count) if count > 1 else features
+        embedded = [
+            model.multi_modal_projector(model.audio_tower(input_features=part).last_hidden_state)
+            for part in batch.split(MAX_ENCODER_BATCH_SIZE)
+        ]
+        out = torch.cat(embedded)  # (count x chunks, tokens per chunk, LLM hidden)
+        return list(out.reshape(count, chunks * out.shape[1], out.shape[2]).unbind(0))
+
+    def cached_text_model(self, model: Any) -> Any:
+        return model.language_model.model
+
+    def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
+        return model.language_model.model(input_ids=input_ids, use_cache=False).last_hidden_state
+
+    def lm_head(self, model: Any, hidden: torch.Tensor) -> torch.Tensor:
+        return model.language_model.lm_head(hidden)
 
 
 FAMILY = UltravoxFamily()

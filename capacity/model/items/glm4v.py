@@ -18,6 +18,16 @@ def glm4v_video_tokens_by_frames(
 ) -> tuple[int, ...]:
     """Tokens of GLM-4.1V's dummy video at 1..600 frames (Glm4vProcessingInfo._get_max_video_frames' loop): frames at
     the largest image's size, resized so that frames x height x width <= the video size.longest_edge pixels."""
+    merge = positive(vision, "spatial_merge_size", "vision_config")
+    grids = glm4v_video_grids(vision, preprocessor, video_preprocessor)
+    return tuple(t * h * w // (merge * merge) for t, h, w in grids)
+
+
+def glm4v_video_grids(
+    vision: dict[str, Any], preprocessor: dict[str, Any] | None, video_preprocessor: dict[str, Any] | None
+) -> tuple[tuple[int, int, int], ...]:
+    """(grid_t, grid_h, grid_w) in patches of GLM-4.1V's dummy video at 1..600 frames: the video_grid_thw its
+    processor hands the vision tower (frame pairs, then the patch rows and columns of one frame)."""
     if video_preprocessor is None:
         raise LookupError("no video_preprocessor_config.json: its video size is unknown")
     image_size = (preprocessor or {}).get("size") if isinstance((preprocessor or {}).get("size"), dict) else {}
@@ -33,9 +43,9 @@ def glm4v_video_tokens_by_frames(
     factor = patch * merge
     # get_image_size_with_most_features: _get_vision_info(9999999 x 9999999, num_frames=1 -> 2, image max pixels)
     side_h, side_w = video_smart_resize(2, 9999999, 9999999, 2, factor, GLM4V_MIN_PIXELS, image_pixels)
-    tokens = []
+    grids = []
     for frames in range(1, GLM4V_MAX_FRAMES + 1):  # _get_vision_info(target size, num_frames, video max pixels)
         height, width = video_smart_resize(max(frames, temporal), side_h, side_w, 2, factor, GLM4V_MIN_PIXELS, video_pixels)
         grid_t = max(-(-frames // temporal), 1)  # frames padded to temporal_patch_size
-        tokens.append(grid_t * (height // patch) * (width // patch) // (merge * merge))
-    return tuple(tokens)
+        grids.append((grid_t, height // patch, width // patch))
+    return tuple(grids)

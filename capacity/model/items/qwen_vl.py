@@ -101,6 +101,15 @@ def qwen_vl_image_tokens(vision: dict[str, Any], preprocessor: dict[str, Any]) -
 def qwen3_vl_video_tokens(vision: dict[str, Any], video_preprocessor: dict[str, Any] | None) -> tuple[int, int]:
     """(tokens, encoder patches) of vLLM's largest video (Qwen3VLProcessingInfo.get_max_video_tokens): 2 frames at
     the size with the most features within video size.longest_edge // temporal_patch_size pixels."""
+    grid_t, grid_h, grid_w = qwen3_vl_video_grid(vision, video_preprocessor)
+    merge = positive(vision, "spatial_merge_size", "vision_config")
+    patches = grid_t * grid_h * grid_w
+    return patches // (merge * merge), patches
+
+
+def qwen3_vl_video_grid(vision: dict[str, Any], video_preprocessor: dict[str, Any] | None) -> tuple[int, int, int]:
+    """(grid_t, grid_h, grid_w) in patches of vLLM's largest Qwen3-VL video: the video_grid_thw its processor hands
+    the vision tower."""
     if video_preprocessor is None:
         raise LookupError("no video_preprocessor_config.json: its video size is unknown")
     size = video_preprocessor.get("size") if isinstance(video_preprocessor.get("size"), dict) else {}
@@ -114,5 +123,4 @@ def qwen3_vl_video_tokens(vision: dict[str, Any], video_preprocessor: dict[str, 
     height, width = size_with_most_features(longest // processor_temporal, patch * merge)
     height, width = video_smart_resize(frames, height, width, temporal, patch * merge, shortest, longest)  # _get_vision_info
     grid_t = max(-(-frames // temporal) * temporal // temporal, 1)  # frames padded to temporal_patch_size
-    patches = grid_t * (height // patch) * (width // patch)
-    return patches // (merge * merge), patches
+    return grid_t, height // patch, width // patch

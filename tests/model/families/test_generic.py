@@ -283,13 +283,14 @@ def test_qwen2_vl_video_is_the_profiled_item_at_its_max_model_len():
     assert budget["modality_with_max_tokens"] == "video"
     images_only = plan_for("allenai/olmOCR-7B-0225-preview", ServingArgs(limit_mm_per_prompt={"video": 0}), "H200").to_dict()["budget"]
     assert images_only["max_tokens_per_item"] == {"image": 16_384}
-    # the trace encodes images and audio only: a profiled video stops it (the CLI then plans from the formulas, noted)
+    # the profiled item is that video: 2 frame pairs of the largest image's 256 x 256 patches (3,584 px), video_grid_thw
+    torch = pytest.importorskip("torch")
     from capacity.source.resolve import resolve_model
 
     source = resolve_model("allenai/olmOCR-7B-0225-preview")
     spec = model_spec(source)
-    with pytest.raises(NotImplementedError, match="32768-token video"):
-        spec.family.encoder_input(spec, source, "cpu", None, 32_768)
+    item = spec.family.encoder_input(spec, source, "meta", torch.bfloat16, 32_768)
+    assert item.host == {"video_grid_thw": [2, 256, 256]} and tuple(item.tensors["pixel_values_videos"].shape) == (131_072, 3 * 2 * 14 * 14)
     # the encoder formula runs 2 frame pairs of 128 x 128 merged cells = 2 x 65,536 patches
     assert spec.encoder is not None and spec.encoder.seq_len_for(32_768) == 131_072
 

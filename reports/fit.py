@@ -19,7 +19,7 @@ from reports.serve_line import wrapped
 CSV_COLUMNS = (
     "gpu", "gpu_count", "requests_at_once", "margin_requests", "kv_requests", "spare_kv_bytes", "max_model_len", "max_num_seqs",
     "max_num_batched_tokens", "gpu_memory_utilization", "kv_cache_dtype", "limit_mm_per_prompt", "changes", "estimate",
-    "available_kv_bytes", "non_kv_bytes", "num_blocks", "command", "plan_command",
+    "available_kv_bytes", "non_kv_bytes", "num_blocks", "command", "plan_command", "warnings",
 )  # fmt: skip
 
 ESTIMATE_WORDS = {
@@ -35,6 +35,8 @@ def fit_json(result: FitResult) -> str:
 def _cell(config: FitConfig, column: str) -> Any:
     if column == "changes":
         return "; ".join(c.describe() for c in config.changes)
+    if column == "warnings":
+        return " | ".join(config.warnings)
     if column == "limit_mm_per_prompt":
         return ",".join(f"{m}={n}" for m, n in config.limit_mm_per_prompt.items())
     return getattr(config, column)
@@ -92,6 +94,8 @@ def render_fit(result: FitResult, console: Console, estimate: str) -> None:
         for i, c in enumerate(result.configs, 1):
             console.print(Text(f"[{i}] {c.command}", style="bold"), soft_wrap=True)
             console.print(Text(f"    re-plan: {c.plan_command}", style="dim"), soft_wrap=True)
+            for warning in c.warnings:
+                console.print(Text(f"    warning: {warning}", style="yellow"))
     for r in result.refusals:
         console.print(Text(f"no configuration on {r.gpu} up to {plural(r.gpu_count, 'GPU')}: {r.reason}", style="red"))
     checked = (
@@ -121,5 +125,5 @@ def nearest_lines(result: FitResult, plan_gpus: int, width: int) -> list[str] | 
     return [
         *wrapped(c.command, width, first_prefix=f"suggested (nearest fit on {c.gpu}):"),
         f"(changes: {changes_text(c)}{more}; {plural(c.requests_at_once, 'request')} at once at "
-        f"max_model_len {c.max_model_len:,}, {ESTIMATE_WORDS[c.estimate]})",
+        f"max_model_len {c.max_model_len:,}, {ESTIMATE_WORDS[c.estimate]})" + "".join(f"\nwarning: {w}" for w in c.warnings),
     ]

@@ -57,8 +57,10 @@ def fit(
     """Search the knobs vLLM lets a user change for the configurations of MODEL that meet a target, fewest GPUs first.
 
     Searched: GPU type and count (tensor parallelism), max_model_len ('max'), max_num_seqs, max_num_batched_tokens,
-    --limit-mm-per-prompt, the --mm-processor-kwargs size key a family models (Qwen-VL max_pixels), the KV-cache dtype
-    and gpu_memory_utilization up to --max-gpu-memory-utilization; a knob given here is held. The search plans by
+    --limit-mm-per-prompt, the --mm-processor-kwargs size key a family models (Qwen-VL max_pixels, InternVL
+    max_dynamic_patch, Gemma-4 max_soft_tokens), the KV-cache dtype and gpu_memory_utilization up to
+    --max-gpu-memory-utilization; a knob given here is held. A configuration raises no warning a searched knob would
+    clear (an item longer than max_model_len); one no change clears is printed with it. The search plans by
     formula; the first --verify configurations are then checked with the default estimate (a fake-tensor trace).
     Each configuration is an ordinary plan: its `capacity plan` line re-plans it to the same figures.
     Exit codes: 0 one fits, 1 none fits, 2 bad input, 3 runtime failure.

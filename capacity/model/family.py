@@ -162,6 +162,12 @@ class Family:
             "pan_and_scan_*, and InternVL's min/max_dynamic_patch / dynamic_image_size / use_thumbnail); plan without it"
         )
 
+    def item_size_kwargs(self, config: dict[str, Any], tokens: int) -> dict[str, Any] | None:
+        """The --mm-processor-kwargs (the size keys `with_processor_kwargs` models) that make vLLM's largest image the
+        largest that stays within `tokens` tokens: what `capacity fit` tries for smaller items. None where the family
+        models no size key (the default) or no size holds that few tokens."""
+        return None
+
     def load_buffers(self, config: dict[str, Any], max_num_batched_tokens: int, dtype_bytes: int) -> tuple[ModelBuffer, ...]:
         """Tensors vLLM's model class allocates in its constructor besides parameters (inside the load window, whole
         on every rank); none by default."""

@@ -98,3 +98,18 @@ def with_qwen_vl_size(processor_config: dict[str, Any], kwargs: dict[str, Any], 
     out["size"] = {**(out.get("size") if isinstance(out.get("size"), dict) else {}), **size}
     out["min_pixels"], out["max_pixels"] = size["shortest_edge"], size["longest_edge"]
     return out
+
+
+def qwen_vl_max_pixels_within(vision: dict[str, Any], tokens: int) -> dict[str, int] | None:
+    """The flat `max_pixels` whose largest Qwen-VL image has at most `tokens` merged tokens, and the most such:
+    tokens x (patch x merge)^2 pixels. vLLM's largest image (Qwen2VLProcessingInfo.get_image_size_with_most_features)
+    is the grid of at most max_pixels // (patch x merge)^2 merged patches, which smart_resize keeps (its area is
+    within max_pixels); a grid of exactly `tokens` cells where `tokens` has a factor pair of aspect ratio <= 200.
+    Videos follow: a Qwen2-VL frame pair takes the image's size, a Qwen3-VL video half of it. None when the vision
+    config gives no patch_size / spatial_merge_size."""
+    patch = vision.get("patch_size", vision.get("spatial_patch_size"))
+    merge = vision.get("spatial_merge_size")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (patch, merge)) or tokens < 1:
+        return None
+    return {"max_pixels": tokens * (patch * merge) ** 2}
+

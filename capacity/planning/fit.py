@@ -9,12 +9,17 @@ first, each rung adding one change to the rung before (`ladder`):
 
     gpu_memory_utilization up to the user's ceiling; max_num_seqs down to the target; max_num_batched_tokens halved
     (down to 2,048); every modality to at most 1 item per prompt; an fp8 KV cache; smaller items through the
-    --mm-processor-kwargs size keys the family models (Qwen-VL's max_pixels: 4,096 then 1,280 patches); each
-    modality dropped, the one with the largest items first
+    --mm-processor-kwargs size keys the family models (Family.item_size_kwargs: items of at most max_model_len, then
+    4,096, then 1,280 tokens); each modality dropped, the one with the largest items first
 
 Knobs the user gave are held (never changed); error hazards whose fix names knobs are applied as the suggestion
-applies them, unless the fix changes a held knob. The first rung that meets the target is pruned of the earlier
-changes it does not need. With "max" the longest context is found by bisection (requests at once do not grow with
+applies them, unless the fix changes a held knob. A configuration meets the target only when its plan also carries
+no warning a rung could clear (`clearable`: a warning whose fix is a knob on the candidate's ladder, or a
+max_model_len the "max" search may pick; capacity/planning/suggest.py: a suggestion, planned again, raises no error
+or warning hazard a knob fixes): an item longer than max_model_len climbs to smaller items or to dropping the
+modality; with "max" the search starts no shorter than the largest item. A warning no rung clears stays on the
+configuration (`FitConfig.warnings`), printed with it. The first rung that meets the target is pruned of the
+earlier changes it does not need. With "max" the longest context is found by bisection (requests at once do not grow with
 max_model_len: more KV per request, and a larger encoder budget); a context shorter than MIN_CONTEXT_TOKENS is not
 offered. Every configuration is then `build_plan` on the knobs of its `vllm serve` line: an ordinary plan.
 
@@ -41,8 +46,8 @@ from capacity.errors import BadInput
 from capacity.gpu.catalog import Gpu
 from capacity.model.registry import model_spec, with_mm_processor_kwargs
 from capacity.model.spec import ModelSpec
-from capacity.planning.fit_ladder import QWEN_VL_PIXEL_CAPS, Step, ladder, with_steps
-from capacity.planning.plan import ERROR, Plan
+from capacity.planning.fit_ladder import SMALLER_ITEM_TOKENS, Step, ladder, with_steps
+from capacity.planning.plan import ERROR, WARNING, Hazard, Plan
 from capacity.planning.planner import build_plan, plan_without_suggestion, serving_under
 from capacity.planning.suggest import command_for
 from capacity.serving.config import DEFAULT_LIMIT_PER_PROMPT, ServingArgs, ServingConfig, model_dtype
@@ -122,6 +127,7 @@ class FitConfig:
     num_blocks: int
     estimate: str  # "formula" or "trace" (the default estimate of `capacity plan`)
     rung: int  # how far up the ladder (0: no change beyond max_model_len, max_num_seqs and TP)
+    warnings: tuple[str, ...] = ()  # the plan's warning hazards no rung clears: "id: message (fix: ...)"
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -191,6 +197,24 @@ def requests_at_once(plan: Plan, reserve_bytes: int = 0) -> int:
 
 def meets(plan: Plan, target: FitTarget, reserve_bytes: int = 0) -> bool:
     return plan.fits and requests_at_once(plan, reserve_bytes) >= target.min_concurrency
+
+
+# Warnings whose fix is a change the ladder or the "max" search makes although the hazard names no knob (it offers a
+# choice): the knobs that clear them. A hazard's own knobs (Hazard.knobs) clear it too.
+CLEARED_BY: dict[str, tuple[str, ...]] = {
+    "item_longer_than_max_model_len": ("mm_processor_kwargs", "limit_mm_per_prompt", "max_model_len"),
+    "items_per_prompt_lowered": ("mm_processor_kwargs",),  # smaller items: max_model_len // tokens per item reaches the limit
+}
+
+
+def clearable(plan: Plan, searched: frozenset[str]) -> list[Hazard]:
+    """The plan's warnings a change the search makes would clear (`searched`: the knobs on the candidate's ladder,
+    max_model_len too with "max"): the plan is not yet a configuration."""
+    return [h for h in plan.hazards if h.severity == WARNING and ({k for k, _ in h.knobs} | set(CLEARED_BY.get(h.id, ()))) & searched]
+
+
+def warnings_of(plan: Plan) -> tuple[str, ...]:
+    return tuple(f"{h.id}: {h.message} (fix: {h.fix})" for h in plan.hazards if h.severity == WARNING)
 
 
 def spare_kv_bytes(plan: Plan, target: FitTarget) -> int:
@@ -275,52 +299,64 @@ class Search:
         except BadInput:
             return None
 
-    def smaller_items(self, gpu: Gpu, first: Plan) -> list[Step]:
-        """The --mm-processor-kwargs caps on item size that shrink the largest item, where the family models them
-        (the Qwen-VL max_pixels; another family refuses the key and gets none), each a rung."""
+    def smaller_items(self, gpu: Gpu, first: Plan, longest: int | None) -> list[Step]:
+        """Smaller items through the --mm-processor-kwargs size keys the family models (Family.item_size_kwargs), each a
+        rung: items of at most max_model_len (the target's, else `longest`: the length an item must not exceed), then
+        max_model_len // n for each limit of n items per prompt the user holds (n items then fit one prompt), then
+        SMALLER_ITEM_TOKENS tokens; a size is a rung only where it shrinks an item and grows none."""
         s = first.serving
         if "mm_processor_kwargs" in self.held or s.mm_processor_kwargs or s.language_model_only or not first.budget.max_tokens_per_item:
             return []
         uncapped = replace(pinned_args(first), max_model_len=None, max_num_batched_tokens=None)  # items not cut to a short context
         try:
-            tokens = max(self._plan(gpu, uncapped).budget.max_tokens_per_item.values())
+            sizes = self._plan(gpu, uncapped).budget.max_tokens_per_item
         except BadInput:
             return []
         steps = []
-        for cap in QWEN_VL_PIXEL_CAPS:
+        length = self.target.max_model_len or longest
+        held_limits = [n for n in s.limit_mm_per_prompt.values() if 1 < n < DEFAULT_LIMIT_PER_PROMPT] if "limit_mm_per_prompt" in self.held and length else []
+        for tokens in sorted({t for t in (length, *(length // n for n in held_limits), *SMALLER_ITEM_TOKENS) if t}, reverse=True):
             try:
-                smaller = max(self._plan(gpu, replace(uncapped, mm_processor_kwargs={"max_pixels": cap})).budget.max_tokens_per_item.values())
-            except BadInput:  # the family does not model max_pixels
-                return steps
-            if smaller < tokens:
-                steps.append(Step(f"items of at most {cap:,} pixels", (("mm_processor_kwargs", {"max_pixels": cap}),)))
-                tokens = smaller
+                kwargs = self.spec.family.item_size_kwargs(self.source.config, tokens)
+                if kwargs is None:
+                    continue
+                smaller = self._plan(gpu, replace(uncapped, mm_processor_kwargs=kwargs)).budget.max_tokens_per_item
+            except BadInput:  # a size the processor refuses (e.g. max_pixels below min_pixels)
+                continue
+            if all(smaller.get(m, 0) <= n for m, n in sizes.items()) and any(smaller.get(m, 0) < n for m, n in sizes.items()):
+                steps.append(Step(f"items of at most {tokens:,} tokens", (("mm_processor_kwargs", kwargs),)))
+                sizes = smaller
         return steps
 
     def _plan(self, gpu: Gpu, args: ServingArgs) -> Plan:
         self.planned += 1
         return self.plan_at(gpu, args)
 
-    def at_length(self, gpu: Gpu, args: ServingArgs, length: int, reserve: int) -> Plan | None:
+    def at_length(self, gpu: Gpu, args: ServingArgs, length: int, reserve: int, searched: frozenset[str]) -> Plan | None:
         plan = self.settle(gpu, replace(args, max_model_len=length))
-        return plan if plan is not None and meets(plan, self.target, reserve) else None
+        return plan if plan is not None and meets(plan, self.target, reserve) and not clearable(plan, searched) else None
 
-    def best(self, gpu: Gpu, args: ServingArgs, reserve: int, longest: int) -> Plan | None:
+    def best(self, gpu: Gpu, args: ServingArgs, reserve: int, longest: int, searched: frozenset[str]) -> Plan | None:
         """The plan that meets the target: at the target's max_model_len, or at the longest one up to `longest`
-        (bisection: requests at once never grow with max_model_len)."""
+        (bisection: requests at once never grow with max_model_len), no shorter than the largest item."""
         if self.target.max_model_len is not None:
-            return self.at_length(gpu, args, self.target.max_model_len, reserve)
+            return self.at_length(gpu, args, self.target.max_model_len, reserve, searched)
         lo = min(MIN_CONTEXT_TOKENS, longest)
-        good = self.at_length(gpu, args, lo, reserve)
+        shortest = self.settle(gpu, replace(args, max_model_len=lo))
+        if shortest is not None and any(h.id == "item_longer_than_max_model_len" for h in shortest.hazards):
+            lo = max(shortest.budget.max_tokens_per_item.values())  # a prompt holds the largest item from this length on
+            if lo > longest:
+                return None
+        good = self.at_length(gpu, args, lo, reserve, searched)
         if good is None:
             return None
-        top = self.at_length(gpu, args, longest, reserve)
+        top = self.at_length(gpu, args, longest, reserve, searched)
         if top is not None:
             return top
         good_len, bad_len = lo, longest
         while bad_len - good_len > 1:
             mid = (good_len + bad_len) // 2
-            found = self.at_length(gpu, args, mid, reserve)
+            found = self.at_length(gpu, args, mid, reserve, searched)
             if found is None:
                 bad_len = mid
             else:
@@ -342,27 +378,28 @@ class Search:
         if "max_num_seqs" not in self.held and first.serving.max_num_seqs < self.target.min_concurrency:
             args = replace(args, max_num_seqs=self.target.min_concurrency)  # the scheduler must admit the target
         limit = longest or self.spec.derived_max_model_len
-        steps = ladder(first, self.held, self.target, self.smaller_items(gpu, first))
+        steps = ladder(first, self.held, self.target, self.smaller_items(gpu, first, longest))  # all of it: what a rung clears
+        searched = frozenset(k for step in steps for k, _ in step.knobs) | (frozenset() if self.target.max_model_len else {"max_model_len"})
         for rung in range(min(len(steps), len(steps) if top_rung is None else top_rung) + 1):
-            found = self.best(gpu, with_steps(args, steps[:rung]), reserve, limit)
+            found = self.best(gpu, with_steps(args, steps[:rung]), reserve, limit, searched)
             if found is None:
                 continue
             kept = list(steps[:rung])
             for step in steps[: max(rung - 1, 0)]:  # the rung's own change is needed; the ones before it may not be
                 trial = [s for s in kept if s is not step]
-                pruned = self.best(gpu, with_steps(args, trial), reserve, limit)
+                pruned = self.best(gpu, with_steps(args, trial), reserve, limit, searched)
                 if pruned is not None and pruned.serving.max_model_len >= found.serving.max_model_len:
                     kept, found = trial, pruned
             return found, len(kept), ""
         last = self.settle(gpu, replace(with_steps(args, steps), max_model_len=self.target.max_model_len or MIN_CONTEXT_TOKENS)) or first
-        return None, -1, why_not(last, self.target, reserve)
+        return None, -1, why_not(last, self.target, reserve, searched)
 
 
 MEMORY_ERRORS = frozenset({"no_kv_cache_memory", "no_room_for_one_request", "requested_exceeds_free", "kv_cache_memory_bytes_oom"})
 
 
-def why_not(plan: Plan, target: FitTarget, reserve: int) -> str:
-    errors = [h for h in plan.hazards if h.severity == ERROR]
+def why_not(plan: Plan, target: FitTarget, reserve: int, searched: frozenset[str] = frozenset()) -> str:
+    errors = [h for h in plan.hazards if h.severity == ERROR] or (clearable(plan, searched) if meets(plan, target, reserve) else [])
     if errors:
         return f"{errors[0].id}: {errors[0].message}"
     return f"{requests_at_once(plan, reserve)} requests at once at max_model_len {plan.serving.max_model_len:,} (with every change the search makes), below {target.min_concurrency}"
@@ -406,6 +443,7 @@ def config_of(plan: Plan, base: Plan, gpu_name: str, target: FitTarget, estimate
         num_blocks=plan.kv.num_blocks,
         estimate=estimate,
         rung=rung,
+        warnings=warnings_of(plan),
     )
 
 

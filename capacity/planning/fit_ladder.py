@@ -3,8 +3,8 @@ it): each rung adds one change to the rung before, and a knob the user gave is n
 
     gpu_memory_utilization up to the user's ceiling; max_num_seqs down to the target; max_num_batched_tokens halved
     (down to 2,048); every modality to at most 1 item per prompt; an fp8 KV cache; smaller items through the
-    --mm-processor-kwargs size keys the family models (Qwen-VL's max_pixels: 4,096 then 1,280 patches); each
-    modality dropped, the one with the largest items first
+    --mm-processor-kwargs size keys the family models (Family.item_size_kwargs: items of at most max_model_len, then
+    4,096, then 1,280 tokens); each modality dropped, the one with the largest items first
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from capacity.serving.config import ServingArgs
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from capacity.planning.fit import FitTarget
 
-# --mm-processor-kwargs max_pixels caps the ladder tries (Qwen-VL families): 4,096 and 1,280 merged 28 x 28 patches
-# per image (1,003,520 is the example of Qwen2.5-VL's model card); each is a rung only where it shrinks the largest item
-QWEN_VL_PIXEL_CAPS = (4096 * 28 * 28, 1280 * 28 * 28)
+# Tokens per item the ladder's smaller items hold, besides max_model_len (an item no longer than a prompt may be): the
+# family turns each into its size keys (Family.item_size_kwargs; for Qwen-VL max_pixels = tokens x 28 x 28, 1,280 being
+# the example of Qwen2.5-VL's model card); each is a rung only where it shrinks an item
+SMALLER_ITEM_TOKENS = (4096, 1280)
 BATCHED_TOKENS_FLOOR = 2048  # the ladder halves max_num_batched_tokens no lower (vLLM's API default on smaller GPUs)
 
 
@@ -33,7 +34,7 @@ class Step:
 
 def ladder(base: Plan, held: frozenset[str], target: FitTarget, smaller_items: Sequence[Step] = ()) -> list[Step]:
     """The changes the search may make, cheapest first (module docstring), given the base plan's knobs;
-    `smaller_items`: the --mm-processor-kwargs size caps the family models (Search.smaller_items)."""
+    `smaller_items`: the --mm-processor-kwargs sizes the family models (Search.smaller_items)."""
     s, steps = base.serving, []
     ceiling = target.utilization_ceiling
     if "gpu_memory_utilization" not in held and s.kv_cache_memory_bytes is None and ceiling is not None and ceiling > s.gpu_memory_utilization:

@@ -68,9 +68,28 @@ def test_the_issue_target_8_requests_at_8192_on_an_rtx_4090(default_estimate, ca
     assert code == EXIT_FITS, err
     (line, *_) = serve_lines(out)
     assert "--max-model-len 8192" in line
+    # the default 16,384-token items are longer than 8,192 (item_longer_than_max_model_len): the line caps an image at
+    # 8,192 merged 28 x 28 patches, max_pixels 8,192 x 784 = 6,422,528 (a 64 x 128 grid, 1,792 x 3,584 px)
+    assert "--mm-processor-kwargs '{\"max_pixels\":6422528}'" in line
     code, plan_out, err = run([*replan_argv(line, "RTX 4090"), "--json"], capsys)
     assert code == EXIT_FITS, err
-    assert json.loads(plan_out)["concurrency"]["max_concurrent_requests"] >= 8
+    plan = json.loads(plan_out)
+    assert plan["concurrency"]["max_concurrent_requests"] >= 8
+    assert plan["budget"]["max_tokens_per_item"] == {"image": 8192, "video": 8192}
+    assert [h["id"] for h in plan["hazards"] if h["severity"] in ("error", "warning")] == []
+
+
+def test_a_warning_no_change_clears_is_printed_with_its_configuration(default_estimate, capsys):
+    """Both knobs that shrink or drop items held: the 16,384-token image stays longer than max_model_len 8,192, and the
+    configuration says so (text and JSON) rather than silently."""
+    argv = ["fit", "--model", QWEN_VL, "--gpu", "RTX 4090", "--min-concurrency", "8", "--max-model-len", "8192"]
+    held = ["--limit-mm-per-prompt", "image=1,video=1", "--mm-processor-kwargs", '{"max_pixels": 12845056}']
+    code, out, err = run([*argv, *held], capsys)
+    assert code == EXIT_FITS, err
+    assert "warning: item_longer_than_max_model_len: the largest item is longer than max_model_len 8,192 tokens (image 16,384, video 16,384)" in flat(out)
+    code, out, err = run([*argv, *held, "--json"], capsys)
+    (config,) = json.loads(out)["configs"]
+    assert [w.split(":")[0] for w in config["warnings"]] == ["item_longer_than_max_model_len"]
 
 
 def test_plan_that_does_not_fit_shows_the_nearest_fit_instead_of_none(default_estimate, capsys):
@@ -123,6 +142,7 @@ def test_json_and_csv_carry_every_configuration_with_its_serve_line(tmp_path, ca
     rows = list(csv.DictReader(io.StringIO((tmp_path / "fit.csv").read_text())))
     assert [r["command"] for r in rows] == [c["command"] for c in doc["configs"]]
     assert [int(r["requests_at_once"]) for r in rows] == [c["requests_at_once"] for c in doc["configs"]]
+    assert all(c["warnings"] == [] for c in doc["configs"]) and all(r["warnings"] == "" for r in rows)
 
 
 def test_a_formula_configuration_replans_with_estimate_formula_to_the_same_figures(capsys):

@@ -15,6 +15,7 @@ from capacity.errors import BadInput
 from capacity.gpu.catalog import gpu_by_name
 from capacity.model.registry import load_model
 from capacity.planning.fit import MIN_CONTEXT_TOKENS, FitTarget, fit, meets, nearest_fit, pinned_args
+from capacity.planning.plan import WARNING
 from capacity.planning.planner import build_plan, serving_under
 from capacity.serving.config import ServingArgs, resolve_serving
 from capacity.vllm.versions import LATEST
@@ -171,6 +172,12 @@ def test_nearest_fit_of_a_plan_that_does_not_fit_keeps_its_gpu_and_shortens_the_
     assert (config.gpu, config.gpu_count) == ("RTX-4090", 1)
     assert [c.knob for c in config.changes] == ["max_model_len"] and config.max_model_len < 128000
     assert config.requests_at_once >= 1 and config.estimate == "formula"
+    # the longest context a first start on an empty compile cache also fits (cold_compile_cache: vLLM would refuse that
+    # start one token longer, though a warm restart fits): the suggestion raises no warning
+    at = build_plan(source, spec, gpu, resolve_serving(ServingArgs(max_model_len=config.max_model_len), spec, gpu))
+    longer = build_plan(source, spec, gpu, resolve_serving(ServingArgs(max_model_len=config.max_model_len + 1), spec, gpu))
+    assert warning_ids(at) == [] and config.warnings == ()
+    assert "cold_compile_cache" in warning_ids(longer)
 
 
 def test_smaller_images_through_the_size_key_the_family_models():
@@ -186,3 +193,61 @@ def test_smaller_images_through_the_size_key_the_family_models():
     assert plan.fits and (plan.max_concurrent_requests, plan.kv.num_blocks) == (top.requests_at_once, top.num_blocks)
     without = replanned(QWEN_VL, "RTX 4090", replace(args, mm_processor_kwargs=None))
     assert not meets(without, FitTarget(2, 65536, 1))
+
+
+# max_pixels for items of at most N merged tokens: N x (patch 14 x merge 2)^2 = N x 784 pixels
+EIGHT_K_ITEMS = {"max_pixels": 8192 * 784}  # 6,422,528 px: 8,192 = 64 x 128 cells (isqrt 90, largest divisor 64)
+
+
+def warning_ids(plan) -> list[str]:  # type: ignore[no-untyped-def]
+    return [h.id for h in plan.hazards if h.severity == WARNING]
+
+
+def test_an_item_longer_than_max_model_len_is_not_a_configuration_until_items_fit():
+    """The issue's case at 8,192 tokens: the default 16,384-token image (128 x 128 merged patches) and video frame pair
+    are longer than a prompt may be (item_longer_than_max_model_len), so the search climbs to the smallest change that
+    clears it: images of at most 8,192 tokens, and nothing else (the memory target is met without the other rungs)."""
+    _, _, result = run(QWEN_VL, ("RTX 4090",), FitTarget(8, 8192, 1))
+    top = result.configs[0]
+    assert [(c.knob, c.after) for c in top.changes] == [("mm_processor_kwargs", EIGHT_K_ITEMS)] and top.warnings == ()
+    plain = replanned(QWEN_VL, "RTX 4090", ServingArgs(max_model_len=8192))
+    assert meets(plain, FitTarget(8, 8192, 1)) and warning_ids(plain) == ["item_longer_than_max_model_len"]
+    # Qwen2.5-VL's video frame pairs take the image's size: video_frames at 8,192 is 2 (one pair of 8,192 tokens)
+    smaller = replanned(QWEN_VL, "RTX 4090", ServingArgs(max_model_len=8192, mm_processor_kwargs=EIGHT_K_ITEMS))
+    assert dict(smaller.budget.max_tokens_per_item) == {"image": 8192, "video": 8192}
+    assert warning_ids(smaller) == [] and smaller.max_concurrent_requests == top.requests_at_once
+
+
+def test_a_held_item_limit_vllm_would_lower_climbs_to_items_that_fit_it():
+    """--limit-mm-per-prompt image=4 held at 32,768 tokens: 32,768 // 16,384 = 2 images per prompt, which vLLM budgets
+    without a word (items_per_prompt_lowered); images of at most 32,768 // 4 = 8,192 tokens fit 4 per prompt."""
+    _, _, result = run(QWEN_VL, ("H200",), FitTarget(64, 32768, 8), kv_cache_dtype="auto", limit_mm_per_prompt={"image": 4})
+    for config in result.configs:
+        assert config.limit_mm_per_prompt["image"] == 4 and config.warnings == ()
+        assert [(c.knob, c.after) for c in config.changes if c.knob == "mm_processor_kwargs"] == [("mm_processor_kwargs", EIGHT_K_ITEMS)]
+    held = replanned(QWEN_VL, "H200", ServingArgs(max_model_len=32768, limit_mm_per_prompt={"image": 4}, tensor_parallel_size=2))
+    assert warning_ids(held) == ["items_per_prompt_lowered"]
+
+
+def test_a_warning_no_rung_clears_stays_on_the_configuration():
+    """Item limits and kwargs held: nothing the search may change shortens the 16,384-token items, so the configuration
+    is offered with the warning named on it."""
+    source, spec = load_model(QWEN_VL, None, {"max_pixels": 12_845_056})
+    base = ServingArgs(max_model_len=8192, limit_mm_per_prompt={"image": 1, "video": 1}, mm_processor_kwargs={"max_pixels": 12_845_056})
+    result = fit(source, spec, gpus("RTX 4090"), base, frozenset({"limit_mm_per_prompt", "mm_processor_kwargs"}), FitTarget(8, 8192, 1))
+    (config,) = result.configs
+    assert [w.split(":")[0] for w in config.warnings] == ["item_longer_than_max_model_len"]
+    assert "image 16,384, video 16,384" in config.warnings[0]
+
+
+def test_max_searches_no_shorter_than_the_largest_item():
+    """16 requests at the longest context on one RTX 4090: no length from 16,384 (the default item) up meets it with
+    fp8 and max_num_seqs 16, so the search takes items of at most 4,096 tokens (max_pixels 4,096 x 784 = 3,211,264),
+    and the context it finds holds one."""
+    target = FitTarget(16, None, 1)
+    _, _, result = run(QWEN_VL, ("RTX 4090",), target)
+    top = result.configs[0]
+    assert dict((c.knob, c.after) for c in top.changes)["mm_processor_kwargs"] == {"max_pixels": 4096 * 784}
+    assert 4096 <= top.max_model_len < 16384 and top.warnings == ()
+    at_item = replanned(QWEN_VL, "RTX 4090", ServingArgs(max_model_len=16384, max_num_seqs=16, kv_cache_dtype="fp8"))
+    assert not meets(at_item, target)

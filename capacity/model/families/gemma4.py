@@ -381,6 +381,12 @@ class Gemma4Family(Family):
         dummy = audio_soft_tokens(dummy_audio_samples(rate, overdrive), rate, cap)
         return (Modality("audio", cap, None, encoder_positions=dummy, dummy_output_tokens=dummy),)
 
+    def item_size_kwargs(self, config: dict[str, Any], tokens: int) -> dict[str, Any] | None:
+        """The largest max_soft_tokens vLLM takes (_SUPPORTED_SOFT_TOKENS) within `tokens`: an image's soft tokens
+        (video frames keep 70 each, audio its length); None below the smallest."""
+        fitting = [n for n in SUPPORTED_SOFT_TOKENS if n <= tokens]
+        return {"max_soft_tokens": fitting[-1]} if fitting else None
+
     def with_processor_kwargs(self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """max_soft_tokens sets the image's soft tokens and patch budget (video frames keep 70: vLLM overrides them);
         the processor config carries it to the spec and the encoder item."""

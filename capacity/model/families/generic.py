@@ -46,7 +46,7 @@ from capacity.model.items.qwen_vl import (
     qwen_vl_image_tokens,
 )
 from capacity.model.items.video_grid import video_tensors
-from capacity.model.processor_kwargs import with_qwen_vl_sizes
+from capacity.model.processor_kwargs import qwen_vl_max_pixels_within, with_qwen_vl_sizes
 from capacity.model.shipped import shipped
 from capacity.model.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
 from capacity.model.vllm_registry import MULTIMODAL_ARCHITECTURES, VLLM_VERSION
@@ -131,6 +131,12 @@ class GenericFamily(Family):
         if files.get("preprocessor_config.json") is None:
             raise BadInput(f"--mm-processor-kwargs: model_type {model_type!r} without its preprocessor_config.json: the size they override is unknown")
         return with_qwen_vl_sizes(files, kwargs, model_type)
+
+    def item_size_kwargs(self, config: dict[str, Any], tokens: int) -> dict[str, Any] | None:
+        """The Qwen-VL max_pixels for the model_types whose size keys with_processor_kwargs models; None for any other."""
+        if str(config.get("model_type")) not in QWEN_VL_IMAGES:
+            return None
+        return qwen_vl_max_pixels_within(materialized(config).get("vision_config") or {}, tokens)
 
     def spec(
         self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None

@@ -271,6 +271,17 @@ class InternVLChatFamily(Family):
             notes=tuple(notes),
         )
 
+    def item_size_kwargs(self, config: dict[str, Any], tokens: int) -> dict[str, Any] | None:
+        """max_dynamic_patch (and min_dynamic_patch no higher): the largest grid whose tiles, the thumbnail counted
+        (Tiling.max_tiles), hold at most `tokens` tokens at tokens_per_tile each; None when the image is one tile
+        already (dynamic_image_size off) or not one tile fits."""
+        tiling = Tiling.from_config(config, sub(config, "vision_config", WHERE))
+        tiles = tokens // tiling.tokens_per_tile
+        if not tiling.dynamic_image_size or tiles < 1:
+            return None
+        grid = (tiles - 1 if tiles > 2 else 1) if tiling.use_thumbnail else tiles  # a grid of 2+ tiles adds the thumbnail
+        return {"min_dynamic_patch": min(tiling.min_dynamic_patch, grid), "max_dynamic_patch": grid}
+
     def with_processor_kwargs(self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """The tiling keys vLLM's InternVLChatImageProcessor takes (min/max_dynamic_patch, dynamic_image_size, use_thumbnail)
         set the largest image's tiles; the processor config carries them to the spec. Refused where vLLM fails: any

@@ -161,6 +161,10 @@ class Qwen25OmniFamily(Family):
         Qwen2VLProcessingInfo's _get_vision_info and the same merged kwargs (the audio keys are left as they are)."""
         return QWEN2_5_VL.with_processor_kwargs(config, files, kwargs)
 
+    def item_size_kwargs(self, config: dict[str, Any], tokens: int) -> dict[str, Any] | None:
+        """The Qwen-VL max_pixels for the thinker's vision tower (audio items keep their size)."""
+        return QWEN2_5_VL.item_size_kwargs(thinker(config), tokens)
+
     # --- profiler and fake-tensor trace hooks (torch inside) ---------------------------------------------
 
     def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:

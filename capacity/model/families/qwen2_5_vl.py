@@ -9,7 +9,7 @@ from capacity.model.families.common import config_dtype, need
 from capacity.model.families.decoder_only import decoder_shape
 from capacity.model.family import EncoderInput, Family, Tower
 from capacity.model.items.qwen_vl import MAX_FRAMES_PER_VIDEO, processor_pixel_bounds, qwen_vl_max_image_grid
-from capacity.model.processor_kwargs import with_qwen_vl_sizes
+from capacity.model.processor_kwargs import qwen_vl_max_pixels_within, with_qwen_vl_sizes
 from capacity.model.shard_rules import ShardRules
 from capacity.model.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
 
@@ -114,6 +114,12 @@ class Qwen25VLFamily(Family):
     ) -> dict[str, dict[str, Any]]:
         """Qwen2VLProcessingInfo's size keys; the frames of a video take the image's size (get_max_video_tokens)."""
         return with_qwen_vl_sizes(files, kwargs, "Qwen2.5-VL", {"min_pixels": DEFAULT_MIN_PIXELS, "max_pixels": DEFAULT_MAX_PIXELS})
+
+    def item_size_kwargs(self, config: dict[str, Any], tokens: int) -> dict[str, Any] | None:
+        """max_pixels = tokens x (patch x merge)^2 (28 x 28 here): an image of at most `tokens` merged patches, and
+        a video's frame pairs of the same size (capacity/model/processor_kwargs.py qwen_vl_max_pixels_within)."""
+        vision = config.get("vision_config") or {}
+        return qwen_vl_max_pixels_within({"patch_size": 14, "spatial_merge_size": 2, **vision}, tokens)
 
     def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
         """The max-token item (a video at max pixels, or an image) as processed patches."""

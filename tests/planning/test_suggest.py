@@ -163,7 +163,7 @@ def test_the_default_path_suggests_what_a_cold_first_start_fits(capsys, monkeypa
     one request; the length that fits a restart still does not fit the first start on an empty compile cache, whose
     warning names a shorter one. The line carries that one, and planned again it raises neither."""
     pytest.importorskip("torch")
-    monkeypatch.delenv("CAPACITY_ESTIMATE")
+    monkeypatch.delenv("CAPACITY_ESTIMATE", raising=False)
     code, doc = plan_json(capsys, ["--model", model, "--gpu", gpu])
     assert code == EXIT_DOES_NOT_FIT
     assert doc["suggestion"]["applied"] == ["no_room_for_one_request", "cold_compile_cache"]

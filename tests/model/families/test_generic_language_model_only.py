@@ -69,7 +69,7 @@ def test_images_without_processor_files_are_refused_naming_the_ways_out(capsys: 
 def test_language_model_only_trace_needs_no_processor_files(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
     """The default path (the fake-tensor trace) runs the decoder alone: no encoder input is built from the processor."""
     pytest.importorskip("torch")
-    monkeypatch.delenv("CAPACITY_ESTIMATE")
+    monkeypatch.delenv("CAPACITY_ESTIMATE", raising=False)
     plan = plan_json(capsys, CONFIG_ONLY, "--language-model-only")
     assert not any("trace stopped" in note for note in plan["notes"]), plan["notes"]
     assert "fake-tensor trace of the real model" in plan["memory"]["activation_peak"]["method"]

@@ -31,13 +31,14 @@ from capacity import __version__
 from capacity.errors import BadInput
 from capacity.gpu.catalog import Gpu
 from capacity.memory.cuda_graphs import MIN_GRAPH_BYTES, capture_sizes, full_decode_graph_sizes, preset_max_capture_size
-from capacity.memory.measured_profile import CudaGraphMeasurement, Fingerprint, MemoryProfile, OomResult, PhaseMeasurement
+from capacity.memory.measured_profile import RANDOM_WEIGHTS, CudaGraphMeasurement, Fingerprint, MemoryProfile, OomResult, PhaseMeasurement, random_weights_kind
 from capacity.memory.sampler import sampler_form
 from capacity.model.family import Family
 from capacity.model.spec import ModelSpec
 from capacity.serving.config import ServingConfig
 from capacity.serving.encoder_budget import MultiModalBudget
 from capacity.source.resolve import ModelSource
+from capacity.weights.quant_schemes import quant_method
 from profilers.probes import CpuProbe, MemoryProbe
 from profilers.startup import Timings, freeze_heap, thaw_heap, without_unused_optional_imports
 
@@ -209,13 +210,13 @@ class WholeModel:
         if probe.describe()["device"] == "fake":  # build on meta (no values needed), then fake tensors the probe counts
             with probe.host():
                 meta = spec.family.build_module(dict(source.config), device="meta", dtype=serving.dtype, attn_implementation=attn)
-            return probe.adopt_module(meta).eval(), "random (same memory as real weights)"  # type: ignore[attr-defined]
+            return probe.adopt_module(meta).eval(), RANDOM_WEIGHTS  # type: ignore[attr-defined]
         model = spec.family.build_module(dict(source.config), device=device, dtype=serving.dtype, init_weights=False, attn_implementation=attn).eval()
         if source.safetensors:
             loaded = _load_real_weights(model, source, device)
             return model, f"real (safetensors, {loaded} tensors)"
         _randomize(model)
-        return model, "random (same memory as real weights)"
+        return model, random_weights_kind(quant_method(source.config), serving.dtype)
 
     def encode(self, family: Any, model: Any, item: Any, count: int) -> list[Any]:
         return family.encode(model, item, count)
@@ -307,7 +308,7 @@ def run_profile(
     reqs = min(serving.max_num_batched_tokens, serving.max_num_seqs)
     per_req = -(-serving.max_num_batched_tokens // reqs)
     result: dict[str, Any] = {"parameters": 0, "weights": 0, "encoder_cache": 0, "consumed": 0, "headroom": 0, "graphs": None, "warmup": None}
-    weights_kind = "random (same memory as real weights)"
+    weights_kind = RANDOM_WEIGHTS
     inputs_note = ""
     modelled_layers = ""
 

@@ -28,11 +28,12 @@ from typing import Any
 
 from capacity.errors import EXIT_DOES_NOT_FIT, BadInput, CapacityError
 from capacity.gpu.catalog import Gpu
-from capacity.memory.measured_profile import MemoryProfile, combine_ranks
+from capacity.memory.measured_profile import MemoryProfile, combine_ranks, random_weights_kind
 from capacity.model.spec import ModelSpec
 from capacity.serving.config import ServingConfig
 from capacity.serving.encoder_budget import MultiModalBudget
 from capacity.source.resolve import ModelSource
+from capacity.weights.quant_schemes import quant_method
 from profilers.probes import MemoryProbe
 from profilers.sharding import ENCODER_TP_MODES, encoder_whole, materialize, shard_module, shard_rules
 
@@ -104,7 +105,7 @@ class RankShard:
             os._exit(17)
         if self.job.hang_rank == self.rank:
             time.sleep(3600)
-        return model.eval(), f"random (same memory as real weights); {self.report.describe()}"
+        return model.eval(), f"{random_weights_kind(quant_method(source.config), serving.dtype)}; {self.report.describe()}"
 
     def encode(self, adapter: Any, model: Any, item: Any, count: int) -> list[Any]:
         """weights mode: every rank runs the sharded encoder on all items (vLLM). data mode: rank r encodes

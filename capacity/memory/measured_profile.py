@@ -18,6 +18,16 @@ from capacity.user_files import read_text
 
 PROFILE_FORMAT = 2  # 2: per-rank fields and `ranks` (tensor parallelism); 1 (single rank) still loads
 READABLE_FORMATS = (1, 2)
+RANDOM_WEIGHTS = "random (same memory as real weights)"
+UNQUANTIZED_WEIGHTS = "random, built unquantized"  # a quantized checkpoint's layers in the serving dtype: more memory than vLLM loads
+
+
+def random_weights_kind(quant_method: str | None, dtype: str) -> str:
+    """How a profile's random weights were built: as the checkpoint stores them, or (a quantized checkpoint: the
+    profilers build plain layers) unquantized, so its measured weights are not the checkpoint's."""
+    if quant_method is None:
+        return RANDOM_WEIGHTS
+    return f"{UNQUANTIZED_WEIGHTS} ({quant_method} layers in {dtype})"
 
 
 @dataclass(frozen=True)

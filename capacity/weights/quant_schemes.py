@@ -186,6 +186,12 @@ class Fp4Scheme(QuantScheme):
         return tensors
 
 
+def quant_method(config: dict[str, Any]) -> str | None:
+    """The checkpoint's quantization method (`quantization_config.quant_method`), or None for plain weights."""
+    qc = config.get("quantization_config")
+    return str(qc.get("quant_method") or "quantized") if isinstance(qc, dict) else None
+
+
 def quant_scheme(config: dict[str, Any]) -> QuantScheme | None:
     """The checkpoint's quantization scheme from config.json's `quantization_config` (None: not quantized).
 

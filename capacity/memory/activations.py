@@ -86,13 +86,18 @@ def activation_term(estimate: ActivationEstimate) -> MemoryTerm:
 
 
 def vllm_encoder_activation(family: Family, term: MemoryTerm, encoder_phase_dominates: bool) -> MemoryTerm:
-    """A fake trace's activation peak scaled to vLLM's encoder kernels (the family's trace_encoder_to_vllm) when
-    the encoder phase sets the peak; other families and phases unchanged."""
+    """A profile's activation peak scaled to vLLM's encoder kernels (the family's trace_encoder_to_vllm) when the
+    encoder phase sets the peak; other families and phases unchanged.
+
+    Every profile (the fake-tensor trace, the CPU probe and a GPU profile alike) ran transformers' module
+    (profilers/run.py), whose tower is not the one vLLM's profile_run runs: the same factor applies to each, so that a
+    GPU profile and the trace of the same model plan the same activation peak when their phases agree."""
     factor = family.trace_encoder_to_vllm
     if factor is None or not encoder_phase_dominates:
         return term
     return MemoryTerm(
         round(term.bytes * factor),
         ESTIMATED,
-        f"{term.method}; x {factor} for vLLM's varlen encoder attention (calibrated on public vLLM logs, bench/results/predict-logs-2026-12-01)",
+        f"{term.method}; x {factor}: transformers' tower to vLLM's varlen encoder attention (calibrated on public vLLM logs, "
+        "bench/results/predict-logs-2026-12-01)",
     )

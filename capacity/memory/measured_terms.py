@@ -13,7 +13,12 @@ from capacity.serving.config import ServingConfig
 
 
 def measured_terms(
-    profile: MemoryProfile, estimates: dict[str, MemoryTerm], spec: ModelSpec, serving: ServingConfig, sampler: SamplerForm = SAMPLER_0_33
+    profile: MemoryProfile,
+    estimates: dict[str, MemoryTerm],
+    spec: ModelSpec,
+    serving: ServingConfig,
+    sampler: SamplerForm = SAMPLER_0_33,
+    quantized: bool = False,
 ) -> dict[str, MemoryTerm]:
     """The terms a GPU profile measured; they replace the estimates.
 
@@ -22,7 +27,10 @@ def measured_terms(
     A fake-tensor trace's weights are the planner's own per-rank figure (the same tensors, counted by
     capacity/weights/per_rank.py). A profile of a model split over another number of ranks than the plan's TP
     (a single-GPU profile re-planned at TP 2) gives per-rank terms: weights from capacity/weights/per_rank.py,
-    activations and CUDA graphs divided as the formula divides them (RankScaling).
+    activations and CUDA graphs divided as the formula divides them (RankScaling). `quantized`: the checkpoint's
+    weights are quantized; every profile built the module from its config in the serving dtype (profilers/run.py),
+    dense, where vLLM loads the quantized tensors (Qwen2.5-Omni-7B-AWQ: 17.1 GB measured, 8.3 GB loaded), so the
+    weights are capacity/weights/per_rank.py's on every path.
     """
     where = f"measured on {profile.fingerprint.gpu_name} ({profile.fingerprint.created})"
     modelled = f" ({profile.modelled_layers})" if profile.modelled_layers else ""
@@ -71,7 +79,7 @@ def measured_terms(
             f"captures of {list(g.sampled_sizes)} tokens took {list(g.samples_bytes)} B; s1 + ({len(g.sizes)} - 1) x max(s2, 1 MiB) as MRV2 extrapolates; {where}",
         )
     scaling = rank_scaling(spec, serving, profile.measured_tensor_parallel_size, sampler)
-    if fake or scaling.needed:
+    if fake or scaling.needed or quantized:
         terms["weights"] = estimates["weights"]  # one figure for every path: capacity/weights/per_rank.py
     elif profile.fingerprint.weights.startswith(UNQUANTIZED_WEIGHTS):  # the profile's layers were not the checkpoint's
         w = estimates["weights"]

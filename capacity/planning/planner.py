@@ -169,17 +169,17 @@ def plan_without_suggestion(
         "collectives": collectives_term(serving, gpu, profile),
     }
     if profile is not None:
-        memory.update(measured_terms(profile, memory, spec, serving, sampler))
+        memory.update(measured_terms(profile, memory, spec, serving, sampler, quantized=per_rank.quantization != "none"))
         if profile.cuda_graphs is not None and memory["cuda_graphs"].bytes:
             memory["cuda_graphs"] = with_piecewise_graphs(memory["cuda_graphs"], graph_estimate(spec, serving, gpu.sm100, "MRV2" if mrv2 else "V1"))
         if profile.fingerprint.device == "cuda" and memory["weights"].kind == MEASURED:  # the measured load holds the rounding
             memory["load_buffers"] = load_buffers_term(spec, source, serving, per_rank, semantics, rounding=False)
-        if profile.fingerprint.device == "fake":
-            enc = profile.phase("encoder")
-            dominates = enc is not None and enc.peak_above_start_bytes >= max(
-                (p.peak_above_start_bytes for p in profile.phases if p.name not in ("weights", "encoder")), default=0
-            )
-            memory["activation_peak"] = vllm_encoder_activation(spec.family, memory["activation_peak"], dominates)
+        # every profile (fake trace, CPU probe, GPU) ran transformers' tower (profilers/run.py): one scaling to vLLM's
+        enc = profile.phase("encoder")
+        dominates = enc is not None and enc.peak_above_start_bytes >= max(
+            (p.peak_above_start_bytes for p in profile.phases if p.name not in ("weights", "encoder")), default=0
+        )
+        memory["activation_peak"] = vllm_encoder_activation(spec.family, memory["activation_peak"], dominates)
     scratch = None
     if not serving.enforce_eager and serving.kv_cache_memory_bytes is None:
         scratch = cold_compile_scratch(spec, serving, gpu, semantics.benchmarks_combo_kernels)
@@ -280,19 +280,25 @@ def plan_without_suggestion(
         notes=notes,
         profile=profile,
         weights_per_rank=per_rank,
-        ranks=rank_budgets(profile, memory, requested, spec, serving, sampler) if profile is not None and profile.ranks else (),
+        ranks=rank_budgets(profile, memory, requested, spec, serving, sampler, per_rank.quantization != "none") if profile is not None and profile.ranks else (),
         cold_compile=scratch,
     )
     return replace(plan, hazards=tuple(find_hazards(plan)))
 
 
 def rank_budgets(
-    profile: MemoryProfile, estimates: dict[str, MemoryTerm], requested: int, spec: ModelSpec, serving: ServingConfig, sampler: SamplerForm = SAMPLER_0_33
+    profile: MemoryProfile,
+    estimates: dict[str, MemoryTerm],
+    requested: int,
+    spec: ModelSpec,
+    serving: ServingConfig,
+    sampler: SamplerForm = SAMPLER_0_33,
+    quantized: bool = False,
 ) -> tuple[RankBudget, ...]:
     """Every profiled rank's non-KV terms and the KV memory it leaves; vLLM 0.33 sizes the cache by the least."""
     out = []
     for rank in profile.ranks:
-        terms = {**estimates, **measured_terms(rank, estimates, spec, serving, sampler)}
+        terms = {**estimates, **measured_terms(rank, estimates, spec, serving, sampler, quantized)}
         non_kv = sum(terms[k].bytes for k in NON_KV_TERMS)
         out.append(
             RankBudget(

@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from capacity.errors import BadInput
+from capacity.memory.activations import tower_excess_bytes
 from capacity.planning.plan import Plan
 from capacity.planning.verify_result import VerifyResult
 from capacity.serving.encoder_budget import build_budget
@@ -201,6 +202,7 @@ def run_verify(
     else:
         gpu_total = int(info["gpu_total_memory_bytes"])
         headroom = gpu_total - (baseline_used or 0) - plan.requested_memory_bytes
+    excess = tower_excess_bytes(family, plan.memory["activation_peak"])
     model = decoder = pool = None  # the last references: release the cached blocks too
     gc.collect()
     probe.empty_cache()
@@ -227,4 +229,7 @@ def run_verify(
         headroom_bytes=headroom,
         gpu_memory_utilization=serving.gpu_memory_utilization,
         rank=placement.rank,
+        tower_excess_bytes=excess,
+        notes=(f"the encoder ran transformers' tower, {excess:,} B above the vLLM-kernel activation the plan charges "
+               f"(x {family.trace_encoder_to_vllm}); that much of the peak is not vLLM's and is taken off it",) if excess else (),
     )

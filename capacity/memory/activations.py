@@ -98,6 +98,17 @@ def vllm_encoder_activation(family: Family, term: MemoryTerm, encoder_phase_domi
     return MemoryTerm(
         round(term.bytes * factor),
         ESTIMATED,
-        f"{term.method}; x {factor}: transformers' tower to vLLM's varlen encoder attention (calibrated on public vLLM logs, "
-        "bench/results/predict-logs-2026-12-01)",
+        f"{term.method}; x {factor}{TOWER_TO_VLLM} (calibrated on public vLLM logs, bench/results/predict-logs-2026-12-01)",
     )
+
+
+TOWER_TO_VLLM = ": transformers' tower to vLLM's varlen encoder attention"  # marks an activation scaled by the family's factor
+
+
+def tower_excess_bytes(family: Family, term: MemoryTerm) -> int:
+    """What transformers' encoder tower holds beyond the activation the plan charges (vllm_encoder_activation scaled
+    it down to vLLM's kernels): memory `capacity verify`, which runs transformers' tower, uses and vLLM does not."""
+    factor = family.trace_encoder_to_vllm
+    if factor is None or f"x {factor}{TOWER_TO_VLLM}" not in term.method:
+        return 0
+    return round(term.bytes / factor) - term.bytes

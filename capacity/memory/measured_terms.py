@@ -3,7 +3,7 @@ estimates; a profile made at another TP than the plan's becomes one rank's throu
 
 from __future__ import annotations
 
-from capacity.memory.measured_profile import UNQUANTIZED_WEIGHTS, MemoryProfile
+from capacity.memory.measured_profile import MemoryProfile
 from capacity.memory.non_torch import NON_TORCH_WITH_CONVOLUTIONS_BYTES, NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES, VLLM_NON_TORCH_BYTES
 from capacity.memory.rank_scaling import per_rank_terms, rank_scaling
 from capacity.memory.sampler import SAMPLER_0_33, SamplerForm
@@ -79,11 +79,11 @@ def measured_terms(
             f"captures of {list(g.sampled_sizes)} tokens took {list(g.samples_bytes)} B; s1 + ({len(g.sizes)} - 1) x max(s2, 1 MiB) as MRV2 extrapolates; {where}",
         )
     scaling = rank_scaling(spec, serving, profile.measured_tensor_parallel_size, sampler)
-    if fake or scaling.needed or quantized:
+    if fake or scaling.needed:
         terms["weights"] = estimates["weights"]  # one figure for every path: capacity/weights/per_rank.py
-    elif profile.fingerprint.weights.startswith(UNQUANTIZED_WEIGHTS):  # the profile's layers were not the checkpoint's
+    elif quantized:  # the profilers build a quantized checkpoint's layers dense: their bytes are not the checkpoint's
         w = estimates["weights"]
-        terms["weights"] = MemoryTerm(w.bytes, w.kind, f"{w.method} (the profile built the layers unquantized: {profile.weights_bytes:,} B)")
+        terms["weights"] = MemoryTerm(w.bytes, w.kind, f"{w.method} (the profile built the layers dense: {profile.weights_bytes:,} B)")
     if scaling.reshapes(profile):
         terms.update(per_rank_terms(profile, terms, scaling))
     return terms

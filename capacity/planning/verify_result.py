@@ -55,11 +55,14 @@ class VerifyResult:
     rank: int = 0  # the tensor-parallel rank this ran on
     ranks: tuple[VerifyResult, ...] = field(default=())  # tensor parallelism: every rank; this one fared worst
     notes: tuple[str, ...] = field(default=())
+    tower_excess_bytes: int = 0  # what transformers' encoder tower holds beyond the plan's vLLM-kernel activation
 
     @property
     def unused_bytes(self) -> int:
-        """The plan's waste: requested memory the worst steady state left unused (negative: over budget)."""
-        return self.requested_bytes - self.peak_used_bytes
+        """The plan's waste: requested memory the worst steady state left unused (negative: over budget). The run's
+        encoder is transformers' tower; where the plan charges vLLM's smaller one (the family's factor), the
+        difference is memory vLLM does not use, and is taken off the peak."""
+        return self.requested_bytes - (self.peak_used_bytes - self.tower_excess_bytes)
 
     @property
     def unused_fraction(self) -> float:

@@ -59,5 +59,31 @@ def test_h200_profile_of_an_awq_checkpoint_plans_the_quantized_weights() -> None
     args = args_of(measured)
     plan = plan_for("Qwen/Qwen2.5-Omni-7B-AWQ", args, "H200", profile=measured)
     unprofiled = plan_for("Qwen/Qwen2.5-Omni-7B-AWQ", args, "H200")
-    assert plan.memory["weights"] == unprofiled.memory["weights"]
+    weights, count = plan.memory["weights"], unprofiled.memory["weights"]
+    assert (weights.bytes, weights.kind) == (count.bytes, count.kind) and "the profile built the layers dense: 17,923,745,280 B" in weights.method
     assert plan.memory["weights"].bytes < measured.weights_bytes // 2
+
+
+def test_verify_takes_transformers_tower_excess_off_its_peak() -> None:
+    """`capacity verify` runs transformers' tower, which holds what the plan's x 0.694 took off: 20,876,131,840 -
+    14,488,035,497 = 6,388,096,343 B on the H200 profile of Qwen2.5-VL-3B. That much of verify's peak is not vLLM's."""
+    import dataclasses
+
+    from capacity.memory.activations import tower_excess_bytes
+    from capacity.planning.verify_result import OVER_BUDGET, VERIFIED, VerifyResult
+
+    measured = profile_of("Qwen/Qwen2.5-VL-3B-Instruct")
+    plan = plan_for("Qwen/Qwen2.5-VL-3B-Instruct", args_of(measured), "H200", profile=measured)
+    excess = tower_excess_bytes(plan.spec.family, plan.memory["activation_peak"])
+    assert excess == 6_388_096_343
+    assert tower_excess_bytes(plan.spec.family, plan_for("Qwen/Qwen2.5-VL-3B-Instruct", args_of(measured), "H200").memory["activation_peak"]) == 0
+    requested = 138_101_089_895
+    run = VerifyResult(
+        model="Qwen/Qwen2.5-VL-3B-Instruct", gpu_name="NVIDIA H200", device="cuda", requested_bytes=requested, baseline_device_used_bytes=0,
+        kv_pool_bytes=0, block_tables_bytes=0, requests=22, context_len=128_000, encoder_len=0, decode_steps=3,
+        peak_allocated_bytes=requested + excess - 1, peak_used_bytes=requested + excess - 1, wall_s=0.0, phases=(), oom=None, reproducer="",
+        peak_reserved_bytes=requested + excess - 1, gpu_total_bytes=150_109_880_320, headroom_bytes=10 * 2**30,
+    )  # fmt: skip
+    assert (run.unused_bytes, run.outcome) == (1 - excess, OVER_BUDGET)  # without the excess taken off: over by all of it
+    counted = dataclasses.replace(run, tower_excess_bytes=excess)
+    assert (counted.unused_bytes, counted.outcome) == (1, VERIFIED)

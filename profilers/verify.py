@@ -118,6 +118,10 @@ def run_verify(
     probe.empty_cache()
     baseline_used = probe.device_used()
     requests = min(plan.concurrency.actual_requests, serving.max_num_seqs)
+    # the plan charges vLLM's encoder kernels (the family's factor); the run's tower is transformers': hold back that
+    # many pool blocks (capacity/memory/activations.py tower_excess_bytes), so the run's memory stands for vLLM's
+    excess = tower_excess_bytes(family, plan.memory["activation_peak"]) if not family.verify_decoder_path else 0
+    held = cdiv(excess, kv.bytes_per_block) if excess else 0
     group = kv.groups[0].group.spec
     bs, heads, head = group.block_size, group.num_kv_heads, group.head_size
     slots = kv.bytes_per_block // group.page_size_bytes
@@ -141,7 +145,13 @@ def run_verify(
         decoder = pool = None
         if not family.verify_decoder_path:
             state["encoder_outputs"] = []
-            _over_pool_cache(plan, family, model, placement, phases, state, probe, track, device, dtype, requests, steps)
+            if held:  # transformers' tower needs `excess` more than the plan charges: its blocks wait, with their requests
+                per_request = sum(g.blocks_per_request_actual for g in kv.groups)
+                requests = min(requests, (kv.num_blocks - held - 1) // per_request)
+                pool_plan = replace(plan, kv=replace(kv, num_blocks=kv.num_blocks - held))
+            else:
+                pool_plan = plan
+            _over_pool_cache(pool_plan, family, model, placement, phases, state, probe, track, device, dtype, requests, steps)
         else:
             decoder = family.verify_decoder(model)
             with phases.phase("kv_pool", f"{kv.num_blocks:,} blocks x {kv.bytes_per_block:,} B + block tables"):
@@ -202,7 +212,6 @@ def run_verify(
     else:
         gpu_total = int(info["gpu_total_memory_bytes"])
         headroom = gpu_total - (baseline_used or 0) - plan.requested_memory_bytes
-    excess = tower_excess_bytes(family, plan.memory["activation_peak"])
     model = decoder = pool = None  # the last references: release the cached blocks too
     gc.collect()
     probe.empty_cache()
@@ -230,6 +239,8 @@ def run_verify(
         gpu_memory_utilization=serving.gpu_memory_utilization,
         rank=placement.rank,
         tower_excess_bytes=excess,
+        pool_held_back_bytes=held * kv.bytes_per_block,
         notes=(f"the encoder ran transformers' tower, {excess:,} B above the vLLM-kernel activation the plan charges "
-               f"(x {family.trace_encoder_to_vllm}); that much of the peak is not vLLM's and is taken off it",) if excess else (),
+               f"(x {family.trace_encoder_to_vllm}): {held:,} of the pool's {kv.num_blocks:,} blocks were held back for it, "
+               f"and {requests} of the plan's {min(plan.concurrency.actual_requests, serving.max_num_seqs)} requests ran",) if excess else (),
     )

@@ -56,13 +56,15 @@ class VerifyResult:
     ranks: tuple[VerifyResult, ...] = field(default=())  # tensor parallelism: every rank; this one fared worst
     notes: tuple[str, ...] = field(default=())
     tower_excess_bytes: int = 0  # what transformers' encoder tower holds beyond the plan's vLLM-kernel activation
+    pool_held_back_bytes: int = 0  # pool blocks not allocated to make room for that excess (whole blocks: >= it)
 
     @property
     def unused_bytes(self) -> int:
         """The plan's waste: requested memory the worst steady state left unused (negative: over budget). The run's
-        encoder is transformers' tower; where the plan charges vLLM's smaller one (the family's factor), the
-        difference is memory vLLM does not use, and is taken off the peak."""
-        return self.requested_bytes - (self.peak_used_bytes - self.tower_excess_bytes)
+        encoder is transformers' tower; where the plan charges vLLM's smaller one (the family's factor), the run held
+        back whole pool blocks for the difference: the pool vLLM would have is the run's plus those blocks, its encoder
+        the run's less the excess."""
+        return self.requested_bytes - (self.peak_used_bytes + self.pool_held_back_bytes - self.tower_excess_bytes)
 
     @property
     def unused_fraction(self) -> float:

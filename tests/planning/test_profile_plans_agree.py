@@ -66,7 +66,8 @@ def test_h200_profile_of_an_awq_checkpoint_plans_the_quantized_weights() -> None
 
 def test_verify_takes_transformers_tower_excess_off_its_peak() -> None:
     """`capacity verify` runs transformers' tower, which holds what the plan's x 0.694 took off: 20,876,131,840 -
-    14,488,035,497 = 6,388,096,343 B on the H200 profile of Qwen2.5-VL-3B. That much of verify's peak is not vLLM's."""
+    14,488,035,497 = 6,388,096,343 B on the H200 profile of Qwen2.5-VL-3B. That much of verify's peak is not vLLM's;
+    verify holds back whole pool blocks for it (ceil(6,388,096,343 / 589,824) = 10,831)."""
     import dataclasses
 
     from capacity.memory.activations import tower_excess_bytes
@@ -87,3 +88,9 @@ def test_verify_takes_transformers_tower_excess_off_its_peak() -> None:
     assert (run.unused_bytes, run.outcome) == (1 - excess, OVER_BUDGET)  # without the excess taken off: over by all of it
     counted = dataclasses.replace(run, tower_excess_bytes=excess)
     assert (counted.unused_bytes, counted.outcome) == (1, VERIFIED)
+    # the run held back whole blocks for it (10,831 x 589,824 B = 6,388,383,744 B >= the excess): a pool that much
+    # smaller, and a peak as much lower, stand for the same memory of vLLM's
+    held = 10_831 * 589_824
+    assert held >= excess > held - 589_824
+    smaller_pool = dataclasses.replace(counted, pool_held_back_bytes=held, peak_used_bytes=run.peak_used_bytes - held, peak_allocated_bytes=run.peak_allocated_bytes - held)
+    assert smaller_pool.unused_bytes == 1

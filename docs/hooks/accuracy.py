@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
-H200_PROFILES = "h200-profiles-2026-11-30"  # the run that measured every term of nine models against the formula estimate
+H200_PROFILES = "h200-catalog-2026-12-01"  # the newest run that measured every term (28 catalog ids) against the formula estimate
 TERMS = {  # results.json key -> what the log prints, what capacity compares it with
     "weights": ("weights", "'Model loading took' vs weights + load buffers", "GiB"),
     "non_kv": ("non-KV memory", "requested - available KV", "GiB"),

@@ -1,0 +1,74 @@
+"""Pipeline parallelism's layer split: vLLM 0.33 get_pp_indices' remainder rule and VLLM_PP_LAYER_PARTITION."""
+
+from __future__ import annotations
+
+import pytest
+
+from capacity.errors import BadInput
+from capacity.serving.pipeline import layer_partition, pipeline_stages
+
+
+def _ranges(num_layers: int, pp: int, env: str | None = None) -> list[tuple[int, int]]:
+    return [(s.start, s.end) for s in pipeline_stages(num_layers, pp, env)]
+
+
+def test_even_splits_give_every_stage_the_same_layers() -> None:
+    assert _ranges(80, 2) == [(0, 40), (40, 80)]  # Llama-3.1-70B at PP 2
+    assert layer_partition(126, 3) == (42, 42, 42)  # Llama-3.1-405B at PP 3: 126 = 3 x 42
+
+
+@pytest.mark.parametrize(
+    ("num_layers", "pp", "counts"),
+    [
+        (61, 4, (15, 15, 16, 15)),  # 61 = 4 x 15 + 1: the one extra layer on the second-to-last stage
+        (126, 4, (31, 32, 32, 31)),  # 126 = 4 x 31 + 2: the two middle stages
+        (126, 5, (25, 25, 25, 26, 25)),  # 126 = 5 x 25 + 1
+        (7, 4, (2, 2, 2, 1)),  # remainder PP - 1 = 3: every stage but the last, the first included
+        (2, 2, (1, 1)),  # vLLM's own test_uneven_auto_partition goldens, as counts
+        (3, 2, (2, 1)),
+        (4, 3, (1, 2, 1)),
+        (5, 3, (2, 2, 1)),
+    ],
+)
+def test_the_remainder_goes_backwards_from_the_second_to_last_stage(num_layers: int, pp: int, counts: tuple[int, ...]) -> None:
+    assert layer_partition(num_layers, pp) == counts
+    assert sum(counts) == num_layers
+
+
+def test_the_first_stage_holds_the_embedding_and_the_last_the_lm_head() -> None:
+    stages = pipeline_stages(61, 4)
+    assert [(s.first, s.last) for s in stages] == [(True, False), (False, False), (False, False), (False, True)]
+    assert _ranges(61, 4) == [(0, 15), (15, 30), (30, 46), (46, 61)]
+    assert stages[2].holds(45) and not stages[2].holds(46)
+    only = pipeline_stages(32, 1)[0]
+    assert (only.start, only.end, only.first, only.last) == (0, 32, True, True)
+
+
+def test_vllm_pp_layer_partition_overrides_the_rule() -> None:
+    # vLLM's own test_custom_layer_partition goldens
+    assert _ranges(20, 4, "5,5,5,5") == [(0, 5), (5, 10), (10, 15), (15, 20)]
+    assert _ranges(20, 4, "4,6,6,4") == [(0, 4), (4, 10), (10, 16), (16, 20)]
+    assert _ranges(22, 4, "5,6,5,6") == [(0, 5), (5, 11), (11, 16), (16, 22)]
+    assert layer_partition(80, 2, "30,50") == (30, 50)
+
+
+@pytest.mark.parametrize(
+    ("env", "num_layers", "says"),
+    [
+        ("5,5,5,5,", 20, "not a comma-separated list"),  # vLLM's test: a trailing comma raises
+        ("5,5,5,a", 20, "not a comma-separated list"),
+        ("5,5,5", 20, "has 3 entries for --pipeline-parallel-size 4"),
+        ("5,5,5,5", 21, "sums to 20 layers, the model has 21"),
+        ("12,-1,5,5", 21, "negative layer count"),
+    ],
+)
+def test_an_invalid_partition_is_refused_in_one_line(env: str, num_layers: int, says: str) -> None:
+    with pytest.raises(BadInput) as err:
+        layer_partition(num_layers, 4, env)
+    assert says in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_a_pipeline_size_below_one_is_refused() -> None:
+    with pytest.raises(BadInput, match="--pipeline-parallel-size must be >= 1"):
+        layer_partition(32, 0)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from capacity.errors import BadInput
+from capacity.weights.pipeline_stage import StageSlice
 
 PP_PARTITION_ENV = "VLLM_PP_LAYER_PARTITION"  # vllm/envs.py
 
@@ -37,6 +38,10 @@ class StageLayers:
 
     def holds(self, layer: int) -> bool:
         return self.start <= layer < self.end
+
+    def weights_slice(self, num_layers: int, tie_word_embeddings: bool) -> StageSlice:
+        """What the stage builds, for placing stored tensors (capacity/weights/pipeline_stage.py)."""
+        return StageSlice(self.start, self.end, num_layers, self.first, self.last, tie_word_embeddings)
 
 
 def _partition_from_env(value: str, num_layers: int, pp_size: int) -> list[int]:

@@ -89,6 +89,18 @@ SERVING_OPTIONS: dict[str, Any] = {
     "num_speculative_tokens": Annotated[int | None, typer.Option("--num-speculative-tokens", help="Speculative tokens per step (k).")],
     "tensor_parallel_size": Annotated[int | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel ranks.")],
     "decode_context_parallel_size": Annotated[int | None, typer.Option("--decode-context-parallel-size", "-dcp", help="Decode context parallel size.")],
+    "pipeline_parallel_size": Annotated[
+        int | None,
+        typer.Option("--pipeline-parallel-size", "-pp", help="Pipeline-parallel stages (vLLM's layer split is checked; above 1 not planned yet)."),
+    ],
+    "pp_layer_partition": Annotated[
+        str | None,
+        typer.Option(
+            "--pp-layer-partition",
+            envvar="VLLM_PP_LAYER_PARTITION",
+            help="Decoder layers per pipeline stage, e.g. 38,42 (vLLM's VLLM_PP_LAYER_PARTITION, read from the environment when not given).",
+        ),
+    ],
     "kv_cache_dtype": Annotated[str | None, typer.Option("--kv-cache-dtype", help="auto, fp8, fp8_e4m3, fp8_e5m2, float16 or bfloat16.")],
     "kv_cache_memory_bytes": Annotated[str | None, typer.Option("--kv-cache-memory-bytes", help="Fixed KV cache size (e.g. 10G); skips profiling like vLLM.")],
     "dtype": Annotated[str | None, typer.Option("--dtype", help="Model dtype: auto, bfloat16, float16, float32.")],

@@ -15,6 +15,7 @@ from capacity.errors import BadInput
 from capacity.gpu.catalog import Gpu
 from capacity.kv.layers import DTYPE_BYTES
 from capacity.model.spec import ModelSpec
+from capacity.serving.pipeline import pipeline_stages
 from capacity.units import COUNT_FORMS, MAX_MODEL_LEN_FORMS, SIZE_FORMS, GiB, parse_human_int
 from capacity.user_files import read_text
 
@@ -43,6 +44,10 @@ class ServingArgs:
     num_speculative_tokens: int = 0
     tensor_parallel_size: int = 1
     decode_context_parallel_size: int = 1
+    # --pipeline-parallel-size: decoder layers split over PP stages (capacity/serving/pipeline.py); above 1 refused
+    # until each stage is planned as its own worker (issue 27)
+    pipeline_parallel_size: int = 1
+    pp_layer_partition: str | None = None  # vLLM's VLLM_PP_LAYER_PARTITION ("a,b,..."): layers per stage
     enable_expert_parallel: bool = False  # --enable-expert-parallel: MoE experts divided over the TP ranks
     kv_cache_dtype: str = "auto"
     kv_cache_memory_bytes: int | None = None
@@ -163,6 +168,8 @@ def _check_args(args: ServingArgs) -> None:
         raise BadInput(f"--tensor-parallel-size must be >= 1, got {args.tensor_parallel_size}")
     if args.decode_context_parallel_size < 1:
         raise BadInput(f"--decode-context-parallel-size must be >= 1, got {args.decode_context_parallel_size}")
+    if args.pipeline_parallel_size < 1:
+        raise BadInput(f"--pipeline-parallel-size must be >= 1, got {args.pipeline_parallel_size}")
     if args.kv_cache_dtype not in MODELLED_KV_DTYPES:
         raise BadInput(f"--kv-cache-dtype {args.kv_cache_dtype!r} is not modelled; use one of {', '.join(MODELLED_KV_DTYPES)}")
     if args.dtype not in MODEL_DTYPES:
@@ -184,6 +191,21 @@ def refuse_unmodelled(spec: ModelSpec, limits: dict[str, int]) -> None:
             )
 
 
+def refuse_unplanned_pipeline(args: ServingArgs, spec: ModelSpec) -> None:
+    """--pipeline-parallel-size and VLLM_PP_LAYER_PARTITION: the split checked as vLLM's get_pp_indices checks it,
+    then PP above 1 refused in one line while each stage is not yet planned as its own worker."""
+    pp = args.pipeline_parallel_size
+    if pp > 1 and spec.is_encoder_decoder:
+        raise BadInput(f"--pipeline-parallel-size {pp}: {spec.name} is an encoder-decoder model, whose pipeline stages capacity does not model; plan at --pipeline-parallel-size 1")
+    if pp > 1 or args.pp_layer_partition is not None:
+        pipeline_stages(spec.decoder.num_layers, pp, args.pp_layer_partition)  # BadInput where vLLM raises ValueError
+    if pp > 1:
+        raise BadInput(
+            f"--pipeline-parallel-size {pp}: each stage's activation peak and KV, and the engine's pool as the smallest stage's, "
+            "are not planned yet (only the layer split and each stage's weights are); plan at --pipeline-parallel-size 1"
+        )
+
+
 def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu, base_batch: tuple[int, int] | None = None) -> ServingConfig:
     """Apply vLLM 0.33's defaults (EngineArgs._set_default_max_num_seqs_and_batched_tokens_args etc.).
 
@@ -191,6 +213,7 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu, base_batch: tu
     `get_batch_defaults` differs from 0.33's (capacity.vllm.versions); None: 0.33's `batch_defaults`.
     """
     _check_args(args)
+    refuse_unplanned_pipeline(args, spec)
     defaulted: list[str] = []
     known = {m.name for m in spec.modalities}
     for modality in args.limit_mm_per_prompt or {}:
@@ -286,6 +309,7 @@ _YAML_KEYS = {
     "num_speculative_tokens": "num_speculative_tokens",
     "tensor_parallel_size": "tensor_parallel_size",
     "decode_context_parallel_size": "decode_context_parallel_size",
+    "pipeline_parallel_size": "pipeline_parallel_size",
     "kv_cache_dtype": "kv_cache_dtype",
     "kv_cache_memory_bytes": "kv_cache_memory_bytes",
     "kv_cache_memory": "kv_cache_memory_bytes",
@@ -296,7 +320,7 @@ _YAML_KEYS = {
     "enable_prefix_caching": "enable_prefix_caching",
     "revision": "revision",
 }
-_SHORT_KEYS = {"tp": "tensor_parallel_size", "dcp": "decode_context_parallel_size"}
+_SHORT_KEYS = {"tp": "tensor_parallel_size", "dcp": "decode_context_parallel_size", "pp": "pipeline_parallel_size"}
 
 
 def parse_limit_mm(value: Any, where: str) -> dict[str, int]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from capacity.errors import BadInput
 from capacity.weights.pipeline_stage import StageSlice
 
-PP_PARTITION_ENV = "VLLM_PP_LAYER_PARTITION"  # vllm/envs.py
+PP_PARTITION_ENV = "--pp-layer-partition (VLLM_PP_LAYER_PARTITION)"  # vLLM reads the variable, vllm/envs.py
 
 
 @dataclass(frozen=True)
@@ -50,16 +50,16 @@ def _partition_from_env(value: str, num_layers: int, pp_size: int) -> list[int]:
         counts = [int(part) for part in value.split(",")]
     except ValueError:
         raise BadInput(
-            f"{PP_PARTITION_ENV}={value!r} is not a comma-separated list of layer counts (vLLM raises ValueError); "
+            f"{PP_PARTITION_ENV} {value!r} is not a comma-separated list of layer counts (vLLM raises ValueError); "
             f"give {pp_size} integers summing to {num_layers}"
         ) from None
     if len(counts) != pp_size:
-        raise BadInput(f"{PP_PARTITION_ENV}={value!r} has {len(counts)} entries for --pipeline-parallel-size {pp_size} (vLLM raises ValueError)")
+        raise BadInput(f"{PP_PARTITION_ENV} {value!r} has {len(counts)} entries for --pipeline-parallel-size {pp_size} (vLLM raises ValueError)")
     if sum(counts) != num_layers:
-        raise BadInput(f"{PP_PARTITION_ENV}={value!r} sums to {sum(counts)} layers, the model has {num_layers} (vLLM raises ValueError)")
+        raise BadInput(f"{PP_PARTITION_ENV} {value!r} sums to {sum(counts)} layers, the model has {num_layers} (vLLM raises ValueError)")
     if any(c < 0 for c in counts):
         # vLLM does not check this; its stages would overlap. Not modelled.
-        raise BadInput(f"{PP_PARTITION_ENV}={value!r} has a negative layer count; give {pp_size} counts >= 0")
+        raise BadInput(f"{PP_PARTITION_ENV} {value!r} has a negative layer count; give {pp_size} counts >= 0")
     return counts
 
 

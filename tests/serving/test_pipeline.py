@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from capacity.errors import BadInput
+from capacity.cli.app import main
+from capacity.errors import EXIT_BAD_INPUT, BadInput
+from capacity.gpu.catalog import gpu_by_name
+from capacity.serving.config import ServingArgs, load_serve_yaml, resolve_serving
 from capacity.serving.pipeline import layer_partition, pipeline_stages
 
 
@@ -72,3 +75,58 @@ def test_an_invalid_partition_is_refused_in_one_line(env: str, num_layers: int, 
 def test_a_pipeline_size_below_one_is_refused() -> None:
     with pytest.raises(BadInput, match="--pipeline-parallel-size must be >= 1"):
         layer_partition(32, 0)
+
+
+# --- the --pipeline-parallel-size knob ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def _hermetic(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-hub"))
+    monkeypatch.delenv("VLLM_PP_LAYER_PARTITION", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def _refusal(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    code = main(["plan", *argv])
+    err = capsys.readouterr().err.strip()
+    assert code == EXIT_BAD_INPUT
+    assert "\n" not in err and "Traceback" not in err
+    return err
+
+
+@pytest.mark.usefixtures("_hermetic")
+def test_plan_refuses_pipeline_stages_it_does_not_plan_yet_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    err = _refusal(capsys, ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H200", "--pipeline-parallel-size", "2"])
+    assert "--pipeline-parallel-size 2" in err and "not planned yet" in err and "plan at --pipeline-parallel-size 1" in err
+
+
+@pytest.mark.usefixtures("_hermetic")
+def test_plan_checks_the_layer_split_as_vllm_does_first(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Llama-3.1-8B has 32 decoder layers: 20 + 13 = 33 is what vLLM's get_pp_indices raises ValueError on
+    model = ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H200"]
+    assert "sums to 33 layers, the model has 32" in _refusal(capsys, [*model, "-pp", "2", "--pp-layer-partition", "20,13"])
+    monkeypatch.setenv("VLLM_PP_LAYER_PARTITION", "16,8,8")  # read from the environment, as vLLM reads it
+    assert "has 3 entries for --pipeline-parallel-size 2" in _refusal(capsys, [*model, "-pp", "2"])
+    assert "has 3 entries for --pipeline-parallel-size 1" in _refusal(capsys, model)  # vLLM checks it at PP 1 too
+
+
+@pytest.mark.usefixtures("_hermetic")
+def test_plan_refuses_pipeline_stages_of_an_encoder_decoder_model(capsys: pytest.CaptureFixture[str]) -> None:
+    err = _refusal(capsys, ["--model", "openai/whisper-tiny", "--gpu", "L4", "-pp", "2"])
+    assert "encoder-decoder" in err
+
+
+def test_a_partition_of_all_layers_at_pp1_changes_nothing(spec_of) -> None:
+    spec, gpu = spec_of("meta-llama/Llama-3.1-8B-Instruct"), gpu_by_name("H200")
+    assert resolve_serving(ServingArgs(pp_layer_partition="32"), spec, gpu) == resolve_serving(ServingArgs(), spec, gpu)
+    with pytest.raises(BadInput, match="--pipeline-parallel-size must be >= 1, got 0"):
+        resolve_serving(ServingArgs(pipeline_parallel_size=0), spec, gpu)
+
+
+def test_serve_yaml_takes_pipeline_parallel_size(tmp_path) -> None:
+    path = tmp_path / "serve.yaml"
+    path.write_text("model: meta-llama/Llama-3.1-8B-Instruct\npipeline-parallel-size: 2\n")
+    assert load_serve_yaml(path)[0] == {"pipeline_parallel_size": 2}
+    path.write_text("model: meta-llama/Llama-3.1-8B-Instruct\npp: 4\n")
+    assert load_serve_yaml(path)[0] == {"pipeline_parallel_size": 4}

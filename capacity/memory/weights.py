@@ -23,6 +23,7 @@ from capacity.weights.awq import awq_kernel, kernel_tensors
 from capacity.weights.mxfp4 import GptOssMxfp4, gpt_oss_expert_tensors, gpt_oss_mxfp4
 from capacity.weights.parallel_layers import Parallelism, WeightLayout
 from capacity.weights.per_rank import KindBytes, WeightsBreakdown, weights_per_rank
+from capacity.weights.pipeline_stage import StageSlice, stage_tensors
 from capacity.weights.quant_schemes import AwqScheme, is_quantized_header, quant_scheme, quantized_tensors
 from capacity.weights.stored_tensor import MODEL_DTYPE, StoredTensor
 
@@ -204,17 +205,27 @@ def weight_layout(spec: ModelSpec, config: dict[str, Any], class_default_tie: bo
     )
 
 
-def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConfig, rank: int = 0, gpu: Gpu | None = None) -> WeightsBreakdown:
+def weights_breakdown(
+    spec: ModelSpec, source: ModelSource, serving: ServingConfig, rank: int = 0, gpu: Gpu | None = None, stage: StageSlice | None = None
+) -> WeightsBreakdown:
     """Weights of one rank by parallel kind (capacity/weights/per_rank.py), from headers or the meta build: the figure every
     path plans with (rank 0), and what a measured TP profile compares each rank's model load against. `gpu` matters
-    only where vLLM's layout depends on it (gpt-oss MXFP4 experts: the MoE backend)."""
+    only where vLLM's layout depends on it (gpt-oss MXFP4 experts: the MoE backend). `stage`: one pipeline stage's
+    share (capacity/weights/pipeline_stage.py) instead of the whole model's."""
     summary = source.weights
     named = bool(_local_shards(source)) or bool(summary is not None and summary.tensors)
     moe = gpt_oss_mxfp4(source.config, gpu)
     if moe is not None:
+        if stage is not None:
+            raise BadInput(f"{spec.name}: a pipeline stage's share of gpt-oss's MXFP4 experts is not modelled; plan at --pipeline-parallel-size 1")
         return _gpt_oss_mxfp4_breakdown(spec, source, serving, rank, moe)
+    if stage is not None and not named and summary is not None and summary.quantized_dtypes:
+        raise BadInput(
+            f"{spec.name}: a quantized checkpoint known by its header summary only (no tensor names) cannot be split into pipeline stages; "
+            "plan from a folder with its safetensors, or at --pipeline-parallel-size 1"
+        )
     skipped = skipped_towers(spec, source, serving)
-    if not named and summary is not None and serving.tensor_parallel_size == 1 and not spec.family.adds_vllm_tensors and not skipped:
+    if stage is None and not named and summary is not None and serving.tensor_parallel_size == 1 and not spec.family.adds_vllm_tensors and not skipped:
         # One rank holds the whole checkpoint: its header summary's bytes (no tensor names needed, no torch import).
         total = summary.serving_bytes(serving.dtype_bytes)
         kept = "/".join(d for d in sorted(summary.bytes_by_dtype) if d not in ("F16", "BF16"))
@@ -241,6 +252,9 @@ def weights_breakdown(spec: ModelSpec, source: ModelSource, serving: ServingConf
         tensors = tuple(kernel_tensors(tensors, kernel))
         quantization = f"{quantization}; kernel {kernel.describe()}"
         kernel_modelled = True
+    if stage is not None:
+        tensors = tuple(stage_tensors(tensors, stage))
+        how += f", the tensors of pipeline stage layers {stage.start}..{stage.end - 1}" + (", embedding" if stage.first else "") + (", final norm and LM head" if stage.last else "")
     par = Parallelism(serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype_bytes, rank)
     wb = replace(weights_per_rank(tensors, layout, par, source=how, quantization=quantization), quantized_layout_modelled=kernel_modelled)
     if not named and summary is not None and summary.quantized_dtypes:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from capacity.cli.app import main
@@ -9,6 +11,7 @@ from capacity.errors import EXIT_BAD_INPUT, BadInput
 from capacity.gpu.catalog import gpu_by_name
 from capacity.serving.config import ServingArgs, load_serve_yaml, resolve_serving
 from capacity.serving.pipeline import layer_partition, pipeline_stages
+from tests.support.paths import REPO_ROOT
 
 
 def _ranges(num_layers: int, pp: int, env: str | None = None) -> list[tuple[int, int]]:
@@ -70,6 +73,21 @@ def test_an_invalid_partition_is_refused_in_one_line(env: str, num_layers: int, 
         layer_partition(num_layers, 4, env)
     assert says in str(err.value)
     assert "\n" not in str(err.value)
+
+
+REFERENCE = json.loads((REPO_ROOT / "bench" / "results" / "vllm-pp-reference-2026-12-01" / "reference.json").read_text())
+
+
+def test_the_split_equals_vllm_0_33s_own_get_pp_indices_on_every_reference_case() -> None:
+    # bench/vllm_pp_reference.py ran the 0.33.0 wheel's get_pp_indices: 1 to 130 layers x PP 1 to 8, and partition strings
+    assert REFERENCE["vllm"] == "0.33.0" and len(REFERENCE["cases"]) > 1000
+    for case in REFERENCE["cases"]:
+        if "raises" in case:
+            with pytest.raises(BadInput):
+                pipeline_stages(case["layers"], case["pp"], case["partition"])
+            continue
+        ranges = [[s.start, s.end] for s in pipeline_stages(case["layers"], case["pp"], case["partition"])]
+        assert ranges == case["ranges"], case
 
 
 def test_a_pipeline_size_below_one_is_refused() -> None:

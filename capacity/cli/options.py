@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 from collections.abc import Callable, Mapping
 from copy import copy
@@ -230,6 +231,8 @@ def serving_values(**given: Any) -> dict[str, Any]:
         if value is None:
             continue
         out[key] = conversions[key](value) if key in conversions else value
+    if "pp_layer_partition" in given and given["pp_layer_partition"] is None and os.environ.get("VLLM_PP_LAYER_PARTITION") == "":
+        out["pp_layer_partition"] = ""  # typer reads an empty variable as unset; vLLM's get_pp_indices raises on it
     return out
 
 

@@ -51,7 +51,7 @@ def _partition_from_env(value: str, num_layers: int, pp_size: int) -> list[int]:
     except ValueError:
         raise BadInput(
             f"{PP_PARTITION_ENV} {value!r} is not a comma-separated list of layer counts (vLLM raises ValueError); "
-            f"give {pp_size} integers summing to {num_layers}"
+            f"give {pp_size} layer count(s) summing to {num_layers}"
         ) from None
     if len(counts) != pp_size:
         raise BadInput(f"{PP_PARTITION_ENV} {value!r} has {len(counts)} entries for --pipeline-parallel-size {pp_size} (vLLM raises ValueError)")

@@ -127,6 +127,8 @@ def test_plan_checks_the_layer_split_as_vllm_does_first(capsys: pytest.CaptureFi
     monkeypatch.setenv("VLLM_PP_LAYER_PARTITION", "16,8,8")  # read from the environment, as vLLM reads it
     assert "has 3 entries for --pipeline-parallel-size 2" in _refusal(capsys, [*model, "-pp", "2"])
     assert "has 3 entries for --pipeline-parallel-size 1" in _refusal(capsys, model)  # vLLM checks it at PP 1 too
+    monkeypatch.setenv("VLLM_PP_LAYER_PARTITION", "")  # set but empty: vLLM raises "Invalid partition string"
+    assert "is not a comma-separated list of layer counts" in _refusal(capsys, model)
 
 
 @pytest.mark.usefixtures("_hermetic")

@@ -240,8 +240,10 @@ class Family:
         return []
 
     def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
-        """The decoder's last hidden states for `input_ids` (cross-attending `encoder_states` when given)."""
-        return model.model(input_ids=input_ids, use_cache=False).last_hidden_state
+        """The decoder's last hidden states for `input_ids` (cross-attending `encoder_states` when given). Default: the
+        text decoder verify runs (cached_text_model), else the model's `model`."""
+        text = self.cached_text_model(model)
+        return (model.model if text is None else text)(input_ids=input_ids, use_cache=False).last_hidden_state
 
     def run_layers_as_vllm(self, model: Any, spec: ModelSpec) -> str:
         """Make the built model's layers whose transformers code holds what vLLM's never allocates allocate vLLM's

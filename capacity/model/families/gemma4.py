@@ -528,9 +528,6 @@ class Gemma4Family(Family):
     def cached_text_model(self, model: Any) -> Any:
         return model.model.language_model
 
-    def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
-        return model.model.language_model(input_ids=input_ids, use_cache=False).last_hidden_state
-
     def lm_head(self, model: Any, hidden: torch.Tensor) -> torch.Tensor:
         return model.get_output_embeddings()(hidden)
 

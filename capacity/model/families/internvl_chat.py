@@ -395,8 +395,5 @@ class InternVLChatFamily(Family):
     def cached_text_model(self, model: Any) -> Any:
         return model.model.language_model
 
-    def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
-        return model.model.language_model(input_ids=input_ids, use_cache=False).last_hidden_state
-
 
 FAMILY = InternVLChatFamily()

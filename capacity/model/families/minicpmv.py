@@ -311,9 +311,6 @@ class MiniCPMVFamily(Family):
     def cached_text_model(self, model: Any) -> Any:
         return model.llm.model
 
-    def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
-        return model.llm.model(input_ids=input_ids, use_cache=False).last_hidden_state
-
     def lm_head(self, model: Any, hidden: torch.Tensor) -> torch.Tensor:
         return model.llm.lm_head(hidden)
 

@@ -181,9 +181,6 @@ class Qwen25OmniFamily(Family):
     def cached_text_model(self, model: Any) -> Any:
         return thinker_text(model)
 
-    def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
-        return thinker_text(model)(input_ids=input_ids, use_cache=False).last_hidden_state
-
 
 # transformers 5.17 holds the thinker's vision tower as `thinker.visual` and its text model as `thinker.model`;
 # later 5.x nest both in `thinker.model` (`.visual`, `.language_model`).

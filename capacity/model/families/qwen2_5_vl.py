@@ -146,9 +146,6 @@ class Qwen25VLFamily(Family):
     def cached_text_model(self, model: Any) -> Any:
         return model.model.language_model
 
-    def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
-        return model.model.language_model(input_ids=input_ids, use_cache=False).last_hidden_state
-
 
 def encode_visual(visual: Any, item: EncoderInput, count: int) -> list[torch.Tensor]:
     """`count` copies of the item through transformers' Qwen2.5-VL vision tower (the traced fallback under fake tensors)."""

@@ -266,9 +266,6 @@ class UltravoxFamily(Family):
     def cached_text_model(self, model: Any) -> Any:
         return model.language_model.model
 
-    def decode(self, model: Any, input_ids: torch.Tensor, encoder_states: torch.Tensor | None) -> torch.Tensor:
-        return model.language_model.model(input_ids=input_ids, use_cache=False).last_hidden_state
-
     def lm_head(self, model: Any, hidden: torch.Tensor) -> torch.Tensor:
         return model.language_model.lm_head(hidden)
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -42,15 +41,76 @@ LLAMA_70B = {"hidden_size": 8192, "num_hidden_layers": 80, "num_attention_heads"
 # name, config, overrides of the config, TP, PP, VLLM_PP_LAYER_PARTITION, max_model_len, and each stage's available
 # KV memory per rank (bytes)
 CASES: list[dict] = [
-    {"name": "llama-3.1-70b tp4 pp2", "config": "catalog:meta-llama--Llama-3.1-8B-Instruct", "override": LLAMA_70B, "tp": 4, "pp": 2, "max_model_len": 131072, "available": [100 * GiB, 97 * GiB]},
-    {"name": "llama-3.1-70b tp8 pp2 equal", "config": "catalog:meta-llama--Llama-3.1-8B-Instruct", "override": LLAMA_70B, "tp": 8, "pp": 2, "max_model_len": 32768, "available": [60 * GiB, 60 * GiB]},
-    {"name": "llama-3.1-70b tp2 pp3", "config": "catalog:meta-llama--Llama-3.1-8B-Instruct", "override": LLAMA_70B, "tp": 2, "pp": 3, "max_model_len": 32768, "available": [30 * GiB, 31 * GiB + 7, 29 * GiB + 123_456]},
-    {"name": "llama-3.1-70b tp4 pp2 partition 30,50", "config": "catalog:meta-llama--Llama-3.1-8B-Instruct", "override": LLAMA_70B, "tp": 4, "pp": 2, "partition": "30,50", "max_model_len": 32768, "available": [80 * GiB, 80 * GiB]},
-    {"name": "llama-3.1-8b tp1 pp4", "config": "catalog:meta-llama--Llama-3.1-8B-Instruct", "tp": 1, "pp": 4, "max_model_len": 32768, "available": [20 * GiB, 21 * GiB, 21 * GiB, 19 * GiB + 555]},
+    {
+        "name": "llama-3.1-70b tp4 pp2",
+        "config": "catalog:meta-llama--Llama-3.1-8B-Instruct",
+        "override": LLAMA_70B,
+        "tp": 4,
+        "pp": 2,
+        "max_model_len": 131072,
+        "available": [100 * GiB, 97 * GiB],
+    },
+    {
+        "name": "llama-3.1-70b tp8 pp2 equal",
+        "config": "catalog:meta-llama--Llama-3.1-8B-Instruct",
+        "override": LLAMA_70B,
+        "tp": 8,
+        "pp": 2,
+        "max_model_len": 32768,
+        "available": [60 * GiB, 60 * GiB],
+    },
+    {
+        "name": "llama-3.1-70b tp2 pp3",
+        "config": "catalog:meta-llama--Llama-3.1-8B-Instruct",
+        "override": LLAMA_70B,
+        "tp": 2,
+        "pp": 3,
+        "max_model_len": 32768,
+        "available": [30 * GiB, 31 * GiB + 7, 29 * GiB + 123_456],
+    },
+    {
+        "name": "llama-3.1-70b tp4 pp2 partition 30,50",
+        "config": "catalog:meta-llama--Llama-3.1-8B-Instruct",
+        "override": LLAMA_70B,
+        "tp": 4,
+        "pp": 2,
+        "partition": "30,50",
+        "max_model_len": 32768,
+        "available": [80 * GiB, 80 * GiB],
+    },
+    {
+        "name": "llama-3.1-8b tp1 pp4",
+        "config": "catalog:meta-llama--Llama-3.1-8B-Instruct",
+        "tp": 1,
+        "pp": 4,
+        "max_model_len": 32768,
+        "available": [20 * GiB, 21 * GiB, 21 * GiB, 19 * GiB + 555],
+    },
     {"name": "qwen3-32b tp1 pp2", "config": "vllm_logs:Qwen--Qwen3-32B", "tp": 1, "pp": 2, "max_model_len": 32768, "available": [6 * GiB + 987_654, 9 * GiB]},
-    {"name": "gemma-3-27b tp1 pp2", "config": "catalog:google--gemma-3-27b-it#text_config", "tp": 1, "pp": 2, "max_model_len": 32768, "available": [30 * GiB, 28 * GiB]},
-    {"name": "gemma-3-27b tp2 pp3", "config": "catalog:google--gemma-3-27b-it#text_config", "tp": 2, "pp": 3, "max_model_len": 131072, "available": [20 * GiB, 20 * GiB, 20 * GiB]},
-    {"name": "gemma-3-4b tp1 pp2", "config": "catalog:google--gemma-3-4b-it#text_config", "tp": 1, "pp": 2, "max_model_len": 32768, "available": [10 * GiB, 10 * GiB]},
+    {
+        "name": "gemma-3-27b tp1 pp2",
+        "config": "catalog:google--gemma-3-27b-it#text_config",
+        "tp": 1,
+        "pp": 2,
+        "max_model_len": 32768,
+        "available": [30 * GiB, 28 * GiB],
+    },
+    {
+        "name": "gemma-3-27b tp2 pp3",
+        "config": "catalog:google--gemma-3-27b-it#text_config",
+        "tp": 2,
+        "pp": 3,
+        "max_model_len": 131072,
+        "available": [20 * GiB, 20 * GiB, 20 * GiB],
+    },
+    {
+        "name": "gemma-3-4b tp1 pp2",
+        "config": "catalog:google--gemma-3-4b-it#text_config",
+        "tp": 1,
+        "pp": 2,
+        "max_model_len": 32768,
+        "available": [10 * GiB, 10 * GiB],
+    },
 ]
 
 
@@ -90,7 +150,9 @@ def main(out_path: str) -> None:
             model_config=model_config,
             cache_config=CacheConfig(enable_prefix_caching=True),
             parallel_config=ParallelConfig(tensor_parallel_size=case["tp"], pipeline_parallel_size=case["pp"]),
-            scheduler_config=SchedulerConfig(max_model_len=case["max_model_len"], max_num_batched_tokens=8192, max_num_seqs=256, is_encoder_decoder=False, async_scheduling=False),
+            scheduler_config=SchedulerConfig(
+                max_model_len=case["max_model_len"], max_num_batched_tokens=8192, max_num_seqs=256, is_encoder_decoder=False, async_scheduling=False
+            ),
         )
         # CUDA runs Model Runner V2 with async scheduling (max_concurrent_batches PP + 1); the CPU platform falls back
         # to the V1 runner, which refuses async scheduling with PP at construction: turned on after it
@@ -138,14 +200,20 @@ def main(out_path: str) -> None:
                 **{k: v for k, v in case.items() if k != "override"},
                 "config_overrides": case.get("override", {}),
                 "num_hidden_layers": n_layers,
-                "global_groups": [{"spec": type(g.kv_cache_spec).__name__, "num_layers": len(g.layer_names), "page_size_bytes": g.kv_cache_spec.page_size_bytes} for g in groups],
+                "global_groups": [
+                    {"spec": type(g.kv_cache_spec).__name__, "num_layers": len(g.layer_names), "page_size_bytes": g.kv_cache_spec.page_size_bytes}
+                    for g in groups
+                ],
                 "stages": rows,
                 "engine_num_blocks": min(r["engine_num_blocks"] for r in rows),
                 "tokens": tokens,
                 "concurrency": concurrency,
             }
         )
-        print(f"{case['name']}: " + ", ".join(f"stage {i} {r['layers']} {r['own_num_blocks']} -> {r['engine_num_blocks']}" for i, r in enumerate(rows)), flush=True)
+        print(
+            f"{case['name']}: " + ", ".join(f"stage {i} {r['layers']} {r['own_num_blocks']} -> {r['engine_num_blocks']}" for i, r in enumerate(rows)),
+            flush=True,
+        )
     os.environ.pop("VLLM_PP_LAYER_PARTITION", None)
     document = {
         "vllm_version": vllm.__version__,

@@ -32,7 +32,7 @@ from typing import Any
 
 from capacity.errors import BadInput
 from capacity.kv.layers import DTYPE_BYTES
-from capacity.memory.cuda_graphs import MIN_GRAPH_BYTES, H200_CAPTURE, graph_estimate, pieces_per_size
+from capacity.memory.cuda_graphs import H200_CAPTURE, MIN_GRAPH_BYTES, graph_estimate, pieces_per_size
 from capacity.memory.term import ESTIMATED, EXACT, MemoryTerm
 from capacity.memory.weights import weight_layout
 from capacity.model.spec import ModelSpec

@@ -111,3 +111,12 @@ def test_lora_on_a_moe_model_is_refused(capsys):
     code = main(["plan", "--model", "Qwen3-30B-A3B", "--gpu", "H200", "--estimate", "formula", "--enable-lora"])
     err = capsys.readouterr().err
     assert code == 2 and "MoE" in err and err.count("\n") == 1
+
+
+def test_serve_yaml_lora_keys_plan_as_the_flags_do(capsys, tmp_path):
+    config = tmp_path / "serve.yaml"
+    config.write_text("model: Qwen/Qwen3-8B\nenable-lora: true\nmax-loras: 4\nmax_lora_rank: 16\n")
+    code = main(["plan", "--config", str(config), "--gpu", "H200", "--tensor-parallel-size", "2", "--json", "-"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert json.loads(out.out)["memory"]["lora_buffers"]["bytes"] == hand_buffers(2)

@@ -129,6 +129,17 @@ SERVING_OPTIONS: dict[str, Any] = {
     ],
     "usage_context": Annotated[str | None, typer.Option("--usage-context", help="openai_api_server (vllm serve, default) or llm_class (offline LLM).")],
     "revision": Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a Hub --model (default main); skips the catalog.")],
+    "enable_lora": Annotated[
+        bool | None, typer.Option("--enable-lora", help="vLLM's LoRA: every wrapped layer holds --max-loras stacked adapter buffers (counted in the model load), graphs captured with and without LoRA.")
+    ],
+    "max_loras": Annotated[int | None, typer.Option("--max-loras", help="LoRA adapters on the GPU at once (vLLM default 1); needs --enable-lora.")],
+    "max_lora_rank": Annotated[int | None, typer.Option("--max-lora-rank", help="Largest adapter rank: 1, 8, 16 (default), 32, 64, 128, 256, 320 or 512; needs --enable-lora.")],
+    "max_cpu_loras": Annotated[int | None, typer.Option("--max-cpu-loras", help="Adapters cached in host memory (default --max-loras; no GPU memory); needs --enable-lora.")],
+    "lora_dtype": Annotated[str | None, typer.Option("--lora-dtype", help="auto (the model dtype), float16 or bfloat16; needs --enable-lora.")],
+    "fully_sharded_loras": Annotated[
+        bool | None, typer.Option("--fully-sharded-loras", help="Shard the LoRA A (column layers) and B (row layers) buffers over the TP ranks too; needs --enable-lora.")
+    ],
+    "lora_extra_vocab_size": Annotated[int | None, typer.Option("--lora-extra-vocab-size", help="Older vLLM's extra LoRA vocabulary; vLLM 0.33 has none (refused).")],
 }
 TpOpt = SERVING_OPTIONS["tensor_parallel_size"]
 

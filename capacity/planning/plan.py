@@ -290,7 +290,9 @@ class Plan:
 # Terms that vLLM 0.33 subtracts from the requested memory before the KV cache:
 # non_kv_cache_memory = total_consumed (weights + non-torch) + transient peak (activations +
 # encoder-cache outputs held during profiling), then the CUDA-graph estimate.
-NON_KV_TERMS = ("weights", "load_buffers", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs")
+# With --enable-lora: the LoRA buffers (in the model load), their shrink buffer (on the activation peak) and the
+# graphs captured with LoRA active (capacity/memory/lora.py); absent when LoRA is off.
+NON_KV_TERMS = ("weights", "load_buffers", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "lora_buffers", "lora_activations", "lora_cuda_graphs")
 # How reports name each memory term.
 TERM_LABELS = {
     "weights": "weights",
@@ -299,15 +301,32 @@ TERM_LABELS = {
     "encoder_cache": "encoder cache (profiled outputs)",
     "non_torch": "non-torch growth",
     "cuda_graphs": "CUDA graphs",
+    "lora_buffers": "LoRA buffers (in the model load)",
+    "lora_activations": "LoRA shrink buffer (activation peak)",
+    "lora_cuda_graphs": "CUDA graphs with LoRA",
     "kv_cache": "KV cache",
     "cuda_context": "CUDA context (before snapshot)",
     "collectives": "NCCL + all-reduce buffers (before snapshot)",
     "block_tables": "block tables (after KV budget)",
 }
 
-MEMORY_TERMS = ("weights", "load_buffers", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "kv_cache", "cuda_context", "collectives")
+MEMORY_TERMS = (
+    "weights",
+    "load_buffers",
+    "activation_peak",
+    "encoder_cache",
+    "non_torch",
+    "cuda_graphs",
+    "lora_buffers",
+    "lora_activations",
+    "lora_cuda_graphs",
+    "kv_cache",
+    "cuda_context",
+    "collectives",
+)
 
 
 def loaded_bytes(plan: Plan) -> int:
-    """What vLLM's "Model loading took" counts: the weights plus the load buffers (rotary caches, allocator rounding)."""
-    return sum(plan.memory[k].bytes for k in ("weights", "load_buffers") if k in plan.memory)
+    """What vLLM's "Model loading took" counts: the weights plus the load buffers (rotary caches, allocator rounding),
+    and with --enable-lora the LoRA buffers (load_lora_model runs inside the load's memory profiler)."""
+    return sum(plan.memory[k].bytes for k in ("weights", "load_buffers", "lora_buffers") if k in plan.memory)

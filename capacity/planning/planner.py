@@ -16,6 +16,7 @@ from capacity.memory.cuda_context import cuda_context_term
 from capacity.memory.cuda_graphs import GraphEstimate, cuda_graph_term, graph_estimate, v1_cuda_graph_term
 from capacity.memory.encoder_cache import encoder_cache_term
 from capacity.memory.load_buffers import load_buffers_term
+from capacity.memory.lora import lora_memory, lora_terms
 from capacity.memory.measured_profile import MemoryProfile, require_profile_of
 from capacity.memory.measured_terms import measured_terms
 from capacity.memory.non_torch import communicators_in_profile, non_torch_term
@@ -80,6 +81,12 @@ def graphs_set_aside(
             f"vLLM {semantics.name}'s Model Runner V2 returns 0 from profile_cudagraph_memory: its graphs come out of the utilization headroom; {would_be}",
         ), n_graphs
     return graphs, n_graphs
+
+
+def refuse_lora_version(semantics: VllmSemantics) -> None:
+    """LoRA's buffers are modelled as vLLM 0.33 allocates them; older versions' layouts (extra vocabulary, V0) differ."""
+    if semantics is not LATEST:
+        raise BadInput(f"--enable-lora: LoRA memory is modelled as vLLM {LATEST.name} allocates it, not as vLLM {semantics.name} does; plan without --enable-lora")
 
 
 def with_piecewise_graphs(full: MemoryTerm, estimate: GraphEstimate | None) -> MemoryTerm:
@@ -168,6 +175,11 @@ def plan_without_suggestion(
         "cuda_context": cuda_context_term(serving),
         "collectives": collectives_term(serving, gpu, profile),
     }
+    if serving.lora is not None:  # --enable-lora: the LoRA terms (capacity/memory/lora.py); none otherwise
+        refuse_lora_version(semantics)
+        lora = lora_memory(spec, source, serving, gpu.sm100, "MRV2" if mrv2 else "V1")
+        memory.update(lora_terms(lora, serving.lora, spec.decoder.num_layers))
+        n_graphs += lora.extra_graphs
     if profile is not None:
         memory.update(measured_terms(profile, memory, spec, serving, sampler, quantized=per_rank.quantization != "none"))
         if profile.cuda_graphs is not None and memory["cuda_graphs"].bytes:
@@ -191,13 +203,13 @@ def plan_without_suggestion(
         before_snapshot = memory["cuda_context"].bytes  # NCCL starts after that version's snapshot
     requested = requested_memory(gpu, serving.gpu_memory_utilization)
     free_at_startup = gpu.total_memory_bytes - before_snapshot - gpu.used_by_others_bytes
-    non_kv = sum(memory[k].bytes for k in NON_KV_TERMS)
+    non_kv = sum(memory[k].bytes for k in NON_KV_TERMS if k in memory)
     if serving.kv_cache_memory_bytes is not None:
         available = serving.kv_cache_memory_bytes
         kv_term = MemoryTerm(available, EXACT, "--kv-cache-memory-bytes (profiling skipped, gpu_memory_utilization ignored)")
     else:
         available = requested - non_kv
-        kinds = {memory[k].kind for k in NON_KV_TERMS}
+        kinds = {memory[k].kind for k in NON_KV_TERMS if k in memory}
         kind = ESTIMATED if ESTIMATED in kinds else MEASURED if MEASURED in kinds else EXACT
         kv_term = MemoryTerm(max(available, 0), kind, "requested - (weights + activation peak + encoder cache + non-torch) - CUDA graphs")
 
@@ -299,7 +311,7 @@ def rank_budgets(
     out = []
     for rank in profile.ranks:
         terms = {**estimates, **measured_terms(rank, estimates, spec, serving, sampler, quantized)}
-        non_kv = sum(terms[k].bytes for k in NON_KV_TERMS)
+        non_kv = sum(terms[k].bytes for k in NON_KV_TERMS if k in terms)
         out.append(
             RankBudget(
                 rank=rank.rank,

@@ -95,6 +95,14 @@ def suggested_flags(plan: Plan) -> list[str]:
         flags.append("--limit-mm-per-prompt " + shlex.quote(",".join(f"{m}={n}" for m, n in limits.items())))
     if s.mm_processor_kwargs:
         flags.append("--mm-processor-kwargs " + shlex.quote(json.dumps(s.mm_processor_kwargs, separators=(",", ":"))))
+    if s.lora is not None:  # vLLM 0.33's LoRA flags (EngineArgs: --enable-lora and its group)
+        flags += ["--enable-lora", f"--max-loras {s.lora.max_loras}", f"--max-lora-rank {s.lora.max_lora_rank}"]
+        if s.lora.max_cpu_loras != s.lora.max_loras:
+            flags.append(f"--max-cpu-loras {s.lora.max_cpu_loras}")
+        if s.lora.lora_dtype != s.dtype:
+            flags.append(f"--lora-dtype {s.lora.lora_dtype}")
+        if s.lora.fully_sharded_loras:
+            flags.append("--fully-sharded-loras")
     return flags
 
 

@@ -15,6 +15,7 @@ from capacity.errors import BadInput
 from capacity.gpu.catalog import Gpu
 from capacity.kv.layers import DTYPE_BYTES
 from capacity.model.spec import ModelSpec
+from capacity.serving.lora import LoraArgs, LoraConfig, refuse_lora_with_speculation, resolve_lora
 from capacity.serving.pipeline import pipeline_stages
 from capacity.units import COUNT_FORMS, MAX_MODEL_LEN_FORMS, SIZE_FORMS, GiB, parse_human_int
 from capacity.user_files import read_text
@@ -57,6 +58,25 @@ class ServingArgs:
     usage_context: str = "openai_api_server"  # `vllm serve`; "llm_class" for the offline LLM class
     enable_prefix_caching: bool | None = None  # None: vLLM's default (on, except for encoder-decoder models)
     revision: str | None = None  # `vllm serve --revision`: the Hub revision of --model (resolution only, no memory effect)
+    # LoRA (capacity/serving/lora.py): the stacked adapter buffers vLLM allocates (capacity/memory/lora.py)
+    enable_lora: bool = False
+    max_loras: int | None = None
+    max_lora_rank: int | None = None
+    max_cpu_loras: int | None = None
+    lora_dtype: str | None = None
+    fully_sharded_loras: bool = False
+    lora_extra_vocab_size: int | None = None  # not in vLLM 0.33: refused
+
+    def lora_args(self) -> LoraArgs:
+        return LoraArgs(
+            enable_lora=self.enable_lora,
+            max_loras=self.max_loras,
+            max_lora_rank=self.max_lora_rank,
+            max_cpu_loras=self.max_cpu_loras,
+            lora_dtype=self.lora_dtype,
+            fully_sharded_loras=self.fully_sharded_loras,
+            lora_extra_vocab_size=self.lora_extra_vocab_size,
+        )
 
 
 @dataclass(frozen=True)
@@ -87,10 +107,14 @@ class ServingConfig:
     mm_processor_kwargs: dict[str, Any] = field(default_factory=dict)  # applied to the model's processor configs
     language_model_only: bool = False  # every limit above is then 0
     compile_cache: str = "warm"  # "cold": the first start, whose profile holds the compile's scratch
+    lora: LoraConfig | None = None  # --enable-lora and its knobs; None: LoRA off (the key is then left out of to_dict)
     defaulted: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.lora is None:
+            del out["lora"]
+        return out
 
     def as_args(self) -> ServingArgs:
         """The knobs as given: what resolve_serving turns back into this config (vLLM's choices left to it)."""
@@ -119,12 +143,27 @@ class ServingConfig:
             enable_expert_parallel=self.enable_expert_parallel,
             enable_prefix_caching=given("enable_prefix_caching", self.enable_prefix_caching),
             usage_context=self.usage_context,
+            **lora_given(self.lora),
         )
 
     def knob_items(self) -> list[tuple[str, Any, bool]]:
         """(knob, value, chosen by vLLM's defaults) for every knob, as reports list them."""
         defaulted = set(self.defaulted)
         return [(key, value, key in defaulted) for key, value in self.to_dict().items() if key != "defaulted"]
+
+
+def lora_given(lora: LoraConfig | None) -> dict[str, Any]:
+    """The ServingArgs fields that give `lora` back (none when LoRA is off)."""
+    if lora is None:
+        return {}
+    return {
+        "enable_lora": True,
+        "max_loras": lora.max_loras,
+        "max_lora_rank": lora.max_lora_rank,
+        "max_cpu_loras": lora.max_cpu_loras,
+        "lora_dtype": lora.lora_dtype,
+        "fully_sharded_loras": lora.fully_sharded_loras,
+    }
 
 
 def batch_defaults(gpu: Gpu, usage_context: str) -> tuple[int, int]:
@@ -259,6 +298,8 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu, base_batch: tu
     prefix_caching = not spec.is_encoder_decoder if args.enable_prefix_caching is None else args.enable_prefix_caching and not spec.is_encoder_decoder
     if args.enable_prefix_caching is None:
         defaulted.append("enable_prefix_caching")
+    lora = resolve_lora(args.lora_args(), dtype, args.tensor_parallel_size)
+    refuse_lora_with_speculation(lora, max_num_batched_tokens, max_num_seqs, args.num_speculative_tokens)
     return ServingConfig(
         gpu_memory_utilization=args.gpu_memory_utilization or DEFAULT_GPU_MEMORY_UTILIZATION,
         block_size=args.block_size or DEFAULT_BLOCK_SIZE,
@@ -284,6 +325,7 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu, base_batch: tu
         enable_prefix_caching=prefix_caching,
         mm_processor_kwargs=dict(args.mm_processor_kwargs or {}),
         compile_cache=compile_cache_state(args.compile_cache),
+        lora=lora,
         defaulted=tuple(defaulted),
     )
 
@@ -319,6 +361,13 @@ _YAML_KEYS = {
     "enable_expert_parallel": "enable_expert_parallel",
     "enable_prefix_caching": "enable_prefix_caching",
     "revision": "revision",
+    "enable_lora": "enable_lora",
+    "max_loras": "max_loras",
+    "max_lora_rank": "max_lora_rank",
+    "max_cpu_loras": "max_cpu_loras",
+    "lora_dtype": "lora_dtype",
+    "fully_sharded_loras": "fully_sharded_loras",
+    "lora_extra_vocab_size": "lora_extra_vocab_size",
 }
 _SHORT_KEYS = {"tp": "tensor_parallel_size", "dcp": "decode_context_parallel_size", "pp": "pipeline_parallel_size"}
 
@@ -415,9 +464,9 @@ def _yaml_value(target: str, raw_key: str, value: Any, where: str) -> Any:
         from capacity.model.processor_kwargs import parse_mm_processor_kwargs
 
         return parse_mm_processor_kwargs(value, where)
-    if target in ("kv_cache_dtype", "dtype", "revision"):
+    if target in ("kv_cache_dtype", "dtype", "revision", "lora_dtype"):
         return str(value)
-    if target in ("enforce_eager", "enable_expert_parallel", "enable_prefix_caching", "language_model_only"):
+    if target in ("enforce_eager", "enable_expert_parallel", "enable_prefix_caching", "language_model_only", "enable_lora", "fully_sharded_loras"):
         if not isinstance(value, bool):
             raise BadInput(f"{where}: {raw_key} must be true or false, got {value!r}")
         return value

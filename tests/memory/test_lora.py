@@ -1,0 +1,122 @@
+"""LoRA's memory as vLLM 0.33 allocates it, checked against buffer sizes worked out by hand from Qwen3-8B's config.
+
+Qwen3-8B (catalog config): hidden 4096, intermediate 12288, 32 query heads and 8 KV heads of 128, vocab 151,936,
+36 layers, untied embeddings, bfloat16. vLLM's shapes (vllm/lora/layers/*.py create_lora_weights), L adapters of rank r:
+- qkv_proj (MergedQKVParallelLinearWithLoRA, 3 slices): lora_a 3 x (L, 1, r, 4096); lora_b (L, 1, 4096/tp, r) and
+  2 x (L, 1, 1024/tp, r);
+- o_proj (RowParallelLinearWithLoRA): lora_a (L, 1, r, 4096/tp); lora_b (L, 1, 4096, r);
+- gate_up_proj (MergedColumnParallelLinearWithLoRA, 2 slices): lora_a 2 x (L, 1, r, 4096); lora_b 2 x (L, 1, 12288/tp, r);
+- down_proj (RowParallelLinearWithLoRA): lora_a (L, 1, r, 12288/tp); lora_b (L, 1, 4096, r);
+- embed_tokens: (L, 151936, r) + (L, 1, 4096, r); lm_head (logits processor): (L, 1, r, 4096) + (L, 1, 151936, r), and at
+  TP 2 an int64 index of the 151,936-row padded vocabulary;
+- punica metadata at max_num_batched_tokens T = 8192, max_num_seqs B = 1024 (H200 defaults): 4 x T int64 + 3 x B int64,
+  and twice (2 x T int32 + two (L + 1) int32 + one (L + 2) int32), each allocation rounded up to 512 B.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from capacity.cli.app import main
+
+L, R, BF16 = 4, 16, 2
+HIDDEN, FFN, Q, KV, VOCAB, LAYERS = 4096, 12288, 32 * 128, 8 * 128, 151_936, 36
+
+
+def hand_layer(tp: int) -> int:
+    qkv = 3 * L * R * HIDDEN * BF16 + L * (Q // tp + 2 * KV // tp) * R * BF16
+    o_proj = L * R * (Q // tp) * BF16 + L * HIDDEN * R * BF16
+    gate_up = 2 * L * R * HIDDEN * BF16 + 2 * L * (FFN // tp) * R * BF16
+    down = L * R * (FFN // tp) * BF16 + L * HIDDEN * R * BF16
+    return qkv + o_proj + gate_up + down
+
+
+def hand_punica(tokens: int = 8192, seqs: int = 1024) -> int:
+    meta = 2 * tokens * 4 + 3 * 512  # (L + 1) x 4 = 20 B and (L + 2) x 4 = 24 B each round up to 512
+    return 4 * tokens * 8 + 3 * seqs * 8 + 2 * meta
+
+
+def hand_buffers(tp: int) -> int:
+    embedding = L * VOCAB * R * BF16 + L * HIDDEN * R * BF16
+    lm_head = L * R * HIDDEN * BF16 + L * VOCAB * R * BF16 + (VOCAB * 8 if tp > 1 else 0)
+    return LAYERS * hand_layer(tp) + embedding + lm_head + hand_punica()
+
+
+def plan_json(capsys, *args: str) -> dict:
+    code = main(["plan", "--model", "Qwen3-8B", "--gpu", "H200", *args, "--json", "-"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out)
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_qwen3_8b_lora_buffers_equal_vllms_shapes_by_hand(capsys, tp):
+    plan = plan_json(capsys, "--enable-lora", "--max-loras", "4", "--max-lora-rank", "16", "--tensor-parallel-size", str(tp))
+    term = plan["memory"]["lora_buffers"]
+    assert hand_layer(1) == 9_699_328 and hand_layer(2) == 6_684_672  # the worked figures in the report
+    assert term["bytes"] == hand_buffers(tp)
+    assert term["kind"] == "exact"
+    assert plan["serving"]["lora"] == {"max_loras": 4, "max_lora_rank": 16, "max_cpu_loras": 4, "lora_dtype": "bfloat16", "fully_sharded_loras": False}
+
+
+def test_lora_buffers_count_in_the_non_kv_memory_and_the_graphs_double(capsys):
+    off = plan_json(capsys, "--estimate", "formula")
+    on = plan_json(capsys, "--estimate", "formula", "--enable-lora", "--max-loras", "4")
+    lora = sum(on["memory"][k]["bytes"] for k in ("lora_buffers", "lora_activations", "lora_cuda_graphs"))
+    assert on["kv_cache"]["available_bytes"] == off["kv_cache"]["available_bytes"] - lora
+    assert on["cuda_graph_count"] == 2 * off["cuda_graph_count"]  # lora cases [0, max_loras + 1]
+    assert "lora_buffers" not in off["memory"] and "lora" not in off["serving"]
+    # 3 slices x 8192 tokens x rank 16 x float32: qkv_proj's shrink buffer
+    assert on["memory"]["lora_activations"]["bytes"] == 3 * 8192 * 16 * 4
+
+
+def test_fully_sharded_loras_shard_lora_a_of_column_layers_and_lora_b_of_row_layers(capsys):
+    plan = plan_json(capsys, "--estimate", "formula", "--enable-lora", "--max-loras", "4", "--fully-sharded-loras", "-tp", "2")
+    tp = 2
+    qkv = 3 * L * (R // tp) * HIDDEN * BF16 + L * (Q // tp + 2 * KV // tp) * R * BF16
+    o_proj = L * R * (Q // tp) * BF16 + L * (HIDDEN // tp) * R * BF16
+    gate_up = 2 * L * (R // tp) * HIDDEN * BF16 + 2 * L * (FFN // tp) * R * BF16
+    down = L * R * (FFN // tp) * BF16 + L * (HIDDEN // tp) * R * BF16
+    sharded = hand_buffers(tp) - LAYERS * hand_layer(tp) + LAYERS * (qkv + o_proj + gate_up + down)
+    assert plan["memory"]["lora_buffers"]["bytes"] == sharded
+
+
+def test_the_suggested_serve_line_carries_the_lora_flags(capsys):
+    plan = plan_json(capsys, "--estimate", "formula", "--enable-lora", "--max-loras", "2", "--max-lora-rank", "32", "--max-cpu-loras", "8")
+    command = plan["suggestion"]["command"]
+    assert "--enable-lora --max-loras 2 --max-lora-rank 32 --max-cpu-loras 8" in command
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["--enable-lora", "--max-lora-rank", "12"], "--max-lora-rank 12"),
+        (["--enable-lora", "--max-loras", "4", "--max-cpu-loras", "2"], "--max-cpu-loras (2)"),
+        (["--enable-lora", "--max-loras", "0"], "--max-loras must be >= 1"),
+        (["--max-loras", "4"], "without --enable-lora"),
+        (["--enable-lora", "--lora-extra-vocab-size", "256"], "vLLM 0.33 has no such option"),
+        (["--enable-lora", "--lora-dtype", "float32"], "--lora-dtype 'float32'"),
+        (["--enable-lora", "--fully-sharded-loras", "--max-lora-rank", "1", "-tp", "2"], "not divisible"),
+    ],
+)
+def test_bad_lora_knobs_are_refused_in_one_line(capsys, args, names):
+    code = main(["plan", "--model", "Qwen3-8B", "--gpu", "H200", "--estimate", "formula", *args])
+    err = capsys.readouterr().err
+    assert code == 2 and names in err and err.count("\n") == 1
+
+
+def test_lora_on_a_moe_model_is_refused(capsys):
+    code = main(["plan", "--model", "Qwen3-30B-A3B", "--gpu", "H200", "--estimate", "formula", "--enable-lora"])
+    err = capsys.readouterr().err
+    assert code == 2 and "MoE" in err and err.count("\n") == 1
+
+
+def test_serve_yaml_lora_keys_plan_as_the_flags_do(capsys, tmp_path):
+    config = tmp_path / "serve.yaml"
+    config.write_text("model: Qwen/Qwen3-8B\nenable-lora: true\nmax-loras: 4\nmax_lora_rank: 16\n")
+    code = main(["plan", "--config", str(config), "--gpu", "H200", "--tensor-parallel-size", "2", "--json", "-"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert json.loads(out.out)["memory"]["lora_buffers"]["bytes"] == hand_buffers(2)

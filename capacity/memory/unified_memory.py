@@ -4,12 +4,16 @@ memory that reading puts into the non-KV budget.
 On these parts the GPU has no memory of its own: CUDA allocates from the LPDDR5X the OS manages, and vLLM's
 MemorySnapshot.measure (vllm/utils/mem_utils.py) reads the device's free memory from a system-wide figure:
 
-- up to 0.12 (0.10.2 and 0.12.0 read): torch.cuda.mem_get_info's free, which on an integrated GPU is the kernel's
+- up to 0.11 (0.10.2 and 0.11.0 read): torch.cuda.mem_get_info's free, which on an integrated GPU is the kernel's
   free memory (the page cache counts as used; the CUDA for Tegra app note, vllm-project/vllm#48140);
-- 0.13 (0.13.0 read): psutil.virtual_memory().available (MemAvailable) when the compute capability is (8, 7),
-  (11, 0) or (12, 1) (Orin, Thor, Spark; a CUDA 12 build reports Thor as 10.1, which is not listed);
-- from PR #35356 (2026-02-26; 0.30.0 and 0.33.0 read) MemAvailable on every device whose
-  cudaDevAttrIntegrated is set (Platform.is_integrated_gpu).
+- 0.12.0 to at least 0.18.0 (0.12.0, 0.13.0, 0.16.0, 0.17.0, 0.18.0 read): psutil.virtual_memory().available
+  (MemAvailable) when the compute capability is (8, 7), (11, 0) or (12, 1) (Orin, Thor, Spark; a CUDA 12 build
+  reports Thor as 10.1, which is not listed);
+- from PR #35356 (merged 2026-02-26; 0.30.0 and 0.33.0 read; the first release with it is not pinned) MemAvailable
+  on every device whose cudaDevAttrIntegrated is set (Platform.is_integrated_gpu). The catalog's three unified GPUs
+  are in the list and integrated, so both rules read MemAvailable for them. GH200 is not marked unified: its GPU has
+  its own HBM, which cudaMemGetInfo reports; whether its is_integrated is set was not found in any source (the PR
+  names GH200 in prose only), and vLLM uses the Grace memory only where asked to (CPU offload, KV offload).
 
 Either figure is the whole system's: the non-torch term vLLM derives from it (cuda_memory - memory_reserved, from the
 init snapshot to the end of profile_run; 0.30+: before_create.free - after_profile.free) also holds every byte of host
@@ -38,7 +42,7 @@ FREE_FROM_MEM_AVAILABLE = "psutil MemAvailable (the page cache counts as free)"
 
 # vLLM 0.13.0 vllm/utils/mem_utils.py MemorySnapshot.measure: shared_sysmem_device_mem_sms (Orin, Thor, Spark)
 SHARED_SYSMEM_MAJORS_0_13 = {8: "Orin (8.7)", 11: "Thor (11.0)", 12: "Spark (12.1)"}
-FIRST_MEM_AVAILABLE = (0, 13)  # 0.12.0 and 0.10.2 read mem_get_info alone
+FIRST_MEM_AVAILABLE = (0, 12)  # 0.11.0 and 0.10.2 read mem_get_info alone
 
 # The host memory a cold start's compile leaves in vLLM's non-torch term on a unified-memory GPU, measured on one log
 # (bench/vllm_logs/qwen3-30b-a3b-fp8-gb10-util0.3-kvfp8-v0.13.0.log, calibration half): vLLM's non-KV memory,
@@ -53,7 +57,7 @@ def free_memory_reading(gpu: Gpu, semantics: VllmSemantics) -> str:
     """The figure a version's MemorySnapshot takes as this GPU's free memory (the startup check and the profile)."""
     if not gpu.unified_memory or semantics.first < FIRST_MEM_AVAILABLE:
         return FREE_FROM_MEM_GET_INFO
-    if semantics.first < (0, 16):  # 0.13's capability list; the is_integrated form is read in 0.30.0 and 0.33.0
+    if semantics.first < (0, 29):  # the capability list (read in 0.12.0-0.18.0); is_integrated read in 0.30.0, 0.33.0
         return FREE_FROM_MEM_AVAILABLE if gpu.compute_capability_major in SHARED_SYSMEM_MAJORS_0_13 else FREE_FROM_MEM_GET_INFO
     return FREE_FROM_MEM_AVAILABLE
 

@@ -6,10 +6,10 @@ MemorySnapshot.measure (vllm/utils/mem_utils.py) reads the device's free memory 
 
 - up to 0.11 (0.10.2 and 0.11.0 read): torch.cuda.mem_get_info's free, which on an integrated GPU is the kernel's
   free memory (the page cache counts as used; the CUDA for Tegra app note, vllm-project/vllm#48140);
-- 0.12.0 to at least 0.18.0 (0.12.0, 0.13.0, 0.16.0, 0.17.0, 0.18.0 read): psutil.virtual_memory().available
+- 0.12 to 0.19 (0.12.0, 0.13.0, 0.16.0-0.19.0 read): psutil.virtual_memory().available
   (MemAvailable) when the compute capability is (8, 7), (11, 0) or (12, 1) (Orin, Thor, Spark; a CUDA 12 build
   reports Thor as 10.1, which is not listed);
-- from PR #35356 (merged 2026-02-26; 0.30.0 and 0.33.0 read; the first release with it is not pinned) MemAvailable
+- from 0.20 (PR #35356, merged 2026-02-26; 0.20.0, 0.21.0, 0.30.0 and 0.33.0 read) MemAvailable
   on every device whose cudaDevAttrIntegrated is set (Platform.is_integrated_gpu). The catalog's three unified GPUs
   are in the list and integrated, so both rules read MemAvailable for them. GH200 is not marked unified: its GPU has
   its own HBM, which cudaMemGetInfo reports; whether its is_integrated is set was not found in any source (the PR
@@ -57,7 +57,7 @@ def free_memory_reading(gpu: Gpu, semantics: VllmSemantics) -> str:
     """The figure a version's MemorySnapshot takes as this GPU's free memory (the startup check and the profile)."""
     if not gpu.unified_memory or semantics.first < FIRST_MEM_AVAILABLE:
         return FREE_FROM_MEM_GET_INFO
-    if semantics.first < (0, 29):  # the capability list (read in 0.12.0-0.18.0); is_integrated read in 0.30.0, 0.33.0
+    if semantics.first < (0, 20):  # the capability list (0.12.0-0.19.0); is_integrated from 0.20.0
         return FREE_FROM_MEM_AVAILABLE if gpu.compute_capability_major in SHARED_SYSMEM_MAJORS_0_13 else FREE_FROM_MEM_GET_INFO
     return FREE_FROM_MEM_AVAILABLE
 

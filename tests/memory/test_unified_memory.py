@@ -62,7 +62,7 @@ def test_free_figure_per_version():
     # 0.11.0 MemorySnapshot.measure: torch.cuda.mem_get_info alone
     assert free_memory_reading(gb10, semantics_for("0.11.0")) == FREE_FROM_MEM_GET_INFO
     assert free_memory_reading(thor, semantics_for("0.10.2")) == FREE_FROM_MEM_GET_INFO
-    # 0.12.0-0.18.0: psutil available for capabilities (8, 7), (11, 0), (12, 1); 0.30.0+: is_integrated
+    # 0.12.0-0.19.0: psutil available for capabilities (8, 7), (11, 0), (12, 1); 0.20.0+: is_integrated
     assert free_memory_reading(gb10, semantics_for("0.13.0")) == FREE_FROM_MEM_AVAILABLE
     assert free_memory_reading(thor, LATEST) == FREE_FROM_MEM_AVAILABLE
     assert free_memory_reading(h200, LATEST) == FREE_FROM_MEM_GET_INFO

@@ -22,6 +22,7 @@ from capacity.memory.measured_terms import measured_terms
 from capacity.memory.non_torch import communicators_in_profile, non_torch_term
 from capacity.memory.sampler import SAMPLER_0_33, SamplerForm, sampler_form, v1_sampler_form
 from capacity.memory.term import ESTIMATED, EXACT, MEASURED, MemoryTerm
+from capacity.memory.unified_memory import free_memory_reading, host_memory_term, unified_graphs_label, with_host_memory
 from capacity.memory.weights import runner_facts, weights_term
 from capacity.model.registry import load_model
 from capacity.model.spec import ModelSpec
@@ -159,12 +160,7 @@ def plan_without_suggestion(
     activations = activation_estimate(spec, budget, serving, sampler)
     graphs, n_graphs = graphs_set_aside(spec, serving, gpu, semantics, mrv2)
     if gpu.unified_memory and graphs.bytes:
-        graphs = MemoryTerm(
-            graphs.bytes,
-            graphs.kind,
-            graphs.method + "; on unified memory vLLM's free-memory figure also moves with each graph's host side: likely low "
-            "(a GB10 vLLM 0.30.0 start printed 1.10 GiB where this form gives 0.54: bench/cuda_graphs/compare.md)",
-        )
+        graphs = unified_graphs_label(graphs)
     memory: dict[str, MemoryTerm] = {
         "weights": weights,
         "load_buffers": loads,
@@ -192,6 +188,8 @@ def plan_without_suggestion(
             (p.peak_above_start_bytes for p in profile.phases if p.name not in ("weights", "encoder")), default=0
         )
         memory["activation_peak"] = vllm_encoder_activation(spec.family, memory["activation_peak"], dominates)
+    # unified memory (GB10, Jetson): vLLM's free figure is the system's, so its non-torch term holds host memory too
+    memory["non_torch"] = with_host_memory(memory["non_torch"], host_memory_term(gpu, serving), free_memory_reading(gpu, semantics))
     scratch = None
     if not serving.enforce_eager and serving.kv_cache_memory_bytes is None:
         scratch = cold_compile_scratch(spec, serving, gpu, semantics.benchmarks_combo_kernels)

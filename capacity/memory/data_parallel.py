@@ -62,7 +62,9 @@ def data_parallel_collectives(tp_term: MemoryTerm, placement: Placement, gpu: Gp
             if spans
             else f"inside a node over {transport}" + ("" if transport == "NVLink" else ": measured over NVLink, carried over")
         )
-        parts.append(f"+ {name.upper()} group ({size} ranks) NCCL communicator {NCCL_COMMUNICATOR_BYTES:,} B ({where}; H200 x2 measurement, capacity/memory/collectives.py)")
+        parts.append(
+            f"+ {name.upper()} group ({size} ranks) NCCL communicator {NCCL_COMMUNICATOR_BYTES:,} B ({where}; H200 x2 measurement, capacity/memory/collectives.py)"
+        )
     if moe and placement.data_parallel_size > 1:
         parts.append(f"all2all backend {DEFAULT_ALL2ALL_BACKEND} (vLLM 0.33 default): no buffers of its own")
     return MemoryTerm(total, ESTIMATED, "; ".join(parts))

@@ -223,7 +223,7 @@ def shared_experts_under_sequence_parallel_moe(layout: WeightLayout, spec: Model
             f"{spec.name}: with --enable-expert-parallel at TP > 1 and DP > 1 vLLM runs sequence-parallel MoE, and how {spec.architecture} "
             "then builds its shared experts is not modelled; plan at --tensor-parallel-size 1 per DP rank, or DP 1"
         )
-    return replace(layout, replicated_modules=(*layout.replicated_modules, r"\.shared_experts?(\.|$)"))
+    return replace(layout, replicated_linear_modules=(*layout.replicated_linear_modules, r"\.shared_experts?(\.|$)"))
 
 
 def weights_breakdown(

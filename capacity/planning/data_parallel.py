@@ -23,9 +23,7 @@ def placement_of(serving: ServingConfig, gpu: Gpu) -> Placement | None:
     """The ranks on nodes, or None at DP 1 with no node option (the single-engine plans stay as they were)."""
     if serving.data_parallel_size == 1 and serving.node is None and serving.gpus_per_node is None:
         return None
-    return placement(
-        gpu, serving.tensor_parallel_size, 1, serving.data_parallel_size, serving.node, serving.gpus_per_node, serving.allow_tp_across_nodes
-    )
+    return placement(gpu, serving.tensor_parallel_size, 1, serving.data_parallel_size, serving.node, serving.gpus_per_node, serving.allow_tp_across_nodes)
 
 
 def is_moe(spec: ModelSpec, source: ModelSource) -> bool:

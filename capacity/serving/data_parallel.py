@@ -149,9 +149,7 @@ def node_gpu_name(node: str | None, gpu_name: str | None) -> str | None:
     return kind.gpu
 
 
-def placement(
-    gpu: Gpu, tp: int, pp: int, dp: int, node: str | None, gpus_per_node: int | None, allow_tp_across_nodes: bool = False
-) -> Placement:
+def placement(gpu: Gpu, tp: int, pp: int, dp: int, node: str | None, gpus_per_node: int | None, allow_tp_across_nodes: bool = False) -> Placement:
     """Where the ranks sit: on --node's type, on nodes of --gpus-per-node GPUs of --gpu, else one host (assumed).
 
     BadInput: --node with a different --gpus-per-node, a node count below 1, or a TP group spanning nodes unless allowed."""

@@ -63,6 +63,9 @@ class WeightLayout:
     # (KV heads, head size) of every decoder attention kind, when they differ (Gemma-4's sliding and full layers);
     # a K/V projection's width picks its kind's KV heads. () = num_kv_heads x head_size only.
     kv_shapes: tuple[tuple[int, int], ...] = ()
+    # linear layers (regexes) vLLM builds whole on every rank but quantized (disable_tp=True: DeepSeek's shared experts
+    # under sequence-parallel MoE, capacity/serving/data_parallel.py)
+    replicated_linear_modules: tuple[str, ...] = ()
 
     def kv_heads_of_width(self, width: int | None) -> int:
         """KV heads of the attention kind whose K (or fused K+V) projection is `width` wide (num_kv_heads if none)."""
@@ -348,6 +351,8 @@ def classify(tensor: StoredTensor, layout: WeightLayout) -> ParallelKind:
     module, layer = tensor.module, tensor.layer
     if any(re.search(p, module) for p in layout.replicated_modules):
         return REPLICATED
+    if any(re.search(p, module) for p in layout.replicated_linear_modules):
+        return REPLICATED_LINEAR
     if any(re.search(p, module) for p in layout.column_modules):
         return COLUMN
     if any(re.search(p, module) for p in layout.row_modules):

@@ -36,6 +36,8 @@ TOPK_BYTES = 4 + 4  # topk_weights float32 + topk_ids int32 per (token, k)
 
 def communicator_groups(placement: Placement, moe: bool) -> list[tuple[str, int, str, bool]]:
     """(group, size, transport, spans nodes) of each communicator DP adds to a rank: DP, and EP for an MoE model."""
+    if placement.data_parallel_size == 1:
+        return []  # the TP-only plans keep their figures (their EP group, at DP 1, is not charged: module docstring)
     names = ["dp"] + (["ep"] if moe else [])
     out = []
     for name in names:

@@ -66,3 +66,10 @@ def test_serve_yaml_takes_data_parallel_size_and_dp(tmp_path):
     both.write_text("dp: 8\ndata-parallel-size: 4\n")
     with pytest.raises(BadInput, match="set the same option data_parallel_size"):
         load_serve_yaml(both)
+
+
+def test_dp_1_on_a_node_adds_no_communicator():
+    from capacity.memory.data_parallel import communicator_groups
+
+    assert communicator_groups(placement(H200, 4, 1, 1, "8x H200", None), moe=True) == []
+    assert [g[:3] for g in communicator_groups(placement(H200, 8, 1, 2, "8x H200", None), moe=True)] == [("dp", 2, "InfiniBand"), ("ep", 16, "InfiniBand")]

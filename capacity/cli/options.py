@@ -108,7 +108,7 @@ SERVING_OPTIONS: dict[str, Any] = {
     ],
     "node": Annotated[
         str | None,
-        typer.Option("--node", help="A node type ('8x H200', '8x H100 SXM', '4x L40S PCIe', ...; `capacity gpus`): its GPU, GPUs per node and links."),
+        typer.Option("--node", help="A node type ('8x H200', '8x H100 SXM', '8x A100 80GB', '8x B200', '4x L40S PCIe'): its GPU, GPUs per node and links."),
     ],
     "gpus_per_node": Annotated[int | None, typer.Option("--gpus-per-node", help="GPUs per node: TP inside a node, PP / DP across nodes.")],
     "allow_tp_across_nodes": Annotated[

@@ -49,6 +49,14 @@ def _header(plan: Plan) -> Table:
             f"compile cache {s.compile_cache}" + (" (first start)" if s.compile_cache == "cold" else "")
         ),
     )
+    if plan.placement is not None:  # --data-parallel-size / nodes: every figure below is one rank's of one engine
+        dp = plan.data_parallel_size
+        engines = f"; {dp} engines x {plan.max_concurrent_requests:,} requests = {plan.total_max_concurrent_requests:,} at once" if dp > 1 else ""
+        experts = ""
+        if plan.moe and dp > 1:
+            ranks = s.tensor_parallel_size * dp
+            experts = f"; MoE experts {'divided over' if s.enable_expert_parallel else 'each split over'} TP x DP = {ranks} ranks"
+        t.add_row("parallel", Text(f"{plan.placement.describe()}{engines}{experts}; figures per rank of one engine"))
     for note in plan.notes:
         t.add_row("note", Text(note, style="italic"))
     return t
@@ -158,7 +166,9 @@ def _hazards(plan: Plan, width: int) -> Table | Text:
 
 def _verdict(plan: Plan, width: int, nearest: list[str] | None = None) -> Panel:
     if plan.fits:
-        line = Text(f"FITS: {plan.concurrency_sentence()}", style="bold green")
+        dp = plan.data_parallel_size
+        engines = f"; {dp} DP engines run {plan.total_max_concurrent_requests:,}" if dp > 1 else ""
+        line = Text(f"FITS: {plan.concurrency_sentence()}{engines}", style="bold green")
     else:
         errors = [h.id for h in plan.hazards if h.severity == ERROR]
         line = Text(f"DOES NOT FIT: {', '.join(errors)}", style="bold red")

@@ -35,7 +35,9 @@ def plan_with_estimate(model: str, args: Any, gpu: str | None, measured: Any, *,
     from dataclasses import replace
 
     from capacity.planning.planner import plan_for
+    from capacity.serving.data_parallel import node_gpu_name
 
+    gpu = node_gpu_name(args.node, gpu)  # --node "8x H200" names the GPU
     how = chosen_estimate(estimate)
     if measured is not None:
         return plan_for(model, args, gpu, measured)

@@ -77,6 +77,8 @@ def fit(
         raise BadInput("no model: pass --model (a folder, a catalog id or a Hugging Face id org/name), or 'model:' in --config")
     from_yaml = values.pop("max_model_len", None)
     values.update(serving_values(**knobs))
+    if values.get("data_parallel_size", 1) != 1:  # the search's counts are TP sizes and its targets one engine's
+        raise BadInput("fit searches tensor parallelism only, not --data-parallel-size yet: plan a DP layout with `capacity plan --data-parallel-size N`")
     if max_model_len is None and from_yaml is not None and from_yaml != -1:
         max_model_len = str(from_yaml)
     length = target_length(max_model_len or "max")

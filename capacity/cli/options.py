@@ -102,6 +102,18 @@ SERVING_OPTIONS: dict[str, Any] = {
             help="Decoder layers per pipeline stage, e.g. 38,42 (vLLM's VLLM_PP_LAYER_PARTITION, read from the environment when not given).",
         ),
     ],
+    "data_parallel_size": Annotated[
+        int | None,
+        typer.Option("--data-parallel-size", "-dp", help="Data-parallel engines, each planned as one; MoE experts split (or, with --enable-expert-parallel, divided) over TP x DP ranks."),
+    ],
+    "node": Annotated[
+        str | None,
+        typer.Option("--node", help="A node type ('8x H200', '8x H100 SXM', '8x A100 80GB', '8x B200', '4x L40S PCIe'): its GPU, GPUs per node and links."),
+    ],
+    "gpus_per_node": Annotated[int | None, typer.Option("--gpus-per-node", help="GPUs per node: TP inside a node, PP / DP across nodes.")],
+    "allow_tp_across_nodes": Annotated[
+        bool | None, typer.Option("--allow-tp-across-nodes", help="Plan a TP group that spans nodes (refused otherwise, as vLLM warns).")
+    ],
     "kv_cache_dtype": Annotated[str | None, typer.Option("--kv-cache-dtype", help="auto, fp8, fp8_e4m3, fp8_e5m2, float16 or bfloat16.")],
     "kv_cache_memory_bytes": Annotated[str | None, typer.Option("--kv-cache-memory-bytes", help="Fixed KV cache size (e.g. 10G); skips profiling like vLLM.")],
     "dtype": Annotated[str | None, typer.Option("--dtype", help="Model dtype: auto, bfloat16, float16, float32.")],

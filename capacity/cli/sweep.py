@@ -55,6 +55,12 @@ def sweep(
     from capacity.planning.sweep import SweepAxes, parse_int_list, parse_name_list, run_sweep
 
     model, base = serving_args_of(model, config, **knobs)
+    if base.data_parallel_size != 1:  # a sweep point's figures are one engine's, its table has no DP totals yet
+        raise BadInput("sweep does not grid --data-parallel-size yet: plan each DP layout with `capacity plan --data-parallel-size N`")
+    if base.node is not None and gpu is None:  # --node "8x H200" names the GPU
+        from capacity.gpu.nodes import node_by_name
+
+        gpu = node_by_name(base.node).gpu
     axes = SweepAxes(
         gpus=parse_name_list(gpu, "--gpu") if gpu is not None else (None,),
         tensor_parallel_sizes=parse_int_list(tp_values, "--tensor-parallel-size") if tp_values is not None else (None,),

@@ -17,6 +17,7 @@ from capacity.gpu.catalog import Gpu
 from capacity.memory.term import ESTIMATED, EXACT, MemoryTerm
 from capacity.model.spec import ModelSpec
 from capacity.serving.config import ServingConfig
+from capacity.serving.data_parallel import SEQUENCE_PARALLEL_REPLICATED_SHARED, use_sequence_parallel_moe
 from capacity.source.parameter_table import ParameterTable, read_parameter_table
 from capacity.source.resolve import ModelSource
 from capacity.weights.awq import awq_kernel, kernel_tensors
@@ -205,6 +206,26 @@ def weight_layout(spec: ModelSpec, config: dict[str, Any], class_default_tie: bo
     )
 
 
+def _moe_split_by_dp(spec: ModelSpec, source: ModelSource, serving: ServingConfig) -> bool:
+    """DP > 1 on an MoE model: its experts are split (or divided) over tp x dp ranks (FusedMoEParallelConfig.make)."""
+    return serving.data_parallel_size > 1 and weight_layout(spec, source.config, class_default_tie=False).num_experts > 0
+
+
+def shared_experts_under_sequence_parallel_moe(layout: WeightLayout, spec: ModelSpec, serving: ServingConfig, tensors: Any) -> WeightLayout:
+    """Under sequence-parallel MoE (EP, TP > 1, DP > 1) vLLM 0.33 builds DeepSeek-V2/V3's shared experts whole on every rank
+    (deepseek_v2.py DeepseekV2MLP(disable_tp=is_sequence_parallel)); another architecture with shared experts is refused."""
+    if not use_sequence_parallel_moe(serving.tensor_parallel_size, serving.data_parallel_size, serving.enable_expert_parallel):
+        return layout
+    if not any(".shared_expert" in t.name for t in tensors):
+        return layout
+    if spec.architecture not in SEQUENCE_PARALLEL_REPLICATED_SHARED:
+        raise BadInput(
+            f"{spec.name}: with --enable-expert-parallel at TP > 1 and DP > 1 vLLM runs sequence-parallel MoE, and how {spec.architecture} "
+            "then builds its shared experts is not modelled; plan at --tensor-parallel-size 1 per DP rank, or DP 1"
+        )
+    return replace(layout, replicated_linear_modules=(*layout.replicated_linear_modules, r"\.shared_experts?(\.|$)"))
+
+
 def weights_breakdown(
     spec: ModelSpec, source: ModelSource, serving: ServingConfig, rank: int = 0, gpu: Gpu | None = None, stage: StageSlice | None = None
 ) -> WeightsBreakdown:
@@ -225,7 +246,7 @@ def weights_breakdown(
             "plan from a folder with its safetensors, or at --pipeline-parallel-size 1"
         )
     skipped = skipped_towers(spec, source, serving)
-    if stage is None and not named and summary is not None and serving.tensor_parallel_size == 1 and not spec.family.adds_vllm_tensors and not skipped:
+    if stage is None and not named and summary is not None and serving.tensor_parallel_size == 1 and not _moe_split_by_dp(spec, source, serving) and not spec.family.adds_vllm_tensors and not skipped:
         # One rank holds the whole checkpoint: its header summary's bytes (no tensor names needed, no torch import).
         total = summary.serving_bytes(serving.dtype_bytes)
         kept = "/".join(d for d in sorted(summary.bytes_by_dtype) if d not in ("F16", "BF16"))
@@ -236,7 +257,7 @@ def weights_breakdown(
         tensors = without_towers(tensors, skipped)
         how += f", less the {' and '.join(m for t in skipped for m in t.modules)} vLLM leaves out at --limit-mm-per-prompt " + ",".join(f"{m}=0" for t in skipped for m in t.modalities)
     tensors = spec.family.vllm_tensors(tensors, source.config)
-    layout = weight_layout(spec, source.config)
+    layout = shared_experts_under_sequence_parallel_moe(weight_layout(spec, source.config), spec, serving, tensors)
     scheme = quant_scheme(source.config)
     quantization = "none"
     if named and is_quantized_header(tensors):
@@ -255,7 +276,7 @@ def weights_breakdown(
     if stage is not None:
         tensors = tuple(stage_tensors(tensors, stage))
         how += f", the tensors of pipeline stage layers {stage.start}..{stage.end - 1}" + (", embedding" if stage.first else "") + (", final norm and LM head" if stage.last else "")
-    par = Parallelism(serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype_bytes, rank)
+    par = Parallelism(serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype_bytes, rank, serving.data_parallel_size)
     wb = replace(weights_per_rank(tensors, layout, par, source=how, quantization=quantization), quantized_layout_modelled=kernel_modelled)
     if not named and summary is not None and summary.quantized_dtypes:
         # A quantized checkpoint known by its header summary only (Hub, catalog): its stored bytes are exact, the
@@ -274,7 +295,7 @@ def _gpt_oss_mxfp4_breakdown(spec: ModelSpec, source: ModelSource, serving: Serv
     the checkpoint's unpadded experts, not vLLM's)."""
     tensors, how = model_tensors(spec, source)
     layout = replace(weight_layout(spec, source.config), mxfp4=moe)
-    par = Parallelism(serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype_bytes, rank)
+    par = Parallelism(serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype_bytes, rank, serving.data_parallel_size)
     return weights_per_rank(gpt_oss_expert_tensors(tensors, moe), layout, par, source=how, quantization=moe.describe())
 
 
@@ -295,6 +316,7 @@ def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, g
         summary,
         serving.tensor_parallel_size,
         serving.enable_expert_parallel,
+        serving.data_parallel_size,
         serving.dtype,
         serving.dtype_bytes,
         moe,
@@ -322,7 +344,7 @@ def _weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, 
     quant = f"; quantized ({wb.quantization})" if quantized else ""
     dense = count * serving.dtype_bytes
     layout = "" if quantized or wb.total_bytes == dense else f" {wb.total_bytes - dense:+,} B as vLLM lays them out (vocabulary padded to 64, biases its fused layers add)"
-    if tp == 1 and not quantized:
+    if tp == 1 and not _moe_split_by_dp(spec, source, serving) and not quantized:
         return MemoryTerm(wb.total_bytes, EXACT, f"{count:,} parameters x {serving.dtype_bytes} B ({serving.dtype}){layout}; {wb.source}"), count, wb
     exact = not wb.unclassified and spec.vllm_support.status == "native" and (not quantized or wb.quantized_layout_modelled)
     caveats = []
@@ -332,7 +354,7 @@ def _weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, 
         caveats.append(f"vLLM 0.33 serves {spec.architecture} {spec.vllm_support.status}: layers assumed as vLLM's usual parallel layers")
     if quantized and not wb.quantized_layout_modelled:
         caveats.append("vLLM's quantization kernels may repack or pad")
-    how = wb.describe() if tp > 1 else f"{count:,} stored elements"
+    how = wb.describe() if tp > 1 or _moe_split_by_dp(spec, source, serving) else f"{count:,} stored elements"
     return (
         MemoryTerm(wb.total_bytes, EXACT if exact else ESTIMATED, f"{how}{quant}; {wb.source}" + (f" ({'; '.join(caveats)})" if caveats else "")),
         count,

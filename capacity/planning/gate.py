@@ -109,12 +109,15 @@ def evaluate(plan: Plan, thresholds: Thresholds) -> GateResult:
     c = plan.concurrency
     if thresholds.min_concurrency is not None:
         why = f"min(KV cache holds {c.actual_requests}, max_num_seqs {plan.serving.max_num_seqs})"
+        dp = plan.data_parallel_size
+        if dp > 1:  # the DP engines together (capacity/serving/data_parallel.py)
+            why = f"{dp} DP engines x {why}"
         checks.append(
             _at_least(
                 "min_concurrency",
-                "concurrency.max_concurrent_requests",
+                "concurrency.max_concurrent_requests" if dp == 1 else "data_parallel.total_max_concurrent_requests",
                 "requests run at once",
-                plan.max_concurrent_requests,
+                plan.total_max_concurrent_requests,
                 thresholds.min_concurrency,
                 "--min-concurrency",
                 why,

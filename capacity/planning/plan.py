@@ -11,8 +11,10 @@ from capacity.memory.compile_cache import ColdCompileScratch
 from capacity.memory.measured_profile import MemoryProfile
 from capacity.memory.term import MemoryTerm
 from capacity.model.spec import ModelSpec
+from capacity.planning.data_parallel import data_parallel_summary
 from capacity.planning.warmup import WarmupPlan
 from capacity.serving.config import ServingConfig
+from capacity.serving.data_parallel import Placement
 from capacity.serving.encoder_budget import MultiModalBudget
 from capacity.source.resolve import ModelSource
 from capacity.units import plural
@@ -155,6 +157,19 @@ class Plan:
     # The `vllm serve` line with the error hazards' fixes applied (capacity/planning/suggest.py), filled in by the
     # planner once the plan is built; None only on the re-plans that search for it
     suggestion: Suggestion | None = None
+    # --data-parallel-size / --node / --gpus-per-node: where the ranks sit (capacity/serving/data_parallel.py); None
+    # at DP 1 without node options. Every figure above is one rank's of one engine.
+    placement: Placement | None = None
+    moe: bool = False  # an MoE model (its experts split or divided over tp x dp ranks)
+
+    @property
+    def data_parallel_size(self) -> int:
+        return self.serving.data_parallel_size
+
+    @property
+    def total_max_concurrent_requests(self) -> int:
+        """What the DP engines run at once: dp x one engine's max_concurrent_requests."""
+        return self.data_parallel_size * self.max_concurrent_requests
 
     @property
     def kv_spread_bytes(self) -> int:
@@ -284,7 +299,14 @@ class Plan:
             "ranks": [r.to_dict() for r in self.ranks],
             "kv_spread_bytes": self.kv_spread_bytes,
             "cold_compile": None if self.cold_compile is None else self.cold_compile.to_dict(),
+            **self._data_parallel_dict(),
         }
+
+    def _data_parallel_dict(self) -> dict[str, Any]:
+        """The "data_parallel" section, only where DP or nodes were given (single-engine plans' JSON is unchanged)."""
+        if self.placement is None:
+            return {}
+        return {"data_parallel": data_parallel_summary(self.placement, self.serving, self.max_concurrent_requests, self.concurrency.tokens_vllm_reported, self.moe)}
 
 
 # Terms that vLLM 0.33 subtracts from the requested memory before the KV cache:

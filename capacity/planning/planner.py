@@ -26,12 +26,14 @@ from capacity.memory.unified_memory import free_memory_reading, host_memory_term
 from capacity.memory.weights import runner_facts, weights_term
 from capacity.model.registry import load_model
 from capacity.model.spec import ModelSpec
+from capacity.planning.data_parallel import is_moe, placement_of, with_data_parallel_terms
 from capacity.planning.hazards import find_hazards
 from capacity.planning.kv_groups import block_context, block_table_max_len, block_table_max_len_pre_fix, kv_groups_for, max_model_len_that_fits
 from capacity.planning.plan import NON_KV_TERMS, Concurrency, GroupPlan, KVCachePlan, Plan, RankBudget
 from capacity.planning.suggest import suggest
 from capacity.planning.warmup import warmup_plan
 from capacity.serving.config import ServingArgs, ServingConfig, resolve_serving
+from capacity.serving.data_parallel import node_gpu_name
 from capacity.serving.encoder_budget import MultiModalBudget, build_budget
 from capacity.source.resolve import ModelSource
 from capacity.units import plural
@@ -188,8 +190,14 @@ def plan_without_suggestion(
             (p.peak_above_start_bytes for p in profile.phases if p.name not in ("weights", "encoder")), default=0
         )
         memory["activation_peak"] = vllm_encoder_activation(spec.family, memory["activation_peak"], dominates)
+<<<<<<< HEAD
     # unified memory (GB10, Jetson): vLLM's free figure is the system's, so its non-torch term holds host memory too
     memory["non_torch"] = with_host_memory(memory["non_torch"], host_memory_term(gpu, serving), free_memory_reading(gpu, semantics))
+=======
+    placed = placement_of(serving, gpu)  # DP and nodes (capacity/planning/data_parallel.py); None at DP 1 without nodes
+    if placed is not None:
+        memory = with_data_parallel_terms(memory, spec, source, serving, gpu, placed)
+>>>>>>> dp-nodes
     scratch = None
     if not serving.enforce_eager and serving.kv_cache_memory_bytes is None:
         scratch = cold_compile_scratch(spec, serving, gpu, semantics.benchmarks_combo_kernels)
@@ -292,6 +300,8 @@ def plan_without_suggestion(
         weights_per_rank=per_rank,
         ranks=rank_budgets(profile, memory, requested, spec, serving, sampler, per_rank.quantization != "none") if profile is not None and profile.ranks else (),
         cold_compile=scratch,
+        placement=placed,
+        moe=placed is not None and is_moe(spec, source),
     )
     return replace(plan, hazards=tuple(find_hazards(plan)))
 
@@ -358,7 +368,7 @@ def plan_for(
         require_profile_of(profile, source)
     gpu_note = None
     if gpu is None:
-        gpu, gpu_note = resolve_gpu(gpu_name)
+        gpu, gpu_note = resolve_gpu(node_gpu_name(args.node, gpu_name))
         if profile is not None and gpu_name is None:
             gpu = cuda_total_of_profiled_gpu(gpu, profile)
     serving = serving_under(semantics, args, spec, gpu)

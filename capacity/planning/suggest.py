@@ -76,6 +76,8 @@ def suggested_flags(plan: Plan) -> list[str]:
         flags.append(f"--block-size {s.block_size}")
     if s.tensor_parallel_size != 1:
         flags.append(f"--tensor-parallel-size {s.tensor_parallel_size}")
+    if s.data_parallel_size != 1:
+        flags.append(f"--data-parallel-size {s.data_parallel_size}")
     if s.enable_expert_parallel:
         flags.append("--enable-expert-parallel")
     if s.decode_context_parallel_size != 1:

@@ -49,7 +49,12 @@ class ServingArgs:
     # until each stage is planned as its own worker (issue 27)
     pipeline_parallel_size: int = 1
     pp_layer_partition: str | None = None  # vLLM's VLLM_PP_LAYER_PARTITION ("a,b,..."): layers per stage
-    enable_expert_parallel: bool = False  # --enable-expert-parallel: MoE experts divided over the TP ranks
+    enable_expert_parallel: bool = False  # --enable-expert-parallel: MoE experts divided over the TP (x DP) ranks
+    # --data-parallel-size: engines, each planned as one (capacity/serving/data_parallel.py); the MoE layers' ranks are tp x dp
+    data_parallel_size: int = 1
+    node: str | None = None  # a node type of capacity/gpu/nodes.json ("8x H200"): GPUs per node and the links
+    gpus_per_node: int | None = None  # nodes of this many --gpu GPUs (the catalog GPU's own link inside a node)
+    allow_tp_across_nodes: bool = False  # plan a TP group that spans nodes (refused otherwise, as vLLM warns)
     kv_cache_dtype: str = "auto"
     kv_cache_memory_bytes: int | None = None
     dtype: str = "auto"
@@ -109,11 +114,19 @@ class ServingConfig:
     compile_cache: str = "warm"  # "cold": the first start, whose profile holds the compile's scratch
     lora: LoraConfig | None = None  # --enable-lora and its knobs; None: LoRA off (the key is then left out of to_dict)
     defaulted: tuple[str, ...] = field(default=())
+    # data parallelism and nodes (capacity/serving/data_parallel.py); written by to_dict only when given
+    data_parallel_size: int = 1
+    node: str | None = None
+    gpus_per_node: int | None = None
+    allow_tp_across_nodes: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         if self.lora is None:
             del out["lora"]
+        for key, default in _PLACEMENT_DEFAULTS.items():
+            if out[key] == default:
+                del out[key]
         return out
 
     def as_args(self) -> ServingArgs:
@@ -144,6 +157,10 @@ class ServingConfig:
             enable_prefix_caching=given("enable_prefix_caching", self.enable_prefix_caching),
             usage_context=self.usage_context,
             **lora_given(self.lora),
+            data_parallel_size=self.data_parallel_size,
+            node=self.node,
+            gpus_per_node=self.gpus_per_node,
+            allow_tp_across_nodes=self.allow_tp_across_nodes,
         )
 
     def knob_items(self) -> list[tuple[str, Any, bool]]:
@@ -164,6 +181,9 @@ def lora_given(lora: LoraConfig | None) -> dict[str, Any]:
         "lora_dtype": lora.lora_dtype,
         "fully_sharded_loras": lora.fully_sharded_loras,
     }
+
+
+_PLACEMENT_DEFAULTS: dict[str, Any] = {"data_parallel_size": 1, "node": None, "gpus_per_node": None, "allow_tp_across_nodes": False}
 
 
 def batch_defaults(gpu: Gpu, usage_context: str) -> tuple[int, int]:
@@ -209,6 +229,8 @@ def _check_args(args: ServingArgs) -> None:
         raise BadInput(f"--decode-context-parallel-size must be >= 1, got {args.decode_context_parallel_size}")
     if args.pipeline_parallel_size < 1:
         raise BadInput(f"--pipeline-parallel-size must be >= 1, got {args.pipeline_parallel_size}")
+    if args.data_parallel_size < 1:
+        raise BadInput(f"--data-parallel-size must be >= 1, got {args.data_parallel_size}")
     if args.kv_cache_dtype not in MODELLED_KV_DTYPES:
         raise BadInput(f"--kv-cache-dtype {args.kv_cache_dtype!r} is not modelled; use one of {', '.join(MODELLED_KV_DTYPES)}")
     if args.dtype not in MODEL_DTYPES:
@@ -327,6 +349,10 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu, base_batch: tu
         compile_cache=compile_cache_state(args.compile_cache),
         lora=lora,
         defaulted=tuple(defaulted),
+        data_parallel_size=args.data_parallel_size,
+        node=args.node,
+        gpus_per_node=args.gpus_per_node,
+        allow_tp_across_nodes=args.allow_tp_across_nodes,
     )
 
 
@@ -352,6 +378,7 @@ _YAML_KEYS = {
     "tensor_parallel_size": "tensor_parallel_size",
     "decode_context_parallel_size": "decode_context_parallel_size",
     "pipeline_parallel_size": "pipeline_parallel_size",
+    "data_parallel_size": "data_parallel_size",
     "kv_cache_dtype": "kv_cache_dtype",
     "kv_cache_memory_bytes": "kv_cache_memory_bytes",
     "kv_cache_memory": "kv_cache_memory_bytes",
@@ -369,7 +396,7 @@ _YAML_KEYS = {
     "fully_sharded_loras": "fully_sharded_loras",
     "lora_extra_vocab_size": "lora_extra_vocab_size",
 }
-_SHORT_KEYS = {"tp": "tensor_parallel_size", "dcp": "decode_context_parallel_size", "pp": "pipeline_parallel_size"}
+_SHORT_KEYS = {"tp": "tensor_parallel_size", "dcp": "decode_context_parallel_size", "pp": "pipeline_parallel_size", "dp": "data_parallel_size"}
 
 
 def parse_limit_mm(value: Any, where: str) -> dict[str, int]:

@@ -63,6 +63,9 @@ class WeightLayout:
     # (KV heads, head size) of every decoder attention kind, when they differ (Gemma-4's sliding and full layers);
     # a K/V projection's width picks its kind's KV heads. () = num_kv_heads x head_size only.
     kv_shapes: tuple[tuple[int, int], ...] = ()
+    # linear layers (regexes) vLLM builds whole on every rank but quantized (disable_tp=True: DeepSeek's shared experts
+    # under sequence-parallel MoE, capacity/serving/data_parallel.py)
+    replicated_linear_modules: tuple[str, ...] = ()
 
     def kv_heads_of_width(self, width: int | None) -> int:
         """KV heads of the attention kind whose K (or fused K+V) projection is `width` wide (num_kv_heads if none)."""
@@ -81,6 +84,12 @@ class Parallelism:
     enable_expert_parallel: bool = False
     dtype_bytes: int = 2
     rank: int = 0  # which rank (only expert parallelism places unequal shares; rank 0 holds the most)
+    data_parallel_size: int = 1  # --data-parallel-size: the MoE layers' ranks are tp x dp (FusedMoEParallelConfig.make)
+
+    @property
+    def moe_ranks(self) -> int:
+        """flatten_tp_across_dp_and_pcp: the ranks one MoE layer is split (or, with EP, divided) over, tp x dp."""
+        return self.tensor_parallel_size * self.data_parallel_size
 
 
 # --- parallel kinds ------------------------------------------------------------------------------------
@@ -229,14 +238,14 @@ class Experts(ParallelKind):
     name = "moe-experts"
 
     def rank_bytes(self, tensor: StoredTensor, full: int, layout: WeightLayout, par: Parallelism) -> int:
-        tp = par.tensor_parallel_size
+        tp = par.moe_ranks  # FusedMoEParallelConfig: tp flattened across DP (ep_size = tp x dp with EP)
         experts = layout.num_experts
         if tensor.numel <= 1:
             return full
         if par.enable_expert_parallel and tp > 1:
             if not experts:
                 raise BadInput("--enable-expert-parallel: the config names no number of experts (num_experts / n_routed_experts / num_local_experts)")
-            # determine_expert_map ("linear"): base = E // ep, the first E % ep ranks hold one more, rank r
+            # determine_expert_map ("linear"): ep = tp x dp ranks, base = E // ep, the first E % ep ranks hold one more, rank r
             # starting at r x base + min(r, E % ep): a checkpoint's per-expert tensor is there whole or not at
             # all, a fused [E, ...] tensor keeps local of its E slices.
             base, extra, r = experts // tp, experts % tp, par.rank
@@ -246,7 +255,7 @@ class Experts(ParallelKind):
             if index is not None:
                 return full if start <= int(index.group(1)) < start + local else 0
             return full * local // experts
-        return full // tp  # intermediate_size_per_partition = intermediate_size // tp_size
+        return full // tp  # intermediate_size_per_partition = intermediate_size // tp_size (tp x dp ranks)
 
 
 class Mxfp4Experts(ParallelKind):
@@ -257,7 +266,7 @@ class Mxfp4Experts(ParallelKind):
 
     def rank_bytes(self, tensor: StoredTensor, full: int, layout: WeightLayout, par: Parallelism) -> int:
         assert layout.mxfp4 is not None
-        return layout.mxfp4.shapes(par.tensor_parallel_size, par.enable_expert_parallel, par.rank).created()[tensor.leaf]
+        return layout.mxfp4.shapes(par.moe_ranks, par.enable_expert_parallel, par.rank).created()[tensor.leaf]
 
 
 class Mxfp4Conversion(ParallelKind):
@@ -267,7 +276,7 @@ class Mxfp4Conversion(ParallelKind):
 
     def rank_bytes(self, tensor: StoredTensor, full: int, layout: WeightLayout, par: Parallelism) -> int:
         assert layout.mxfp4 is not None
-        return layout.mxfp4.backend.conversion_bytes(layout.mxfp4.shapes(par.tensor_parallel_size, par.enable_expert_parallel, par.rank))
+        return layout.mxfp4.backend.conversion_bytes(layout.mxfp4.shapes(par.moe_ranks, par.enable_expert_parallel, par.rank))
 
 
 # --- the classifier --------------------------------------------------------------------------------------
@@ -342,6 +351,8 @@ def classify(tensor: StoredTensor, layout: WeightLayout) -> ParallelKind:
     module, layer = tensor.module, tensor.layer
     if any(re.search(p, module) for p in layout.replicated_modules):
         return REPLICATED
+    if any(re.search(p, module) for p in layout.replicated_linear_modules):
+        return REPLICATED_LINEAR
     if any(re.search(p, module) for p in layout.column_modules):
         return COLUMN
     if any(re.search(p, module) for p in layout.row_modules):

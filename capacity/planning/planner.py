@@ -190,14 +190,11 @@ def plan_without_suggestion(
             (p.peak_above_start_bytes for p in profile.phases if p.name not in ("weights", "encoder")), default=0
         )
         memory["activation_peak"] = vllm_encoder_activation(spec.family, memory["activation_peak"], dominates)
-<<<<<<< HEAD
     # unified memory (GB10, Jetson): vLLM's free figure is the system's, so its non-torch term holds host memory too
     memory["non_torch"] = with_host_memory(memory["non_torch"], host_memory_term(gpu, serving), free_memory_reading(gpu, semantics))
-=======
     placed = placement_of(serving, gpu)  # DP and nodes (capacity/planning/data_parallel.py); None at DP 1 without nodes
     if placed is not None:
         memory = with_data_parallel_terms(memory, spec, source, serving, gpu, placed)
->>>>>>> dp-nodes
     scratch = None
     if not serving.enforce_eager and serving.kv_cache_memory_bytes is None:
         scratch = cold_compile_scratch(spec, serving, gpu, semantics.benchmarks_combo_kernels)

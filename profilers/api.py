@@ -12,7 +12,7 @@ from capacity.disk_cache import read, remembered, sha256_of
 from capacity.errors import EXIT_BAD_INPUT, CapacityError
 from capacity.gpu.catalog import DEFAULT_GPU, Gpu, gpu_by_name
 from capacity.gpu.detect import detect_local_gpu, resolve_gpu
-from capacity.memory.measured_profile import MemoryProfile
+from capacity.memory.measured_profile import MemoryProfile, combine_ranks
 from capacity.memory.sampler import sampler_form
 from capacity.model.registry import load_model
 from capacity.model.spec import ModelSpec
@@ -21,6 +21,7 @@ from capacity.planning.planner import build_plan
 from capacity.serving.config import ServingArgs, ServingConfig, resolve_serving
 from capacity.serving.encoder_budget import build_budget
 from capacity.source.resolve import ModelSource
+from profilers.launcher import LaunchEnv
 from profilers.probes import CpuProbe, CudaProbe, MemoryProbe
 from profilers.run import PhaseCallback, profiled_knobs, run_profile
 from profilers.startup import Timings
@@ -181,38 +182,63 @@ def profile_model_tensor_parallel(
     warmup: bool = True,
     timeout_s: float = 900.0,
     collective_timeout_s: float = 300.0,
-) -> tuple[Plan, MemoryProfile]:
+    launch: LaunchEnv | None = None,
+) -> tuple[Plan | None, MemoryProfile | None]:
     """Profile one process per rank (NCCL on the local GPUs, or gloo + the CPU probe) and plan from the rank
-    with the least KV budget. The parent process makes no CUDA context (NVML names the GPU)."""
-    from profilers.tensor_parallel import require_ranks, run_tensor_parallel, tensor_parallel_job
+    with the least KV budget. The parent process makes no CUDA context (NVML names the GPU).
+
+    TP x PP ranks (args.pipeline_parallel_size): each builds its stage (profilers/pipeline_stage.py); the profile
+    holds every rank and no plan is made (per-stage plans are not built yet: the plan is None).
+    `launch` (torchrun's environment): this process is one rank, nothing is spawned; rank 0 gets the result,
+    every other rank (None, None)."""
+    from profilers.tensor_parallel import launched_outcomes, require_ranks, run_launched, run_tensor_parallel, tensor_parallel_job
 
     source, spec = load_model(model, args.revision, args.mm_processor_kwargs)
     backend = "gloo" if cpu else "nccl"
-    require_ranks(args.tensor_parallel_size, backend)
-    gpu = gpu_by_name(gpu_name) if gpu_name else (detect_local_gpu(0) if not cpu else None) or gpu_by_name("H200")
-    serving = resolve_serving(args, spec, gpu)
+    pp = args.pipeline_parallel_size
+    if launch is None:
+        require_ranks(args.tensor_parallel_size * pp, backend)
+    gpu = gpu_by_name(gpu_name) if gpu_name else (detect_local_gpu(launch.local_rank if launch else 0) if not cpu else None) or gpu_by_name("H200")
+    # the stages are the job's; the knobs are resolved as one stage's engine would read them (ServingConfig has no PP yet)
+    serving = resolve_serving(replace(args, pipeline_parallel_size=1, pp_layer_partition=None), spec, gpu)
     budget = build_budget(spec, serving, enable_cache=False)
     job = tensor_parallel_job(
         source, spec, serving, budget, gpu, backend=backend, encoder_tp_mode=encoder_tp_mode, collective_timeout_s=collective_timeout_s,
-        attn_implementation=attn_implementation, capture_graphs=capture_graphs, warmup=warmup,
+        attn_implementation=attn_implementation, capture_graphs=capture_graphs, warmup=warmup, pipeline_parallel_size=pp,
+        pp_layer_partition=args.pp_layer_partition,
     )  # fmt: skip
-    profile = run_tensor_parallel(job, timeout_s=timeout_s)
+    if launch is None:
+        profile = run_tensor_parallel(job, timeout_s=timeout_s)
+    else:
+        messages = run_launched(job, launch)
+        if messages is None:
+            return None, None
+        profile = combine_ranks(tuple(MemoryProfile.from_dict(d) for d in launched_outcomes(messages).values()))
+    if pp > 1:
+        return None, profile
     if not gpu_name and not cpu:  # plan for the GPU as CUDA reports it on the ranks
         gpu = replace(gpu, total_memory_bytes=profile.fingerprint.gpu_total_memory_bytes, name=profile.fingerprint.gpu_name, source="cuda", provenance="cudaMemGetInfo on the profiled ranks")
     notes = tuple(n for n in (source.alias_note,) if n)
     return build_plan(source, spec, gpu, serving, notes, profile), profile
 
 
-def verify_tensor_parallel_plan(plan: Plan, *, cpu: bool = False, steps: int = 3, reproducer: str = "", encoder_tp_mode: str = "weights", timeout_s: float = 900.0) -> Any:
-    """`capacity verify` on one process per rank: each allocates its share of the plan's KV pool next to its shard."""
-    from profilers.tensor_parallel import tensor_parallel_job, verify_tensor_parallel
+def verify_tensor_parallel_plan(
+    plan: Plan, *, cpu: bool = False, steps: int = 3, reproducer: str = "", encoder_tp_mode: str = "weights", timeout_s: float = 900.0, launch: LaunchEnv | None = None
+) -> Any:
+    """`capacity verify` on one process per rank: each allocates its share of the plan's KV pool next to its shard.
+    `launch`: this process is one rank of torchrun's; rank 0 gets the result, every other rank None."""
+    from capacity.planning.verify_result import combine_verify_ranks
+    from profilers.tensor_parallel import launched_outcomes, run_launched, tensor_parallel_job, verify_tensor_parallel
 
     budget = build_budget(plan.spec, plan.serving, enable_cache=False)
     job = tensor_parallel_job(
         plan.source, plan.spec, plan.serving, budget, plan.gpu, backend="gloo" if cpu else "nccl", encoder_tp_mode=encoder_tp_mode,
         collective_timeout_s=min(timeout_s, 300.0), plan=plan, steps=steps, reproducer=reproducer,
     )  # fmt: skip
-    return verify_tensor_parallel(job, timeout_s=timeout_s)
+    if launch is None:
+        return verify_tensor_parallel(job, timeout_s=timeout_s)
+    messages = run_launched(replace(job, task="verify"), launch)
+    return None if messages is None else combine_verify_ranks(tuple(launched_outcomes(messages).values()), ())
 
 
 # Traces by the knobs that size the traced phases. Tensor parallelism is not among them: a trace builds the whole

@@ -196,6 +196,16 @@ class Placement(Protocol):
     def knobs(self) -> dict[str, Any]: ...
 
 
+def hidden_of(spec: ModelSpec) -> int:
+    return spec.decoder.hidden_size
+
+
+def placement_decode(placement: Any, family: Family, model: Any, ids: Any, encoder_states: Any) -> Any:
+    """The decoder pass as the placement runs it: a pipeline stage runs its own layers (profilers/pipeline_stage.py)."""
+    decode = getattr(placement, "decode", None)
+    return family.decode(model, ids, encoder_states) if decode is None else decode(family, model, ids, encoder_states)
+
+
 class WholeModel:
     """The whole model on one device: real safetensors weights when the folder has them, else random ones."""
 
@@ -354,6 +364,8 @@ def run_profile(
             communicator_bytes=placement.communicator_bytes,
             modelled_layers=modelled_layers,
             timings_s={} if describe["device"] == "fake" else dict(timings.seconds),
+            pipeline_rank=getattr(placement, "pipeline_rank", 0),
+            measured_pipeline_parallel_size=getattr(placement, "pipeline_parallel_size", 1),
         )
 
     with released(state, probe, frozen, release_memory) as caught, probe.tracking(), torch.inference_mode():
@@ -365,6 +377,13 @@ def run_profile(
         result["parameters"] = sum(p.numel() for p in model.parameters())
         result["weights"] = phases.done[-1].allocated_after_bytes - phases.done[-1].allocated_before_bytes
         timings.lap("weights")
+
+        stage = getattr(placement, "stage", None)  # a pipeline stage (profilers/pipeline_stage.py), or None
+        samples = stage is None or stage.layers.last  # vLLM's profile_run samples on the last stage only
+        if stage is not None and not stage.layers.first:
+            tokens = serving.max_num_batched_tokens
+            with phases.phase("intermediate_tensors", stage.buffers_detail(tokens, hidden_of(spec))):
+                stage.allocate_buffers(tokens, hidden_of(spec), dtype, device_str)
 
         # vLLM memory_profiling(): gc, empty_cache, reset the peak, then profile_run.
         probe.empty_cache()
@@ -389,20 +408,23 @@ def run_profile(
         with phases.phase("decoder", f"{reqs * per_req} tokens as {reqs} requests x {per_req} (max_num_batched_tokens {serving.max_num_batched_tokens})"):
             ids = torch.zeros(reqs, per_req, dtype=torch.long, device=device_str)
             one_key = torch.zeros(reqs, 1, hidden, dtype=dtype, device=device_str) if spec.is_encoder_decoder else None
-            state["hidden"] = family.decode(model, ids, one_key)
+            state["hidden"] = placement_decode(placement, family, model, ids, one_key)
             del ids, one_key
         profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
         timings.lap("decoder")
-        flashinfer = sampler_form(gpu, warmup_pass=True).flashinfer
-        with phases.phase("sampler", f"{reqs} logits rows x {spec.decoder.vocab_size} vocab, default pass"):
-            state["logits"] = family.lm_head(model, state["hidden"][:, -1, :])
-            sampler_default_pass(state["logits"])
-        profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
-        timings.lap("sampler")
-        path = "FlashInfer top-k/top-p" if flashinfer else "Triton top-k/top-p"
-        with phases.phase("sampler_warmup", f"the same logits, SamplingParams.for_sampler_warmup() pass ({path}, as on {gpu.name})"):
-            sampler_pass(state.pop("logits"), flashinfer)
-        profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
+        if samples:
+            flashinfer = sampler_form(gpu, warmup_pass=True).flashinfer
+            with phases.phase("sampler", f"{reqs} logits rows x {spec.decoder.vocab_size} vocab, default pass"):
+                state["logits"] = family.lm_head(model, state["hidden"][:, -1, :])
+                sampler_default_pass(state["logits"])
+            profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
+            timings.lap("sampler")
+            path = "FlashInfer top-k/top-p" if flashinfer else "Triton top-k/top-p"
+            with phases.phase("sampler_warmup", f"the same logits, SamplingParams.for_sampler_warmup() pass ({path}, as on {gpu.name})"):
+                sampler_pass(state.pop("logits"), flashinfer)
+            profile_peak = max(profile_peak, phases.done[-1].peak_allocated_bytes)
+        else:
+            notes.append("no sampler on this pipeline stage: vLLM's profile_run samples on the last stage only")
         state.pop("hidden", None)
         state.pop("encoder_outputs", None)  # reset_encoder_cache()
         probe.sync()
@@ -413,6 +435,9 @@ def run_profile(
         result["consumed"] = (after_used - baseline_used) if after_used is not None else (after_alloc - baseline_alloc)
         timings.lap("sampler_warmup")
 
+        if stage is not None and (capture_graphs or warmup):  # both run the whole model's decode on one device
+            notes.append("CUDA graphs and warmup batches are not run per pipeline stage yet: their terms stay estimated")
+            capture_graphs = warmup = False
         if capture_graphs and device == "cuda" and not serving.enforce_eager:
             result["graphs"] = _capture_graphs(phases, probe, family, model, spec, serving, gpu, dtype, device_str, notes)
             timings.lap("cuda_graphs")

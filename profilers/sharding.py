@@ -54,18 +54,20 @@ class Collectives(Protocol):
 
 
 class TorchCollectives:
-    """torch.distributed's default group; all-gather as vLLM's GroupCoordinator.all_gather lays it out."""
+    """torch.distributed's default group, or `group` (a TP group of a TP x PP run); all-gather as vLLM's
+    GroupCoordinator.all_gather lays it out. `rank` is the rank within the group."""
 
-    def __init__(self) -> None:
+    def __init__(self, group: Any = None) -> None:
         import torch.distributed as dist
 
         self.dist = dist
-        self.rank = dist.get_rank()
-        self.world_size = dist.get_world_size()
-        self.backend = str(dist.get_backend())
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.world_size = dist.get_world_size(group)
+        self.backend = str(dist.get_backend(group))
 
     def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
-        self.dist.all_reduce(tensor)
+        self.dist.all_reduce(tensor, group=self.group)
         return tensor
 
     def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -74,9 +76,9 @@ class TorchCollectives:
 
         out = torch.empty((self.world_size, *tensor.shape), dtype=tensor.dtype, device=tensor.device)
         if self.backend == "nccl":
-            self.dist.all_gather_into_tensor(out, tensor.contiguous())
+            self.dist.all_gather_into_tensor(out, tensor.contiguous(), group=self.group)
         else:
-            self.dist.all_gather(list(out.unbind(0)), tensor.contiguous())
+            self.dist.all_gather(list(out.unbind(0)), tensor.contiguous(), group=self.group)
         return out.movedim(0, -2).reshape(*tensor.shape[:-1], self.world_size * tensor.shape[-1])
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -26,9 +28,70 @@ from capacity.cli.options import (
 from capacity.cli.output import check_outputs, export_outputs, json_target, show_plan
 from capacity.cli.progress import PhaseProgress, checked_cpu_probe_cost, profile_with_progress
 from capacity.cli.runtime import WRITTEN, report_to_stdout, stdout_console, writing_output
-from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS, BadInput
+from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS, BadInput, CapacityError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from capacity.memory.measured_profile import MemoryProfile
+    from capacity.planning.plan import Plan
+    from profilers.launcher import LaunchEnv
 
 LOCAL_GPU_HELP = "Resolve vLLM's defaults for this catalog GPU instead of the local one."
+PP_HELP = "Pipeline stages: each rank builds and profiles its stage's layers (decoder-only text models; no plan is made yet)."
+
+
+@contextmanager
+def launched_exit(launch: LaunchEnv | None) -> Iterator[None]:
+    """Under torchrun, rank 0's exit code is sent to every other rank (which wait for it in `others_exit`)."""
+    if launch is None or launch.rank != 0:
+        yield
+        return
+    code = EXIT_FITS
+    try:
+        yield
+    except typer.Exit as exc:
+        code = int(exc.exit_code)
+        raise
+    except CapacityError as exc:
+        code = exc.exit_code
+        raise
+    except BaseException:
+        code = 3
+        raise
+    finally:
+        from profilers.tensor_parallel import finish_launched
+
+        finish_launched(launch, code)
+
+
+def others_exit(launch: LaunchEnv) -> typer.Exit:
+    """A rank other than 0 writes nothing: it exits with rank 0's code."""
+    from profilers.tensor_parallel import finish_launched
+
+    return typer.Exit(finish_launched(launch, EXIT_FITS))
+
+
+def launcher_of(tp: int, pp: int) -> LaunchEnv | None:
+    """torchrun's environment when this process is one rank of several (None: capacity spawns its own)."""
+    from profilers.launcher import launch_env
+
+    launch = launch_env()
+    return None if launch is None or (launch.world_size == 1 and tp * pp == 1) else launch
+
+
+def show_stages(measured: MemoryProfile) -> None:
+    """A profile of pipeline stages: each rank's measured figures, one line each (no plan is made from it yet)."""
+    console = stdout_console()
+    for r in measured.ranks:
+        peak = max((ph.peak_allocated_bytes for ph in r.phases), default=0)
+        layers = r.fingerprint.knobs.get("stage_layers", [0, 0])
+        oom = f", out of memory in {r.oom.phase}" if r.oom else ""
+        console.print(
+            f"rank {r.rank} (stage {r.pipeline_rank}, layers {layers[0]}-{layers[1] - 1}): weights {r.weights_bytes:,} B, "
+            f"peak allocated {peak:,} B, total consumed {r.total_consumed_bytes:,} B (measured){oom}"
+        )
+    console.print("no plan: plans from per-stage profiles are not built yet (the profile JSON holds every rank's phases)")
+
+
 MAX_MODEL_LEN_HELP = "Decoder context length."
 
 
@@ -49,8 +112,10 @@ MAX_MODEL_LEN_HELP = "Decoder context length."
     "enable_prefix_caching",
     "usage_context",
     "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "pp_layer_partition",
     "revision",
-    helps={"max_model_len": MAX_MODEL_LEN_HELP},
+    helps={"max_model_len": MAX_MODEL_LEN_HELP, "pipeline_parallel_size": PP_HELP},
 )
 def profile_command(
     *,
@@ -75,7 +140,6 @@ def profile_command(
     A CUDA out-of-memory error in a phase is a result (exit 1), and the GPU memory is released.
     Exit codes: 0 fits, 1 does not fit or out of memory, 2 bad input (e.g. no GPU), 3 runtime failure.
     """
-    from capacity.memory.measured_profile import save_profile
     from profilers.startup import Timings, freeze_heap_at_exit, process_age_s
 
     timings = Timings()
@@ -93,26 +157,46 @@ def profile_command(
             "seconds), or pass --cpu-probe for a real, slow CPU run of a small model"
         )
     timings.lap("cli")
-    if args.tensor_parallel_size > 1:
-        from profilers.api import profile_model_tensor_parallel
+    pp = args.pipeline_parallel_size
+    if pp > 1 and (json_out is not None or csv is not None or html is not None):
+        raise BadInput("--json, --csv and --html report a plan; a profile of pipeline stages makes none yet: write it with --output only")
+    launch = launcher_of(args.tensor_parallel_size, pp)
+    with launched_exit(launch):
+        if args.tensor_parallel_size > 1 or pp > 1 or launch is not None:
+            from profilers.api import profile_model_tensor_parallel
 
-        if timeout <= 0:
-            raise BadInput(f"--timeout must be > 0 seconds, got {timeout}")
-        result, measured = profile_model_tensor_parallel(
-            model, args, gpu_name=gpu, cpu=cpu_probe, encoder_tp_mode=mm_encoder_tp_mode, attn_implementation=attn_implementation,
-            capture_graphs=not no_graphs, warmup=not no_warmup, timeout_s=timeout, collective_timeout_s=min(timeout, 300.0),
-        )  # fmt: skip
-    else:
-        result, measured = profile_with_progress(
-            model, args, gpu, cpu_probe=cpu_probe, attn=attn_implementation, graphs=not no_graphs, warmup=not no_warmup, force=force, timings=timings,
-            release_memory=False,  # the process ends after the plan: the driver frees the GPU at exit
-        )  # fmt: skip
+            if timeout <= 0:
+                raise BadInput(f"--timeout must be > 0 seconds, got {timeout}")
+            result, ranks = profile_model_tensor_parallel(
+                model, args, gpu_name=gpu, cpu=cpu_probe, encoder_tp_mode=mm_encoder_tp_mode, attn_implementation=attn_implementation,
+                capture_graphs=not no_graphs, warmup=not no_warmup, timeout_s=timeout, collective_timeout_s=min(timeout, 300.0), launch=launch,
+            )  # fmt: skip
+            if ranks is None:  # a rank of torchrun's other than 0
+                assert launch is not None
+                raise others_exit(launch)
+            measured = ranks
+        else:
+            result, measured = profile_with_progress(
+                model, args, gpu, cpu_probe=cpu_probe, attn=attn_implementation, graphs=not no_graphs, warmup=not no_warmup, force=force, timings=timings,
+                release_memory=False,  # the process ends after the plan: the driver frees the GPU at exit
+            )  # fmt: skip
+        _write_and_report(measured, result, output, csv, html, json_out)
+
+
+def _write_and_report(measured: MemoryProfile, result: Plan | None, output: Path, csv: Path | None, html: Path | None, json_out: str | None) -> None:
+    from capacity.memory.measured_profile import save_profile
+
     with writing_output():
         save_profile(measured, output)
         WRITTEN.append(str(output))
     print(f"capacity: wrote profile {output}", file=sys.stderr)
     if measured.oom is not None:
         print(f"capacity: out of memory in phase '{measured.oom.phase}' ({measured.oom.detail}); GPU memory released", file=sys.stderr)
+    if result is None:  # pipeline stages: measured, not planned
+        code = EXIT_DOES_NOT_FIT if measured.oom is not None else EXIT_FITS
+        with report_to_stdout(code):
+            show_stages(measured)
+        raise typer.Exit(code)
     export_outputs(result, csv, html, json_out)
     code = EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT
     with report_to_stdout(code):
@@ -155,13 +239,9 @@ def verify(
 
     Exit codes: 0 verified (no OOM, within the requested memory), 1 failed (a reproducer is printed), 2 bad input, 3 runtime failure.
     """
-    import shlex
 
-    from capacity.planning.planner import plan_for
-    from capacity.planning.suggest import suggested_flags
-    from profilers.probes import CpuProbe, CudaProbe
     from profilers.startup import freeze_heap_at_exit
-    from profilers.verify import check_verifiable, check_verifiable_family, run_verify
+    from profilers.verify import check_verifiable_family
 
     freeze_heap_at_exit()
 
@@ -184,7 +264,25 @@ def verify(
     tp = args.tensor_parallel_size if measured is None else measured.measured_tensor_parallel_size
     if measured is not None and args.tensor_parallel_size not in (1, tp):
         raise BadInput(f"--tensor-parallel-size {args.tensor_parallel_size}: the profile was taken at TP {tp}; verify its plan at TP {tp} or profile again")
-    if tp > 1:
+    launch = launcher_of(tp, args.pipeline_parallel_size)
+    with launched_exit(launch):
+        _verify_ranks(model, args, tp, launch, measured=measured, gpu=gpu, cpu_probe=cpu_probe, force=force, steps=steps, mm_encoder_tp_mode=mm_encoder_tp_mode, timeout=timeout, json_out=json_out)
+
+
+def _verify_ranks(
+    model: str, args: Any, tp: int, launch: LaunchEnv | None, *, measured: Any, gpu: str | None, cpu_probe: bool, force: bool, steps: int, mm_encoder_tp_mode: str, timeout: float, json_out: Any
+) -> None:
+    import shlex
+
+    from capacity.planning.planner import plan_for
+    from capacity.planning.suggest import suggested_flags
+    from profilers.probes import CpuProbe, CudaProbe
+    from profilers.verify import check_verifiable, run_verify
+
+    if args.pipeline_parallel_size > 1:
+        raise BadInput("verify at --pipeline-parallel-size > 1 is not implemented yet: profile the stages with `capacity profile`")
+    ranked = tp > 1 or launch is not None
+    if ranked:
         from dataclasses import replace
 
         from profilers.api import profile_model_tensor_parallel, verify_tensor_parallel_plan
@@ -193,7 +291,15 @@ def verify(
             raise BadInput(f"--timeout must be > 0 seconds, got {timeout}")
         args = replace(args, tensor_parallel_size=tp)
         if measured is None and not cpu_probe:
-            result, _ = profile_model_tensor_parallel(model, args, gpu_name=gpu, cpu=cpu_probe, encoder_tp_mode=mm_encoder_tp_mode, timeout_s=timeout, collective_timeout_s=min(timeout, 300.0))
+            result, _ = profile_model_tensor_parallel(
+                model, args, gpu_name=gpu, cpu=cpu_probe, encoder_tp_mode=mm_encoder_tp_mode, timeout_s=timeout, collective_timeout_s=min(timeout, 300.0), launch=launch
+            )
+            if launch is not None:  # every rank verifies rank 0's plan
+                from profilers.tensor_parallel import share_from_rank0
+
+                result, stopped = share_from_rank0(launch, result)
+                if stopped is not None:
+                    raise typer.Exit(stopped)
         else:
             result = plan_for(model, args, gpu, measured)
     elif measured is None and not cpu_probe:
@@ -203,8 +309,11 @@ def verify(
     pinned = ["--revision", args.revision] if args.revision else []
     reproducer = shlex.join(["capacity", "verify", "--model", model, *pinned, *" ".join(suggested_flags(result)).split(), "--steps", str(steps)])
     check_verifiable(result)
-    if tp > 1:
-        outcome = verify_tensor_parallel_plan(result, cpu=cpu_probe, steps=steps, reproducer=reproducer, encoder_tp_mode=mm_encoder_tp_mode, timeout_s=timeout)
+    if ranked:
+        outcome = verify_tensor_parallel_plan(result, cpu=cpu_probe, steps=steps, reproducer=reproducer, encoder_tp_mode=mm_encoder_tp_mode, timeout_s=timeout, launch=launch)
+        if outcome is None:  # a rank of torchrun's other than 0
+            assert launch is not None
+            raise others_exit(launch)
     else:
         cost = checked_cpu_probe_cost("verify", result, force=force, steps=steps) if cpu_probe else None
         with PhaseProgress(cost) as on_phase:

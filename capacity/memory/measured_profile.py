@@ -118,6 +118,11 @@ class MemoryProfile:
     # the CLI's own start (importing torch), the model's config, CUDA init, each phase, the plans; {} for a
     # fake-tensor trace (no time of it is kept, so its plans are the same bytes in every run) and for older files.
     timings_s: dict[str, float] = field(default_factory=dict)
+    # A pipeline-parallel profile (`capacity profile --pipeline-parallel-size`): this rank's stage and the stages
+    # measured; `rank` is then the global rank (TP rank rank % TP of stage rank // TP, vLLM's layout). Not written
+    # when 1 (profiles without stages read as before).
+    pipeline_rank: int = 0
+    measured_pipeline_parallel_size: int = 1
 
     @property
     def activation_peak_bytes(self) -> int:
@@ -180,15 +185,21 @@ class MemoryProfile:
                 communicator_bytes=None if comm is None else int(comm),
                 modelled_layers=str(data.get("modelled_layers", "")),
                 timings_s={str(k): float(v) for k, v in dict(data.get("timings_s") or {}).items()},
+                pipeline_rank=int(data.get("pipeline_rank", 0)),
+                measured_pipeline_parallel_size=int(data.get("measured_pipeline_parallel_size", 1)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise BadInput(f"profile JSON is missing or has a wrong field ({exc}): re-run `capacity profile`") from exc
 
 
 def _drop_empty_timings(data: dict[str, Any]) -> None:
-    """A profile without timings (a fake-tensor trace) is written as before they existed, ranks too."""
+    """A profile without timings (a fake-tensor trace) is written as before they existed, ranks too; so is one
+    without pipeline stages."""
     if not data.get("timings_s"):
         data.pop("timings_s", None)
+    if data.get("measured_pipeline_parallel_size", 1) == 1:
+        data.pop("pipeline_rank", None)
+        data.pop("measured_pipeline_parallel_size", None)
     for rank in data.get("ranks") or ():
         _drop_empty_timings(rank)
 
@@ -221,7 +232,13 @@ def tensor_parallel_of(profile: MemoryProfile, requested: int | None) -> int | N
 
 
 def require_profile_of(profile: MemoryProfile, source: Any) -> None:
-    """A profile's measurements belong to one model config: refuse to plan another with them."""
+    """A profile's measurements belong to one model config: refuse to plan another with them. A profile of
+    pipeline stages is refused too: a plan per stage is not built yet."""
+    if profile.measured_pipeline_parallel_size > 1:
+        raise BadInput(
+            f"the profile measured {profile.measured_pipeline_parallel_size} pipeline stages; plans from per-stage profiles are not built yet: "
+            "read the stages' figures in the profile JSON, or profile at --pipeline-parallel-size 1"
+        )
     fp = profile.fingerprint
     if fp.config_sha256 != source.config_sha256:
         raise BadInput(

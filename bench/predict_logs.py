@@ -1,6 +1,12 @@
 """Predict the public vLLM startup logs of bench/vllm_logs/ with capacity, term by term.
 
     python bench/predict_logs.py [--out bench/results/predict-logs-2026-12-01] [--formula] [--only NAME]
+    python bench/predict_logs.py --check-totals     # only the GPU totals: every one a log or a profile records
+
+Every GPU total a log prints (`Free memory on device (F/T GiB)`, V0's `total_gpu_memory`) on a GPU its sidecar names,
+and every `gpu_total_memory_bytes` a bench/results profile measured, is checked against capacity's catalog
+(capacity/gpu/gpus.json) within TOTAL_TOLERANCE_PERCENT (`gpu_total_checks`); a total on a GPU no sidecar names is
+listed, not checked. A run exits 1 when one is off.
 
 For every log with a sidecar `<name>.json` (provenance, vLLM version, model, GPU, knobs), plan the model through
 `capacity reconcile`'s own path (capacity.cli.startup_plan.reconcile_startup, with the sidecar's inputs as reconcile's
@@ -39,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from capacity.cli.startup_plan import reconcile_startup  # noqa: E402
 from capacity.errors import CapacityError  # noqa: E402
-from capacity.gpu.catalog import gpu_by_name  # noqa: E402
+from capacity.gpu.catalog import catalog_entry, gpu_by_name  # noqa: E402
 from capacity.planning.plan import loaded_bytes  # noqa: E402
 from capacity.reconcile.log_inputs import quantization  # noqa: E402
 from capacity.source.resolve import catalog, catalog_config  # noqa: E402
@@ -52,6 +58,61 @@ LOGS = ROOT / "bench" / "vllm_logs"
 TERMS = ("weights", "non_kv", "available_kv", "kv_tokens", "concurrency")
 MISS_PERCENT = 3.0
 RUN_DATE = "2026-12-01"  # the results folder and the README title
+
+
+TOTAL_TOLERANCE_PERCENT = 0.1  # a logged total (2 decimals of GiB) against the catalog's cudaMemGetInfo total
+RESULTS = ROOT / "bench" / "results"
+
+
+@dataclass(frozen=True)
+class TotalCheck:
+    """A GPU total a log printed or a profile measured, beside the catalog's for the GPU it was read on."""
+
+    where: str  # log file name (#startup) or profile path
+    gpu: str | None  # the catalog GPU (None: the source names none capacity knows)
+    recorded_bytes: int
+    catalog_bytes: int | None
+    how: str  # the line or field it was read from
+
+    @property
+    def percent(self) -> float | None:
+        return None if self.catalog_bytes is None else (self.catalog_bytes - self.recorded_bytes) / self.recorded_bytes * 100
+
+    @property
+    def ok(self) -> bool | None:
+        """Within TOTAL_TOLERANCE_PERCENT; None when no catalog GPU is named (not checked)."""
+        return None if self.percent is None else abs(self.percent) <= TOTAL_TOLERANCE_PERCENT
+
+    def text(self) -> str:
+        got = f"{self.recorded_bytes / GiB:.2f} GiB"
+        if self.catalog_bytes is None:
+            return f"{self.where}: {got} ({self.how}); no catalog GPU named: not checked"
+        mark = "ok" if self.ok else "OFF"
+        return f"{self.where}: {got} ({self.how}) vs {self.gpu} {self.catalog_bytes / GiB:.2f} GiB: {self.percent:+.3f} % {mark}"
+
+
+def gpu_total_checks(logs: Path = LOGS, results: Path = RESULTS) -> list[TotalCheck]:
+    """Every GPU total the benchmark's logs print and its profiles measured, beside the catalog's (see the docstring)."""
+    out: list[TotalCheck] = []
+    for log in sorted(logs.glob("*.log")):
+        sidecar = log.with_suffix(".json")
+        meta = json.loads(sidecar.read_text()) if sidecar.exists() else {}
+        entry = catalog_entry(meta["gpu"]) if meta.get("gpu") else None
+        for facts in load_vllm_startups(log):
+            if facts.gpu.cuda_total_gib is None:
+                continue
+            recorded = round(facts.gpu.cuda_total_gib * GiB)
+            where = log.name + (f" #{facts.index}" if facts.index > 1 else "")
+            out.append(TotalCheck(where, entry.name if entry else None, recorded, entry.total_memory_bytes if entry else None, facts.gpu.cuda_total_basis))
+    for profile in sorted(results.glob("**/profile-*.json")):
+        fingerprint = json.loads(profile.read_text()).get("fingerprint", {})  # capacity.memory.measured_profile's format
+        total, name = fingerprint.get("gpu_total_memory_bytes"), fingerprint.get("gpu_name")
+        if total is None:
+            continue
+        entry = catalog_entry(name) if name else None
+        where = str(profile.relative_to(ROOT))
+        out.append(TotalCheck(where, entry.name if entry else None, int(total), entry.total_memory_bytes if entry else None, f"gpu_total_memory_bytes measured on {name}, driver {fingerprint.get('driver', '?')}"))
+    return out
 
 
 def split_of(name: str) -> str:
@@ -629,8 +690,17 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / f"predict-logs-{RUN_DATE}")
     ap.add_argument("--formula", action="store_true", help="skip the fake-tensor trace (formulas only)")
     ap.add_argument("--only", default=None, help="only logs whose name contains this")
+    ap.add_argument("--check-totals", action="store_true", help="only check the GPU totals the logs and profiles record against the catalog")
     ap.add_argument("--before", type=Path, default=ROOT / "bench" / "results" / "predict-logs-2026-11-30" / "results.json", help="a previous results.json to compare with")
     a = ap.parse_args()
+    totals = gpu_total_checks()
+    for check in totals:
+        if check.ok is not True:
+            print(check.text(), flush=True)
+    off = [c for c in totals if c.ok is False]
+    print(f"GPU totals: {sum(c.ok is True for c in totals)} within {TOTAL_TOLERANCE_PERCENT} % of the catalog, {len(off)} off, {sum(c.ok is None for c in totals)} on no named GPU", flush=True)
+    if a.check_totals:
+        sys.exit(1 if off else 0)
     rows = []
     for log in sorted(LOGS.glob("*.log")):
         if a.only and a.only not in log.name:
@@ -646,6 +716,7 @@ def main() -> None:
         "summary": {s: summary(rows, s) for s in ("calibration", "held-out")},
         "summary_by_compile_cache": {s: {c: summary(rows, s, c) for c in CACHE_STATES} for s in ("calibration", "held-out")},
         "rows": [r.__dict__ for r in rows],
+        "gpu_totals": [{**c.__dict__, "percent": c.percent, "ok": c.ok} for c in totals],
     }
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "results.json").write_text(json.dumps(doc, indent=2) + "\n")
@@ -653,6 +724,8 @@ def main() -> None:
         before = {"name": a.before.parent.name, "doc": json.loads(a.before.read_text())} if a.before and a.before.is_file() else None
         write_readme(rows, doc, a.out, before)
     print(json.dumps(doc["summary"], indent=2))
+    if off:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -52,8 +52,11 @@ def reconcile(
 
     The log's own knobs (non-default args, the engine's config), GPU total and version rules are used unless flags
     say otherwise; the plan is `capacity plan`'s default (the fake-tensor trace) unless --estimate formula. When the
-    paste does not state its version and the versions it fits plan differently, each is shown. Exit codes: 0
-    compared, 2 bad input (no vLLM startup in the input, no GPU to plan for), 3 runtime failure.
+    paste does not state its version and the versions it fits plan differently, each is shown. A log that prints no
+    GPU total (and no --gpu) is compared on what it alone determines: the weights, and the KV blocks, tokens and
+    concurrency from its own KV memory; the rows planned from the total say "needs --gpu". Exit codes: 0 compared
+    (differences are shown, not failed: reconcile has no verdict to fail, so never 1), 2 bad input (no vLLM startup
+    in the input, no model named and no --model), 3 runtime failure.
     """
     import json
 

@@ -202,6 +202,8 @@ SMI_AND_CUDA_TOTALS: tuple[tuple[str, int, int], ...] = (
     ("A10G", 23_028, _log_gib("22.06")),
     ("T4", 15_360, _log_gib("14.74")),
     ("RTX-3090", 24_576, _log_gib("23.58")),
+    ("RTX-4090", 24_564, _log_gib("23.52")),
+    ("H100-SXM", 81_559, _log_gib("79.19")),
 )
 
 
@@ -218,3 +220,12 @@ def nvidia_smi_total_caveat(gpu: Gpu, utilization: float) -> str | None:
         f"(equal to it under WSL2), so the KV cache may be up to {max(gaps) * utilization / GiB:.2f} GiB smaller than planned; "
         "pass --gpu with the total vLLM prints in 'Free memory on device (F/T GiB)' for an exact plan"
     )
+
+
+def total_setting_note(gpu: Gpu) -> str | None:
+    """For a catalog GPU whose CUDA total changes with a setting (the driver, WSL2, ECC, MIG: its record's note says
+    which and asks for --gpu): the figure the plan assumed and the setting it stands for; None for every other GPU."""
+    entry = catalog_entry(gpu.name) if gpu.source == "catalog" else None
+    if entry is None or entry.total_memory_bytes != gpu.total_memory_bytes or "pass --gpu" not in entry.note:
+        return None
+    return f"{gpu.name}: planned with CUDA's total {gpu.total_memory_bytes:,} B ({gpu.total_memory_bytes / GiB:.2f} GiB, {entry.source}); {entry.note}"

@@ -6,7 +6,7 @@ import math
 from dataclasses import replace
 
 from capacity.errors import BadInput
-from capacity.gpu.catalog import Gpu, nvidia_smi_total_caveat
+from capacity.gpu.catalog import Gpu, nvidia_smi_total_caveat, total_setting_note
 from capacity.gpu.detect import resolve_gpu
 from capacity.kv.specs import BlockContext, KVGroup, bytes_per_block
 from capacity.memory.activations import activation_estimate, activation_term, vllm_encoder_activation
@@ -369,7 +369,7 @@ def plan_for(
         if profile is not None and gpu_name is None:
             gpu = cuda_total_of_profiled_gpu(gpu, profile)
     serving = serving_under(semantics, args, spec, gpu)
-    notes = tuple(n for n in (source.alias_note, gpu_note, nvidia_smi_total_caveat(gpu, serving.gpu_memory_utilization)) if n)
+    notes = tuple(n for n in (source.alias_note, gpu_note, nvidia_smi_total_caveat(gpu, serving.gpu_memory_utilization), total_setting_note(gpu)) if n)
     if semantics is not LATEST:
         notes += (
             f"planned with vLLM {semantics.name} semantics: utilization default {semantics.default_gpu_memory_utilization}, "

@@ -15,6 +15,7 @@ from typing import Any
 
 from capacity.planning.plan import Plan, loaded_bytes
 from capacity.reconcile.kv_rows import concurrency_under_log_rule, kv_rows, tokens_under_log_formula
+from capacity.reconcile.log_only import log_only_rows
 from capacity.reconcile.num_blocks import BlockEvidence, blocks_from_log
 from capacity.reconcile.rows import ReconcileRow, gib_text
 from capacity.reconcile.term_rows import budget_rows, model_rows, term_rows
@@ -99,6 +100,7 @@ class ReconcileResult:
     facts: VllmLogFacts
     semantics: str = "0.33"  # the vLLM rules the plan used (capacity.vllm.versions)
     figures: tuple[tuple[str, float | int], ...] = ()  # capacity_figures of the plan, as (term, value)
+    gpu_total_known: bool = True  # False: the log prints no GPU total and none was given; rows planned from it "need --gpu"
     estimate: str = ""  # how the plan was made: "trace", "formula" or "profile" ("" when the caller did not say)
     inference: VersionInference | None = None  # the version was inferred from the formats, and fits more than one range
     by_version: tuple[ReconcileResult, ...] = ()  # when the verdict changes with the version: the comparison under each
@@ -124,6 +126,8 @@ class ReconcileResult:
             "plan_semantics": self.semantics,
             "plan_estimate": self.estimate,
             "capacity_figures": dict(self.figures),
+            "gpu_total_known": self.gpu_total_known,
+            "needs_gpu": [r.key for r in self.rows if r.needs_gpu],
             "version_inference": None if self.inference is None else self.inference.to_dict(),
             "by_version": [r.to_dict() for r in self.by_version],
             "difference_sign": "capacity - vLLM",
@@ -139,13 +143,16 @@ def version_outcome(result: ReconcileResult, plan: Plan) -> VersionOutcome:
     marks = tuple((k, result.row(k).agrees) for k in VERDICT_KEYS if k in result.keys)
     kv = result.facts.kv_cache_gib
     diff = None if kv is None else round(plan.kv.available_bytes / GiB - kv, 2)
-    close = None if not kv else abs(plan.kv.available_bytes / GiB - kv) <= abs(kv) * CLOSE_PERCENT / 100
+    close = None if not kv or plan.gpu.defaulted else abs(plan.kv.available_bytes / GiB - kv) <= abs(kv) * CLOSE_PERCENT / 100
     return VersionOutcome(result.semantics, plan.kv.available_bytes, diff, plan.kv.num_blocks, marks, plan.fits, close)
 
 
 def capacity_figures(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> dict[str, float | int]:
     """capacity's figure for each term a vLLM startup prints, counted as the log's version counts it (GiB as floats):
-    what `capacity reconcile`'s rows show and `bench/predict_logs.py` scores."""
+    what `capacity reconcile`'s rows show and `bench/predict_logs.py` scores. Without the GPU's total (the log prints
+    none and --gpu is not given) only the weights, which do not depend on it."""
+    if plan.gpu.defaulted:
+        return {"weights": loaded_bytes(plan) / GiB}
     return {
         "weights": loaded_bytes(plan) / GiB,  # 'Model loading took': parameters + load buffers
         "non_kv": plan.non_kv_bytes / GiB,
@@ -201,10 +208,12 @@ def reconcile_facts(facts: VllmLogFacts, plan: Plan, *, semantics: VllmSemantics
         facts, bytes_per_block=kv.bytes_per_block, num_groups=len(kv.groups), block_size=block_size, blocks_per_request=kv.blocks_per_request_vllm
     )
     rows = [*model_rows(facts, plan), *budget_rows(facts, plan), *term_rows(facts, plan, semantics), *kv_rows(facts, plan, semantics, blocks)]
+    if plan.gpu.defaulted:  # no total in the log and no --gpu: what the log alone determines (capacity/reconcile/log_only.py)
+        rows = log_only_rows(rows, facts, plan, semantics, blocks)
     return ReconcileResult(
         log=facts.source,
         model=plan.source.name,
-        gpu=plan.gpu.name,
+        gpu=f"GPU not stated (pass --gpu; {plan.gpu.name}'s batch defaults stand in)" if plan.gpu.defaulted else plan.gpu.name,
         vllm_version=facts.version_guess,
         vllm_version_basis=facts.version_basis,
         rows=tuple(rows),
@@ -213,6 +222,7 @@ def reconcile_facts(facts: VllmLogFacts, plan: Plan, *, semantics: VllmSemantics
         facts=facts,
         semantics=semantics.name if semantics is not None else LATEST.name,
         figures=tuple(capacity_figures(facts, plan, semantics).items()),
+        gpu_total_known=not plan.gpu.defaulted,
     )
 
 

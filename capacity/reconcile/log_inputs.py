@@ -7,7 +7,10 @@ Shared by `capacity reconcile` and `bench/predict_logs.py`. Flags win over the l
   used (what vLLM's cudaMemGetInfo saw); `--gpu SIZE` is the total; without `--gpu`, the total the log prints (`Free memory on device (F/T GiB)`, V0's `total_gpu_memory`, a CUDA
   OOM's `total capacity of T GiB`), named after the nvidia-smi table when one is pasted, else a catalog GPU whose
   vLLM-logged total it equals; else an nvidia-smi table alone (the catalog GPU of that name, or its MiB total).
-  Nothing to infer: BadInput asking for `--gpu` (never a silent H200);
+  Nothing to infer: a stand-in marked `defaulted` (DEFAULT_GPU's platform and batch defaults, never its total in a
+  comparison): reconcile then compares what the log alone determines and shows the rest as "needs --gpu"
+  (capacity/reconcile/log_only.py); the log's `max_num_batched_tokens=N` line, where it has one, replaces the
+  stand-in's batch default;
 - semantics: the log's version (capacity.vllm.versions.log_semantics), planned with 0.33's rules when the log does not
   tell it; with the environment vLLM ran in where capacity models it (VLLM_USE_FLASHINFER_SAMPLER);
 - model: `--model`, else the one the log names. A local folder the log names (`/mnt/models`) is what `--model`
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from capacity.errors import BadInput
-from capacity.gpu.catalog import CATALOG, Gpu, gpu_by_name
+from capacity.gpu.catalog import CATALOG, DEFAULT_GPU, Gpu, gpu_by_name
 from capacity.serving.config import ServingArgs
 from capacity.units import GiB, MiB
 from capacity.vllm.compile_lines import COLD, WARM
@@ -90,9 +93,12 @@ def log_gpu(facts: VllmLogFacts, gpu: str | None) -> tuple[Gpu, str]:
     if gpu is None:
         inferred = gpu_from_evidence(facts.gpu)
         if inferred is None:
-            raise BadInput(
-                f"{facts.source}: the log does not say which GPU vLLM ran on (no 'Free memory on device', CUDA OOM or nvidia-smi total): "
-                "pass --gpu NAME (capacity gpus) or --gpu SIZE (e.g. --gpu 24GiB)"
+            stand_in = replace(gpu_by_name(DEFAULT_GPU), defaulted=True)
+            return stand_in, (
+                "the log does not print the GPU's total (no 'Free memory on device', V0 'total_gpu_memory', CUDA OOM or nvidia-smi table): "
+                "the rows planned from it say 'needs --gpu'; the KV blocks, tokens and concurrency are worked from the log's own KV memory; "
+                f"the knobs vLLM chose by the GPU's memory that the log does not state are an {DEFAULT_GPU}'s "
+                "(pass --gpu NAME or --gpu SIZE, e.g. --gpu 24GiB, to compare the whole budget)"
             )
         return inferred, f"GPU from the log: {inferred.name}, {inferred.total_memory_bytes:,} B ({inferred.provenance})"
     named = gpu_by_name(gpu)
@@ -164,6 +170,10 @@ def log_plan_inputs(
     resolved, gpu_note = log_gpu(facts, gpu)
     if gpu_note:
         notes.append(gpu_note)
+    if resolved.defaulted and values.get("max_num_batched_tokens") is None and facts.effective_max_num_batched_tokens is not None:
+        # the stand-in's batch default would be an H200's: the log's own line says what vLLM chose
+        values["max_num_batched_tokens"] = facts.effective_max_num_batched_tokens
+        notes.append(f"max_num_batched_tokens={facts.effective_max_num_batched_tokens} from the log's 'Chunked prefill is enabled' line")
     chosen = model or facts.model
     if not chosen:
         raise BadInput(f"{facts.source}: the log does not name the model: pass --model (its Hub id, or a folder holding its config.json)")

@@ -12,6 +12,8 @@ from typing import Any
 from capacity.reconcile.num_blocks import printed_gib_bytes
 from capacity.units import GiB, MiB
 
+NEEDS_GPU = "needs --gpu"  # capacity's column of a row planned from the GPU's total when the log does not print it
+
 
 @dataclass(frozen=True)
 class ReconcileRow:
@@ -28,6 +30,7 @@ class ReconcileRow:
     vllm_value: float | int | str | None
     capacity_value: float | int | str | None
     capacity_exact: str = ""  # capacity's figure in bytes, for the GiB rows
+    needs_gpu: bool = False  # capacity's figure needs the GPU's total, which the log does not print (capacity/reconcile/log_only.py)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -35,9 +35,7 @@ def test_tiny_size_is_refused() -> None:
     ("name", "catalog_name", "total"),
     [
         # nvidia-smi Memory-Usage totals read in public nvidia-smi tables (catalog references give the index ids)
-        ("RTX 3090", "RTX-3090", 24_576 * MiB),
         ("NVIDIA GeForce RTX 3090 Ti", "RTX-3090-Ti", 24_564 * MiB),
-        ("4090", "RTX-4090", 24_564 * MiB),
         ("RTX 5080", "RTX-5080", 16_303 * MiB),
         ("NVIDIA GeForce RTX 5090", "RTX-5090", 32_607 * MiB),
         ("RTX PRO 6000 Blackwell", "RTX-PRO-6000", 97_887 * MiB),
@@ -45,8 +43,6 @@ def test_tiny_size_is_refused() -> None:
         ("NVIDIA A10", "A10", 2_206 * GiB // 100),
         ("L20", "L20", 46_068 * MiB),
         ("H20", "H20", 97_871 * MiB),
-        ("H100 PCIe", "H100-PCIe", 81_559 * MiB),
-        ("H100-80GB", "H100-SXM", 81_559 * MiB),
         ("H100 NVL", "H100-NVL", 95_830 * MiB),
         ("H800", "H800", 81_559 * MiB),
         ("GH200", "GH200", 97_871 * MiB),
@@ -55,9 +51,13 @@ def test_tiny_size_is_refused() -> None:
         ("GB10", "GB10", 12_169 * GiB // 100),
         ("DGX Spark", "GB10", 12_169 * GiB // 100),
         ("L40S", "L40S", 4_442 * GiB // 100),
+        ("4090", "RTX-4090", 2_352 * GiB // 100),  # 2 x RTX 4090 under Linux (bench/vllm_logs/qwen3-32b-awq-2xrtx4090-*)
+        ("H100-80GB", "H100-SXM", 7_919 * GiB // 100),  # bench/vllm_logs/llava-v1.6-mistral-7b-h100-*
+        ("H100 PCIe", "H100-PCIe", 7_919 * GiB // 100),  # the same 80 GB GH100 (nvidia-smi 81,559 MiB on both)
         ("MI300X", "MI300X", 19_198 * GiB // 100),
         # V0's 'total_gpu_memory (T GiB)' (2 decimals)
         ("T4", "T4", 1_474 * GiB // 100),
+        ("RTX 3090", "RTX-3090", 2_358 * GiB // 100),  # bench/vllm_logs/llama-3.1-8b-rtx3090-v0-engine-three-starts.log
         ("Tesla V100-SXM2-32GB", "V100-32GB", 3_174 * GiB // 100),
         # totals CUDA out-of-memory errors printed ('total capacity of T GiB')
         ("A100-80GB", "A100-80GB", 7_915 * GiB // 100),
@@ -143,13 +143,15 @@ def test_unknown_name_suggests_a_size() -> None:
 def test_a_plan_on_an_nvidia_smi_total_says_how_far_cudas_may_be_below() -> None:
     """nvidia-smi less CUDA's total, by hand from the catalog references: H200 143,771 MiB - 150,109,880,320 B = 615 MiB;
     A100-80GB 81,920 MiB - 79.15 GiB = 912,680,551 B (870 MiB), the largest; T4 15,360 MiB - 14.74 GiB = 279,172,875 B
-    (266 MiB), the smallest. At utilization 0.92 the largest is 0.78 GiB of KV cache."""
+    (266 MiB), the smallest; RTX-4090 (479 MiB) and H100-SXM (468 MiB) in between. At utilization 0.92 the largest is
+    0.78 GiB of KV cache."""
     from capacity.gpu.catalog import gpu_by_name, nvidia_smi_total_caveat
 
-    note = nvidia_smi_total_caveat(gpu_by_name("H100-SXM"), 0.92)
-    assert note is not None and "266-870 MiB lower on the 8 GPU kinds" in note and "up to 0.78 GiB smaller" in note
+    note = nvidia_smi_total_caveat(gpu_by_name("H100-NVL"), 0.92)
+    assert note is not None and "266-870 MiB lower on the 10 GPU kinds" in note and "up to 0.78 GiB smaller" in note
     assert nvidia_smi_total_caveat(gpu_by_name("H200"), 0.92) is None  # measured with cudaMemGetInfo
     assert nvidia_smi_total_caveat(gpu_by_name("L40S"), 0.92) is None  # a vLLM log's CUDA total
+    assert nvidia_smi_total_caveat(gpu_by_name("H100-SXM"), 0.92) is None  # now a vLLM log's CUDA total too
     assert nvidia_smi_total_caveat(gpu_by_name("79.19GiB"), 0.92) is None  # a size the user gave
 
 

@@ -10,7 +10,8 @@ total, `compute_capability_reference` / `l2_reference` where those figures were 
 - `cuda oom`: the total a CUDA out-of-memory error printed (`GPU 0 has a total capacity of T GiB`): torch's
   total_memory, the same figure as cudaMemGetInfo's total, to 0.01 GiB.
 - `cuda properties`: cudaDeviceProp.totalGlobalMem floored to MiB, as llama.cpp's ggml_cuda_init (`VRAM: N MiB`) or
-  torch's device properties (`total_memory=NMB`) print it: the same figure as cudaMemGetInfo's total.
+  torch's device properties (`total_memory=NMB`, or a GiB figure to two decimals) print it: the same figure as
+  cudaMemGetInfo's total.
 - `nvidia-smi`: the `Memory-Usage` total (MiB) of an nvidia-smi table pasted in a public repository. CUDA reports
   less (SMI_AND_CUDA_TOTALS), so a plan on it over-states the requested memory by ~0.5 GiB x utilization.
 - `published`: the vendor's marketing size (decimal GB or GiB as the vendor counts), used only where no real log or

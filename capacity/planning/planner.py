@@ -355,7 +355,8 @@ def plan_for(
     notes = tuple(n for n in (source.alias_note, gpu_note, nvidia_smi_total_caveat(gpu, serving.gpu_memory_utilization)) if n)
     if semantics is not LATEST:
         notes += (
-            f"planned with vLLM {semantics.name} semantics: utilization default {semantics.default_gpu_memory_utilization}, "
+            f"planned with vLLM {semantics.release + ' (' + semantics.name + ' rules)' if semantics.release else semantics.name + ' semantics'}: "
+            f"utilization default {semantics.default_gpu_memory_utilization}, "
             f"CUDA-graph estimate {'subtracted' if semantics.subtracts_cudagraph_estimate else 'not subtracted'} from the KV budget",
         )
     return build_plan(source, spec, gpu, serving, notes, profile, semantics)

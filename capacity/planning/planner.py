@@ -34,6 +34,7 @@ from capacity.serving.encoder_budget import MultiModalBudget, build_budget
 from capacity.source.resolve import ModelSource
 from capacity.units import plural
 from capacity.vllm.compile_lines import COLD
+from capacity.vllm.serve_flags import release_of, require_flags
 from capacity.vllm.versions import LATEST, VllmSemantics
 
 
@@ -343,6 +344,8 @@ def plan_for(
     `gpu`: a GPU already resolved (e.g. read from a vLLM log), instead of `gpu_name`. `semantics`: plan with another
     vLLM version's defaults and budget rules (capacity.vllm.versions) instead of 0.33's.
     """
+    if semantics.release:  # a release named by --vllm-version: the knobs given must be flags it has
+        require_flags(args, release_of(semantics), semantics.release)
     source, spec = load_model(model, args.revision, args.mm_processor_kwargs)
     if profile is not None:
         require_profile_of(profile, source)

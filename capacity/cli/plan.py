@@ -95,4 +95,4 @@ def nearest_of(plan: Any, model: str) -> Any:
     from capacity.planning.fit import nearest_fit
 
     traced = plan.profile is not None and plan.profile.fingerprint.device == "fake"
-    return nearest_fit(plan, default_estimate(model) if traced else None)
+    return nearest_fit(plan, default_estimate(model, plan.semantics) if traced else None)

@@ -41,7 +41,7 @@ def plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
 
 def test_qwen3_8b_on_an_a100_with_0_10_2_and_0_33(capsys: pytest.CaptureFixture[str]) -> None:
     old, new = plan_json(capsys, "--vllm-version", "0.10.2"), plan_json(capsys, "--vllm-version", "0.33")
-    assert 76_487_998_833 == math.ceil(A100_TOTAL * 9 / 10) and 78_187_732_140 == math.ceil(A100_TOTAL * 92 / 100)  # the hand arithmetic
+    assert math.ceil(A100_TOTAL * 9 / 10) == 76_487_998_833 and math.ceil(A100_TOTAL * 92 / 100) == 78_187_732_140  # the hand arithmetic
     assert old["memory"]["requested_bytes"] == 76_487_998_833 and new["memory"]["requested_bytes"] == 78_187_732_140
     assert (old["serving"]["gpu_memory_utilization"], new["serving"]["gpu_memory_utilization"]) == (0.9, 0.92)
     for doc in (old, new):

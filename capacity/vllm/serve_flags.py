@@ -3,8 +3,8 @@ release read that has it and the newest release read that lacks it.
 
 Read from each release's wheel (`pip download vllm==X --no-deps`, vllm/engine/arg_utils.py, the flag's add_argument;
 a boolean field of a config dataclass gets its `--no-` form from argparse.BooleanOptionalAction in get_kwargs):
-0.6.0, 0.6.6.post1, 0.7.0, 0.8.0, 0.9.0, 0.10.0, 0.10.1, 0.10.2, 0.11.0, 0.13.0, 0.30.0 and 0.33.0 (more are listed in
-FLAGS where they were read). A release between the two read bounds is undated: a knob the user gives that needs
+0.6.0, 0.6.6.post1, 0.7.0, 0.8.0, 0.9.0, 0.10.0, 0.10.1, 0.10.2, 0.11.0, 0.12.0, 0.13.0, 0.14.0, 0.16.0, 0.18.0, 0.20.0,
+0.22.0, 0.24.0, 0.26.0, 0.28.0, 0.30.0 and 0.33.0. A release between the two read bounds is undated: a knob the user gives that needs
 such a flag is refused, a flag capacity would add on its own (a measured --kv-cache-memory-bytes) is left out.
 """
 
@@ -70,7 +70,7 @@ FLAGS: dict[str, FlagDates] = {
         FlagDates("--enable-expert-parallel", (0, 8, 0), (0, 7, 0), "0.7.0 has no such argument; 0.8.0+ arg_utils.py"),
         FlagDates("--kv-cache-memory-bytes", (0, 10, 2), (0, 10, 1), "0.10.0, 0.10.1 have no such argument; 0.10.2+ (CacheConfig.kv_cache_memory_bytes)"),
         FlagDates("--decode-context-parallel-size", (0, 10, 2), (0, 10, 1), "0.10.0, 0.10.1 have no such argument; 0.10.2+ (ParallelConfig)"),
-        FlagDates("--language-model-only", (0, 30, 0), (0, 13, 0), "0.10.2, 0.11.0, 0.13.0 have no such argument; 0.30.0, 0.33.0 (MultiModalConfig)"),
+        FlagDates("--language-model-only", (0, 18, 0), (0, 16, 0), "0.10.2 to 0.16.0 have no such argument; 0.18.0 to 0.33.0 (MultiModalConfig)"),
     )
 }
 
@@ -127,14 +127,14 @@ def limit_mm_value(limits: dict[str, int], release: Release) -> str:
 
 # --block-size's argparse choices (None: any positive int, the attention backends then decide): 0.6.0 choices=[8, 16,
 # 32]; 0.6.6.post1 to 0.8.0 choices=[8, 16, 32, 64, 128]; 0.9.0 to 0.11.0 CacheConfig BlockSize = Literal[1, 8, 16,
-# 32, 64, 128]; 0.12.0 to 0.16.0 adds 256; 0.30.0 and 0.33.0: block_size: int (gt=0). Releases between two rows
+# 32, 64, 128]; 0.12.0 to 0.16.0 adds 256; 0.18.0 to 0.33.0: block_size: int (0.24.0+: gt=0). Releases between two rows
 # that were not read: (first release, choices) rows leave them out (BLOCK_SIZE_UNDATED).
 BLOCK_SIZE_CHOICES: tuple[tuple[Release, Release, tuple[int, ...] | None], ...] = (
     ((0, 6, 0), (0, 6, 0), (8, 16, 32)),
     ((0, 6, 6, 1), (0, 8, 0), (8, 16, 32, 64, 128)),
     ((0, 9, 0), (0, 11, 0), (1, 8, 16, 32, 64, 128)),
     ((0, 12, 0), (0, 16, 0), (1, 8, 16, 32, 64, 128, 256)),
-    ((0, 30, 0), (0, 33, 99), None),
+    ((0, 18, 0), (0, 33, 99), None),
 )
 
 

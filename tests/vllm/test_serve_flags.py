@@ -24,7 +24,8 @@ from capacity.vllm.versions import LATEST, V0, planned_semantics, release_tuple
         ("--enable-expert-parallel", "0.7.0", ABSENT),
         ("--enable-expert-parallel", "0.8.0", PRESENT),
         ("--no-enable-prefix-caching", "0.6.0", ABSENT),
-        ("--language-model-only", "0.20.0", UNDATED),  # absent in 0.13.0, present in 0.30.0: between them not read
+        ("--language-model-only", "0.17.0", UNDATED),  # absent in 0.16.0, present in 0.18.0: 0.17 not read
+        ("--language-model-only", "0.16.0", ABSENT),
         ("--language-model-only", "0.33.0", PRESENT),
         ("--speculative-config", "0.33.0", UNDATED),  # a flag the table does not hold is never assumed
     ],
@@ -45,7 +46,7 @@ def test_block_size_choices_by_release() -> None:
     assert block_size_choices((0, 6, 0)) == (True, (8, 16, 32))
     assert block_size_choices((0, 10, 2)) == (True, (1, 8, 16, 32, 64, 128))
     assert block_size_choices((0, 12, 0)) == (True, (1, 8, 16, 32, 64, 128, 256))
-    assert block_size_choices((0, 20, 0)) == (False, None)  # not read
+    assert block_size_choices((0, 17, 1)) == (False, None)  # not read
     assert block_size_choices((0, 33, 0)) == (True, None)  # any positive int; the backends decide (hazards.block_size)
 
 

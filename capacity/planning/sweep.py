@@ -81,7 +81,7 @@ class SweepAxes:
         if self.size > limit:
             axes = (
                 f"{plural(len(self.gpus), 'GPU')} x {plural(len(self.tensor_parallel_sizes), 'TP size')} x {len(self.max_num_seqs)} max_num_seqs x "
-                f"{len(self.max_model_lens)} max_model_len x {plural(len(self.vllm_versions), 'vLLM version')}"
+                f"{len(self.max_model_lens)} max_model_len" + (f" x {len(self.vllm_versions)} vLLM versions" if len(self.vllm_versions) > 1 else "")
             )
             raise BadInput(f"the sweep grid has {self.size:,} points ({axes}), above the limit of {limit:,}: give fewer values per axis, or split the grid")
 

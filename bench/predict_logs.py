@@ -138,6 +138,12 @@ class Row:
     breakdown: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    # `capacity plan --vllm-version <the log's version>` with the knobs the user gave vLLM and the catalog's GPU:
+    # its available KV memory (GiB), its error against vLLM's, and why there is none
+    plan_available_kv: float | None = None
+    plan_error_percent: float | None = None
+    plan_reason: str = ""
+    plan_rules: str = ""
 
 
 def gpu_argument(meta: dict[str, Any], facts: VllmLogFacts) -> tuple[str | None, str]:
@@ -276,6 +282,11 @@ def predict(log: Path, *, formula: bool) -> Row:
     if facts.kv_cache_memory_reserved_gib is not None and facts.available_kv_cache_gib is None:
         row.notes.append("vLLM ran with --kv-cache-memory-bytes: the KV memory is an input, not a prediction")
     row.error_percent = {t: _err(row.capacity.get(t), row.vllm.get(t)) for t in TERMS}
+    version_plan, row.plan_reason = plan_with_version(meta, facts, formula=formula)
+    if version_plan is not None:
+        row.plan_rules = version_plan.semantics.name
+        row.plan_available_kv = round(version_plan.kv.available_bytes / GiB, 3)
+        row.plan_error_percent = _err(row.plan_available_kv, row.vllm.get("available_kv"))
     m = plan.memory
     row.breakdown = {
         "requested_from": "log" if requested_log is not None else "capacity (the log does not print it)",
@@ -292,6 +303,36 @@ def predict(log: Path, *, formula: bool) -> Row:
         "capacity_non_weights_gib": round((plan.non_kv_bytes - loaded_bytes(plan)) / GiB, 3),
     }
     return row
+
+
+def plan_with_version(meta: dict[str, Any], facts: VllmLogFacts, *, formula: bool) -> tuple[Any | None, str]:
+    """What `capacity plan --model M --gpu G --vllm-version V <the log's non-default args>` gives a user who knows what
+    they ran: the model and knobs reconcile is given (the sidecar's and the log's own non-default args, not the
+    engine's effective config), the GPU by its catalog name (the catalog's total, not the one the log prints), the
+    version the log or its sidecar states, and none of what only the log shows (its sampler line, environment).
+    (plan, "") or (None, why not)."""
+    from capacity.cli.estimate import plan_with_estimate
+    from capacity.reconcile.log_inputs import knobs_from_log
+    from capacity.serving.config import ServingArgs
+    from capacity.vllm.versions import planned_semantics
+
+    gpu = meta.get("gpu")
+    if not gpu:
+        return None, "the sidecar names no GPU"
+    try:
+        gpu_by_name(gpu)
+    except CapacityError as exc:
+        return None, f"the catalog refuses the GPU: {exc}"
+    if not facts.version:
+        return None, "no vLLM version stated"
+    inputs = reconcile_arguments(meta, facts)
+    knobs = {**knobs_from_log(facts, effective=False), **inputs["flags"]}
+    try:
+        semantics = planned_semantics(facts.version)
+        plan = plan_with_estimate(inputs["model"], ServingArgs(**knobs), gpu, None, offline=True, estimate="formula" if formula else "trace", semantics=semantics)
+    except CapacityError as exc:
+        return None, f"capacity plan refuses it: {' '.join(str(exc).split())[:160]}"
+    return plan, ""
 
 
 def _fmt(x: float | None, pct: bool = True) -> str:
@@ -314,6 +355,24 @@ def summary(rows: list[Row], split: str, cache: str | None = None) -> dict[str, 
             "worst_abs_percent": round(max(errs), 2) if errs else None,
         }
     return out
+
+
+def plan_summary(rows: list[Row], split: str | None) -> dict[str, float | int | None]:
+    """`plan --vllm-version` beside reconcile on the logs where both give an available KV memory: the median |error| of
+    each against vLLM's, and the median and worst |plan error - reconcile error| (percentage points)."""
+    both = [
+        r for r in rows
+        if r.plannable and split in (None, r.split) and r.plan_error_percent is not None and r.error_percent.get("available_kv") is not None
+    ]  # fmt: skip
+    gaps = [abs(r.plan_error_percent - r.error_percent["available_kv"]) for r in both]  # type: ignore[operator]
+    return {
+        "n": len(both),
+        "plan_median_abs_percent": round(statistics.median(abs(r.plan_error_percent) for r in both), 2) if both else None,  # type: ignore[arg-type]
+        "reconcile_median_abs_percent": round(statistics.median(abs(r.error_percent["available_kv"]) for r in both), 2) if both else None,  # type: ignore[arg-type]
+        "gap_median_points": round(statistics.median(gaps), 2) if gaps else None,
+        "gap_worst_points": round(max(gaps), 2) if gaps else None,
+        "within_3_points": sum(g <= 3 for g in gaps),
+    }
 
 
 # The cause of each miss above 3 % (found by reading the log's lines against the plan's terms; see the README). Only logs
@@ -622,6 +681,14 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[s
             for t in TERMS
         ],
     )
+    lines += ["", "## `plan --vllm-version` beside reconcile (available KV, logs where both plan)", ""]
+    lines += _table(
+        ("half", "n", "plan median |error|", "reconcile median |error|", "median |plan - reconcile|", "worst", "within 3 points"),
+        [
+            (half, d["n"], _percent(d["plan_median_abs_percent"]), _percent(d["reconcile_median_abs_percent"]), _percent(d["gap_median_points"]), _percent(d["gap_worst_points"]), d["within_3_points"])
+            for half, d in doc["summary_plan_vs_reconcile"].items()
+        ],
+    )
     lines += [
         "",
         "## By the torch.compile cache the log shows",
@@ -645,13 +712,17 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[s
         "",
         "## Per log (error in %)",
         "",
-        "| log | half | vLLM rules | GPU | path | compile cache | weights | non-KV | available KV | KV tokens | concurrency |",
-        "|---|---|---|---|---|---|---:|---:|---:|---:|---:|",
+        "`plan --vllm-version`: the available KV memory of `capacity plan --vllm-version <the log's version>` with the",
+        "knobs the user gave vLLM and the catalog's GPU (bench/predict_logs.py plan_with_version), beside reconcile's.",
+        "",
+        "| log | half | vLLM rules | GPU | path | compile cache | weights | non-KV | available KV | plan --vllm-version, available KV | KV tokens | concurrency |",
+        "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in plannable:
+        plan_cell = _fmt(r.plan_error_percent) if r.plan_error_percent is not None else f"- ({r.plan_reason})" if r.plan_reason else "-"
         lines.append(
             f"| {r.log} | {r.split} | {r.semantics} | {r.gpu} | {r.path} | {r.compile_cache} | {_cell(r, 'weights')} | {_cell(r, 'non_kv')} | "
-            f"{_cell(r, 'available_kv')} | {_cell(r, 'kv_tokens')} | {_cell(r, 'concurrency')} |"
+            f"{_cell(r, 'available_kv')} | {plan_cell} | {_cell(r, 'kv_tokens')} | {_cell(r, 'concurrency')} |"
         )
     if before is not None:
         prev = {r["log"]: r for r in before["doc"]["rows"] if r.get("plannable")}
@@ -710,11 +781,13 @@ def main() -> None:
         row = predict(log, formula=a.formula)
         rows.append(row)
         errs = " ".join(f"{t}={_fmt(row.error_percent.get(t))}" for t in TERMS) if row.plannable else f"not plannable: {row.reason}"
-        print(f"{row.split:11} {log.name:58} {row.path:7} {errs}", flush=True)
+        plan_err = f" plan={_fmt(row.plan_error_percent)}" if row.plannable else ""
+        print(f"{row.split:11} {log.name:58} {row.path:7} {errs}{plan_err}", flush=True)
     doc = {
         "split_rule": "held-out when sha256(file name)[0] is odd, else calibration (fixed before looking at errors)",
         "summary": {s: summary(rows, s) for s in ("calibration", "held-out")},
         "summary_by_compile_cache": {s: {c: summary(rows, s, c) for c in CACHE_STATES} for s in ("calibration", "held-out")},
+        "summary_plan_vs_reconcile": {"all": plan_summary(rows, None), "calibration": plan_summary(rows, "calibration"), "held-out": plan_summary(rows, "held-out")},
         "rows": [r.__dict__ for r in rows],
         "gpu_totals": [{**c.__dict__, "percent": c.percent, "ok": c.ok} for c in totals],
     }

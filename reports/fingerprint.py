@@ -29,6 +29,9 @@ def fingerprint(plan: Plan) -> dict[str, Any]:
         "parameters": plan.parameter_count,
         "capacity_version": capacity.__version__,
         "vllm_semantics_version": capacity.VLLM_VERSION if plan.semantics.name == LATEST.name else plan.semantics.name,
+        # the release planned for (--vllm-version; a log's range of rules when a log set it) and whose rules were used
+        "vllm_version": plan.semantics.release or plan.semantics.name,
+        "vllm_rules": plan.semantics.name,
         "gpu": gpu.name,
         "gpu_total_memory_bytes": gpu.total_memory_bytes,
         "gpu_source": gpu.source,

@@ -337,7 +337,7 @@ def _sweep_html(result: SweepResult) -> str:
             ["model config sha256", src.config_sha256],
             ["architecture", result.spec.architecture],
             ["fixed knobs", ", ".join(f"{k}={v}" for k, v in base.items()) or "vLLM defaults"],
-            ["capacity / vLLM semantics", f"{capacity.__version__} / {capacity.VLLM_VERSION}"],
+            ["capacity / vLLM semantics", f"{capacity.__version__} / " + ", ".join(dict.fromkeys(f"{p.vllm_version} ({p.vllm_rules} rules)" for p in result.points))],
             [
                 "memory terms",
                 "estimated offline"

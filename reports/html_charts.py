@@ -135,11 +135,12 @@ def _cell(p: SweepPoint, top: int) -> Html:
 
 def heatmap_panels(result: SweepResult) -> list[Html]:
     top = max((p.max_concurrent_requests for p in result.points if p.fits), default=1)
-    panels: dict[tuple[str, int | None], list[SweepPoint]] = {}
+    panels: dict[tuple[str, int | None, str], list[SweepPoint]] = {}
     for p in result.points:
-        panels.setdefault((p.gpu, p.requested_tensor_parallel_size), []).append(p)
+        panels.setdefault((p.gpu, p.requested_tensor_parallel_size, p.vllm_version), []).append(p)
+    several = len({p.vllm_version for p in result.points}) > 1
     out = []
-    for (gpu, _tp), points in panels.items():
+    for (gpu, _tp, version), points in panels.items():
         lens: list[int | None] = []
         seqs: list[int | None] = []
         for p in points:
@@ -165,7 +166,7 @@ def heatmap_panels(result: SweepResult) -> list[Html]:
         out.append(
             el(
                 "section",
-                el("h3", f"{gpu} · TP {first.tensor_parallel_size}", el("span", f" {fits} of {len(points)} fit", class_="note")),
+                el("h3", f"{gpu} · TP {first.tensor_parallel_size}" + (f" · vLLM {version}" if several else ""), el("span", f" {fits} of {len(points)} fit", class_="note")),
                 el("table", el("thead", head), el("tbody", body), class_="heat"),
                 class_="panel",
             )

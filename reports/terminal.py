@@ -290,15 +290,16 @@ def render_sweep(result: SweepResult, console: Console) -> None:
         console.print(Text(f"from the profile taken on {fp.gpu_name} ({fp.device}) {fp.created}: measured terms", style="cyan"))
     for note in result.notes:
         console.print(Text(f"note  {note}", style="italic"))
-    panels: dict[tuple[str, int | None], list[SweepPoint]] = {}
+    panels: dict[tuple[str, int | None, str], list[SweepPoint]] = {}
     for p in result.points:
-        panels.setdefault((p.gpu, p.requested_tensor_parallel_size), []).append(p)
-    for (gpu, _tp), points in panels.items():
+        panels.setdefault((p.gpu, p.requested_tensor_parallel_size, p.vllm_version), []).append(p)
+    several = len({p.vllm_version for p in result.points}) > 1
+    for (gpu, _tp, version), points in panels.items():
         lens = list(dict.fromkeys(p.requested_max_model_len for p in points))
         seqs = list(dict.fromkeys(p.requested_max_num_seqs for p in points))
         grid = {(p.requested_max_num_seqs, p.requested_max_model_len): p for p in points}
         first = points[0]
-        t = Table(title=f"{gpu}  TP {first.tensor_parallel_size}", title_justify="left")
+        t = Table(title=f"{gpu}  TP {first.tensor_parallel_size}" + (f"  vLLM {version} ({first.vllm_rules} rules)" if several else ""), title_justify="left")
         t.add_column("seqs \\ len", justify="right")
         for v in lens:
             effective = grid[(seqs[0], v)].max_model_len

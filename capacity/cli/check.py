@@ -20,6 +20,8 @@ from capacity.cli.options import (
     Knobs,
     ModelOpt,
     OfflineOpt,
+    VllmVersionOpt,
+    release_semantics,
     serving_args_of,
     serving_options,
 )
@@ -42,6 +44,7 @@ def check(
     min_kv_tokens: Annotated[int | None, typer.Option(help="Fail unless vLLM's logged KV cache size in tokens (kv_cache.tokens_vllm_reported) is at least this.", rich_help_panel=GATE_PANEL)] = None,
     require_max_model_len: Annotated[int | None, typer.Option(help="Fail unless requests of this many tokens are served (max_model_len, and one request's KV fits).", rich_help_panel=GATE_PANEL)] = None,
     fail_on_hazard: Annotated[str, typer.Option(help="Lowest hazard severity that fails: info, warning or error (errors always fail).", rich_help_panel=GATE_PANEL)] = "error",
+    vllm_version: VllmVersionOpt = None,
     offline: OfflineOpt = False,
     estimate: EstimateOpt = None,
     json_out: Annotated[
@@ -71,9 +74,10 @@ def check(
         require_max_model_len=require_max_model_len,
         fail_on_hazard=fail_on_hazard.strip().lower(),
     )
+    semantics = release_semantics(vllm_version)  # an unmodelled release is refused before any work
     model, args = serving_args_of(model, config, **knobs)
     check_outputs(csv=csv, html=html, json_out=json_out)
-    result = plan_with_estimate(model, args, gpu, None, offline=offline, estimate=estimate)
+    result = plan_with_estimate(model, args, gpu, None, offline=offline, estimate=estimate, semantics=semantics)
     gate = evaluate(result, thresholds)
     extra = {"gate": gate.to_dict()}
     export_outputs(result, csv, html, json_out, extra)

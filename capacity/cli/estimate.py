@@ -30,15 +30,19 @@ def local_cuda_gpu() -> bool:
     return cuda_available()
 
 
-def plan_with_estimate(model: str, args: Any, gpu: str | None, measured: Any, *, offline: bool, estimate: str | None) -> Any:
-    """The plan from a saved profile, else from profiling the local GPU, else from a fake-tensor trace or formulas."""
+def plan_with_estimate(model: str, args: Any, gpu: str | None, measured: Any, *, offline: bool, estimate: str | None, semantics: Any = None) -> Any:
+    """The plan from a saved profile, else from profiling the local GPU, else from a fake-tensor trace or formulas;
+    under `semantics` (another vLLM release's rules, --vllm-version) when given, else 0.33's."""
     from dataclasses import replace
 
     from capacity.planning.planner import plan_for
     from capacity.serving.data_parallel import node_gpu_name
+    from capacity.vllm.versions import LATEST
 
     gpu = node_gpu_name(args.node, gpu)  # --node "8x H200" names the GPU
     how = chosen_estimate(estimate)
+    if semantics is not None and semantics is not LATEST:
+        return plan_for_release(model, args, gpu, measured, offline=offline, how=how, semantics=semantics)
     if measured is not None:
         return plan_for(model, args, gpu, measured)
     if not offline and local_cuda_gpu():
@@ -69,3 +73,44 @@ def plan_with_estimate(model: str, args: Any, gpu: str | None, measured: Any, *,
         fake_log.removeFilter(quiet)
     result = plan_for(model, args, gpu)
     return replace(result, notes=(*result.notes, reason))
+
+
+def plan_for_release(model: str, args: Any, gpu: str | None, measured: Any, *, offline: bool, how: str, semantics: Any) -> Any:
+    """`plan_with_estimate` under another vLLM release's rules. The measurement (a GPU profile or the fake-tensor trace)
+    runs on the knobs that release resolves (its utilization and batch defaults: the formula plan resolves them), and
+    the plan is made from it with the release's rules. The trace does not depend on the release otherwise (it runs
+    0.33's phases on those knobs; the release's sampler and graph rules are applied to its figures in build_plan), so
+    its disk-cache key, which holds every resolved knob, needs no version."""
+    from dataclasses import replace
+
+    from capacity.planning.planner import plan_for
+
+    if measured is not None:
+        return plan_for(model, args, gpu, measured, semantics=semantics)
+    base = plan_for(model, args, gpu, semantics=semantics)
+    if how == "formula" and (offline or not local_cuda_gpu()):
+        return base
+    s = base.serving
+    resolved = replace(args, gpu_memory_utilization=s.gpu_memory_utilization, max_num_batched_tokens=s.max_num_batched_tokens, max_num_seqs=s.max_num_seqs)
+    if not offline and local_cuda_gpu():
+        profile = profile_with_progress(model, resolved, gpu)[1]
+        return plan_for(model, args, gpu, profile, semantics=semantics)
+    import logging
+
+    from profilers.api import TraceStopped, stopped_reason, trace_model
+
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    quiet = logging.Filter("capacity.quiet")  # as plan_with_estimate: torch logs the op it then raises on
+    fake_log.addFilter(quiet)
+    try:
+        _, profile = trace_model(model, resolved, gpu_name=gpu)
+    except TraceStopped as stopped:
+        return replace(base, notes=(*base.notes, stopped.reason))
+    except Exception as exc:
+        found = stopped_reason(exc)
+        if found is None:
+            raise
+        return replace(base, notes=(*base.notes, found))
+    finally:
+        fake_log.removeFilter(quiet)
+    return plan_for(model, args, gpu, profile, semantics=semantics)

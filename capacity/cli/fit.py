@@ -8,7 +8,19 @@ from typing import Annotated, Any
 import typer
 
 from capacity.cli.estimate import chosen_estimate
-from capacity.cli.options import JSON_STDOUT, SERVING_OPTIONS, ConfigOpt, JsonOpt, Knobs, ModelOpt, read_serve_yaml, serving_options, serving_values
+from capacity.cli.options import (
+    JSON_STDOUT,
+    SERVING_OPTIONS,
+    ConfigOpt,
+    JsonOpt,
+    Knobs,
+    ModelOpt,
+    VllmVersionOpt,
+    read_serve_yaml,
+    release_semantics,
+    serving_options,
+    serving_values,
+)
 from capacity.cli.output import check_outputs, json_target
 from capacity.cli.runtime import WRITTEN, report_to_stdout, stdout_console, writing_output
 from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS, BadInput
@@ -42,6 +54,7 @@ def fit(
         ),
     ] = None,
     verify: Annotated[int, typer.Option("--verify", help="Re-plan the first N configurations with the default estimate (a fake-tensor trace; 0: none).")] = 1,
+    vllm_version: VllmVersionOpt = None,
     config: ConfigOpt = None,
     knobs: Knobs,
     estimate: Annotated[
@@ -72,6 +85,7 @@ def fit(
     from capacity.planning.sweep import parse_name_list
     from capacity.serving.config import ServingArgs
 
+    semantics = release_semantics(vllm_version)  # an unmodelled release is refused before any work
     values, model = read_serve_yaml(config, model)
     if not model:
         raise BadInput("no model: pass --model (a folder, a catalog id or a Hugging Face id org/name), or 'model:' in --config")
@@ -98,9 +112,13 @@ def fit(
         gpus.append((resolved, resolved.name))
         notes += [note] if note else []
     base = ServingArgs(**{**values, "max_model_len": length})
+    if semantics.release:
+        from capacity.vllm.serve_flags import release_of, require_flags
+
+        require_flags(base, release_of(semantics), semantics.release)
     source, spec = load_model(model, base.revision, base.mm_processor_kwargs)
-    checker = default_estimate(model) if how == "trace" and verify else None
-    result = search(source, spec, gpus, base, frozenset(values), target, checker, verify)
+    checker = default_estimate(model, semantics) if how == "trace" and verify else None
+    result = search(source, spec, gpus, base, frozenset(values), target, checker, verify, semantics=semantics)
     if notes or source.alias_note:
         from dataclasses import replace
 
@@ -136,12 +154,13 @@ def target_length(text: str) -> int | None:
     return value
 
 
-def default_estimate(model: str) -> Any:
-    """`capacity plan`'s default estimate of a configuration, offline: the fake-tensor trace (formulas where a family has none)."""
+def default_estimate(model: str, semantics: Any = None) -> Any:
+    """`capacity plan`'s default estimate of a configuration, offline: the fake-tensor trace (formulas where a family
+    has none), under `semantics` (a --vllm-version release's rules) when given."""
     from capacity.cli.estimate import plan_with_estimate
 
     def plan(gpu: Any, args: Any) -> Any:
-        return plan_with_estimate(model, args, gpu.name, None, offline=True, estimate="trace")
+        return plan_with_estimate(model, args, gpu.name, None, offline=True, estimate="trace", semantics=semantics)
 
     return plan
 

@@ -66,6 +66,14 @@ NoCacheOpt = Annotated[
         "`capacity cache info` shows where it is.",
     ),
 ]
+VllmVersionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--vllm-version",
+        help="The vLLM release to plan for (0.6 to 0.33; default 0.33.0): its defaults, budget rules and `vllm serve` flags.",
+        rich_help_panel=MODEL_PANEL,
+    ),
+]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Run a --cpu-probe even above its host-memory and time limits.")]
 
 # One option per ServingArgs field, in the order of `capacity plan --help` (--revision, which qualifies --model, follows it).
@@ -257,6 +265,14 @@ def serving_values(**given: Any) -> dict[str, Any]:
     if "pp_layer_partition" in given and given["pp_layer_partition"] is None and os.environ.get("VLLM_PP_LAYER_PARTITION") == "":
         out["pp_layer_partition"] = ""  # typer reads an empty variable as unset; vLLM's get_pp_indices raises on it
     return out
+
+
+def release_semantics(version: str | None, flag: str = "--vllm-version") -> Any:
+    """The rules of the vLLM release --vllm-version names (None: capacity's default, 0.33.0); BadInput for one
+    capacity does not model (capacity.vllm.versions.planned_semantics)."""
+    from capacity.vllm.versions import LATEST, planned_semantics
+
+    return LATEST if version is None else planned_semantics(version, flag)
 
 
 def read_serve_yaml(config: Path | None, model: str | None) -> tuple[dict[str, Any], str | None]:

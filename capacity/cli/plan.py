@@ -21,6 +21,8 @@ from capacity.cli.options import (
     Knobs,
     ModelOpt,
     OfflineOpt,
+    VllmVersionOpt,
+    release_semantics,
     serving_args_of,
     serving_options,
 )
@@ -39,6 +41,7 @@ def plan(
     profile: Annotated[
         Path | None, typer.Option("--profile", metavar="PATH", help="Plan from a saved GPU profile (`capacity profile -o`); --model defaults to its model.")
     ] = None,
+    vllm_version: VllmVersionOpt = None,
     offline: OfflineOpt = False,
     estimate: EstimateOpt = None,
     json_out: JsonOpt = None,
@@ -62,9 +65,10 @@ def plan(
         model = model or measured.fingerprint.model_name
         knobs["tensor_parallel_size"] = tensor_parallel_of(measured, knobs["tensor_parallel_size"])
 
+    semantics = release_semantics(vllm_version)  # an unmodelled release is refused before any work
     model, args = serving_args_of(model, config, **knobs)
     check_outputs(csv=csv, html=html, json_out=json_out)  # bad output paths fail before any work
-    result = plan_with_estimate(model, args, gpu, measured, offline=offline, estimate=estimate)
+    result = plan_with_estimate(model, args, gpu, measured, offline=offline, estimate=estimate, semantics=semantics)
     nearest = nearest_of(result, model)
     extra = None if nearest is None else {"nearest_fit": nearest.configs[0].to_dict() if nearest.configs else None}
     export_outputs(result, csv, html, json_out, extra)
@@ -91,4 +95,4 @@ def nearest_of(plan: Any, model: str) -> Any:
     from capacity.planning.fit import nearest_fit
 
     traced = plan.profile is not None and plan.profile.fingerprint.device == "fake"
-    return nearest_fit(plan, default_estimate(model) if traced else None)
+    return nearest_fit(plan, default_estimate(model, plan.semantics) if traced else None)

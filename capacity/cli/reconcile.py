@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from capacity.cli.options import SERVING_OPTIONS, ConfigOpt, EstimateOpt, Knobs, read_serve_yaml, serving_options, serving_values
+from capacity.cli.options import SERVING_OPTIONS, ConfigOpt, EstimateOpt, Knobs, read_serve_yaml, release_semantics, serving_options, serving_values
 from capacity.cli.runtime import report_to_stdout, stdout_console
 from capacity.errors import EXIT_FITS, BadInput
 
@@ -65,6 +65,8 @@ def reconcile(
     from capacity.vllm.log_startups import checked_text, load_vllm_startups, parse_vllm_startups, with_stated_version
 
     chosen_estimate(estimate)  # a bad --estimate fails before the log is read
+    if vllm_version is not None:  # a release capacity does not model is refused as plan refuses it (before the log is read)
+        release_semantics(vllm_version)
     env = env_pairs(vllm_env or [])
     if log == "-":
         if sys.stdin.isatty():

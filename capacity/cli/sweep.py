@@ -19,6 +19,7 @@ from capacity.cli.options import (
     JsonOpt,
     Knobs,
     ModelOpt,
+    release_semantics,
     serving_args_of,
     serving_options,
 )
@@ -38,6 +39,10 @@ def sweep(
     tp_values: Annotated[str | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel sizes, comma-separated.")] = None,
     seqs_values: Annotated[str | None, typer.Option("--max-num-seqs", help="max_num_seqs values, comma-separated (e.g. 16,64,256).")] = None,
     len_values: Annotated[str | None, typer.Option("--max-model-len", help="max_model_len values, comma-separated ('auto' fits to memory).")] = None,
+    versions: Annotated[
+        str | None,
+        typer.Option("--vllm-version", help="vLLM releases to plan for, comma-separated (e.g. 0.10.2,0.33; 0.6 to 0.33; default 0.33.0): one axis of the grid."),
+    ] = None,
     profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Re-plan every point from this GPU profile's measured terms.")] = None,
     config: ConfigOpt = None,
     knobs: Knobs,
@@ -66,7 +71,10 @@ def sweep(
         tensor_parallel_sizes=parse_int_list(tp_values, "--tensor-parallel-size") if tp_values is not None else (None,),
         max_num_seqs=parse_int_list(seqs_values, "--max-num-seqs") if seqs_values is not None else (None,),
         max_model_lens=parse_int_list(len_values, "--max-model-len", allow_auto=True) if len_values is not None else (None,),
+        vllm_versions=parse_name_list(versions, "--vllm-version") if versions is not None else (None,),
     )
+    for version in axes.vllm_versions:  # an unmodelled release is refused before any work
+        release_semantics(version)
     axes.require_within_limit()  # before any work: the grid's size and the limit, in one line
     check_outputs(csv=csv, html=html, json_out=json_out, csv_is_folder=False)
     measured = None

@@ -53,7 +53,7 @@ from capacity.planning.suggest import command_for
 from capacity.serving.config import DEFAULT_LIMIT_PER_PROMPT, ServingArgs, ServingConfig, model_dtype
 from capacity.source.resolve import ModelSource
 from capacity.units import plural
-from capacity.vllm.versions import LATEST
+from capacity.vllm.versions import LATEST, VllmSemantics
 
 MIN_CONTEXT_TOKENS = 2048  # "max": a shorter context is not offered (give --max-model-len N for one)
 MAX_FIX_ROUNDS = 8  # as the suggestion: fixes that chain settle in a few rounds
@@ -155,6 +155,7 @@ class FitResult:
     refusals: tuple[Refusal, ...]  # per GPU type, why its largest count tried does not meet the target
     planned: int  # plans the search built
     notes: tuple[str, ...] = field(default=())
+    vllm_version: str = LATEST.release  # the release planned for (--vllm-version)
 
     @property
     def fits(self) -> bool:
@@ -167,7 +168,8 @@ class FitResult:
             "capacity_fit_version": 1,
             "model": {**self.source.to_dict(), "architecture": self.spec.architecture, "family": self.spec.family.name},
             "capacity_version": capacity.__version__,
-            "vllm_semantics_version": capacity.VLLM_VERSION,
+            "vllm_semantics_version": capacity.VLLM_VERSION,  # the default; vllm_version says which release was planned
+            "vllm_version": self.vllm_version,
             "target": self.target.to_dict(),
             "held_knobs": list(self.held),
             "fits": self.fits,
@@ -259,7 +261,8 @@ def plan_command(plan: Plan, gpu_name: str, estimate: str) -> str:
     flags = command_for(plan).split(" ", 3)[3:]  # "vllm serve MODEL" dropped (--revision stays among the flags)
     model = command_for(plan).split(" ", 3)[2]
     how = " --estimate formula" if estimate == ESTIMATE_FORMULA else ""
-    return f"capacity plan --model {model} --gpu {_quoted(gpu_name)}{how} {' '.join(flags)}".rstrip()
+    release = f" --vllm-version {plan.semantics.release}" if plan.semantics.release and plan.semantics is not LATEST else ""
+    return f"capacity plan --model {model} --gpu {_quoted(gpu_name)}{release}{how} {' '.join(flags)}".rstrip()
 
 
 def _quoted(text: str) -> str:
@@ -281,6 +284,7 @@ class Search:
     held: frozenset[str]
     plan_at: PlanAt
     planned: int = 0
+    semantics: VllmSemantics = LATEST  # the vLLM release's rules every plan of the search is made with (--vllm-version)
 
     def settle(self, gpu: Gpu, args: ServingArgs) -> Plan | None:
         """The plan of `args` with the error hazards' knob fixes applied (none that changes a held knob or the target's
@@ -447,7 +451,7 @@ def config_of(plan: Plan, base: Plan, gpu_name: str, target: FitTarget, estimate
     )
 
 
-def formula_planner(source: ModelSource, spec: ModelSpec, kwargs: dict[str, Any] | None) -> PlanAt:
+def formula_planner(source: ModelSource, spec: ModelSpec, kwargs: dict[str, Any] | None, semantics: VllmSemantics = LATEST) -> PlanAt:
     """The search's plans: the config alone (`capacity plan --estimate formula`), without the suggestion's re-plans.
     `source` and `spec` are the model's under `kwargs` (--mm-processor-kwargs); other kwargs the search tries are
     applied to `source` (without kwargs only: the search changes kwargs the user did not give)."""
@@ -459,7 +463,7 @@ def formula_planner(source: ModelSource, spec: ModelSpec, kwargs: dict[str, Any]
             changed = with_mm_processor_kwargs(source, args.mm_processor_kwargs)
             models[key] = (changed, model_spec(changed))
         at_source, at_spec = models[key]
-        return plan_without_suggestion(at_source, at_spec, gpu, serving_under(LATEST, args, at_spec, gpu))
+        return plan_without_suggestion(at_source, at_spec, gpu, serving_under(semantics, args, at_spec, gpu), semantics=semantics)
 
     return plan_at
 
@@ -497,6 +501,7 @@ def fit(
     counts: Callable[[Gpu], Iterable[int]] | None = None,
     longest: int | None = None,
     plain_too: bool = True,
+    semantics: VllmSemantics = LATEST,
 ) -> FitResult:
     """The configurations that meet `target` (module docstring): per GPU type (given as (Gpu, the name to print)) the
     fewest GPUs that do, sorted fewest GPUs first, then fewest changes, then the smaller GPU, then the most spare KV
@@ -508,7 +513,7 @@ def fit(
         )
     if "max_num_seqs" in held and base.max_num_seqs is not None and base.max_num_seqs < target.min_concurrency:
         raise BadInput(f"--max-num-seqs {base.max_num_seqs} is below --min-concurrency {target.min_concurrency}: no configuration can run that many at once")
-    search = Search(source, spec, target, held, formula_planner(source, spec, base.mm_processor_kwargs))
+    search = Search(source, spec, target, held, formula_planner(source, spec, base.mm_processor_kwargs, semantics), semantics=semantics)
     found: list[Found] = []
     refusals: list[Refusal] = []
     for gpu, name in gpus:
@@ -518,7 +523,7 @@ def fit(
             if plan is None:
                 reason, tried = (why, count) if top_rung is None else (reason, tried)
                 continue
-            final = build_plan(plan.source, plan.spec, gpu, serving_under(LATEST, pinned_args(plan), plan.spec, gpu))
+            final = build_plan(plan.source, plan.spec, gpu, serving_under(semantics, pinned_args(plan), plan.spec, gpu), semantics=semantics)
             base_plan = search.settle(gpu, replace(base, tensor_parallel_size=count)) or final
             found.append(Found(config_of(final, base_plan, name, target, ESTIMATE_FORMULA, rung), final, gpu, name, base, base_plan, longest))
             if rung == 0 or not plain_too:
@@ -530,7 +535,9 @@ def fit(
     notes: list[str] = []
     if verify is not None and found:
         found, notes = _verified(search, found, verify, verify_top)
-    return FitResult(source, spec, target, tuple(sorted(held)), tuple(f.config for f in found), tuple(refusals), search.planned, tuple(notes))
+    return FitResult(
+        source, spec, target, tuple(sorted(held)), tuple(f.config for f in found), tuple(refusals), search.planned, tuple(notes), semantics.release or semantics.name
+    )
 
 
 def _verified(search: Search, found: list[Found], verify: PlanAt, top: int) -> tuple[list[Found], list[str]]:
@@ -571,7 +578,7 @@ def _verify_one(search: Search, f: Found, verify: PlanAt) -> tuple[Found | None,
         plan, rung, reason = search.candidate(f.gpu, f.base, f.config.gpu_count, reserve, f.longest)
         if plan is None:
             return None, f"{f.config.gpu_count} x {f.gpu.name}: with {reserve:,} B of KV memory held back for the default estimate, {reason}: not offered"
-        final = build_plan(plan.source, plan.spec, f.gpu, serving_under(LATEST, pinned_args(plan), plan.spec, f.gpu))
+        final = build_plan(plan.source, plan.spec, f.gpu, serving_under(search.semantics, pinned_args(plan), plan.spec, f.gpu), semantics=search.semantics)
         current = replace(f, plan=final, config=config_of(final, f.base_plan, f.gpu_name, search.target, ESTIMATE_FORMULA, rung))
     return None, f"{f.config.gpu_count} x {f.gpu.name}: still short of the target on the default estimate after {MAX_VERIFY_ROUNDS} searches: not offered"
 
@@ -594,4 +601,5 @@ def nearest_fit(plan: Plan, verify: PlanAt | None = None) -> FitResult:
         counts=lambda _gpu: counts,
         longest=plan.serving.max_model_len,
         plain_too=False,
+        semantics=plan.semantics,
     )

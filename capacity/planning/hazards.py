@@ -16,6 +16,7 @@ from capacity.planning.plan import ERROR, INFO, WARNING, Hazard
 from capacity.serving.config import DEFAULT_LIMIT_PER_PROMPT
 from capacity.units import MiB, gib
 from capacity.vllm.compile_lines import COLD
+from capacity.vllm.serve_flags import block_size_choices, release_of
 from capacity.vllm.versions import LATEST
 
 if TYPE_CHECKING:
@@ -218,6 +219,29 @@ def supported_block_size(block_size: int) -> int:
 @check
 def block_size(plan: Plan) -> Iterator[Hazard]:
     bs = plan.serving.block_size
+    release = release_of(plan.semantics)
+    dated, choices = block_size_choices(release)
+    name = plan.semantics.release or plan.semantics.name
+    if choices is not None and bs not in choices:
+        nearest = min(choices, key=lambda c: (abs(c - bs), c))
+        yield Hazard(
+            "block_size_unsupported",
+            ERROR,
+            f"--block-size {bs} is not one of vLLM {name}'s choices ({', '.join(map(str, choices))}: capacity.vllm.serve_flags); vLLM refuses the argument",
+            f"use --block-size {nearest}, or leave it to vLLM's default 16",
+            (("block_size", nearest),),
+        )
+        return
+    if not dated and bs != 16:
+        yield Hazard(
+            "block_size_not_checked",
+            WARNING,
+            f"--block-size {bs}: which block sizes vLLM {name} takes was not read (capacity.vllm.serve_flags.BLOCK_SIZE_CHOICES)",
+            "check `vllm serve --help` of that release, or use the default 16",
+        )
+        return
+    if choices is not None:  # an older release's list: its backends' own limits were not read
+        return
     if bs % KERNEL_BLOCK_MULTIPLE:
         yield Hazard(
             "block_size_unsupported",

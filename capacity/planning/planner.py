@@ -38,6 +38,7 @@ from capacity.serving.encoder_budget import MultiModalBudget, build_budget
 from capacity.source.resolve import ModelSource
 from capacity.units import plural
 from capacity.vllm.compile_lines import COLD
+from capacity.vllm.serve_flags import release_of, require_flags
 from capacity.vllm.versions import LATEST, VllmSemantics
 
 
@@ -360,6 +361,8 @@ def plan_for(
     `gpu`: a GPU already resolved (e.g. read from a vLLM log), instead of `gpu_name`. `semantics`: plan with another
     vLLM version's defaults and budget rules (capacity.vllm.versions) instead of 0.33's.
     """
+    if semantics.release:  # a release named by --vllm-version: the knobs given must be flags it has
+        require_flags(args, release_of(semantics), semantics.release)
     source, spec = load_model(model, args.revision, args.mm_processor_kwargs)
     if profile is not None:
         require_profile_of(profile, source)
@@ -372,7 +375,8 @@ def plan_for(
     notes = tuple(n for n in (source.alias_note, gpu_note, nvidia_smi_total_caveat(gpu, serving.gpu_memory_utilization), total_setting_note(gpu)) if n)
     if semantics is not LATEST:
         notes += (
-            f"planned with vLLM {semantics.name} semantics: utilization default {semantics.default_gpu_memory_utilization}, "
+            f"planned with vLLM {semantics.release + ' (' + semantics.name + ' rules)' if semantics.release else semantics.name + ' semantics'}: "
+            f"utilization default {semantics.default_gpu_memory_utilization}, "
             f"CUDA-graph estimate {'subtracted' if semantics.subtracts_cudagraph_estimate else 'not subtracted'} from the KV budget",
         )
     return build_plan(source, spec, gpu, serving, notes, profile, semantics)

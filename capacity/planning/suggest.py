@@ -18,6 +18,7 @@ from dataclasses import replace
 from capacity.planning.plan import ERROR, WARNING, Plan, Suggestion
 from capacity.serving.config import ServingArgs, model_dtype
 from capacity.units import MiB
+from capacity.vllm.serve_flags import PRESENT, flag_status, limit_mm_value, release_of
 
 # vLLM 0.33 keeps this much back when it suggests --kv-cache-memory-bytes after profiling
 # (gpu_worker: redundancy_buffer_memory = 150 MiB; "requested - non_kv - 150 MiB" fits the requested memory).
@@ -56,8 +57,12 @@ def suggest(plan: Plan, replan: Callable[[Plan, ServingArgs], Plan]) -> Suggesti
 
 
 def suggested_flags(plan: Plan) -> list[str]:
-    """The `vllm serve` flags of the plan's own knobs (no fixes applied): what reproduces this plan."""
+    """The `vllm serve` flags of the plan's own knobs (no fixes applied): what reproduces this plan, in the flags and
+    value forms of the release it is planned for (capacity.vllm.serve_flags). A knob the user gave that the release
+    has no flag for is refused before planning (require_flags); a flag capacity adds on its own that the release lacks
+    (or that is not dated for it) is left out."""
     s = plan.serving
+    release = release_of(plan.semantics)
     flags = [
         f"--max-model-len {s.max_model_len}",
         f"--max-num-seqs {s.max_num_seqs}",
@@ -69,7 +74,7 @@ def suggested_flags(plan: Plan) -> list[str]:
         # A measured KV term (the non-KV terms came from a GPU profile) is pinned the way vLLM suggests,
         # so the server skips profiling; the utilization keeps vLLM's free-memory check at startup.
         kv_bytes = suggested_kv_cache_memory_bytes(plan)
-        if plan.memory["kv_cache"].kind == "measured" and kv_bytes > 0:
+        if plan.memory["kv_cache"].kind == "measured" and kv_bytes > 0 and flag_status("--kv-cache-memory-bytes", release) == PRESENT:
             flags.append(f"--kv-cache-memory-bytes {kv_bytes}")
         flags.append(f"--gpu-memory-utilization {s.gpu_memory_utilization}")
     if s.block_size != 16:
@@ -89,12 +94,15 @@ def suggested_flags(plan: Plan) -> list[str]:
     if s.enforce_eager:
         flags.append("--enforce-eager")
     if "enable_prefix_caching" not in s.defaulted:
-        flags.append("--enable-prefix-caching" if s.enable_prefix_caching else "--no-enable-prefix-caching")
+        if s.enable_prefix_caching:
+            flags.append("--enable-prefix-caching")
+        elif flag_status("--no-enable-prefix-caching", release) == PRESENT:  # 0.6.0: off unless --enable-prefix-caching
+            flags.append("--no-enable-prefix-caching")
     limits = {m: n for m, n in s.limit_mm_per_prompt.items() if n != 999}
     if s.language_model_only:
         flags.append("--language-model-only")
     elif limits:
-        flags.append("--limit-mm-per-prompt " + shlex.quote(",".join(f"{m}={n}" for m, n in limits.items())))
+        flags.append("--limit-mm-per-prompt " + shlex.quote(limit_mm_value(limits, release)))
     if s.mm_processor_kwargs:
         flags.append("--mm-processor-kwargs " + shlex.quote(json.dumps(s.mm_processor_kwargs, separators=(",", ":"))))
     if s.lora is not None:  # vLLM 0.33's LoRA flags (EngineArgs: --enable-lora and its group)

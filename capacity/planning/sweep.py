@@ -19,10 +19,12 @@ from capacity.memory.measured_profile import MemoryProfile, require_profile_of
 from capacity.model.registry import load_model
 from capacity.model.spec import ModelSpec
 from capacity.planning.plan import ERROR, WARNING, Plan
-from capacity.planning.planner import build_plan
-from capacity.serving.config import ServingArgs, ServingConfig, resolve_serving
+from capacity.planning.planner import build_plan, serving_under
+from capacity.serving.config import ServingArgs, ServingConfig
 from capacity.source.resolve import ModelSource
 from capacity.units import COUNT_FORMS, MAX_MODEL_LEN_FORMS, parse_human_int, plural
+from capacity.vllm.serve_flags import release_of, require_flags
+from capacity.vllm.versions import LATEST, VllmSemantics, planned_semantics
 
 AUTO = -1  # max_model_len "auto": fit it to memory, as `--max-model-len auto` does
 # The largest grid `capacity sweep` plans: 100,000 points take ~12 s on one core (bench/results/sweep-2026-11-30.json:
@@ -68,17 +70,18 @@ class SweepAxes:
     tensor_parallel_sizes: tuple[int | None, ...] = (None,)
     max_num_seqs: tuple[int | None, ...] = (None,)
     max_model_lens: tuple[int | None, ...] = (None,)
+    vllm_versions: tuple[str | None, ...] = (None,)  # releases (--vllm-version 0.10.2,0.33); None: 0.33.0
 
     @property
     def size(self) -> int:
-        return len(self.gpus) * len(self.tensor_parallel_sizes) * len(self.max_num_seqs) * len(self.max_model_lens)
+        return len(self.gpus) * len(self.tensor_parallel_sizes) * len(self.max_num_seqs) * len(self.max_model_lens) * len(self.vllm_versions)
 
     def require_within_limit(self, limit: int = MAX_SWEEP_POINTS) -> None:
         """Refuse (BadInput) a grid larger than `limit` points, naming its size and each axis's length."""
         if self.size > limit:
             axes = (
                 f"{plural(len(self.gpus), 'GPU')} x {plural(len(self.tensor_parallel_sizes), 'TP size')} x {len(self.max_num_seqs)} max_num_seqs x "
-                f"{len(self.max_model_lens)} max_model_len"
+                f"{len(self.max_model_lens)} max_model_len" + (f" x {len(self.vllm_versions)} vLLM versions" if len(self.vllm_versions) > 1 else "")
             )
             raise BadInput(f"the sweep grid has {self.size:,} points ({axes}), above the limit of {limit:,}: give fewer values per axis, or split the grid")
 
@@ -92,6 +95,8 @@ class SweepPoint:
 
     gpu: str
     gpu_total_memory_bytes: int
+    vllm_version: str  # the release planned for (capacity.vllm.versions.planned_semantics)
+    vllm_rules: str  # the range of rules that release plans with
     requested_tensor_parallel_size: int | None
     requested_max_num_seqs: int | None
     requested_max_model_len: int | None  # -1 = auto
@@ -125,6 +130,8 @@ def point_from_plan(plan: Plan, tp: int | None, seqs: int | None, max_model_len:
     return SweepPoint(
         gpu=plan.gpu.name,
         gpu_total_memory_bytes=plan.gpu.total_memory_bytes,
+        vllm_version=plan.semantics.release or plan.semantics.name,
+        vllm_rules=plan.semantics.name,
         requested_tensor_parallel_size=tp,
         requested_max_num_seqs=seqs,
         requested_max_model_len=max_model_len,
@@ -172,7 +179,8 @@ class SweepResult:
             "capacity_sweep_version": 1,
             "model": {**self.source.to_dict(), "architecture": self.spec.architecture, "family": self.spec.family.name},
             "capacity_version": capacity.__version__,
-            "vllm_semantics_version": capacity.VLLM_VERSION,
+            "vllm_semantics_version": capacity.VLLM_VERSION,  # the default; each point's vllm_version / vllm_rules say which it used
+            "vllm_versions": sorted({p.vllm_version for p in self.points}),
             "base_knobs": asdict(self.base),
             "axes": self.axes.to_dict(),
             "points": [p.to_dict() for p in self.points],
@@ -220,7 +228,14 @@ def sweep_source(
         require_profile_of(profile, source)
     gpus, gpu_notes = _gpus(axes.gpus)
 
-    def each_point() -> Iterator[tuple[Gpu, int | None, int | None, int | None, ServingConfig]]:
+    releases = [LATEST if v is None else planned_semantics(v) for v in axes.vllm_versions]
+    if len({r.release for r in releases}) < len(releases):
+        raise BadInput(f"--vllm-version lists a release twice: {', '.join(v or LATEST.release for v in axes.vllm_versions)}")
+    for sem in releases:
+        if sem.release:
+            require_flags(base, release_of(sem), sem.release)
+
+    def each_point() -> Iterator[tuple[Gpu, int | None, int | None, int | None, VllmSemantics, ServingConfig]]:
         for gpu in gpus:
             for tp in axes.tensor_parallel_sizes:
                 at_tp = base if tp is None else replace(base, tensor_parallel_size=tp)
@@ -228,21 +243,22 @@ def sweep_source(
                     at_seqs = at_tp if seqs is None else replace(at_tp, max_num_seqs=seqs)
                     for mml in axes.max_model_lens:
                         args = at_seqs if mml is None else replace(at_seqs, max_model_len=mml)
-                        yield gpu, tp, seqs, mml, resolve_serving(args, spec, gpu)
+                        for sem in releases:  # each release's defaults (utilization, batch) resolve the knobs
+                            yield gpu, tp, seqs, mml, sem, serving_under(sem, args, spec, gpu)
 
-    grid: Iterable[tuple[Gpu, int | None, int | None, int | None, ServingConfig]] = each_point()
+    grid: Iterable[tuple[Gpu, int | None, int | None, int | None, VllmSemantics, ServingConfig]] = each_point()
     if profile is None and profiler is not None and prepare is not None:  # the knobs of every point first (a traced grid is small)
         grid = list(grid)
-        prepare(source, spec, [(serving, gpu) for gpu, _, _, _, serving in grid])
+        prepare(source, spec, [(serving, gpu) for gpu, _, _, _, _, serving in grid])
     points: list[SweepPoint] = []
     reasons: list[str] = []
-    for gpu, tp, seqs, mml, serving in grid:
+    for gpu, tp, seqs, mml, sem, serving in grid:
         measured = profile
-        if measured is None and profiler is not None:
+        if measured is None and profiler is not None:  # the trace depends on the knobs, not on the release's rules
             measured, reason = profiler(source, spec, serving, gpu)
             if reason and reason not in reasons:
                 reasons.append(reason)
-        plan = build_plan(source, spec, gpu, serving, profile=measured)
+        plan = build_plan(source, spec, gpu, serving, profile=measured, semantics=sem)
         points.append(point_from_plan(plan, tp, seqs, mml))
         if on_progress is not None:
             on_progress(len(points), axes.size)

@@ -100,6 +100,9 @@ class VllmSemantics:
     # scheduling); 0.23.0 and 0.24.0's SlidingWindowSpec.max_memory_usage_bytes read scheduler_config.max_num_batched_tokens
     # (one batch); earlier versions are taken as them, 0.25 and 0.26 (not read) as 0.24.0
     window_batches: int = 2
+    # The release a plan was asked for (`--vllm-version 0.10.2`): which flags its `vllm serve` line may use
+    # (capacity.vllm.serve_flags); "" for a range's rules read from a log
+    release: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -248,10 +251,18 @@ _V0_29 = replace(
     mrv2_cudagraph_estimate=True,
 )
 _V0_33 = replace(
-    _V0_29, name="0.33", first=(0, 33), non_kv_formula="consumed (mem_get_info) + transient peak + CUDA-graph estimate", sampler_warmup_pass=True
+    _V0_29,
+    name="0.33",
+    first=(0, 33),
+    non_kv_formula="consumed (mem_get_info) + transient peak + CUDA-graph estimate",
+    sampler_warmup_pass=True,
+    release="0.33.0",
 )
 _RANGES: tuple[VllmSemantics, ...] = (_V0_8, _V0_11, _V0_12, _V0_16, _V0_20, _V0_23, _V0_24, _V0_27, _V0_29, _V0_33)
-LATEST = _RANGES[-1]
+LATEST = _RANGES[-1]  # capacity's default: vLLM 0.33.0 (capacity.VLLM_VERSION)
+# The releases `--vllm-version` plans: V0 as read from 0.6.4 / 0.6.6.post1 (bench/vllm_versions/SOURCES.md) to 0.33.x
+OLDEST_PLANNED = (0, 6)
+NEWEST_PLANNED = LATEST.first
 
 
 def version_tuple(version: str) -> tuple[int, int] | None:
@@ -270,6 +281,40 @@ def semantics_for(version: str | None) -> VllmSemantics | None:
         if v >= sem.first:
             chosen = sem
     return chosen if chosen is not None else V0
+
+
+def release_tuple(version: str) -> tuple[int, ...] | None:
+    """The release's numbers, '0.10.2' -> (0, 10, 2), '0.9.0.1' -> (0, 9, 0, 1), '0.10' -> (0, 10, 0); None if not a version."""
+    m = re.fullmatch(r"v?(\d+)\.(\d+)((?:\.\d+)*)(?:\.?(?:post|rc|dev|a|b)\d*)*(?:\+[\w.]+)?", version.strip())
+    if m is None:
+        return None
+    rest = tuple(int(x) for x in m[3].split(".") if x)
+    return (int(m[1]), int(m[2]), *(rest or (0,)))
+
+
+def planned_semantics(version: str, flag: str = "--vllm-version") -> VllmSemantics:
+    """The rules to plan vLLM `version` with, naming that release (the flags its serve line may use).
+
+    BadInput, in one line naming the nearest release capacity plans: not a version, a release outside
+    OLDEST_PLANNED..NEWEST_PLANNED (the newest is 0.33: a later release's rules are not read), or one whose rules
+    say it cannot be planned."""
+    numbers = release_tuple(version)
+    if numbers is None:
+        raise BadInput(f"{flag} {version!r}: not a vLLM release; give one such as 0.10.2 or 0.33.0 (capacity plans 0.6 to 0.33)")
+    span = "capacity plans vLLM 0.6 to 0.33"
+    if numbers[:2] > NEWEST_PLANNED:
+        raise BadInput(f"{flag} {version}: vLLM after 0.33 is not modelled ({span}); the nearest it plans is 0.33.0")
+    if numbers[:2] < OLDEST_PLANNED:
+        raise BadInput(f"{flag} {version}: vLLM before 0.6 is not modelled ({span}); the nearest it plans is 0.6.0")
+    sem = semantics_for(version)
+    assert sem is not None  # a release tuple is a version
+    if not sem.plannable:
+        nearest = next(s for s in reversed(_RANGES) if s.plannable)
+        raise BadInput(f"{flag} {version}: {sem.why_not_plannable}; the nearest release capacity plans is {nearest.first[0]}.{nearest.first[1]}")
+    release = ".".join(str(n) for n in numbers)
+    if sem.name == LATEST.name and release == LATEST.release:
+        return LATEST
+    return replace(sem, release=release)
 
 
 def all_semantics() -> tuple[VllmSemantics, ...]:

@@ -183,3 +183,24 @@ def test_a_plan_carries_its_semantics() -> None:
     assert latest.semantics is LATEST and v023.semantics is semantics_for("0.23.0")
     assert fingerprint(latest)["vllm_semantics_version"] == "0.33.0" and fingerprint(v023)["vllm_semantics_version"] == "0.23"
     assert "semantics" not in latest.to_dict()
+
+
+@pytest.mark.parametrize(
+    ("given", "nearest"),
+    [("0.34.0", "0.33.0"), ("1.0", "0.33.0"), ("0.5.4", "0.6.0")],
+)
+def test_a_release_capacity_does_not_model_is_refused_naming_the_nearest(given: str, nearest: str) -> None:
+    from capacity.errors import BadInput
+    from capacity.vllm.versions import planned_semantics
+
+    with pytest.raises(BadInput) as refused:
+        planned_semantics(given)
+    assert str(refused.value).count("\n") == 0 and str(refused.value).endswith(f"the nearest it plans is {nearest}")
+
+
+def test_planned_semantics_names_the_release_and_keeps_the_default_object() -> None:
+    from capacity.vllm.versions import planned_semantics
+
+    assert planned_semantics("0.33.0") is LATEST and planned_semantics("0.33") is LATEST
+    old = planned_semantics("0.10.2")
+    assert (old.name, old.release, old.default_gpu_memory_utilization) == ("0.8-0.10", "0.10.2", 0.9)

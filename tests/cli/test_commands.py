@@ -182,7 +182,7 @@ def test_reconcile_takes_the_version_the_paste_does_not_state(tmp_path: Path, ca
 @pytest.mark.parametrize(
     ("text", "version", "message"),
     [
-        (_UNVERSIONED, "latest", "--vllm-version 'latest': not a vLLM version"),
+        (_UNVERSIONED, "latest", "--vllm-version 'latest': not a vLLM release"),
         ("INFO 10-01 12:00:00 [api_server.py:1] vLLM API server version 0.10.2\n" + _UNVERSIONED, "0.28.0", "states vLLM 0.10.2"),
     ],
 )

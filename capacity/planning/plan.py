@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capacity.gpu.catalog import Gpu
 from capacity.kv.specs import KVGroup, group_to_dict
@@ -18,6 +18,9 @@ from capacity.source.resolve import ModelSource
 from capacity.units import plural
 from capacity.vllm.versions import VllmSemantics
 from capacity.weights.per_rank import WeightsBreakdown
+
+if TYPE_CHECKING:  # pragma: no cover - typing only (stages.py reads NON_KV_TERMS from here)
+    from capacity.planning.stages import StagePlan
 
 ERROR = "error"
 WARNING = "warning"
@@ -155,6 +158,9 @@ class Plan:
     # The `vllm serve` line with the error hazards' fixes applied (capacity/planning/suggest.py), filled in by the
     # planner once the plan is built; None only on the re-plans that search for it
     suggestion: Suggestion | None = None
+    # --pipeline-parallel-size > 1: every stage as its own worker (capacity/planning/stages.py); the plan's memory and
+    # KV budget are then the limiting stage's, its blocks the engine's pool
+    stages: tuple[StagePlan, ...] = ()
 
     @property
     def kv_spread_bytes(self) -> int:
@@ -284,13 +290,14 @@ class Plan:
             "ranks": [r.to_dict() for r in self.ranks],
             "kv_spread_bytes": self.kv_spread_bytes,
             "cold_compile": None if self.cold_compile is None else self.cold_compile.to_dict(),
+            "stages": [st.to_dict() for st in self.stages],
         }
 
 
 # Terms that vLLM 0.33 subtracts from the requested memory before the KV cache:
 # non_kv_cache_memory = total_consumed (weights + non-torch) + transient peak (activations +
 # encoder-cache outputs held during profiling), then the CUDA-graph estimate.
-NON_KV_TERMS = ("weights", "load_buffers", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs")
+NON_KV_TERMS = ("weights", "load_buffers", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "pp_intermediate")
 # How reports name each memory term.
 TERM_LABELS = {
     "weights": "weights",
@@ -299,13 +306,14 @@ TERM_LABELS = {
     "encoder_cache": "encoder cache (profiled outputs)",
     "non_torch": "non-torch growth",
     "cuda_graphs": "CUDA graphs",
+    "pp_intermediate": "PP intermediate tensors (received)",
     "kv_cache": "KV cache",
     "cuda_context": "CUDA context (before snapshot)",
     "collectives": "NCCL + all-reduce buffers (before snapshot)",
     "block_tables": "block tables (after KV budget)",
 }
 
-MEMORY_TERMS = ("weights", "load_buffers", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "kv_cache", "cuda_context", "collectives")
+MEMORY_TERMS = ("weights", "load_buffers", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "pp_intermediate", "kv_cache", "cuda_context", "collectives")
 
 
 def loaded_bytes(plan: Plan) -> int:

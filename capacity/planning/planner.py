@@ -27,6 +27,7 @@ from capacity.model.spec import ModelSpec
 from capacity.planning.hazards import find_hazards
 from capacity.planning.kv_groups import block_context, block_table_max_len, block_table_max_len_pre_fix, kv_groups_for, max_model_len_that_fits
 from capacity.planning.plan import NON_KV_TERMS, Concurrency, GroupPlan, KVCachePlan, Plan, RankBudget
+from capacity.planning.stages import StagePlan, phase_transients, pipeline_window_batches, plan_stages, refuse_unplanned_stages
 from capacity.planning.suggest import suggest
 from capacity.planning.warmup import warmup_plan
 from capacity.serving.config import ServingArgs, ServingConfig, resolve_serving
@@ -185,19 +186,29 @@ def plan_without_suggestion(
         scratch = cold_compile_scratch(spec, serving, gpu, semantics.benchmarks_combo_kernels)
         if serving.compile_cache == COLD:
             memory["activation_peak"] = cold_start_activation(memory["activation_peak"], memory["encoder_cache"], scratch)
+    requested = requested_memory(gpu, serving.gpu_memory_utilization)
+    window_batches = semantics.window_batches
+    stages: tuple[StagePlan, ...] = ()
+    if serving.pipeline_parallel_size > 1:  # each stage its own worker; the limiting stage's terms and KV budget below
+        refuse_unplanned_stages(spec, serving, profile, semantics)
+        window_batches = pipeline_window_batches(serving.pipeline_parallel_size, mrv2)
+        stages = plan_stages(
+            source, spec, gpu, serving, memory, phase_transients(profile, activations), requested, semantics,
+            lambda stage_spec: graphs_set_aside(stage_spec, serving, gpu, semantics, mrv2)[0], window_batches,
+        )  # fmt: skip
+        memory = dict(next(st for st in stages if st.limiting).memory)
     before_snapshot = memory["cuda_context"].bytes + memory["collectives"].bytes
     if semantics.communicators_in_non_kv and serving.tensor_parallel_size > 1:
         memory["non_torch"] = communicators_in_profile(memory["non_torch"], memory["collectives"], gpu, semantics.name)
         before_snapshot = memory["cuda_context"].bytes  # NCCL starts after that version's snapshot
-    requested = requested_memory(gpu, serving.gpu_memory_utilization)
     free_at_startup = gpu.total_memory_bytes - before_snapshot - gpu.used_by_others_bytes
-    non_kv = sum(memory[k].bytes for k in NON_KV_TERMS)
+    non_kv = sum(memory[k].bytes for k in NON_KV_TERMS if k in memory)
     if serving.kv_cache_memory_bytes is not None:
         available = serving.kv_cache_memory_bytes
         kv_term = MemoryTerm(available, EXACT, "--kv-cache-memory-bytes (profiling skipped, gpu_memory_utilization ignored)")
     else:
         available = requested - non_kv
-        kinds = {memory[k].kind for k in NON_KV_TERMS}
+        kinds = {memory[k].kind for k in NON_KV_TERMS if k in memory}
         kind = ESTIMATED if ESTIMATED in kinds else MEASURED if MEASURED in kinds else EXACT
         kv_term = MemoryTerm(max(available, 0), kind, "requested - (weights + activation peak + encoder cache + non-torch) - CUDA graphs")
 
@@ -205,12 +216,16 @@ def plan_without_suggestion(
     if not groups:
         raise BadInput(f"{spec.name} has no attention layers that hold KV cache: nothing to plan")
     bpb = bytes_per_block(groups)
+    if stages:  # vLLM get_kv_cache_configs: the limiting stage's groups (its own layers) and bytes per block
+        limiting = next(st for st in stages if st.limiting)
+        groups, bpb = list(limiting.kv.groups), limiting.kv.bytes_per_block
     num_blocks = max(available, 0) // bpb
 
-    window_batches = semantics.window_batches
     fit_len = max_model_len_that_fits(
         groups, bpb, serving, available, spec.derived_max_model_len if serving.auto_fit_max_model_len else serving.max_model_len, window_batches
     )
+    if stages:  # each worker's fit check on its own projected groups: the shortest fit binds
+        fit_len = min(st.max_model_len_that_fits for st in stages)
     if serving.auto_fit_max_model_len and 0 < fit_len < serving.max_model_len:
         notes += (f"auto-fit: max_model_len reduced from {serving.max_model_len} to {fit_len}",)
         serving = replace(serving, max_model_len=fit_len)
@@ -282,6 +297,7 @@ def plan_without_suggestion(
         weights_per_rank=per_rank,
         ranks=rank_budgets(profile, memory, requested, spec, serving, sampler, per_rank.quantization != "none") if profile is not None and profile.ranks else (),
         cold_compile=scratch,
+        stages=stages,
     )
     return replace(plan, hazards=tuple(find_hazards(plan)))
 
@@ -299,7 +315,7 @@ def rank_budgets(
     out = []
     for rank in profile.ranks:
         terms = {**estimates, **measured_terms(rank, estimates, spec, serving, sampler, quantized)}
-        non_kv = sum(terms[k].bytes for k in NON_KV_TERMS)
+        non_kv = sum(terms[k].bytes for k in NON_KV_TERMS if k in terms)
         out.append(
             RankBudget(
                 rank=rank.rank,

@@ -19,6 +19,7 @@ from capacity.memory.load_buffers import load_buffers_term
 from capacity.memory.measured_profile import MemoryProfile, require_profile_of
 from capacity.memory.measured_terms import measured_terms
 from capacity.memory.non_torch import communicators_in_profile, non_torch_term
+from capacity.memory.rank_scaling import rank_scaling
 from capacity.memory.sampler import SAMPLER_0_33, SamplerForm, sampler_form, v1_sampler_form
 from capacity.memory.term import ESTIMATED, EXACT, MEASURED, MemoryTerm
 from capacity.memory.weights import runner_facts, weights_term
@@ -190,10 +191,11 @@ def plan_without_suggestion(
     window_batches = semantics.window_batches
     stages: tuple[StagePlan, ...] = ()
     if serving.pipeline_parallel_size > 1:  # each stage its own worker; the limiting stage's terms and KV budget below
+        scaling = None if profile is None else rank_scaling(spec, serving, profile.measured_tensor_parallel_size, sampler)
         refuse_unplanned_stages(spec, serving, profile, semantics)
         window_batches = pipeline_window_batches(serving.pipeline_parallel_size, mrv2)
         stages = plan_stages(
-            source, spec, gpu, serving, memory, phase_transients(profile, activations), requested, semantics,
+            source, spec, gpu, serving, memory, phase_transients(profile, activations, scaling), requested, semantics,
             lambda stage_spec: graphs_set_aside(stage_spec, serving, gpu, semantics, mrv2)[0], window_batches,
         )  # fmt: skip
         memory = dict(next(st for st in stages if st.limiting).memory)

@@ -33,6 +33,7 @@ from capacity.memory.collectives import NCCL_COMMUNICATOR_BYTES
 from capacity.memory.load_buffers import load_buffers_term
 from capacity.memory.measured_profile import MemoryProfile
 from capacity.memory.pipeline_buffers import intermediate_tensors_bytes, max_concurrent_batches
+from capacity.memory.rank_scaling import RankScaling, phase_headrooms
 from capacity.memory.term import ESTIMATED, EXACT, MemoryTerm
 from capacity.memory.weights import weight_layout, weights_breakdown
 from capacity.model.spec import ModelSpec
@@ -112,16 +113,22 @@ def refuse_unplanned_stages(spec: ModelSpec, serving: ServingConfig, profile: Me
             "(bench/vllm_pp_intermediate_keys.py lists the decoder-only architectures whose module names them); plan at --pipeline-parallel-size 1"
         )
     if spec.modalities or spec.encoder is not None:
-        raise BadInput(f"--pipeline-parallel-size {pp}: where vLLM 0.33 places {spec.name}'s tower on the stages is not modelled; plan at --pipeline-parallel-size 1")
+        raise BadInput(
+            f"--pipeline-parallel-size {pp}: where vLLM 0.33 places {spec.name}'s tower on the stages is not modelled; plan at --pipeline-parallel-size 1"
+        )
     if serving.num_speculative_tokens:
         # llama.py builds embed_tokens on a non-first stage too when spec_decode_needs_target_embed(vllm_config)
-        raise BadInput(f"--pipeline-parallel-size {pp} with speculative tokens: the target embedding a drafter reads on later stages is not modelled; plan without them")
+        raise BadInput(
+            f"--pipeline-parallel-size {pp} with speculative tokens: the target embedding a drafter reads on later stages is not modelled; plan without them"
+        )
     if len(spec.layers) != spec.decoder.num_layers:
-        raise BadInput(f"--pipeline-parallel-size {pp}: {spec.name}'s KV layers ({len(spec.layers)}) are not one per decoder layer ({spec.decoder.num_layers}); its stages are not modelled")
+        raise BadInput(
+            f"--pipeline-parallel-size {pp}: {spec.name}'s KV layers ({len(spec.layers)}) are not one per decoder layer ({spec.decoder.num_layers}); its stages are not modelled"
+        )
     if profile is not None and profile.fingerprint.device != "fake":
-        raise BadInput(f"--pipeline-parallel-size {pp}: a measured profile ran the whole model on one worker, not one stage; plan from the trace or the formulas")
-    if profile is not None and profile.measured_tensor_parallel_size not in (None, serving.tensor_parallel_size):
-        raise BadInput(f"--pipeline-parallel-size {pp}: a trace at TP {profile.measured_tensor_parallel_size} re-planned at TP {serving.tensor_parallel_size} is not split into stages")
+        raise BadInput(
+            f"--pipeline-parallel-size {pp}: a measured profile ran the whole model on one worker, not one stage; plan from the trace or the formulas"
+        )
 
 
 def indexed_layer_specs(spec: ModelSpec, serving: ServingConfig, gpu: Gpu) -> list[tuple[int, KVCacheSpec]]:
@@ -130,18 +137,19 @@ def indexed_layer_specs(spec: ModelSpec, serving: ServingConfig, gpu: Gpu) -> li
     return [(i, s) for i, s in ((i, layer.kv_spec(knobs)) for i, layer in enumerate(spec.layers)) if s is not None]
 
 
-def phase_transients(profile: MemoryProfile | None, estimate: ActivationEstimate) -> tuple[dict[str, int], str]:
-    """Each profile_run phase's transient peak, as the whole model's activation term counts it.
-
-    A trace: a phase's peak above what stays allocated after the profile, less the encoder outputs it held (the largest
-    is vLLM's transient_peak_headroom - encoder cache, MemoryProfile.activation_peak_bytes). The formulas: each phase's."""
+def phase_transients(profile: MemoryProfile | None, estimate: ActivationEstimate, scaling: RankScaling | None = None) -> tuple[dict[str, int], str]:
+    """Each profile_run phase's transient peak on one rank, as the whole model's activation term counts it: a trace's
+    phase headroom less the encoder outputs held (capacity/memory/rank_scaling.py, scaled to the plan's TP when the
+    trace ran at another), the largest being the whole model's; without a trace, each formula phase."""
+    formula = {"encoder": estimate.encoder_bytes, "decoder": estimate.decoder_bytes, "sampler": estimate.sampler_bytes}
     if profile is None:
-        return {"encoder": estimate.encoder_bytes, "decoder": estimate.decoder_bytes, "sampler": estimate.sampler_bytes}, "formula"
-    phases = [p for p in profile.phases if p.name in (*FIRST_STAGE_PHASES, *EVERY_STAGE_PHASES, *LAST_STAGE_PHASES)]
-    if not phases:
-        raise BadInput(f"the profile of {profile.fingerprint.model_name} has no profile_run phases to split into pipeline stages")
-    after = max(p.peak_allocated_bytes for p in phases) - profile.transient_peak_headroom_bytes
-    return {p.name: max(p.peak_allocated_bytes - after - profile.encoder_cache_bytes, 0) for p in phases}, "fake-tensor trace"
+        return formula, "formula"
+    assert scaling is not None
+    phases = phase_headrooms(profile, scaling)
+    if not phases:  # a profile still being made (the trace's warmup plan): no phase recorded yet
+        return formula, "formula (the profile recorded no profile_run phase)"
+    at = f" at TP {scaling.measured_tp}, per rank at TP {scaling.tp}" if scaling.needed else ""
+    return {k: max(v - profile.encoder_cache_bytes, 0) for k, v in phases.items()}, f"fake-tensor trace{at}"
 
 
 def stage_activation(whole: MemoryTerm, transients: dict[str, int], how: str, phases: tuple[str, ...]) -> MemoryTerm:
@@ -193,9 +201,13 @@ def plan_stages(
         buffers = intermediate_tensors_bytes(stage.first, len(keys), serving.max_num_batched_tokens, spec.decoder.hidden_size, serving.dtype_bytes)
         memory = {
             "weights": MemoryTerm(wb.total_bytes, w.kind, f"{layers}; {wb.describe()}; {wb.source}"),
-            "load_buffers": _estimated(load_buffers_term(stage_spec(spec, stage), source, serving, wb, semantics), "the allocator rounding of the stage's own layers"),
+            "load_buffers": _estimated(
+                load_buffers_term(stage_spec(spec, stage), source, serving, wb, semantics), "the allocator rounding of the stage's own layers"
+            ),
             "activation_peak": stage_activation(whole["activation_peak"], *transients, phases),
-            "encoder_cache": whole["encoder_cache"] if stage.first else MemoryTerm(0, EXACT, "profiled on the first stage only (MRV2 profile_run: is_first_pp_rank)"),
+            "encoder_cache": whole["encoder_cache"]
+            if stage.first
+            else MemoryTerm(0, EXACT, "profiled on the first stage only (MRV2 profile_run: is_first_pp_rank)"),
             "non_torch": whole["non_torch"],
             "cuda_graphs": graphs_for(stage_spec(spec, stage)),
             "pp_intermediate": MemoryTerm(

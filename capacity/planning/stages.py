@@ -107,14 +107,14 @@ def refuse_unplanned_stages(spec: ModelSpec, serving: ServingConfig, profile: Me
         raise BadInput(f"--pipeline-parallel-size {pp}: stages are planned under vLLM {LATEST.name}'s rules only, not {semantics.name}'s")
     if serving.compile_cache == COLD:
         raise BadInput(f"--pipeline-parallel-size {pp} with --compile-cache cold: a stage's compile scratch is not modelled; plan a warm start")
+    if spec.modalities or spec.encoder is not None:
+        raise BadInput(
+            f"--pipeline-parallel-size {pp}: where vLLM 0.33 places {spec.name}'s tower on the stages is not modelled; plan at --pipeline-parallel-size 1"
+        )
     if spec.architecture not in INTERMEDIATE_TENSOR_KEYS:
         raise BadInput(
             f"--pipeline-parallel-size {pp}: which tensors {spec.architecture} sends between stages is not read from vLLM 0.33 "
             "(bench/vllm_pp_intermediate_keys.py lists the decoder-only architectures whose module names them); plan at --pipeline-parallel-size 1"
-        )
-    if spec.modalities or spec.encoder is not None:
-        raise BadInput(
-            f"--pipeline-parallel-size {pp}: where vLLM 0.33 places {spec.name}'s tower on the stages is not modelled; plan at --pipeline-parallel-size 1"
         )
     if serving.num_speculative_tokens:
         # llama.py builds embed_tokens on a non-first stage too when spec_decode_needs_target_embed(vllm_config)

@@ -45,7 +45,9 @@ def _header(plan: Plan) -> Table:
             f"max_model_len {knob('max_model_len', s.max_model_len)} | max_num_seqs {knob('max_num_seqs', s.max_num_seqs)} | "
             f"max_num_batched_tokens {knob('max_num_batched_tokens', s.max_num_batched_tokens)} | "
             f"gpu_memory_utilization {knob('gpu_memory_utilization', s.gpu_memory_utilization)} | block_size {knob('block_size', s.block_size)} | "
-            f"TP {s.tensor_parallel_size} | kv dtype {s.kv_cache_dtype} | spec tokens {s.num_speculative_tokens} | "
+            f"TP {s.tensor_parallel_size}"
+            + (f" x PP {s.pipeline_parallel_size}" if s.pipeline_parallel_size > 1 else "")
+            + f" | kv dtype {s.kv_cache_dtype} | spec tokens {s.num_speculative_tokens} | "
             f"compile cache {s.compile_cache}" + (" (first start)" if s.compile_cache == "cold" else "")
         ),
     )
@@ -63,7 +65,9 @@ def _header(plan: Plan) -> Table:
 
 
 def _memory(plan: Plan, wide: bool) -> Table:
-    t = Table(title="GPU memory (per rank)", title_justify="left")
+    limiting = next((st for st in plan.stages if st.limiting), None)
+    title = "GPU memory (per rank)" if limiting is None else f"GPU memory (per rank of pipeline stage {limiting.rank}, whose blocks set the pool)"
+    t = Table(title=title, title_justify="left")
     t.add_column("term")
     t.add_column("bytes", justify="right")
     t.add_column("GiB", justify="right")
@@ -223,16 +227,46 @@ def _ranks(plan: Plan, width: int) -> Table:
     return t
 
 
+def _stages(plan: Plan) -> Table:
+    """Each pipeline stage as its own worker (GiB per rank), its blocks on its own memory; the smallest sets the pool."""
+    limiting = next(st for st in plan.stages if st.limiting)
+    t = Table(
+        title=f"pipeline stages (each its own worker; stage {limiting.rank}'s {limiting.kv.num_blocks:,} blocks set the engine's pool)",
+        title_justify="left",
+        caption="GiB per rank; * sets the pool; bytes and bytes per block in --json (stages[].memory, stages[].kv)",
+        caption_justify="left",
+    )
+    for col in ("stage", "layers", "weights", "act.\npeak", "PP\nrecv", "non-KV", "KV\navail", "blocks\n(own)"):
+        t.add_column(col, justify="left" if col in ("stage", "layers") else "right", no_wrap=True)
+    for st in plan.stages:
+        extras = ("emb " if st.first else "") + ("head" if st.last else "")
+        t.add_row(
+            f"{st.rank}" + ("*" if st.limiting else ""),
+            f"{st.start_layer}-{st.end_layer - 1}" + (f" {extras.strip()}" if extras else ""),
+            _gib(st.memory["weights"].bytes),
+            _gib(st.memory["activation_peak"].bytes),
+            _gib(st.memory["pp_intermediate"].bytes),
+            _gib(st.non_kv_bytes),
+            _gib(st.kv.available_bytes),
+            f"{st.kv.num_blocks:,}",
+        )
+    return t
+
+
 def render(plan: Plan, console: Console, nearest: list[str] | None = None) -> None:
     console.print(_header(plan))
     console.print(_memory(plan, wide=console.width >= 140))
+    if plan.stages:
+        console.print(_stages(plan))
     if plan.ranks:
         console.print(_ranks(plan, console.width))
     console.print(_kv(plan))
     console.print(_budget_warmup(plan))
     console.print(_hazards(plan, console.width))
     console.print(_verdict(plan, console.width, nearest))
-    console.print(Text("kinds: exact = fixed by the architecture and knobs; estimated = documented formula or constant; measured = from a GPU profile", style="dim"))
+    console.print(
+        Text("kinds: exact = fixed by the architecture and knobs; estimated = documented formula or constant; measured = from a GPU profile", style="dim")
+    )
 
 
 # --- a profile's wall time -----------------------------------------------------------------------------------

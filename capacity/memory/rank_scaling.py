@@ -82,16 +82,24 @@ def _own_bytes_per_logit(sampler: SamplerForm) -> int:
 
 
 def per_rank_headroom(profile: MemoryProfile, scaling: RankScaling) -> int:
-    """vLLM's transient_peak_headroom on one rank at scaling.tp, from the phases measured at measured_tp.
+    """vLLM's transient_peak_headroom on one rank at scaling.tp, from the phases measured at measured_tp: the largest
+    of `phase_headrooms` (the whole profile's headroom, scaled by the decoder ratio, when it recorded no phases)."""
+    phases = phase_headrooms(profile, scaling)
+    if not phases:
+        return round(profile.transient_peak_headroom_bytes * scaling.decoder_ratio)
+    return max(max(phases.values()), 0)
 
-    Each phase's peak above the level before profile_run: the encoder's scales by the encoder ratio, the
-    decoder's (less the encoder outputs it holds) by the decoder ratio; the sampler's logits stay whole, plus the
-    all-gather's growth (RankScaling.sampler_extra_bytes). A plan without the warmup-param pass drops the
-    "sampler_warmup" phase and puts capacity's earlier fp32 copy on the default pass."""
+
+def phase_headrooms(profile: MemoryProfile, scaling: RankScaling) -> dict[str, int]:
+    """Each profile_run phase's peak above what stays allocated after it, on one rank at scaling.tp ({} when the
+    profile recorded no phases). The encoder's scales by the encoder ratio, the decoder's (less the encoder outputs it
+    holds) by the decoder ratio; the sampler's logits stay whole, plus the all-gather's growth
+    (RankScaling.sampler_extra_bytes). A plan without the warmup-param pass drops the "sampler_warmup" phase and puts
+    capacity's earlier fp32 copy on the default pass. A pipeline stage runs only some of them (planning/stages.py)."""
     phases = {name: profile.phase(name) for name in ("encoder", "decoder", "sampler", "sampler_warmup")}
     present = [p for p in phases.values() if p is not None]
     if not present:
-        return round(profile.transient_peak_headroom_bytes * scaling.decoder_ratio)
+        return {}
     base = present[0].allocated_before_bytes
     held = profile.encoder_cache_bytes
     raw = {name: p.peak_allocated_bytes - base for name, p in phases.items() if p is not None}
@@ -109,7 +117,7 @@ def per_rank_headroom(profile: MemoryProfile, scaling: RankScaling) -> int:
         else:
             del scaled["sampler_warmup"]
     offset = profile.transient_peak_headroom_bytes - max(raw.values())  # allocated after vs before profile_run
-    return max(max(scaled.values()) + offset, 0)
+    return {name: value + offset for name, value in scaled.items()}
 
 
 def per_rank_terms(profile: MemoryProfile, terms: dict[str, MemoryTerm], scaling: RankScaling) -> dict[str, MemoryTerm]:

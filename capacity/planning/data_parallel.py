@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from capacity.errors import BadInput
 from capacity.gpu.catalog import Gpu
 from capacity.memory.data_parallel import data_parallel_collectives, moe_top_k, with_dispatch
 from capacity.memory.term import MemoryTerm
@@ -23,7 +24,10 @@ def placement_of(serving: ServingConfig, gpu: Gpu) -> Placement | None:
     """The ranks on nodes, or None at DP 1 with no node option (the single-engine plans stay as they were)."""
     if serving.data_parallel_size == 1 and serving.node is None and serving.gpus_per_node is None:
         return None
-    return placement(gpu, serving.tensor_parallel_size, 1, serving.data_parallel_size, serving.node, serving.gpus_per_node, serving.allow_tp_across_nodes)
+    pp, dp = serving.pipeline_parallel_size, serving.data_parallel_size
+    if pp > 1 and dp > 1:
+        raise BadInput(f"--pipeline-parallel-size {pp} with --data-parallel-size {dp}: stages of several engines are not planned yet; plan one of them at a time")
+    return placement(gpu, serving.tensor_parallel_size, pp, dp, serving.node, serving.gpus_per_node, serving.allow_tp_across_nodes)
 
 
 def is_moe(spec: ModelSpec, source: ModelSource) -> bool:

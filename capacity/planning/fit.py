@@ -244,6 +244,8 @@ def pinned_args(plan: Plan) -> ServingArgs:
         mm_processor_kwargs=dict(s.mm_processor_kwargs) or None,
         num_speculative_tokens=s.num_speculative_tokens,
         tensor_parallel_size=s.tensor_parallel_size,
+        pipeline_parallel_size=s.pipeline_parallel_size,
+        pp_layer_partition=s.pp_layer_partition,
         decode_context_parallel_size=s.decode_context_parallel_size,
         enable_expert_parallel=s.enable_expert_parallel,
         kv_cache_dtype=s.kv_cache_dtype,
@@ -258,8 +260,11 @@ def pinned_args(plan: Plan) -> ServingArgs:
 
 def plan_command(plan: Plan, gpu_name: str, estimate: str) -> str:
     """`capacity plan` with the serve line's flags: it re-plans the configuration to the same figures."""
-    flags = command_for(plan).split(" ", 3)[3:]  # "vllm serve MODEL" dropped (--revision stays among the flags)
-    model = command_for(plan).split(" ", 3)[2]
+    command = command_for(plan)
+    split = [f"--pp-layer-partition {plan.serving.pp_layer_partition}"] if plan.serving.pp_layer_partition else []
+    command = command[command.index("vllm serve") :]  # VLLM_PP_LAYER_PARTITION=... before it: --pp-layer-partition here
+    flags = command.split(" ", 3)[3:] + split  # "vllm serve MODEL" dropped (--revision stays among the flags)
+    model = command.split(" ", 3)[2]
     how = " --estimate formula" if estimate == ESTIMATE_FORMULA else ""
     release = f" --vllm-version {plan.semantics.release}" if plan.semantics.release and plan.semantics is not LATEST else ""
     return f"capacity plan --model {model} --gpu {_quoted(gpu_name)}{release}{how} {' '.join(flags)}".rstrip()

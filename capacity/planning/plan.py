@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capacity.gpu.catalog import Gpu
 from capacity.kv.specs import KVGroup, group_to_dict
@@ -20,6 +20,9 @@ from capacity.source.resolve import ModelSource
 from capacity.units import plural
 from capacity.vllm.versions import VllmSemantics
 from capacity.weights.per_rank import WeightsBreakdown
+
+if TYPE_CHECKING:  # pragma: no cover - typing only (stages.py reads NON_KV_TERMS from here)
+    from capacity.planning.stages import StagePlan
 
 ERROR = "error"
 WARNING = "warning"
@@ -170,6 +173,9 @@ class Plan:
     def total_max_concurrent_requests(self) -> int:
         """What the DP engines run at once: dp x one engine's max_concurrent_requests."""
         return self.data_parallel_size * self.max_concurrent_requests
+    # --pipeline-parallel-size > 1: every stage as its own worker (capacity/planning/stages.py); the plan's memory and
+    # KV budget are then the limiting stage's, its blocks the engine's pool
+    stages: tuple[StagePlan, ...] = ()
 
     @property
     def kv_spread_bytes(self) -> int:
@@ -300,6 +306,7 @@ class Plan:
             "kv_spread_bytes": self.kv_spread_bytes,
             "cold_compile": None if self.cold_compile is None else self.cold_compile.to_dict(),
             **self._data_parallel_dict(),
+            **({"stages": [st.to_dict() for st in self.stages]} if self.stages else {}),
         }
 
     def _data_parallel_dict(self) -> dict[str, Any]:
@@ -314,7 +321,7 @@ class Plan:
 # encoder-cache outputs held during profiling), then the CUDA-graph estimate.
 # With --enable-lora: the LoRA buffers (in the model load), their shrink buffer (on the activation peak) and the
 # graphs captured with LoRA active (capacity/memory/lora.py); absent when LoRA is off.
-NON_KV_TERMS = ("weights", "load_buffers", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "lora_buffers", "lora_activations", "lora_cuda_graphs")
+NON_KV_TERMS = ("weights", "load_buffers", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "lora_buffers", "lora_activations", "lora_cuda_graphs", "pp_intermediate")
 # How reports name each memory term.
 TERM_LABELS = {
     "weights": "weights",
@@ -326,6 +333,7 @@ TERM_LABELS = {
     "lora_buffers": "LoRA buffers (in the model load)",
     "lora_activations": "LoRA shrink buffer (activation peak)",
     "lora_cuda_graphs": "CUDA graphs with LoRA",
+    "pp_intermediate": "PP intermediate tensors (received)",
     "kv_cache": "KV cache",
     "cuda_context": "CUDA context (before snapshot)",
     "collectives": "NCCL + all-reduce buffers (before snapshot)",
@@ -342,6 +350,7 @@ MEMORY_TERMS = (
     "lora_buffers",
     "lora_activations",
     "lora_cuda_graphs",
+    "pp_intermediate",
     "kv_cache",
     "cuda_context",
     "collectives",

@@ -20,6 +20,7 @@ from capacity.memory.lora import lora_memory, lora_terms
 from capacity.memory.measured_profile import MemoryProfile, require_profile_of
 from capacity.memory.measured_terms import measured_terms
 from capacity.memory.non_torch import communicators_in_profile, non_torch_term
+from capacity.memory.rank_scaling import rank_scaling
 from capacity.memory.sampler import SAMPLER_0_33, SamplerForm, sampler_form, v1_sampler_form
 from capacity.memory.term import ESTIMATED, EXACT, MEASURED, MemoryTerm
 from capacity.memory.unified_memory import free_memory_reading, host_memory_term, unified_graphs_label, with_host_memory
@@ -30,6 +31,7 @@ from capacity.planning.data_parallel import is_moe, placement_of, with_data_para
 from capacity.planning.hazards import find_hazards
 from capacity.planning.kv_groups import block_context, block_table_max_len, block_table_max_len_pre_fix, kv_groups_for, max_model_len_that_fits
 from capacity.planning.plan import NON_KV_TERMS, Concurrency, GroupPlan, KVCachePlan, Plan, RankBudget
+from capacity.planning.stages import StagePlan, phase_transients, pipeline_window_batches, plan_stages, refuse_unplanned_stages
 from capacity.planning.suggest import suggest
 from capacity.planning.warmup import warmup_plan
 from capacity.serving.config import ServingArgs, ServingConfig, resolve_serving
@@ -201,11 +203,22 @@ def plan_without_suggestion(
         scratch = cold_compile_scratch(spec, serving, gpu, semantics.benchmarks_combo_kernels)
         if serving.compile_cache == COLD:
             memory["activation_peak"] = cold_start_activation(memory["activation_peak"], memory["encoder_cache"], scratch)
+    requested = requested_memory(gpu, serving.gpu_memory_utilization)
+    window_batches = semantics.window_batches
+    stages: tuple[StagePlan, ...] = ()
+    if serving.pipeline_parallel_size > 1:  # each stage its own worker; the limiting stage's terms and KV budget below
+        scaling = None if profile is None else rank_scaling(spec, serving, profile.measured_tensor_parallel_size, sampler)
+        refuse_unplanned_stages(spec, serving, profile, semantics)
+        window_batches = pipeline_window_batches(serving.pipeline_parallel_size, mrv2)
+        stages = plan_stages(
+            source, spec, gpu, serving, memory, phase_transients(profile, activations, scaling), requested, semantics,
+            lambda stage_spec: graphs_set_aside(stage_spec, serving, gpu, semantics, mrv2)[0], window_batches,
+        )  # fmt: skip
+        memory = dict(next(st for st in stages if st.limiting).memory)
     before_snapshot = memory["cuda_context"].bytes + memory["collectives"].bytes
     if semantics.communicators_in_non_kv and serving.tensor_parallel_size > 1:
         memory["non_torch"] = communicators_in_profile(memory["non_torch"], memory["collectives"], gpu, semantics.name)
         before_snapshot = memory["cuda_context"].bytes  # NCCL starts after that version's snapshot
-    requested = requested_memory(gpu, serving.gpu_memory_utilization)
     free_at_startup = gpu.total_memory_bytes - before_snapshot - gpu.used_by_others_bytes
     non_kv = sum(memory[k].bytes for k in NON_KV_TERMS if k in memory)
     if serving.kv_cache_memory_bytes is not None:
@@ -221,12 +234,16 @@ def plan_without_suggestion(
     if not groups:
         raise BadInput(f"{spec.name} has no attention layers that hold KV cache: nothing to plan")
     bpb = bytes_per_block(groups)
+    if stages:  # vLLM get_kv_cache_configs: the limiting stage's groups (its own layers) and bytes per block
+        limiting = next(st for st in stages if st.limiting)
+        groups, bpb = list(limiting.kv.groups), limiting.kv.bytes_per_block
     num_blocks = max(available, 0) // bpb
 
-    window_batches = semantics.window_batches
     fit_len = max_model_len_that_fits(
         groups, bpb, serving, available, spec.derived_max_model_len if serving.auto_fit_max_model_len else serving.max_model_len, window_batches
     )
+    if stages:  # each worker's fit check on its own projected groups: the shortest fit binds
+        fit_len = min(st.max_model_len_that_fits for st in stages)
     if serving.auto_fit_max_model_len and 0 < fit_len < serving.max_model_len:
         notes += (f"auto-fit: max_model_len reduced from {serving.max_model_len} to {fit_len}",)
         serving = replace(serving, max_model_len=fit_len)
@@ -300,6 +317,7 @@ def plan_without_suggestion(
         cold_compile=scratch,
         placement=placed,
         moe=placed is not None and is_moe(spec, source),
+        stages=stages,
     )
     return replace(plan, hazards=tuple(find_hazards(plan)))
 

@@ -81,6 +81,8 @@ def suggested_flags(plan: Plan) -> list[str]:
         flags.append(f"--block-size {s.block_size}")
     if s.tensor_parallel_size != 1:
         flags.append(f"--tensor-parallel-size {s.tensor_parallel_size}")
+    if s.pipeline_parallel_size != 1:
+        flags.append(f"--pipeline-parallel-size {s.pipeline_parallel_size}")
     if s.data_parallel_size != 1:
         flags.append(f"--data-parallel-size {s.data_parallel_size}")
     if s.enable_expert_parallel:
@@ -119,4 +121,5 @@ def suggested_flags(plan: Plan) -> list[str]:
 def command_for(plan: Plan) -> str:
     model = plan.source.path if plan.source.origin == "folder" else plan.source.name
     revision = ["--revision", shlex.quote(plan.source.revision)] if plan.source.revision else []
-    return " ".join(["vllm serve", shlex.quote(str(model)), *revision, *suggested_flags(plan)])
+    env = [f"VLLM_PP_LAYER_PARTITION={shlex.quote(plan.serving.pp_layer_partition)}"] if plan.serving.pp_layer_partition else []  # vLLM reads the split from it
+    return " ".join([*env, "vllm serve", shlex.quote(str(model)), *revision, *suggested_flags(plan)])

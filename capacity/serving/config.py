@@ -113,6 +113,8 @@ class ServingConfig:
     language_model_only: bool = False  # every limit above is then 0
     compile_cache: str = "warm"  # "cold": the first start, whose profile holds the compile's scratch
     lora: LoraConfig | None = None  # --enable-lora and its knobs; None: LoRA off (the key is then left out of to_dict)
+    pipeline_parallel_size: int = 1  # stages planned as workers: capacity/planning/stages.py
+    pp_layer_partition: str | None = None  # VLLM_PP_LAYER_PARTITION, checked (capacity/serving/pipeline.py)
     defaulted: tuple[str, ...] = field(default=())
     # data parallelism and nodes (capacity/serving/data_parallel.py); written by to_dict only when given
     data_parallel_size: int = 1
@@ -161,6 +163,8 @@ class ServingConfig:
             node=self.node,
             gpus_per_node=self.gpus_per_node,
             allow_tp_across_nodes=self.allow_tp_across_nodes,
+            pipeline_parallel_size=self.pipeline_parallel_size,
+            pp_layer_partition=self.pp_layer_partition,
         )
 
     def knob_items(self) -> list[tuple[str, Any, bool]]:
@@ -183,7 +187,8 @@ def lora_given(lora: LoraConfig | None) -> dict[str, Any]:
     }
 
 
-_PLACEMENT_DEFAULTS: dict[str, Any] = {"data_parallel_size": 1, "node": None, "gpus_per_node": None, "allow_tp_across_nodes": False}
+# left out of to_dict at their defaults: a single-engine, single-stage plan's JSON is as before they existed
+_PLACEMENT_DEFAULTS: dict[str, Any] = {"data_parallel_size": 1, "node": None, "gpus_per_node": None, "allow_tp_across_nodes": False, "pipeline_parallel_size": 1, "pp_layer_partition": None}
 
 
 def batch_defaults(gpu: Gpu, usage_context: str) -> tuple[int, int]:
@@ -253,18 +258,14 @@ def refuse_unmodelled(spec: ModelSpec, limits: dict[str, int]) -> None:
 
 
 def refuse_unplanned_pipeline(args: ServingArgs, spec: ModelSpec) -> None:
-    """--pipeline-parallel-size and VLLM_PP_LAYER_PARTITION: the split checked as vLLM's get_pp_indices checks it,
-    then PP above 1 refused in one line while each stage is not yet planned as its own worker."""
+    """--pipeline-parallel-size and VLLM_PP_LAYER_PARTITION: the split checked as vLLM's get_pp_indices checks it;
+    encoder-decoder models refused (their stages are not modelled). What else a stage plan cannot model is refused
+    by capacity/planning/stages.py."""
     pp = args.pipeline_parallel_size
     if pp > 1 and spec.is_encoder_decoder:
         raise BadInput(f"--pipeline-parallel-size {pp}: {spec.name} is an encoder-decoder model, whose pipeline stages capacity does not model; plan at --pipeline-parallel-size 1")
     if pp > 1 or args.pp_layer_partition is not None:
         pipeline_stages(spec.decoder.num_layers, pp, args.pp_layer_partition)  # BadInput where vLLM raises ValueError
-    if pp > 1:
-        raise BadInput(
-            f"--pipeline-parallel-size {pp}: each stage's activation peak and KV, and the engine's pool as the smallest stage's, "
-            "are not planned yet (only the layer split and each stage's weights are); plan at --pipeline-parallel-size 1"
-        )
 
 
 def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu, base_batch: tuple[int, int] | None = None) -> ServingConfig:
@@ -348,6 +349,8 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu, base_batch: tu
         mm_processor_kwargs=dict(args.mm_processor_kwargs or {}),
         compile_cache=compile_cache_state(args.compile_cache),
         lora=lora,
+        pipeline_parallel_size=args.pipeline_parallel_size,
+        pp_layer_partition=args.pp_layer_partition if args.pipeline_parallel_size > 1 else None,  # at PP 1 it can only name every layer
         defaulted=tuple(defaulted),
         data_parallel_size=args.data_parallel_size,
         node=args.node,

@@ -84,6 +84,9 @@ class VllmSupport:
 
     status: str  # "native" | "plugin" | "removed" | "unsupported"
     detail: str = ""
+    # the last release whose own registry serves it (vllm/model_executor/models/registry.py _PREVIOUSLY_SUPPORTED_MODELS
+    # in 0.33.0); "" when no release is known to
+    served_through: str = ""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from capacity.serving.config import DEFAULT_LIMIT_PER_PROMPT
 from capacity.units import MiB, gib
 from capacity.vllm.compile_lines import COLD
 from capacity.vllm.serve_flags import block_size_choices, release_of
-from capacity.vllm.versions import LATEST
+from capacity.vllm.versions import LATEST, release_tuple
 
 if TYPE_CHECKING:
     from capacity.planning.plan import Plan
@@ -42,6 +42,9 @@ def find_hazards(plan: Plan) -> list[Hazard]:
 @check
 def vllm_support(plan: Plan) -> Iterator[Hazard]:
     support = plan.spec.vllm_support
+    through = release_tuple(support.served_through) if support.served_through else None
+    if through is not None and release_of(plan.semantics) <= through:
+        return  # the release planned still serves it in its own registry
     if support.status in ("removed", "unsupported"):
         yield Hazard("model_not_served_by_vllm", ERROR, support.detail, "serve it with a vLLM release or plugin that supports it; the figures show what it would need")
     elif support.status == "plugin":

@@ -74,6 +74,7 @@ class BartFamily(Family):
             vllm_support=VllmSupport(
                 "plugin",
                 "BART/mBART are not in vLLM 0.33's registry; they need the out-of-tree vllm-project/bart-plugin",
+                served_through="0.10.2",
             ),
             notes=(f"cross-attention holds the encoder prompt: up to {positions} tokens (max_position_embeddings)",),
         )

@@ -76,7 +76,7 @@ class Florence2Family(Family):
             decoder=bart_decoder_shape(text, "florence2"),
             encoder=EncoderShape(side * side, dims[stage], 4 * dims[stage], depths[stage], need(text, "d_model", "florence2")),
             vllm_support=VllmSupport(
-                "plugin", "Florence2ForConditionalGeneration needs the out-of-tree vllm-project/bart-plugin in vLLM 0.33"
+                "plugin", "Florence2ForConditionalGeneration needs the out-of-tree vllm-project/bart-plugin in vLLM 0.33", served_through="0.10.2"
             ),
             notes=(f"{tokens} image tokens per 768x768 image; the encoder prompt (image + task text) is at most {positions}",),
         )

@@ -87,6 +87,7 @@ class MllamaFamily(Family):
             vllm_support=VllmSupport(
                 "removed",
                 "MllamaForConditionalGeneration was removed from vLLM with V0 (last supported in 0.10.2); vLLM 0.33 refuses it",
+                served_through="0.10.2",
             ),
             notes=(f"{tile} tokens per tile x {tiles} tiles = {tokens} cross-attention tokens per image",),
         )

@@ -328,7 +328,7 @@ def plan_with_version(meta: dict[str, Any], facts: VllmLogFacts, *, formula: boo
     inputs = reconcile_arguments(meta, facts)
     knobs = {**knobs_from_log(facts, effective=False), **inputs["flags"]}
     try:
-        semantics = planned_semantics(facts.version)
+        semantics = planned_semantics(facts.version, use_v1="0" if facts.engine == "V0" else None)  # its user ran VLLM_USE_V1=0
         plan = plan_with_estimate(inputs["model"], ServingArgs(**knobs), gpu, None, offline=True, estimate="formula" if formula else "trace", semantics=semantics)
     except CapacityError as exc:
         return None, f"capacity plan refuses it: {' '.join(str(exc).split())[:160]}"

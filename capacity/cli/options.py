@@ -272,7 +272,8 @@ def release_semantics(version: str | None, flag: str = "--vllm-version") -> Any:
     capacity does not model (capacity.vllm.versions.planned_semantics)."""
     from capacity.vllm.versions import LATEST, planned_semantics
 
-    return LATEST if version is None else planned_semantics(version, flag)
+    # vLLM 0.8-0.10 run the V0 engine under VLLM_USE_V1=0: read as vLLM reads it, from the environment
+    return LATEST if version is None else planned_semantics(version, flag, os.environ.get("VLLM_USE_V1"))
 
 
 def read_serve_yaml(config: Path | None, model: str | None) -> tuple[dict[str, Any], str | None]:

@@ -292,12 +292,12 @@ def release_tuple(version: str) -> tuple[int, ...] | None:
     return (int(m[1]), int(m[2]), *(rest or (0,)))
 
 
-def planned_semantics(version: str, flag: str = "--vllm-version") -> VllmSemantics:
+def planned_semantics(version: str, flag: str = "--vllm-version", use_v1: str | None = None) -> VllmSemantics:
     """The rules to plan vLLM `version` with, naming that release (the flags its serve line may use).
 
     BadInput, in one line naming the nearest release capacity plans: not a version, a release outside
     OLDEST_PLANNED..NEWEST_PLANNED (the newest is 0.33: a later release's rules are not read), or one whose rules
-    say it cannot be planned."""
+    say it cannot be planned. `use_v1`: the VLLM_USE_V1 environment variable (engine_semantics)."""
     numbers = release_tuple(version)
     if numbers is None:
         raise BadInput(f"{flag} {version!r}: not a vLLM release; give one such as 0.10.2 or 0.33.0 (capacity plans 0.6 to 0.33)")
@@ -312,9 +312,32 @@ def planned_semantics(version: str, flag: str = "--vllm-version") -> VllmSemanti
         nearest = next(s for s in reversed(_RANGES) if s.plannable)
         raise BadInput(f"{flag} {version}: {sem.why_not_plannable}; the nearest release capacity plans is {nearest.first[0]}.{nearest.first[1]}")
     release = ".".join(str(n) for n in numbers)
+    sem = engine_semantics(sem, numbers, use_v1, flag)
     if sem.name == LATEST.name and release == LATEST.release:
         return LATEST
     return replace(sem, release=release)
+
+
+V1_DEFAULT_FROM = (0, 8)  # VLLM_USE_V1 defaults to 1 (envs.py, 0.8.0 to 0.10.2)
+V0_REMOVED_IN = (0, 11)  # 0.11.0's wheel has no vllm/worker/worker.py: the V0 engine is gone
+
+
+def engine_semantics(sem: VllmSemantics, numbers: tuple[int, ...], use_v1: str | None, flag: str) -> VllmSemantics:
+    """The engine VLLM_USE_V1 selects, as vLLM's envs.py reads it (`bool(int(os.getenv("VLLM_USE_V1", "1")))` in 0.8.0
+    to 0.10.2): "0" runs the V0 engine in 0.8-0.10; unset or "1" keeps the release's default. V1 before 0.8 (opt-in)
+    is not modelled; V0 after 0.10 does not exist."""
+    if use_v1 is None or use_v1.strip() == "":
+        return sem
+    try:
+        v1 = bool(int(use_v1))
+    except ValueError:
+        raise BadInput(f"VLLM_USE_V1={use_v1!r}: vLLM reads it as an integer (0 or 1); unset it or give 0 or 1") from None
+    release = ".".join(str(n) for n in numbers)
+    if not v1 and numbers[:2] >= V0_REMOVED_IN:
+        raise BadInput(f"VLLM_USE_V1=0 with {flag} {release}: vLLM 0.11 removed the V0 engine; unset VLLM_USE_V1 or plan 0.10.2 or older")
+    if v1 and numbers[:2] < V1_DEFAULT_FROM:
+        raise BadInput(f"VLLM_USE_V1=1 with {flag} {release}: the V1 engine before 0.8 (opt-in) is not modelled; unset VLLM_USE_V1 or plan 0.8.0 or newer")
+    return V0 if not v1 else sem
 
 
 def all_semantics() -> tuple[VllmSemantics, ...]:

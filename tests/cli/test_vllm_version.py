@@ -86,3 +86,22 @@ def test_a_release_capacity_does_not_model_is_refused_in_one_line(argv: list[str
     code = main(argv)
     err = capsys.readouterr().err
     assert code == EXIT_BAD_INPUT and err.startswith("capacity: error:") and err.count("\n") == 1 and needle in err
+
+
+def test_vllm_use_v1_0_plans_the_v0_engine_of_0_8_to_0_10(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM 0.8-0.10 run V0 under VLLM_USE_V1=0 (envs.py: bool(int(os.getenv("VLLM_USE_V1", "1")))); V0 has no
+    chunked prefill by default below 32K tokens, so its batch is a whole max_model_len prompt (8,192 here)."""
+    monkeypatch.setenv("VLLM_USE_V1", "0")
+    plan = plan_json(capsys, "--vllm-version", "0.8.5", "--max-model-len", "8192")
+    assert plan["fingerprint"]["vllm_rules"] == "V0 engine"
+    assert plan["serving"]["max_num_batched_tokens"] == 8192
+    monkeypatch.setenv("VLLM_USE_V1", "1")
+    assert plan_json(capsys, "--vllm-version", "0.8.5", "--max-model-len", "8192")["fingerprint"]["vllm_rules"] == "0.8-0.10"
+
+
+@pytest.mark.parametrize(("value", "version", "needle"), [("0", "0.11.0", "removed the V0 engine"), ("1", "0.7.3", "before 0.8"), ("yes", "0.9.2", "as an integer")])
+def test_vllm_use_v1_a_release_has_no_such_engine_is_refused(value: str, version: str, needle: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VLLM_USE_V1", value)
+    code = main(["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "A100-80GB", "--offline", "--vllm-version", version])
+    err = capsys.readouterr().err
+    assert code == EXIT_BAD_INPUT and needle in err and err.count("\n") == 1

@@ -115,12 +115,25 @@ def _refusal(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 
 @pytest.mark.usefixtures("_hermetic")
 def test_plan_refuses_pipeline_stages_it_has_not_read_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    # LLaVA: where vLLM places each family's tower is read family by family; Qwen3-8B: qwen3.py reuses Qwen2's model
-    # and names no intermediate tensors itself (bench/vllm_pp_intermediate_keys.py lists only single-list modules)
+    # LLaVA: where vLLM places each family's tower is read family by family; phi-1: vLLM 0.33's phi.py names no
+    # intermediate tensors and imports no model module that does (bench/vllm_pp_intermediate_keys.py)
     err = _refusal(capsys, ["--model", "llava-hf/llava-1.5-7b-hf", "--gpu", "H200", "--estimate", "formula", "-pp", "2"])
     assert "--pipeline-parallel-size 2" in err and "tower" in err and "plan at --pipeline-parallel-size 1" in err
-    err = _refusal(capsys, ["--model", "Qwen/Qwen3-8B", "--gpu", "H200", "--estimate", "formula", "-pp", "2"])
-    assert "Qwen3ForCausalLM sends between stages is not read" in err
+    err = _refusal(capsys, ["--model", "microsoft/phi-1", "--gpu", "H200", "--estimate", "formula", "-pp", "2"])
+    assert "PhiForCausalLM sends between stages is not read" in err
+
+
+@pytest.mark.usefixtures("_hermetic")
+def test_a_module_that_wraps_another_modules_model_takes_its_intermediate_tensors(capsys: pytest.CaptureFixture[str]) -> None:
+    # vLLM 0.33's qwen3.py builds qwen2.py's Qwen2Model, whose factory lists hidden_states and residual: Qwen3-8B's
+    # 36 layers split 18 + 18 (get_pp_indices), and the second stage receives two [tokens, 4096] bf16 tensors
+    code = main(["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "H200", "--estimate", "formula", "-pp", "2", "--json", "-"])
+    out = capsys.readouterr()
+    assert code in (0, 1), out.err
+    plan = json.loads(out.out)
+    assert [s["layers"] for s in plan["stages"]] == [[0, 18], [18, 36]]
+    tokens = plan["serving"]["max_num_batched_tokens"]
+    assert plan["stages"][1]["memory"]["pp_intermediate"]["bytes"] == 2 * tokens * 4096 * 2
 
 
 @pytest.mark.usefixtures("_hermetic")

@@ -94,7 +94,9 @@ def v0_encoder_decoder_rows(rows: list[ReconcileRow], facts: VllmLogFacts, plan:
             why += f"; the log's {n_log:,} blocks give {n_log * bs / length:.2f}x"
         why += f"; capacity: {cap_n} x {bs} / {length:,}"
         out.append(
-            ReconcileRow("max_concurrency", "maximum concurrency", f"{c_log:.2f}x", f"{cap_c:.2f}x", f"{cap_c - c_log:+.2f}x", agrees, why + ".", "x", c_log, cap_c)
+            ReconcileRow(
+                "max_concurrency", "maximum concurrency", f"{c_log:.2f}x", f"{cap_c:.2f}x", f"{cap_c - c_log:+.2f}x", agrees, why + ".", "x", c_log, cap_c
+            )
         )
     note = (
         "V0 encoder-decoder: self- and cross-attention blocks share one pool of blocks spanning every attention layer "

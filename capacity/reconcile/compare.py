@@ -19,6 +19,7 @@ from capacity.reconcile.log_only import log_only_rows
 from capacity.reconcile.num_blocks import BlockEvidence, blocks_from_log
 from capacity.reconcile.rows import ReconcileRow, gib_text
 from capacity.reconcile.term_rows import budget_rows, model_rows, term_rows
+from capacity.reconcile.v0_blocks import v0_encoder_decoder_rows
 from capacity.units import GiB
 from capacity.vllm.compile_lines import log_note
 from capacity.vllm.log_facts import VllmLogFacts
@@ -210,6 +211,10 @@ def reconcile_facts(facts: VllmLogFacts, plan: Plan, *, semantics: VllmSemantics
     rows = [*model_rows(facts, plan), *budget_rows(facts, plan), *term_rows(facts, plan, semantics), *kv_rows(facts, plan, semantics, blocks)]
     if plan.gpu.defaulted:  # no total in the log and no --gpu: what the log alone determines (capacity/reconcile/log_only.py)
         rows = log_only_rows(rows, facts, plan, semantics, blocks)
+    notes = _notes(facts, plan, semantics)
+    if semantics is not None and semantics.engine == "V0" and plan.spec.is_encoder_decoder:  # one pool, no per-group layout
+        rows, v0_note = v0_encoder_decoder_rows(rows, facts, plan)
+        notes = (*notes, v0_note)
     return ReconcileResult(
         log=facts.source,
         model=plan.source.name,
@@ -217,7 +222,7 @@ def reconcile_facts(facts: VllmLogFacts, plan: Plan, *, semantics: VllmSemantics
         vllm_version=facts.version_guess,
         vllm_version_basis=facts.version_basis,
         rows=tuple(rows),
-        notes=_notes(facts, plan, semantics),
+        notes=notes,
         blocks=blocks,
         facts=facts,
         semantics=semantics.name if semantics is not None else LATEST.name,

@@ -83,6 +83,8 @@ class LineReader:
 
 def _h_model_loading(m: re.Match[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"model_loading_gib": _num(m[1]), "model_loading_gib_decimals": max(_decimals(m[1]), 2), "_ml_memory_word": bool(m[3])}
+    if m[0].startswith("Loading model weights took"):  # V0's model_runner.load_model (0.4-0.10); 0.8+ V1 prints 'Model loading took'
+        out["_v0_marker"] = "'Loading model weights took X GB' (the V0 engine's model runner)"
     if m[4] is not None:
         out["model_loading_seconds"] = _num(m[4])
     return out
@@ -172,7 +174,10 @@ def _h_v0_results(m: re.Match[str]) -> dict[str, Any]:
 
 
 def _h_blocks(m: re.Match[str]) -> dict[str, Any]:
-    return {"num_gpu_blocks": int(m[1])}
+    out: dict[str, Any] = {"num_gpu_blocks": int(m[1])}
+    if m[2] is not None:  # V0's executors (gpu_executor / distributed_gpu_executor / executor_base, 0.4-0.10)
+        out["_v0_marker"] = "'# GPU blocks: N, # CPU blocks: M' (the V0 engine's executor)"
+    return out
 
 
 READERS = (
@@ -316,7 +321,7 @@ READERS = (
     LineReader(
         "GPU blocks",
         lambda s: bool(re.search(r"# (?:GPU|cuda) blocks:|num_gpu_blocks is:", s)),
-        ((re.compile(r"(?:# (?:GPU|cuda) blocks:|num_gpu_blocks is:) (\d+)"), _h_blocks),),
+        ((re.compile(r"(?:# (?:GPU|cuda) blocks:|num_gpu_blocks is:) (\d+)(,? # CPU blocks: \d+)?"), _h_blocks),),
         "# GPU blocks: <N>",
         "kv",
     ),

@@ -42,10 +42,15 @@ class _Startup:
     last_line: int = 0
     has_kv: bool = False
     has_load: bool = False
+    rank_choices: list[str] = field(default_factory=list)  # V0 ranks' profiles: which line the engine's minimum is
 
     @property
     def empty(self) -> bool:
         return not self.first and not self.free
+
+
+# V0 worker lines each rank prints with its own KV memory (worker.py determine_num_available_blocks)
+V0_RANK_LINES = ("Memory profiling results", "the rest of the memory reserved for KV Cache")
 
 
 def _figures(found: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +92,10 @@ def _guess_version(facts: VllmLogFacts, values: dict[str, Any]) -> tuple[str, st
     if facts.version is not None:
         return facts.version, "stated in the log"
     if facts.engine == "V0":
-        return "V0 engine", "the V0 engine's worker lines ('Memory profiling results' / 'the rest of the memory reserved for KV Cache')"
+        markers = [m for m in (values.get("_v0_marker_lines") or ()) if m]
+        if values.get("_v0"):
+            markers.insert(0, "the V0 engine's worker lines ('Memory profiling results' / 'the rest of the memory reserved for KV Cache')")
+        return "V0 engine", "; ".join(markers)
     if facts.capacity_format == "one-line":
         return "0.33", "one-line 'GPU KV cache size: N tokens, Maximum concurrency for ...' (0.28's format and later; 0.8-0.27 print two lines)"
     if facts.model_loading_gib_decimals == 4 or facts.available_kv_cache_decimals_fixed:
@@ -105,6 +113,7 @@ def _finish(cur: _Startup, source: str, index: int, gpu: GpuEvidence, inherited_
     values = cur.values
     notes = [
         f"'{key}' appears again with other figures (lines {', '.join(lines)}; several ranks or restarts in one log): line {cur.first[key][0]} is used"
+        + (" (V0: the rank with the least KV memory, as the engine takes the fewest blocks over its workers)" if key in V0_RANK_LINES and cur.rank_choices else "")
         for key, lines in cur.repeats.items()
     ]
     free = None
@@ -141,7 +150,7 @@ def _finish(cur: _Startup, source: str, index: int, gpu: GpuEvidence, inherited_
     facts = VllmLogFacts(
         source=source,
         version=version,
-        engine="V0" if values.get("_v0") else None,
+        engine="V0" if values.get("_v0") or values.get("_v0_marker_lines") else None,
         model=cur.model,
         max_seq_len=cur.max_seq_len or cur.knobs.get("max_model_len"),
         free_memory=free,
@@ -209,12 +218,24 @@ def parse_vllm_startups(text: str, source: str = "log") -> tuple[VllmLogFacts, .
                 cur.has_kv = True
             if reader.stage == "load":
                 cur.has_load = True
+            if (marker := found.pop("_v0_marker", None)) is not None:
+                markers = cur.values.setdefault("_v0_marker_lines", [])
+                if not any(marker in m for m in markers):
+                    markers.append(f"line {lineno}: {marker}")
             gpu_total = found.pop("_gpu_cuda_total", None)
             if gpu_total is not None and gpu.cuda_total_gib is None:
                 gpu = replace(gpu, cuda_total_gib=gpu_total[0], cuda_total_basis=f"line {lineno}: {gpu_total[1]}")
             if reader.key not in cur.first:
                 cur.first[reader.key] = (lineno, found)
                 cur.values.update({k: v for k, v in found.items() if not (k in cur.values and k.startswith("profiled_"))})
+            elif reader.key in V0_RANK_LINES and found["available_kv_cache_gib"] < cur.first[reader.key][1]["available_kv_cache_gib"]:
+                # V0 at TP/PP > 1: every rank prints its own profile; the engine takes the fewest blocks over the ranks
+                # (DistributedGPUExecutor.determine_num_available_blocks: min over workers), i.e. the smallest KV memory
+                was = cur.first[reader.key]
+                cur.rank_choices.append(f"line {lineno} ({found['available_kv_cache_gib']} GiB) over line {was[0]} ({was[1]['available_kv_cache_gib']} GiB)")
+                cur.repeats.setdefault(reader.key, []).append(str(was[0]))
+                cur.first[reader.key] = (lineno, found)
+                cur.values.update(found)
             elif _figures(found) != _figures(cur.first[reader.key][1]):
                 cur.repeats.setdefault(reader.key, []).append(str(lineno))
         pieces = free_pieces(line)

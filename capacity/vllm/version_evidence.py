@@ -68,7 +68,8 @@ def format_evidence(facts: VllmLogFacts) -> tuple[FormatEvidence, ...]:
     for key in ("Estimated CUDA graph memory", "CUDA graph pool memory", "Profiling CUDA graph memory", "CUDA graph memory profiling is enabled"):
         add(key, f"'{key}'", (0, 19))
     add("Free memory on device", "'Free memory on device (F/T GiB) on startup'", (0, 10))
-    add("GPU blocks", "'num_gpu_blocks is: N'", (0, 9), (0, 11))
+    if facts.engine != "V0":  # V0's executor prints '# GPU blocks: N, # CPU blocks: M' (the V0 engine, not 0.9-0.11)
+        add("GPU blocks", "'num_gpu_blocks is: N'", (0, 9), (0, 11))
     add("Memory profiling takes", "'Memory profiling takes ... Total non KV cache memory'", (0, 8), (0, 10))
     return tuple(sorted(out, key=lambda e: e.line))
 

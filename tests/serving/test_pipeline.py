@@ -115,9 +115,9 @@ def _refusal(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 
 @pytest.mark.usefixtures("_hermetic")
 def test_plan_refuses_pipeline_stages_it_has_not_read_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    # LLaVA: where vLLM places each family's tower is read family by family; Qwen3-8B: qwen3.py reuses Qwen2's model
-    # and names no intermediate tensors itself (bench/vllm_pp_intermediate_keys.py lists only single-list modules)
-    err = _refusal(capsys, ["--model", "llava-hf/llava-1.5-7b-hf", "--gpu", "H200", "--estimate", "formula", "-pp", "2"])
+    # Qwen2-Audio: where vLLM places each family's tower is read family by family (not this one); Qwen3-8B: qwen3.py
+    # reuses Qwen2's model and names no intermediate tensors itself (bench/vllm_pp_intermediate_keys.py lists only single-list modules)
+    err = _refusal(capsys, ["--model", "Qwen/Qwen2-Audio-7B-Instruct", "--gpu", "H200", "--estimate", "formula", "-pp", "2"])
     assert "--pipeline-parallel-size 2" in err and "tower" in err and "plan at --pipeline-parallel-size 1" in err
     err = _refusal(capsys, ["--model", "Qwen/Qwen3-8B", "--gpu", "H200", "--estimate", "formula", "-pp", "2"])
     assert "Qwen3ForCausalLM sends between stages is not read" in err

@@ -251,14 +251,23 @@ def load_allocations(
 
 
 def load_buffers_term(
-    spec: ModelSpec, source: ModelSource, serving: ServingConfig, wb: WeightsBreakdown, semantics: VllmSemantics, rounding: bool = True
+    spec: ModelSpec,
+    source: ModelSource,
+    serving: ServingConfig,
+    wb: WeightsBreakdown,
+    semantics: VllmSemantics,
+    rounding: bool = True,
+    towers_built: bool = True,
 ) -> MemoryTerm:
     """What vLLM's "Model loading took" holds besides the parameters (`load_allocations`): the rotary
     cos_sin_cache buffers (exact) and, for unquantized checkpoints, the caching allocator's rounding of the decoder's
-    large tensors (estimated). `rounding=False` where a GPU measurement of the load already holds the rounding."""
+    large tensors (estimated). `rounding=False` where a GPU measurement of the load already holds the rounding;
+    `towers_built=False` on a pipeline stage whose towers are StageMissingLayer on the meta device (no vision cache)."""
     layout = weight_layout(spec, source.config, class_default_tie=False)
     buffers = spec.family.load_buffers(source.config, serving.max_num_batched_tokens, serving.dtype_bytes)
-    loads = load_allocations(spec, source.config, layout, serving.tensor_parallel_size, serving.dtype_bytes, semantics.vision_rope_cache, buffers)
+    loads = load_allocations(
+        spec, source.config, layout, serving.tensor_parallel_size, serving.dtype_bytes, semantics.vision_rope_cache and towers_built, buffers
+    )
     if not rounding or wb.quantization != "none":
         loads = replace(loads, rounding_bytes=0, rounded_tensors=0)
     kind = EXACT if loads.exact else ESTIMATED

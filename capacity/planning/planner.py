@@ -212,7 +212,7 @@ def plan_without_suggestion(
         window_batches = pipeline_window_batches(serving.pipeline_parallel_size, mrv2)
         stages = plan_stages(
             source, spec, gpu, serving, memory, phase_transients(profile, activations, scaling), requested, semantics,
-            lambda stage_spec: graphs_set_aside(stage_spec, serving, gpu, semantics, mrv2)[0], window_batches,
+            lambda stage_spec: graphs_set_aside(stage_spec, serving, gpu, semantics, mrv2)[0], window_batches, mrv2,
         )  # fmt: skip
         memory = dict(next(st for st in stages if st.limiting).memory)
     before_snapshot = memory["cuda_context"].bytes + memory["collectives"].bytes

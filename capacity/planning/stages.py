@@ -39,6 +39,7 @@ from capacity.memory.weights import weight_layout, weights_breakdown
 from capacity.model.spec import ModelSpec
 from capacity.planning.kv_groups import max_model_len_that_fits, model_knobs
 from capacity.planning.plan import NON_KV_TERMS
+from capacity.planning.stage_towers import check_deepstack, intermediate_keys, tower_family
 from capacity.serving.config import ServingConfig
 from capacity.serving.pipeline import StageLayers, pipeline_stages
 from capacity.source.resolve import ModelSource
@@ -107,11 +108,7 @@ def refuse_unplanned_stages(spec: ModelSpec, serving: ServingConfig, profile: Me
         raise BadInput(f"--pipeline-parallel-size {pp}: stages are planned under vLLM {LATEST.name}'s rules only, not {semantics.name}'s")
     if serving.compile_cache == COLD:
         raise BadInput(f"--pipeline-parallel-size {pp} with --compile-cache cold: a stage's compile scratch is not modelled; plan a warm start")
-    if spec.modalities or spec.encoder is not None:
-        raise BadInput(
-            f"--pipeline-parallel-size {pp}: where vLLM 0.33 places {spec.name}'s tower on the stages is not modelled; plan at --pipeline-parallel-size 1"
-        )
-    if spec.architecture not in INTERMEDIATE_TENSOR_KEYS:
+    if not (spec.modalities or spec.encoder is not None) and spec.architecture not in INTERMEDIATE_TENSOR_KEYS:
         raise BadInput(
             f"--pipeline-parallel-size {pp}: which tensors {spec.architecture} sends between stages is not read from vLLM 0.33 "
             "(bench/vllm_pp_intermediate_keys.py lists the decoder-only architectures whose module names them); plan at --pipeline-parallel-size 1"
@@ -129,6 +126,33 @@ def refuse_unplanned_stages(spec: ModelSpec, serving: ServingConfig, profile: Me
         raise BadInput(
             f"--pipeline-parallel-size {pp}: a measured profile ran the whole model on one worker, not one stage; plan from the trace or the formulas"
         )
+
+
+@dataclass(frozen=True)
+class StageModel:
+    """What the stages of this model build besides its decoder layers, and what they send each other."""
+
+    keys: tuple[str, ...]  # the intermediate tensors a non-first stage receives
+    keys_of: str  # the class whose make_empty_intermediate_tensors names them
+    towers: tuple[str, ...] = ()  # modules under _mark_tower_model: the first stage's
+    every_stage: tuple[str, ...] = ()  # bare parameters assigned there: every stage's
+
+
+def stage_model(spec: ModelSpec, config: dict[str, Any], stages: tuple[StageLayers, ...], mrv2: bool) -> StageModel:
+    """A text-only decoder's keys from the key list; a multimodal model's from its language model, its towers from the
+    family (capacity/planning/stage_towers.py)."""
+    pp = len(stages)
+    family = tower_family(spec, config, pp)
+    if family is None:
+        return StageModel(tuple(INTERMEDIATE_TENSOR_KEYS[spec.architecture]), spec.architecture)
+    if not mrv2:
+        raise BadInput(
+            f"--pipeline-parallel-size {pp}: {spec.name}'s towers under the V1 model runner (built on every stage) are not modelled; plan at --pipeline-parallel-size 1"
+        )
+    keys, language_model = intermediate_keys(family, config, INTERMEDIATE_TENSOR_KEYS, pp)
+    check_deepstack(family, config, stages[1].start, pp)
+    towers = tuple(m for t in spec.family.towers(config) for m in t.modules)
+    return StageModel(keys, language_model, towers, family.every_stage)
 
 
 def indexed_layer_specs(spec: ModelSpec, serving: ServingConfig, gpu: Gpu) -> list[tuple[int, KVCacheSpec]]:
@@ -184,25 +208,31 @@ def plan_stages(
     semantics: VllmSemantics,
     graphs_for: Callable[[ModelSpec], MemoryTerm],
     window_batches: int,
+    mrv2: bool = True,
 ) -> tuple[StagePlan, ...]:
     """Each stage's terms, available KV memory and blocks on its own memory; the limiting stage marked."""
     pp = serving.pipeline_parallel_size
     num_layers = spec.decoder.num_layers
     tied = weight_layout(spec, source.config).tie_word_embeddings
     specs = indexed_layer_specs(spec, serving, gpu)
-    keys = INTERMEDIATE_TENSOR_KEYS[spec.architecture]
+    split = pipeline_stages(num_layers, pp, serving.pp_layer_partition)
+    built = stage_model(spec, source.config, split, mrv2)
+    keys, towers = built.keys, built.towers
     upper = spec.derived_max_model_len if serving.auto_fit_max_model_len else serving.max_model_len
     plans = []
-    for stage in pipeline_stages(num_layers, pp, serving.pp_layer_partition):
+    for stage in split:
         phases = stage_phases(stage)
-        wb = weights_breakdown(spec, source, serving, gpu=gpu, stage=stage.weights_slice(num_layers, tied))
+        wb = weights_breakdown(spec, source, serving, gpu=gpu, stage=stage.weights_slice(num_layers, tied, towers, built.every_stage))
         w = whole["weights"]
         layers = f"pipeline stage {stage.rank}: decoder layers {stage.start}..{stage.end - 1}"
+        if towers:
+            layers += f", {'/'.join(towers)} {'built here' if stage.first else 'not built (MRV2 builds towers on the first stage only)'}"
         buffers = intermediate_tensors_bytes(stage.first, len(keys), serving.max_num_batched_tokens, spec.decoder.hidden_size, serving.dtype_bytes)
         memory = {
             "weights": MemoryTerm(wb.total_bytes, w.kind, f"{layers}; {wb.describe()}; {wb.source}"),
             "load_buffers": _estimated(
-                load_buffers_term(stage_spec(spec, stage), source, serving, wb, semantics), "the allocator rounding of the stage's own layers"
+                load_buffers_term(stage_spec(spec, stage), source, serving, wb, semantics, towers_built=stage.first or not towers),
+                "the allocator rounding of the stage's own layers",
             ),
             "activation_peak": stage_activation(whole["activation_peak"], *transients, phases),
             "encoder_cache": whole["encoder_cache"]
@@ -215,7 +245,7 @@ def plan_stages(
                 EXACT,
                 "the first stage receives none"
                 if stage.first
-                else f"{len(keys)} x ({'/'.join(keys)}) x {serving.max_num_batched_tokens} tokens x hidden {spec.decoder.hidden_size} x {serving.dtype_bytes} B, "
+                else f"{len(keys)} x ({'/'.join(keys)}{'' if built.keys_of == spec.architecture else f', its {built.keys_of} language model'}) x {serving.max_num_batched_tokens} tokens x hidden {spec.decoder.hidden_size} x {serving.dtype_bytes} B, "
                 "not split by TP (make_empty_intermediate_tensors, kept from load_model on)",
             ),
             "cuda_context": whole["cuda_context"],

@@ -39,9 +39,11 @@ class StageLayers:
     def holds(self, layer: int) -> bool:
         return self.start <= layer < self.end
 
-    def weights_slice(self, num_layers: int, tie_word_embeddings: bool) -> StageSlice:
-        """What the stage builds, for placing stored tensors (capacity/weights/pipeline_stage.py)."""
-        return StageSlice(self.start, self.end, num_layers, self.first, self.last, tie_word_embeddings)
+    def weights_slice(self, num_layers: int, tie_word_embeddings: bool, towers: tuple[str, ...] = (), every_stage: tuple[str, ...] = ()) -> StageSlice:
+        """What the stage builds, for placing stored tensors (capacity/weights/pipeline_stage.py); `towers`: the modules
+        built under _mark_tower_model, which Model Runner V2 builds on the first stage only; `every_stage`: bare
+        parameters assigned there, which it builds on every stage."""
+        return StageSlice(self.start, self.end, num_layers, self.first, self.last, tie_word_embeddings, towers, self.first, every_stage)
 
 
 def _partition_from_env(value: str, num_layers: int, pp_size: int) -> list[int]:

@@ -9,9 +9,11 @@ decoders follow:
 - the final norm and the `lm_head` (ParallelLMHead) on the last stage only.
 
 The layer split itself is capacity/serving/pipeline.py's (vLLM get_pp_indices); this module only places tensors.
-A tensor this module cannot place (a vision / audio tower, a multi-token-prediction layer past the decoder's count,
-a name no rule knows) is refused in one line rather than guessed: where vLLM puts towers is per family (LLaVA builds
-its tower on every stage) and is not modelled yet.
+A multimodal model's towers are the modules its vLLM class builds under `_mark_tower_model` (the family's `towers`,
+passed in as module names): Model Runner V2 builds them on the first stage only, `StageMissingLayer` on the meta
+device elsewhere (vllm/model_executor/models/interfaces.py: `use_v2_model_runner and not get_pp_group().is_first_rank`);
+`builds_towers` says whether this stage builds them. A tensor this module cannot place (a multi-token-prediction layer
+past the decoder's count, a name no rule knows) is refused in one line rather than guessed.
 """
 
 from __future__ import annotations
@@ -40,10 +42,18 @@ class StageSlice:
     first: bool
     last: bool
     tie_word_embeddings: bool = False
+    towers: tuple[str, ...] = ()  # module names built under _mark_tower_model, matched against a name's dotted parts
+    builds_towers: bool = False  # the stage builds them (MRV2: the first stage only)
+    every_stage: tuple[str, ...] = ()  # bare parameters assigned inside the tower context: not replaced, on every stage
 
 
 def _holds(name: str, stage: StageSlice) -> bool:
     """Whether the stage builds the layer this stored tensor loads into (BadInput where no rule places it)."""
+    parts = name.split(".")
+    if any(part in stage.every_stage for part in parts):
+        return True
+    if any(part in stage.towers for part in parts):
+        return stage.builds_towers
     layer = _DECODER_LAYER.match(name)
     if layer:
         index = int(layer.group(1))
@@ -58,7 +68,7 @@ def _holds(name: str, stage: StageSlice) -> bool:
     if _LM_HEAD.match(name) or _FINAL_NORM.match(name):
         return stage.last
     raise BadInput(
-        f"{name}: which pipeline stage vLLM builds this tensor on is not modelled (only decoder layers, embedding, final norm, LM head); plan at --pipeline-parallel-size 1"
+        f"{name}: which pipeline stage vLLM builds this tensor on is not modelled (only decoder layers, embedding, final norm, LM head, the towers of the multimodal families read); plan at --pipeline-parallel-size 1"
     )
 
 

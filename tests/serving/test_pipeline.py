@@ -115,9 +115,9 @@ def _refusal(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 
 @pytest.mark.usefixtures("_hermetic")
 def test_plan_refuses_pipeline_stages_it_has_not_read_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    # LLaVA: where vLLM places each family's tower is read family by family; phi-1: vLLM 0.33's phi.py names no
-    # intermediate tensors and imports no model module that does (bench/vllm_pp_intermediate_keys.py)
-    err = _refusal(capsys, ["--model", "llava-hf/llava-1.5-7b-hf", "--gpu", "H200", "--estimate", "formula", "-pp", "2"])
+    # Qwen2-Audio: where vLLM places each family's tower is read family by family (not this one); phi-1: vLLM 0.33's
+    # phi.py names no intermediate tensors and imports no model module that does (bench/vllm_pp_intermediate_keys.py)
+    err = _refusal(capsys, ["--model", "Qwen/Qwen2-Audio-7B-Instruct", "--gpu", "H200", "--estimate", "formula", "-pp", "2"])
     assert "--pipeline-parallel-size 2" in err and "tower" in err and "plan at --pipeline-parallel-size 1" in err
     err = _refusal(capsys, ["--model", "microsoft/phi-1", "--gpu", "H200", "--estimate", "formula", "-pp", "2"])
     assert "PhiForCausalLM sends between stages is not read" in err

@@ -92,7 +92,7 @@ def test_multimodal_wrapper_prefixes_are_placed() -> None:
 @pytest.mark.parametrize(
     ("name", "says"),
     [
-        ("vision_tower.vision_model.encoder.layers.0.mlp.fc1.weight", "not modelled"),  # a tower: per family, not yet
+        ("vision_tower.vision_model.encoder.layers.0.mlp.fc1.weight", "not modelled"),  # a tower the slice was not told of
         ("model.layers.4.mlp.up_proj.weight", "decoder layer 4 is past the model's 4 layers"),  # e.g. an MTP layer
     ],
 )
@@ -100,3 +100,15 @@ def test_a_tensor_no_rule_places_is_refused_in_one_line(name: str, says: str) ->
     with pytest.raises(BadInput) as err:
         stage_tensors([t(name, 4, 4)], StageSlice(0, 2, LAYERS, first=True, last=False))
     assert says in str(err.value) and "\n" not in str(err.value)
+
+
+def test_towers_are_built_on_the_stage_that_builds_them_and_bare_parameters_on_every_stage() -> None:
+    # MRV2: _mark_tower_model's modules on the first stage only; a bare nn.Parameter assigned there (LLaVA-NeXT's
+    # image_newline) is not replaced by its module hook, so every stage keeps it
+    names = ["model.vision_tower.encoder.layers.0.mlp.fc1.weight", "model.multi_modal_projector.linear_1.weight", "model.image_newline"]
+    towers, every = ("vision_tower", "multi_modal_projector"), ("image_newline",)
+    first = StageSlice(0, 2, LAYERS, first=True, last=False, towers=towers, builds_towers=True, every_stage=every)
+    later = StageSlice(2, 4, LAYERS, first=False, last=True, towers=towers, builds_towers=False, every_stage=every)
+    tensors = [t(n, 4, 4) for n in names]
+    assert [x.name for x in stage_tensors(tensors, first)] == names
+    assert [x.name for x in stage_tensors(tensors, later)] == ["model.image_newline"]

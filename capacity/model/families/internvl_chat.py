@@ -25,7 +25,7 @@ from capacity.errors import BadInput
 from capacity.kv.text_config import kv_layers
 from capacity.model.families.common import config_dtype, need, sub
 from capacity.model.families.decoder_only import decoder_shape
-from capacity.model.family import EncoderInput, Family
+from capacity.model.family import EncoderInput, Family, Tower
 from capacity.model.spec import EncoderShape, Modality, ModelSpec, VllmSupport, scaled_max_model_len
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -214,6 +214,10 @@ class InternVLChatFamily(Family):
     # H200 encoder phase vs the fake trace in bench/results/h200-catalog-2026-12-01: 6,956.5 MiB measured, 6,444.0
     # traced (x 1.080); the InternViT patch convolution's and attention's workspaces, as for Florence-2 and Nemotron-Parse
     trace_undercount_percent: ClassVar[int | None] = 8
+
+    def towers(self, config: dict[str, Any]) -> tuple[Tower, ...]:
+        """internvl.py InternVLChatModel.__init__: vision_model and mlp1 under _mark_tower_model({image, video})."""
+        return (Tower(("image", "video"), ("vision_model", "mlp1")),)
 
     def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
         if config.get("quantization_config") or (config.get("llm_config") or {}).get("quantization_config"):

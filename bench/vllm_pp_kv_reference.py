@@ -30,13 +30,13 @@ from vllm_kv_reference import layer_plan, model_dir, read_config  # noqa: E402
 GiB = 1 << 30
 # name, config, TP, PP, partition (VLLM_PP_LAYER_PARTITION or None), max_model_len, each stage's available bytes
 CASES: list[dict] = [
-    {"name": "llama-3.1-70b tp4 pp2", "config": "meta-llama--Llama-3.1-70B-Instruct.json", "tp": 4, "pp": 2, "max_model_len": 131072, "available": [59_438_693_843, 57_917_261_579]},
-    {"name": "llama-3.1-70b tp4 pp4 equal memory", "config": "meta-llama--Llama-3.1-70B-Instruct.json", "tp": 4, "pp": 4, "max_model_len": 131072, "available": [60 * GiB] * 4},
-    {"name": "llama-3.1-70b tp2 pp3 partition 30,30,20", "config": "meta-llama--Llama-3.1-70B-Instruct.json", "tp": 2, "pp": 3, "partition": "30,30,20", "max_model_len": 32768, "available": [40 * GiB, 41 * GiB, 30 * GiB]},
+    {"name": "llama-3.1-70b tp4 pp2", "config": "catalog:meta-llama--Llama-3.1-70B-Instruct", "tp": 4, "pp": 2, "max_model_len": 131072, "available": [59_438_693_843, 57_917_261_579]},
+    {"name": "llama-3.1-70b tp4 pp4 equal memory", "config": "catalog:meta-llama--Llama-3.1-70B-Instruct", "tp": 4, "pp": 4, "max_model_len": 131072, "available": [60 * GiB] * 4},
+    {"name": "llama-3.1-70b tp2 pp3 partition 30,30,20", "config": "catalog:meta-llama--Llama-3.1-70B-Instruct", "tp": 2, "pp": 3, "partition": "30,30,20", "max_model_len": 32768, "available": [40 * GiB, 41 * GiB, 30 * GiB]},
     {"name": "gemma-3-27b tp1 pp2", "config": "catalog:google--gemma-3-27b-it", "tp": 1, "pp": 2, "max_model_len": 32768, "available": [50 * GiB, 49 * GiB]},
     {"name": "gemma-3-27b tp2 pp3", "config": "catalog:google--gemma-3-27b-it", "tp": 2, "pp": 3, "max_model_len": 131072, "available": [30 * GiB, 30 * GiB, 29 * GiB]},
     {"name": "llama-3.1-8b tp1 pp4", "config": "catalog:meta-llama--Llama-3.1-8B-Instruct", "tp": 1, "pp": 4, "max_model_len": 32768, "available": [20 * GiB, 21 * GiB, 21 * GiB, 19 * GiB + 555]},
-    {"name": "llama-3.1-70b tp8 pp2 partition 30,50", "config": "meta-llama--Llama-3.1-70B-Instruct.json", "tp": 8, "pp": 2, "partition": "30,50", "max_model_len": 32768, "available": [80 * GiB, 80 * GiB]},
+    {"name": "llama-3.1-70b tp8 pp2 partition 30,50", "config": "catalog:meta-llama--Llama-3.1-70B-Instruct", "tp": 8, "pp": 2, "partition": "30,50", "max_model_len": 32768, "available": [80 * GiB, 80 * GiB]},
     {"name": "gemma-3-4b tp1 pp2", "config": "catalog:google--gemma-3-4b-it", "tp": 1, "pp": 2, "max_model_len": 32768, "available": [10 * GiB, 10 * GiB + 123_456]},
 ]
 

@@ -22,17 +22,14 @@ import pytest
 from capacity.cli.app import main
 from capacity.memory.collectives import NCCL_COMMUNICATOR_BYTES
 from capacity.planning.stages import pipeline_window_batches
-from tests.support.paths import REPO_ROOT
 
-LLAMA_70B = REPO_ROOT / "tests" / "fixtures" / "configs" / "meta-llama--Llama-3.1-70B-Instruct.json"
+LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"  # the catalog entry: the published config.json
 
 
 @pytest.fixture(scope="module")
 def llama_70b_tp4_pp2(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    folder = tmp_path_factory.mktemp("llama-3.1-70b")
-    (folder / "config.json").write_text(LLAMA_70B.read_text())
-    out = folder / "plan.json"
-    assert main(["plan", "--model", str(folder), "--gpu", "H200", "-tp", "4", "-pp", "2", "--json", str(out)]) == 0
+    out = tmp_path_factory.mktemp("llama-3.1-70b") / "plan.json"
+    assert main(["plan", "--model", LLAMA_70B, "--gpu", "H200", "-tp", "4", "-pp", "2", "--json", str(out)]) == 0
     return json.loads(out.read_text())
 
 

@@ -93,6 +93,9 @@ CASES: list[dict] = [
     {"model": "Qwen/Qwen3-VL-4B-Instruct", "tp": 1, "limit_mm": {"image": 0, "video": 0}},
     # LLaVA-NeXT (published llava-v1.6-vicuna-7b-hf config): the CLIP tower built to vision_feature_layer -2 (23 of 24
     # layers, no post_layernorm), image_newline and the projector; left out at image=0
+    # LLaVA-1.5 (published llava-1.5-7b-hf config): the same CLIP-L/14-336 tower rule as LLaVA-NeXT (llava.py)
+    {"model": "llava-hf/llava-1.5-7b-hf", "tp": 1},
+    {"model": "llava-hf/llava-1.5-7b-hf", "tp": 2},
     {"model": "llava-hf/llava-v1.6-vicuna-7b-hf", "tp": 1},
     {"model": "llava-hf/llava-v1.6-vicuna-7b-hf", "tp": 2},
     {"model": "llava-hf/llava-v1.6-vicuna-7b-hf", "tp": 1, "limit_mm": {"image": 0}},

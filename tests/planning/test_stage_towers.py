@@ -71,9 +71,10 @@ def test_llava_1_5_at_pp2_puts_clip_and_the_projector_on_the_first_stage(tmp_pat
     assert last["memory"]["weights"]["bytes"] == 16 * 404_766_720 + 8_192 + 262_668_288 == 6_738_944_000
     # the first stage: its 16 layers, the embedding and every tower tensor
     tower = first["memory"]["weights"]["bytes"] - 16 * 404_766_720 - 262_668_288
-    # CLIP ViT-L/14-336 as capacity counts it (24 layers of 12,596,224 + embeddings 1,193,984 + 2 norms 4,096) and the
-    # projector 4,198,400 + 16,781,312: 324,487,168 params
-    assert tower == 2 * (24 * 12_596_224 + 1_193_984 + 4_096 + 4_198_400 + 16_781_312) == 648_974_336
+    # CLIP ViT-L/14-336 as vLLM builds it (init_vision_tower_for_llava: the 23 layers up to vision_feature_layer -2 of
+    # 12,596,224 each, embeddings 1,193,984, pre_layrnorm 2,048, no post_layernorm) and the projector
+    # 4,198,400 + 16,781,312: 311,888,896 params
+    assert tower == 2 * (23 * 12_596_224 + 1_193_984 + 2_048 + 4_198_400 + 16_781_312) == 623_777_792
     # 3 images of 576 tokens fill the 2,048-token encoder budget; the cache is the first stage's
     assert [first["memory"]["encoder_cache"]["bytes"], last["memory"]["encoder_cache"]["bytes"]] == [3 * 576 * 4096 * 2, 0]
     assert last["memory"]["pp_intermediate"]["bytes"] == 2 * 2048 * 4096 * 2

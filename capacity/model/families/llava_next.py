@@ -17,12 +17,10 @@ What differs from the generic family, each from vllm/model_executor/models/llava
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from capacity.errors import BadInput
-from capacity.model.families.generic import LLAVA_PROJECTOR, GenericFamily
-from capacity.model.family import EncoderInput, Tower
+from capacity.model.families.llava import LlavaFamily
+from capacity.model.family import EncoderInput
 from capacity.model.hf_config import materialized
 from capacity.model.items.item_tokens import ItemTokens
 from capacity.model.items.llava_next import AnyresImages
@@ -32,36 +30,16 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     from capacity.model.spec import ModelSpec
     from capacity.source.resolve import ModelSource
-    from capacity.weights.stored_tensor import StoredTensor
 
-# llava_next.py LlavaNextForConditionalGeneration.__init__: the modules under _mark_tower_model(vllm_config, "image").
-# image_newline is built there too, but as a bare nn.Parameter, not a module: vLLM keeps it at image=0 (its own
-# class holds 8,192 B more than without it: bench/results/vllm-weights-reference-2026-11-30).
-LLAVA_NEXT_TOWER = Tower(("image",), ("vision_tower", "multi_modal_projector"))
-
-# The tower's layers and final norm, as checkpoints name them (vision_tower.vision_model.encoder...) and as
-# transformers 5's meta build does (model.vision_tower.encoder...).
-_TOWER_LAYER = re.compile(r"(^|\.)vision_tower\.(vision_model\.)?encoder\.layers\.(?P<index>\d+)\.")
-_POST_NORM = re.compile(r"(^|\.)vision_tower\.(vision_model\.)?post_layernorm\.")
+# llava_next.py LlavaNextForConditionalGeneration.__init__ builds the same tower modules as LLaVA under
+# _mark_tower_model(vllm_config, "image"), and image_newline there too, but as a bare nn.Parameter, not a module: vLLM
+# keeps it at image=0 (its own class holds 8,192 B more than without it: bench/results/vllm-weights-reference-2026-11-30).
 
 
-def tower_layers_built(full: dict[str, Any]) -> int:
-    """Vision layers vLLM builds (llava.py _get_num_hidden_layers with utils.get_layer_index): up to the deepest
-    feature layer; a negative index counts from the end (num_hidden_layers + index + 1)."""
-    total = (full.get("vision_config") or {}).get("num_hidden_layers")
-    feature = full.get("vision_feature_layer", -2)
-    layers = list(feature) if isinstance(feature, (list, tuple)) else [feature]
-    if not isinstance(total, int) or not layers or not all(isinstance(i, int) and not isinstance(i, bool) for i in layers):
-        raise BadInput(f"llava_next: vision_feature_layer {feature!r} / vision_config.num_hidden_layers {total!r}: vLLM needs integers to build its vision tower")
-    return max(total + i + 1 if i < 0 else i for i in layers)
-
-
-class LlavaNextFamily(GenericFamily):
+class LlavaNextFamily(LlavaFamily):
     name = "llava_next"
     model_types: ClassVar[tuple[str, ...]] = ("llava_next",)
-    fallback_rank: ClassVar[int | None] = None
     method_label = "llava_next"
-    adds_vllm_tensors = True  # vllm_tensors changes the set (drops the unused vision layers): a summary's total is not vLLM's
 
     def item_tokens(
         self, modality: str, config: dict[str, Any], full: dict[str, Any], preprocessor: dict[str, Any] | None, processor: dict[str, Any] | None
@@ -78,25 +56,6 @@ class LlavaNextFamily(GenericFamily):
             image_size=(height, width),
             encoder_positions=rule.tiles(height, width) * rule.tile_positions,
         )
-
-    def towers(self, config: dict[str, Any]) -> tuple[Tower, ...]:
-        return (LLAVA_NEXT_TOWER,)
-
-    def column_parallel_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
-        return LLAVA_PROJECTOR[0]  # LlavaMultiModalProjector.linear_1: ColumnParallelLinear
-
-    def row_parallel_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
-        return LLAVA_PROJECTOR[1]  # LlavaMultiModalProjector.linear_2: RowParallelLinear
-
-    def vllm_tensors(self, tensors: tuple[StoredTensor, ...], config: dict[str, Any]) -> tuple[StoredTensor, ...]:
-        """Without the vision layers past the deepest feature layer and the post_layernorm, which vLLM never builds."""
-        built = tower_layers_built(materialized(config))
-
-        def kept(name: str) -> bool:
-            layer = _TOWER_LAYER.search(name)
-            return not _POST_NORM.search(name) and (layer is None or int(layer.group("index")) < built)
-
-        return tuple(t for t in tensors if kept(t.name))
 
     # --- the fake-tensor trace and the profiler ----------------------------------------------------------
 

@@ -46,7 +46,7 @@ def pages(spec: Any) -> list[tuple[str, int, int]]:
 
 def test_llava_default_config_plans_by_the_image_formula():
     spec = spec_from_files(default_config("llava", "LlavaForConditionalGeneration"), "llava")
-    assert spec.family.name == "generic"
+    assert spec.family.name == "llava"  # the generic family's rules, with the tower vLLM allocates (families/llava.py)
     # CLIP-L/14 at 336 px: (336 // 14)^2 = 576 patch features (vLLM llava.py get_max_image_tokens: 576)
     assert [(m.name, m.max_tokens_per_item) for m in spec.modalities] == [("image", 576)]
     assert "fallback formula" in spec.notes[0] and "no preprocessor_config.json" in spec.notes[0]
@@ -137,7 +137,7 @@ def test_what_it_cannot_read_is_refused_in_one_line(config, field):
 
 
 def test_claims_multimodal_configs_before_the_plain_decoder_fallback():
-    config = default_config("llava", "LlavaForConditionalGeneration")
+    config = {**default_config("llava", "LlavaForConditionalGeneration"), "model_type": "an_unlisted_vlm"}  # no family lists it
     assert family_for(config).name == "generic"
     text_only = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}
     assert family_for(text_only).name == "decoder_only"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from capacity.errors import BadInput
-from capacity.model.families.llava_next import tower_layers_built
+from capacity.model.families.llava import tower_layers_built
 from capacity.model.hf_config import materialized
 from capacity.model.items.llava_next import AnyresImages, select_best_resolution
 from capacity.model.registry import family_for, spec_from_files

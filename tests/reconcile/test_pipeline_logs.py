@@ -77,3 +77,15 @@ def test_reconcile_compares_each_stage_of_the_pp2_start(capsys: pytest.CaptureFi
     # the engine's pool: 56,640 tokens = 3,540 blocks of 16 (one full-attention group); 1.73x = 3,540 / cdiv(32,768, 16)
     assert rows["kv_cache_tokens"]["vllm_value"] == 56_640 and rows["num_blocks"]["vllm_value"] == 3_540
     assert rows["blocks_per_request"]["capacity_value"] == 2048
+
+
+def test_bare_reconcile_of_the_pp2_log_compares_each_stage_it_can(capsys: pytest.CaptureFixture[str]) -> None:
+    # `capacity reconcile LOG` as a user runs it: the model and knobs from the pasted docker command, no GPU total in the
+    # excerpt, so each stage's load is compared (30.52 GiB each, by hand in the test above) and the KV memory needs --gpu
+    assert main(["reconcile", str(PP2), "--json"]) == EXIT_FITS
+    doc = json.loads(capsys.readouterr().out)
+    rows = {r["key"]: r for r in doc["rows"]}
+    assert doc["model"] == "Qwen/Qwen3-32B" and doc["plan_estimate"] == "trace" and doc["gpu_total_known"] is False
+    assert rows["model_loading_pp0"]["agrees"] is True and rows["model_loading_pp1"]["agrees"] is True
+    assert rows["available_kv_cache_pp0"]["needs_gpu"] is True and rows["available_kv_cache_pp0"]["vllm"] == "6.92 GiB"
+    assert rows["blocks_per_request"]["capacity_value"] == 2048  # cdiv(32,768, 16)

@@ -379,6 +379,12 @@ def plan_summary(rows: list[Row], split: str | None) -> dict[str, float | int | 
 # with a miss have an entry (write_readme looks a miss's log up here; a miss without one prints "not analysed").
 # Figures are GiB; "vLLM's non-weights memory" is its requested memory - its KV memory - what it loaded.
 CAUSES: dict[str, str] = {
+    "qwen3-32b-2xrtxpro6000-pp2-util0.426-len32768-v0.27.1-excerpt.log":
+    "available KV (PP 0) +18.5 %, KV tokens +16.3 %: a cold torch.compile cache, which capacity does not plan at PP > 1. "
+    "The start is `docker run ... vllm/vllm-openai:latest` with only the HF cache mounted, so vLLM's compile cache is "
+    "empty in each new container; the excerpt has no compile line and is planned warm. vLLM kept 3.03 GiB on PP 0 "
+    "besides the 30.52 loaded, capacity 1.75; the cold scratch (151,936 x 5120 x 2 B of embedding + 8,192 x 5120 x 2 B "
+    "+ the L2, less the warm peak) is about 1.3 GiB (bench/results/predict-logs-pp-dp-2026-12-02).",
     "qwen3-30b-a3b-thinking-2507-fp8-gb10-util0.55-len32768-v0.30.0-excerpt.log":
     "(below 3 % since the CUDA-graph estimate counts the PIECEWISE captures: KV tokens +2.0 %; it was +3.4 %.) "
     "The log's '--gpu-memory-utilization=0.5500 is equivalent to --gpu-memory-utilization=0.5410 without CUDA "

@@ -104,8 +104,10 @@ def pipeline_window_batches(pipeline_parallel_size: int, v2_model_runner: bool) 
 def refuse_unplanned_stages(spec: ModelSpec, serving: ServingConfig, profile: MemoryProfile | None, semantics: VllmSemantics = LATEST) -> None:
     """What the stage plan does not model, refused in one line (fail closed)."""
     pp = serving.pipeline_parallel_size
-    if semantics is not LATEST:
-        raise BadInput(f"--pipeline-parallel-size {pp}: stages are planned under vLLM {LATEST.name}'s rules only, not {semantics.name}'s")
+    if semantics.engine == "V0":
+        # the V1 engine's per-worker profile and min-of-workers pool (vllm/v1/engine/core.py) is what is modelled; V0's
+        # driver sized every worker from the driver's own profile
+        raise BadInput(f"--pipeline-parallel-size {pp}: stages are planned under the V1 engine's rules (0.8 and later), not the {semantics.name}'s")
     if serving.compile_cache == COLD:
         raise BadInput(f"--pipeline-parallel-size {pp} with --compile-cache cold: a stage's compile scratch is not modelled; plan a warm start")
     if not (spec.modalities or spec.encoder is not None) and spec.architecture not in INTERMEDIATE_TENSOR_KEYS:

@@ -9,7 +9,7 @@ capacity - vLLM.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from capacity.reconcile.kv_rows import concurrency_under_log_rule, kv_rows, toke
 from capacity.reconcile.log_only import log_only_rows
 from capacity.reconcile.num_blocks import BlockEvidence, blocks_from_log
 from capacity.reconcile.rows import ReconcileRow, gib_text
+from capacity.reconcile.stage_rows import AVAILABLE, LOAD, printed_by_stage, stage_loaded_bytes, stage_rows
 from capacity.reconcile.term_rows import budget_rows, model_rows, term_rows
 from capacity.reconcile.v0_blocks import v0_encoder_decoder_rows
 from capacity.units import GiB
@@ -152,6 +153,8 @@ def capacity_figures(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None)
     """capacity's figure for each term a vLLM startup prints, counted as the log's version counts it (GiB as floats):
     what `capacity reconcile`'s rows show and `bench/predict_logs.py` scores. Without the GPU's total (the log prints
     none and --gpu is not given) only the weights, which do not depend on it."""
+    if plan.stages:  # the stage whose lines the log prints first (capacity/reconcile/stage_rows.py); tokens are the engine's
+        return stage_figures(facts, plan, sem)
     if plan.gpu.defaulted:
         return {"weights": loaded_bytes(plan) / GiB}
     return {
@@ -163,6 +166,30 @@ def capacity_figures(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None)
         "requested": plan.requested_memory_bytes / GiB,
         "num_blocks": plan.kv.num_blocks,
     }
+
+
+def stage_figures(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> dict[str, float | int]:
+    """capacity_figures of a pipeline-parallel plan: the weights of the first stage whose 'Model loading took' the log
+    prints, the available KV and non-KV memory of the first stage whose 'Available KV cache memory' it prints (each
+    stage's own), and the engine's tokens, concurrency and blocks (the smallest stage's pool)."""
+    stages = {st.rank: st for st in plan.stages}
+    loads, availables = printed_by_stage(facts, LOAD), printed_by_stage(facts, AVAILABLE)
+    out: dict[str, float | int] = {}
+    if loads:
+        out["weights"] = stage_loaded_bytes(stages[min(loads)]) / GiB
+    if plan.gpu.defaulted:
+        return out
+    if availables:
+        st = stages[min(availables)]
+        out["non_kv"] = st.non_kv_bytes / GiB
+        out["available_kv"] = st.kv.available_bytes / GiB
+    out.update(
+        kv_tokens=tokens_under_log_formula(facts, plan),
+        concurrency=concurrency_under_log_rule(plan, sem),
+        requested=plan.requested_memory_bytes / GiB,
+        num_blocks=plan.kv.num_blocks,
+    )
+    return out
 
 
 def _notes(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> tuple[str, ...]:
@@ -205,13 +232,25 @@ def reconcile_facts(facts: VllmLogFacts, plan: Plan, *, semantics: VllmSemantics
     caller derived them (capacity.vllm.versions.log_semantics; None when the log does not tell its version)."""
     kv = plan.kv
     block_size = min((g.group.spec.block_size for g in kv.groups), default=plan.serving.block_size)
+    engine, per_stage, stage_notes = facts, [], []
+    if plan.stages:
+        # the log's first load / KV lines are one stage's: the stage rows compare each; the engine rows keep the KV
+        # memory only where it is the limiting stage's (whose blocks are the pool), so that blocks follow the pool
+        per_stage, stage_notes = stage_rows(facts, plan)
+        limiting = next(st for st in plan.stages if st.limiting)
+        printed = printed_by_stage(facts, AVAILABLE).get(limiting.rank)
+        engine = replace(facts, model_loading_gib=None, available_kv_cache_gib=None if printed is None else printed.value)
     blocks = blocks_from_log(
-        facts, bytes_per_block=kv.bytes_per_block, num_groups=len(kv.groups), block_size=block_size, blocks_per_request=kv.blocks_per_request_vllm
+        engine, bytes_per_block=kv.bytes_per_block, num_groups=len(kv.groups), block_size=block_size, blocks_per_request=kv.blocks_per_request_vllm
     )
-    rows = [*model_rows(facts, plan), *budget_rows(facts, plan), *term_rows(facts, plan, semantics), *kv_rows(facts, plan, semantics, blocks)]
+    rows = [*model_rows(facts, plan), *budget_rows(facts, plan), *term_rows(engine, plan, semantics), *kv_rows(engine, plan, semantics, blocks)]
     if plan.gpu.defaulted:  # no total in the log and no --gpu: what the log alone determines (capacity/reconcile/log_only.py)
-        rows = log_only_rows(rows, facts, plan, semantics, blocks)
-    notes = _notes(facts, plan, semantics)
+        rows = log_only_rows(rows, engine, plan, semantics, blocks)
+    if plan.stages:
+        rows = [r for r in rows if r.key not in ("available_kv_cache", "non_kv")]
+        at = next((i for i, r in enumerate(rows) if r.key not in ("model", "max_model_len")), len(rows))
+        rows[at:at] = per_stage
+    notes = (*_notes(facts, plan, semantics), *stage_notes)
     if semantics is not None and semantics.engine == "V0" and plan.spec.is_encoder_decoder:  # one pool, no per-group layout
         rows, v0_note = v0_encoder_decoder_rows(rows, facts, plan)
         notes = (*notes, v0_note)

@@ -25,6 +25,7 @@ _CONFIG_FIELDS = {
     "max_seq_len": re.compile(r"(?:^|, )max_seq_len=(\d+)"),
     "dtype": re.compile(r"(?:^|, )dtype=torch\.(\w+)"),
     "tensor_parallel_size": re.compile(r"(?:^|, )tensor_parallel_size=(\d+)"),
+    "pipeline_parallel_size": re.compile(r"(?:^|, )pipeline_parallel_size=(\d+)"),
     "enforce_eager": re.compile(r"(?:^|, )enforce_eager=(True|False)"),
     "kv_cache_dtype": re.compile(r"(?:^|, )kv_cache_dtype=(\w+)"),
     "quantization": re.compile(r"(?:^|, )quantization=(\w+)"),
@@ -40,6 +41,8 @@ _KNOB_KEYS = (
     "enforce_eager",
     "dtype",
     "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "data_parallel_size",
     "kv_cache_dtype",
     "block_size",
     "limit_mm_per_prompt",
@@ -97,7 +100,9 @@ def _non_default_args(text: str) -> dict[str, Any]:
 
 
 # a `vllm serve MODEL --flag value ...` command pasted above its log (study notes keep only a few log lines under it)
-_SERVE_COMMAND = re.compile(r"(?:^|[\s$>#])vllm serve\s+(\S.*)$")
+# `vllm serve M ...`, or the image's entrypoint (`docker run ... vllm/vllm-openai:TAG M ...`); a command continued over
+# lines with backslashes is joined first (capacity/vllm/log_startups.py)
+_SERVE_COMMAND = re.compile(r"(?:^|[\s$>#])(?:vllm serve|vllm/vllm-openai(?::\S+)?)\s+(\S.*)$")
 _SERVE_FLAGS = {"--" + key.replace("_", "-"): key for key in _KNOB_KEYS}
 _SERVE_SWITCHES = {"--enforce-eager": ("enforce_eager", True), "--enable-prefix-caching": ("enable_prefix_caching", True),
                    "--language-model-only": ("language_model_only", True),
@@ -147,7 +152,7 @@ def engine_config_line(line: str) -> tuple[str, dict[str, Any]] | None:
     for key, pattern in _CONFIG_FIELDS.items():
         if (cm := pattern.search(m[2])) is not None:
             value: Any = cm[1]
-            if key in ("max_seq_len", "tensor_parallel_size"):
+            if key in ("max_seq_len", "tensor_parallel_size", "pipeline_parallel_size"):
                 value = int(value)
             elif key in ("enforce_eager", "enable_prefix_caching"):
                 value = value == "True"

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from capacity.vllm.compile_lines import CompileCacheEvidence
+from capacity.vllm.log_workers import WorkerFigure
 
 KEY_LINES = (
     "Model loading took",
@@ -123,6 +124,10 @@ class VllmLogFacts:
     first_line: int = 1
     last_line: int = 1
     lines: dict[str, int] = field(default_factory=dict)  # key -> 1-based line number of its first occurrence
+    # every 'Model loading took' / 'Available KV cache memory' with the worker that printed it (capacity/vllm/log_workers.py)
+    workers: tuple[WorkerFigure, ...] = ()
+    pipeline_ranks: tuple[int, ...] = ()  # the PP ranks the log's process names or rank lines show
+    kv_cache_tokens_printed: tuple[int, ...] = ()  # every 'GPU KV cache size' line's tokens, in order
     notes: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()  # lines that carry a key message but could not be read
 

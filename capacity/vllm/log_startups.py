@@ -19,6 +19,7 @@ from capacity.vllm.compile_lines import compile_cache_evidence, is_compile_line
 from capacity.vllm.log_args import chunked_batched_tokens, engine_config_line, is_banner, logged_args, logged_max_model_len, logo_version, server_version_line
 from capacity.vllm.log_facts import KEY_LINES, FreeMemoryReport, GpuEvidence, VllmLogFacts
 from capacity.vllm.log_lines import READERS, free_pieces, gpu_evidence, shown, split_lines
+from capacity.vllm.log_workers import WorkerReader
 
 
 @dataclass
@@ -43,6 +44,8 @@ class _Startup:
     has_kv: bool = False
     has_load: bool = False
     rank_choices: list[str] = field(default_factory=list)  # V0 ranks' profiles: which line the engine's minimum is
+    workers: WorkerReader = field(default_factory=WorkerReader.new)
+    kv_tokens: list[tuple[int, float | None]] = field(default_factory=list)  # every KV size line: (tokens, its concurrency)
 
     @property
     def empty(self) -> bool:
@@ -144,6 +147,19 @@ def _finish(cur: _Startup, source: str, index: int, gpu: GpuEvidence, inherited_
     fields = {k: v for k, v in values.items() if not k.startswith("_") and k != "model_loading_gib_from_profile"}
     if "_ml_memory_word" in values:
         fields["model_loading_memory_word"] = values["_ml_memory_word"]
+    pipeline = tuple(sorted(cur.workers.pipeline_ranks))
+    printed = tuple(t for t, _ in cur.kv_tokens)
+    if len(set(printed)) > 1 and any(pp > 0 for pp in pipeline):
+        # vLLM 0.8-0.10 print one KV size line per worker (kv_cache_utils.get_kv_cache_config), each on its own memory,
+        # before unify_kv_cache_configs gives every worker the smallest count: the engine's pool is the smallest line
+        tokens, conc = min(cur.kv_tokens, key=lambda tc: tc[0])
+        fields["kv_cache_tokens"] = tokens
+        if conc is not None:
+            fields["max_concurrency"] = conc
+        notes.append(
+            f"{len(printed)} 'GPU KV cache size' lines ({', '.join(f'{t:,}' for t in sorted(set(printed)))} tokens), one per worker as vLLM 0.8-0.10 print them "
+            f"before the engine takes the smallest: the engine's pool is {tokens:,} tokens"
+        )
     version = cur.version or inherited_version
     if cur.version is None and inherited_version is not None:
         notes.append(f"version {inherited_version} taken from an earlier startup in the same text")
@@ -163,6 +179,9 @@ def _finish(cur: _Startup, source: str, index: int, gpu: GpuEvidence, inherited_
         first_line=cur.first_line,
         last_line=cur.last_line,
         lines={key: lineno for key, (lineno, _) in cur.first.items()} | ({"Free memory on device": cur.free_line} if cur.free_line else {}),
+        workers=cur.workers.figures(),
+        pipeline_ranks=pipeline,
+        kv_cache_tokens_printed=printed,
         notes=tuple(notes),
         warnings=tuple(cur.warnings),
         **fields,
@@ -180,16 +199,20 @@ def parse_vllm_startups(text: str, source: str = "log") -> tuple[VllmLogFacts, .
     done: list[_Startup] = []
     cur = _Startup(first_line=1)
     all_warnings: list[str] = []
+    continued = ""
     for lineno, line in enumerate(lines, start=1):
         found_any = False
         # a model load or an engine banner after the KV figures of the current startup begins the next one
         reader_hits = [r for r in READERS if r.claims(line)]
         reloads = any(r.stage == "load" for r in reader_hits) and cur.has_load
-        banner = is_banner(line)
+        command = continued + line  # a command continued over lines with backslashes is read joined
+        continued = command.rstrip()[:-1] + " " if command.rstrip().endswith("\\") else ""
+        command = "" if continued else command
+        banner = is_banner(command) if command else False
         if cur.has_kv and (reloads or banner):
             done.append(cur)
             cur = _Startup(first_line=lineno)
-        if _read_banner(cur, line):
+        if command and _read_banner(cur, command):
             found_any = True
         if (length := logged_max_model_len(line)) is not None:
             cur.max_seq_len = cur.max_seq_len or length
@@ -197,6 +220,7 @@ def parse_vllm_startups(text: str, source: str = "log") -> tuple[VllmLogFacts, .
             cur.mnbt = tokens
         if is_compile_line(line):
             cur.compile_lines.append(line)
+        on_line: dict[str, Any] = {}
         for reader in reader_hits:
             found = None
             for pattern, handler in reader.formats:
@@ -209,6 +233,11 @@ def parse_vllm_startups(text: str, source: str = "log") -> tuple[VllmLogFacts, .
                 all_warnings.append(warning)
                 continue
             found_any = True
+            on_line.update(found)
+            if "kv_cache_tokens" in found:
+                cur.kv_tokens.append((found["kv_cache_tokens"], found.get("max_concurrency")))
+            elif "max_concurrency" in found and cur.kv_tokens and cur.kv_tokens[-1][1] is None:
+                cur.kv_tokens[-1] = (cur.kv_tokens[-1][0], found["max_concurrency"])
             cut = found.pop("_cut", None)
             if cut is not None:
                 warning = f"{source}:{lineno}: line cut short: {cut}"
@@ -238,6 +267,7 @@ def parse_vllm_startups(text: str, source: str = "log") -> tuple[VllmLogFacts, .
                 cur.values.update(found)
             elif _figures(found) != _figures(cur.first[reader.key][1]):
                 cur.repeats.setdefault(reader.key, []).append(str(lineno))
+        cur.workers.read(line, lineno, on_line)
         pieces = free_pieces(line)
         if pieces:
             found_any = True

@@ -64,7 +64,7 @@ def test_weights_one_node_cannot_hold_get_tp_inside_a_node_and_pp_across(default
     folder = tmp_path / "llama-3.1-70b"
     folder.mkdir()
     (folder / "config.json").write_text(LLAMA_70B.read_text())
-    assert 141_107_412_992 // 8 > RTX_A4000_BYTES  # TP 8's share of the weights alone exceeds one GPU
+    assert RTX_A4000_BYTES < 141_107_412_992 // 8  # TP 8's share of the weights alone exceeds one GPU
     argv = ["fit", "--model", str(folder), "--gpu", "RTX A4000", "--gpus-per-node", "8", "--max-gpus", "16"]
     code, doc = run_json(argv, capsys)
     assert code == EXIT_FITS, doc

@@ -20,7 +20,7 @@ CSV_COLUMNS = (
     "gpu", "gpu_count", "requests_at_once", "margin_requests", "kv_requests", "spare_kv_bytes", "max_model_len", "max_num_seqs",
     "max_num_batched_tokens", "gpu_memory_utilization", "kv_cache_dtype", "limit_mm_per_prompt", "changes", "estimate",
     "available_kv_bytes", "non_kv_bytes", "num_blocks", "command", "plan_command", "warnings",
-    "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "nodes", "node", "layout", "total_requests_at_once",
+    "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "nodes", "node", "layout", "requests_per_engine",
 )  # fmt: skip
 
 ESTIMATE_WORDS = {
@@ -62,7 +62,7 @@ def at_once_text(config: FitConfig) -> str:
     """The requests the server runs at once: one engine's, or with DP the engines' total and its parts."""
     if config.data_parallel_size == 1:
         return f"{config.requests_at_once:,}"
-    return f"{config.total_requests_at_once:,} ({config.data_parallel_size} x {config.requests_at_once:,})"
+    return f"{config.requests_at_once:,} ({config.data_parallel_size} x {config.requests_per_engine:,})"
 
 
 def changes_text(config: FitConfig) -> str:

@@ -3,8 +3,9 @@
 The target: at least `min_concurrency` requests run at once (`Plan.max_concurrent_requests`, min(requests at
 max_model_len the KV cache holds, max_num_seqs)) at a `max_model_len` the user names, or at the longest one that
 does (`max_model_len=None`, "max"). The search plans on the formula path (no profile: the config alone), one
-candidate at a time: a GPU type and a GPU count (the tensor-parallel size; counts whose plans vLLM refuses, e.g.
-heads not divisible, are skipped with the planner's reason). Per candidate it walks a ladder of changes, cheapest
+candidate at a time: a GPU type and a layout of TP x PP x DP over a GPU count (capacity/planning/fit_layouts.py;
+layouts vLLM refuses, e.g. heads not divisible, are skipped with the planner's reason; DP engines each meet
+ceil(target / DP), their total the target). Per candidate it walks a ladder of changes, cheapest
 first, each rung adding one change to the rung before (`ladder`):
 
     gpu_memory_utilization up to the user's ceiling; max_num_seqs down to the target; max_num_batched_tokens halved
@@ -123,8 +124,8 @@ class FitConfig:
     gpu_memory_utilization: float
     kv_cache_dtype: str
     limit_mm_per_prompt: dict[str, int]
-    requests_at_once: int  # Plan.max_concurrent_requests
-    kv_requests: int  # concurrency.actual_requests: whole requests at max_model_len the KV cache holds
+    requests_at_once: int  # what the server runs at once: Plan.total_max_concurrent_requests (DP x one engine's)
+    kv_requests: int  # concurrency.actual_requests: whole requests at max_model_len one engine's KV cache holds
     margin_requests: int  # requests_at_once - the target
     spare_kv_bytes: int  # (usable blocks - target x blocks per request) x bytes per block
     available_kv_bytes: int
@@ -133,15 +134,15 @@ class FitConfig:
     estimate: str  # "formula" or "trace" (the default estimate of `capacity plan`)
     rung: int  # how far up the ladder (0: no change beyond max_model_len, max_num_seqs and the layout)
     warnings: tuple[str, ...] = ()  # the plan's warning hazards no rung clears: "id: message (fix: ...)"
-    # the layout (capacity/planning/fit_layouts.py): requests_at_once, spare_kv_bytes and the figures above are one
-    # engine's (one DP rank's); total_requests_at_once is the DP engines' (dp x one engine's)
+    # the layout (capacity/planning/fit_layouts.py); kv_requests, spare_kv_bytes and the KV figures above are one
+    # engine's (one DP rank's), requests_at_once the engines' total
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     data_parallel_size: int = 1
     nodes: int = 1
     node: str | None = None  # the node type (or "N-GPU nodes" given by --gpus-per-node); None: one host
     layout: str = ""  # "TP 8 x DP 2 on 2 x 8x H200"
-    total_requests_at_once: int = 0
+    requests_per_engine: int = 0  # Plan.max_concurrent_requests: one engine's (at least ceil(target / DP))
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -425,7 +426,7 @@ def config_of(plan: Plan, base: Plan, gpu_name: str, target: FitTarget, estimate
         gpu_memory_utilization=s.gpu_memory_utilization,
         kv_cache_dtype=s.kv_cache_dtype,
         limit_mm_per_prompt=dict(s.limit_mm_per_prompt),
-        requests_at_once=plan.max_concurrent_requests,
+        requests_at_once=plan.total_max_concurrent_requests,
         kv_requests=plan.concurrency.actual_requests,
         margin_requests=plan.total_max_concurrent_requests - target.min_concurrency,
         spare_kv_bytes=spare_kv_bytes(plan, engine),
@@ -441,7 +442,7 @@ def config_of(plan: Plan, base: Plan, gpu_name: str, target: FitTarget, estimate
         nodes=layout.nodes,
         node=s.node or (f"{s.gpus_per_node}-GPU nodes" if s.gpus_per_node else None),
         layout=layout.describe(),
-        total_requests_at_once=plan.total_max_concurrent_requests,
+        requests_per_engine=plan.max_concurrent_requests,
     )
 
 

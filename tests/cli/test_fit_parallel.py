@@ -54,8 +54,8 @@ def test_two_dp_engines_across_two_nodes_meet_what_one_tp8_engine_cannot(default
     code, engine = run_json(shlex.split(top["plan_command"])[1:], capsys)  # one engine at the configuration's knobs
     assert code == EXIT_FITS
     per_engine = engine["concurrency"]["max_concurrent_requests"]
-    assert per_engine >= math.ceil(10 / 2) and top["requests_at_once"] == per_engine
-    assert top["total_requests_at_once"] == 2 * per_engine == engine["data_parallel"]["total_max_concurrent_requests"]
+    assert per_engine >= math.ceil(10 / 2) and top["requests_per_engine"] == per_engine
+    assert top["requests_at_once"] == 2 * per_engine == engine["data_parallel"]["total_max_concurrent_requests"]
     assert top["margin_requests"] == 2 * per_engine - 10
     assert engine["kv_cache"]["blocks_per_request_actual"] == 163_840 // 16
 
@@ -74,7 +74,7 @@ def test_weights_one_node_cannot_hold_get_tp_inside_a_node_and_pp_across(default
     assert top["gpu_count"] == top["tensor_parallel_size"] * top["pipeline_parallel_size"]
     code, plan = run_json(shlex.split(top["plan_command"])[1:], capsys)
     assert code == EXIT_FITS and "--gpus-per-node 8" in top["plan_command"]
-    assert plan["concurrency"]["max_concurrent_requests"] == top["requests_at_once"] >= 1
+    assert plan["concurrency"]["max_concurrent_requests"] == top["requests_at_once"] == top["requests_per_engine"] >= 1
     assert plan["kv_cache"]["available_bytes"] == top["available_kv_bytes"]
     assert len(plan["stages"]) == top["pipeline_parallel_size"]
 

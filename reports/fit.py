@@ -20,6 +20,7 @@ CSV_COLUMNS = (
     "gpu", "gpu_count", "requests_at_once", "margin_requests", "kv_requests", "spare_kv_bytes", "max_model_len", "max_num_seqs",
     "max_num_batched_tokens", "gpu_memory_utilization", "kv_cache_dtype", "limit_mm_per_prompt", "changes", "estimate",
     "available_kv_bytes", "non_kv_bytes", "num_blocks", "command", "plan_command", "warnings",
+    "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "nodes", "node", "layout", "requests_per_engine",
 )  # fmt: skip
 
 ESTIMATE_WORDS = {
@@ -49,6 +50,19 @@ def fit_csv(result: FitResult) -> str:
     for config in result.configs:
         writer.writerow([_cell(config, c) for c in CSV_COLUMNS])
     return out.getvalue()
+
+
+def gpus_text(config: FitConfig) -> str:
+    """'2 x H200' (TP alone on one host), or '16 x H200 (TP 8 x DP 2 on 2 x 8x H200)'."""
+    plain = config.layout in ("", f"TP {config.gpu_count}")
+    return f"{config.gpu_count} x {config.gpu}" + ("" if plain else f" ({config.layout})")
+
+
+def at_once_text(config: FitConfig) -> str:
+    """The requests the server runs at once: one engine's, or with DP the engines' total and its parts."""
+    if config.data_parallel_size == 1:
+        return f"{config.requests_at_once:,}"
+    return f"{config.requests_at_once:,} ({config.data_parallel_size} x {config.requests_per_engine:,})"
 
 
 def changes_text(config: FitConfig) -> str:
@@ -81,8 +95,8 @@ def render_fit(result: FitResult, console: Console, estimate: str) -> None:
         for i, c in enumerate(result.configs, 1):
             t.add_row(
                 str(i),
-                f"{c.gpu_count} x {c.gpu}",
-                f"{c.requests_at_once:,}",
+                gpus_text(c),
+                at_once_text(c),
                 f"+{c.margin_requests:,}",
                 f"{c.spare_kv_bytes / GiB:.2f} GiB",
                 f"{c.max_model_len:,}",
@@ -106,7 +120,8 @@ def render_fit(result: FitResult, console: Console, estimate: str) -> None:
     console.print(
         Text(
             f"Searched by formula (config only, {result.planned} plans){checked}. at once = min(requests at max_model_len the KV cache holds, max_num_seqs); "
-            "margin = at once - target; spare KV = (usable KV blocks - target x blocks per request) x bytes per block, how far the non-KV "
+            "with DP, the engines' total (DP x one engine's, each engine planned at its share of the target); "
+            "margin = at once - target; spare KV (one engine's) = (usable KV blocks - target x blocks per request) x bytes per block, how far the non-KV "
             "estimate may be low before the target is missed. Changes are from your knobs and vLLM's defaults. "
             "A configuration marked formula: re-plan it with `capacity plan` (no --estimate) for the default trace estimate.",
             style="dim",

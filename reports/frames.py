@@ -269,7 +269,7 @@ def sweep_frame(result: SweepResult) -> pd.DataFrame:
     """One row per grid point (SweepPoint fields); hazard ids joined by spaces."""
     records = [p.to_dict() for p in result.points]
     df = pd.DataFrame.from_records(records)
-    for col in ("requested_max_num_seqs", "requested_max_model_len", "requested_tensor_parallel_size"):
+    for col in ("requested_max_num_seqs", "requested_max_model_len", "requested_tensor_parallel_size", "requested_pipeline_parallel_size", "requested_data_parallel_size"):
         if col in df:
             df[col] = df[col].astype("Int64")
     return df

@@ -110,7 +110,7 @@ def memory_bar(plan: Plan) -> Html:
 
 def _cell(p: SweepPoint, top: int) -> Html:
     tip = (
-        f"{p.gpu}, TP {p.tensor_parallel_size}, max_num_seqs {p.max_num_seqs}, max_model_len {p.max_model_len}: "
+        f"{p.gpu}, {p.layout()}, max_num_seqs {p.max_num_seqs}, max_model_len {p.max_model_len}: "
         f"{p.verdict}; KV holds {plural(p.actual_requests, 'request')} (vLLM reports {p.concurrency_vllm_reported}x), {p.num_blocks:,} blocks"
         + (f"; errors: {p.errors}" if p.errors else "")
     )
@@ -118,15 +118,15 @@ def _cell(p: SweepPoint, top: int) -> Html:
         first = p.errors.split()[0] if p.errors else "does_not_fit"
         return el("td", el("span", "✗ does not fit", class_="v"), el("span", first, class_="why"), class_="nofit", title=tip)
     # log scale: 1 request -> lightest, the grid's best -> darkest
-    level = 0.0 if top <= 1 else math.log(max(p.max_concurrent_requests, 1)) / math.log(top)
+    level = 0.0 if top <= 1 else math.log(max(p.total_max_concurrent_requests, 1)) / math.log(top)
     light = 92 - 55 * level
     color = "#ffffff" if light < 60 else "#17301b"
     style = f"background:hsl(140,45%,{light:.0f}%);color:{color}"
     capped = " (max_num_seqs)" if p.max_num_seqs < p.actual_requests else ""
     return el(
         "td",
-        el("span", f"✓ {p.max_concurrent_requests}", class_="v"),
-        el("span", f"KV {p.actual_requests}{capped}", class_="why"),
+        el("span", f"✓ {p.total_max_concurrent_requests}", class_="v"),
+        el("span", (f"{p.data_parallel_size} x {p.max_concurrent_requests}; " if p.data_parallel_size > 1 else "") + f"KV {p.actual_requests}{capped}", class_="why"),
         class_="fit",
         style=style,
         title=tip,
@@ -134,13 +134,13 @@ def _cell(p: SweepPoint, top: int) -> Html:
 
 
 def heatmap_panels(result: SweepResult) -> list[Html]:
-    top = max((p.max_concurrent_requests for p in result.points if p.fits), default=1)
-    panels: dict[tuple[str, int | None, str], list[SweepPoint]] = {}
+    top = max((p.total_max_concurrent_requests for p in result.points if p.fits), default=1)
+    panels: dict[tuple[str, int | None, int | None, int | None, str], list[SweepPoint]] = {}
     for p in result.points:
-        panels.setdefault((p.gpu, p.requested_tensor_parallel_size, p.vllm_version), []).append(p)
+        panels.setdefault((p.gpu, p.requested_tensor_parallel_size, p.requested_pipeline_parallel_size, p.requested_data_parallel_size, p.vllm_version), []).append(p)
     several = len({p.vllm_version for p in result.points}) > 1
     out = []
-    for (gpu, _tp, version), points in panels.items():
+    for (gpu, _tp, _pp, _dp, version), points in panels.items():
         lens: list[int | None] = []
         seqs: list[int | None] = []
         for p in points:
@@ -166,7 +166,7 @@ def heatmap_panels(result: SweepResult) -> list[Html]:
         out.append(
             el(
                 "section",
-                el("h3", f"{gpu} · TP {first.tensor_parallel_size}" + (f" · vLLM {version}" if several else ""), el("span", f" {fits} of {len(points)} fit", class_="note")),
+                el("h3", f"{gpu} · {first.layout()}" + (f" · vLLM {version}" if several else ""), el("span", f" {fits} of {len(points)} fit", class_="note")),
                 el("table", el("thead", head), el("tbody", body), class_="heat"),
                 class_="panel",
             )

@@ -324,16 +324,16 @@ def render_sweep(result: SweepResult, console: Console) -> None:
         console.print(Text(f"from the profile taken on {fp.gpu_name} ({fp.device}) {fp.created}: measured terms", style="cyan"))
     for note in result.notes:
         console.print(Text(f"note  {note}", style="italic"))
-    panels: dict[tuple[str, int | None, str], list[SweepPoint]] = {}
+    panels: dict[tuple[str, int | None, int | None, int | None, str], list[SweepPoint]] = {}
     for p in result.points:
-        panels.setdefault((p.gpu, p.requested_tensor_parallel_size, p.vllm_version), []).append(p)
+        panels.setdefault((p.gpu, p.requested_tensor_parallel_size, p.requested_pipeline_parallel_size, p.requested_data_parallel_size, p.vllm_version), []).append(p)
     several = len({p.vllm_version for p in result.points}) > 1
-    for (gpu, _tp, version), points in panels.items():
+    for (gpu, _tp, _pp, _dp, version), points in panels.items():
         lens = list(dict.fromkeys(p.requested_max_model_len for p in points))
         seqs = list(dict.fromkeys(p.requested_max_num_seqs for p in points))
         grid = {(p.requested_max_num_seqs, p.requested_max_model_len): p for p in points}
         first = points[0]
-        t = Table(title=f"{gpu}  TP {first.tensor_parallel_size}" + (f"  vLLM {version} ({first.vllm_rules} rules)" if several else ""), title_justify="left")
+        t = Table(title=f"{gpu}  {first.layout()}" + (f"  vLLM {version} ({first.vllm_rules} rules)" if several else ""), title_justify="left")
         t.add_column("seqs \\ len", justify="right")
         for v in lens:
             effective = grid[(seqs[0], v)].max_model_len
@@ -356,13 +356,15 @@ def render_sweep(result: SweepResult, console: Console) -> None:
     console.print(
         Text(
             f"{result.fitting} of {len(result.points)} points fit. Cells: requests run at once = min(max_num_seqs, requests the KV cache holds) "
-            "(KV: concurrency.actual_requests); x: the first error hazard. Every point is a full `capacity plan`.",
+            "(KV: concurrency.actual_requests; with DP: the engines' total = DP x one engine's); x: the first error hazard. Every point is a full `capacity plan`.",
             style="dim",
         )
     )
 
 
 def _sweep_cell(p: SweepPoint) -> str:
+    if p.fits and p.data_parallel_size > 1:  # the engines' total, then one engine's
+        return f"{p.total_max_concurrent_requests} = {p.data_parallel_size} x {p.max_concurrent_requests} (KV {p.actual_requests})"
     if p.fits:
         return f"{p.max_concurrent_requests} (KV {p.actual_requests})"
     return "x " + (p.errors.split()[0] if p.errors else "does not fit")

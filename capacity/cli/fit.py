@@ -36,7 +36,9 @@ def fit(
     *,
     model: ModelOpt = None,
     gpu: Annotated[str | None, typer.Option(help="GPU types to try, comma-separated (e.g. L40S,H100-80GB,H200); default: the local GPU, else H200.")] = None,
-    max_gpus: Annotated[int, typer.Option("--max-gpus", help="The most GPUs of one type (tensor-parallel size) a configuration may use.")] = 8,
+    max_gpus: Annotated[
+        int, typer.Option("--max-gpus", help="The most GPUs of one type a configuration may use: TP x PP x DP, over nodes above one node's GPUs.")
+    ] = 8,
     min_concurrency: Annotated[
         int, typer.Option("--min-concurrency", help="Requests the server must run at once at max_model_len: min(requests the KV cache holds, max_num_seqs).")
     ] = 1,
@@ -69,11 +71,13 @@ def fit(
 ) -> None:
     """Search the knobs vLLM lets a user change for the configurations of MODEL that meet a target, fewest GPUs first.
 
-    Searched: GPU type and count (tensor parallelism), max_model_len ('max'), max_num_seqs, max_num_batched_tokens,
+    Searched: GPU type and count, laid out as TP, DP engines or TP x PP (TP inside a node; above one node's GPUs,
+    nodes of --node, or of the GPU's catalog node type), max_model_len ('max'), max_num_seqs, max_num_batched_tokens,
     --limit-mm-per-prompt, the --mm-processor-kwargs size key a family models (Qwen-VL max_pixels, InternVL
     max_dynamic_patch, Gemma-4 max_soft_tokens), the KV-cache dtype and gpu_memory_utilization up to
     --max-gpu-memory-utilization; a knob given here is held. A configuration raises no warning a searched knob would
-    clear (an item longer than max_model_len); one no change clears is printed with it. The search plans by
+    clear (an item longer than max_model_len); one no change clears is printed with it. With DP engines the target is
+    their total (each engine runs its share at once). The search plans by
     formula; the first --verify configurations are then checked with the default estimate (a fake-tensor trace).
     Each configuration is an ordinary plan: its `capacity plan` line re-plans it to the same figures.
     Exit codes: 0 one fits, 1 none fits, 2 bad input, 3 runtime failure.
@@ -91,8 +95,12 @@ def fit(
         raise BadInput("no model: pass --model (a folder, a catalog id or a Hugging Face id org/name), or 'model:' in --config")
     from_yaml = values.pop("max_model_len", None)
     values.update(serving_values(**knobs))
-    if values.get("data_parallel_size", 1) != 1:  # the search's counts are TP sizes and its targets one engine's
-        raise BadInput("fit searches tensor parallelism only, not --data-parallel-size yet: plan a DP layout with `capacity plan --data-parallel-size N`")
+    if values.get("node") is not None:  # --node "8x H200" names the GPU (--gpu, if given, must name the same)
+        from capacity.serving.data_parallel import node_gpu_name
+
+        if gpu is not None and "," in gpu:
+            raise BadInput(f"--node {values['node']!r} holds one GPU type; --gpu lists several ({gpu}): give one, or drop --gpu")
+        gpu = node_gpu_name(values["node"], gpu)
     if max_model_len is None and from_yaml is not None and from_yaml != -1:
         max_model_len = str(from_yaml)
     length = target_length(max_model_len or "max")

@@ -27,7 +27,7 @@ from capacity.cli.output import check_outputs, export_outputs, print_json
 from capacity.cli.runtime import report_to_stdout, stdout_console
 from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS, BadInput
 
-SWEEP_AXES = ("max_model_len", "max_num_seqs", "tensor_parallel_size")  # knobs the sweep takes as comma-separated grids instead
+SWEEP_AXES = ("max_model_len", "max_num_seqs", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")  # knobs the sweep takes as comma-separated grids instead
 SWEEP_PROGRESS_MIN_POINTS = 1000  # smaller grids take about a second: no progress lines
 
 
@@ -37,6 +37,10 @@ def sweep(
     model: ModelOpt = None,
     gpu: Annotated[str | None, typer.Option(help="GPUs, comma-separated (e.g. L4,L40S,H100-80GB,H200); default: the local GPU, else H200.")] = None,
     tp_values: Annotated[str | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel sizes, comma-separated.")] = None,
+    pp_values: Annotated[str | None, typer.Option("--pipeline-parallel-size", "-pp", help="Pipeline-parallel sizes, comma-separated (each stage its own worker).")] = None,
+    dp_values: Annotated[
+        str | None, typer.Option("--data-parallel-size", "-dp", help="Data-parallel sizes, comma-separated: engines, their requests at once added up.")
+    ] = None,
     seqs_values: Annotated[str | None, typer.Option("--max-num-seqs", help="max_num_seqs values, comma-separated (e.g. 16,64,256).")] = None,
     len_values: Annotated[str | None, typer.Option("--max-model-len", help="max_model_len values, comma-separated ('auto' fits to memory).")] = None,
     versions: Annotated[
@@ -51,17 +55,16 @@ def sweep(
     csv: CsvOpt = None,
     html: HtmlOpt = None,
 ) -> None:
-    """Re-plan MODEL over a grid of GPUs, TP sizes, max_num_seqs and max_model_len (offline, or from one --profile).
+    """Re-plan MODEL over a grid of GPUs, TP / PP / DP sizes, max_num_seqs and max_model_len (offline, or from one --profile).
 
-    Every grid point is planned exactly as `capacity plan` would. Other knobs apply to every point. Grids of 1,000
+    Every grid point is planned exactly as `capacity plan` would; with DP engines its figures are one engine's and its
+    total the engines' (DP x one engine's requests at once). Other knobs apply to every point. Grids of 1,000
     points or more print their progress on stderr; grids above 100,000 points are refused.
     Exit codes: 0 at least one point fits, 1 none fits, 2 bad input, 3 runtime failure.
     """
     from capacity.planning.sweep import SweepAxes, parse_int_list, parse_name_list, run_sweep
 
     model, base = serving_args_of(model, config, **knobs)
-    if base.data_parallel_size != 1:  # a sweep point's figures are one engine's, its table has no DP totals yet
-        raise BadInput("sweep does not grid --data-parallel-size yet: plan each DP layout with `capacity plan --data-parallel-size N`")
     if base.node is not None and gpu is None:  # --node "8x H200" names the GPU
         from capacity.gpu.nodes import node_by_name
 
@@ -69,6 +72,8 @@ def sweep(
     axes = SweepAxes(
         gpus=parse_name_list(gpu, "--gpu") if gpu is not None else (None,),
         tensor_parallel_sizes=parse_int_list(tp_values, "--tensor-parallel-size") if tp_values is not None else (None,),
+        pipeline_parallel_sizes=parse_int_list(pp_values, "--pipeline-parallel-size") if pp_values is not None else (None,),
+        data_parallel_sizes=parse_int_list(dp_values, "--data-parallel-size") if dp_values is not None else (None,),
         max_num_seqs=parse_int_list(seqs_values, "--max-num-seqs") if seqs_values is not None else (None,),
         max_model_lens=parse_int_list(len_values, "--max-model-len", allow_auto=True) if len_values is not None else (None,),
         vllm_versions=parse_name_list(versions, "--vllm-version") if versions is not None else (None,),

@@ -3,8 +3,9 @@
 The target: at least `min_concurrency` requests run at once (`Plan.max_concurrent_requests`, min(requests at
 max_model_len the KV cache holds, max_num_seqs)) at a `max_model_len` the user names, or at the longest one that
 does (`max_model_len=None`, "max"). The search plans on the formula path (no profile: the config alone), one
-candidate at a time: a GPU type and a GPU count (the tensor-parallel size; counts whose plans vLLM refuses, e.g.
-heads not divisible, are skipped with the planner's reason). Per candidate it walks a ladder of changes, cheapest
+candidate at a time: a GPU type and a layout of TP x PP x DP over a GPU count (capacity/planning/fit_layouts.py;
+layouts vLLM refuses, e.g. heads not divisible, are skipped with the planner's reason; DP engines each meet
+ceil(target / DP), their total the target). Per candidate it walks a ladder of changes, cheapest
 first, each rung adding one change to the rung before (`ladder`):
 
     gpu_memory_utilization up to the user's ceiling; max_num_seqs down to the target; max_num_batched_tokens halved
@@ -46,11 +47,13 @@ from capacity.errors import BadInput
 from capacity.gpu.catalog import Gpu
 from capacity.model.registry import model_spec, with_mm_processor_kwargs
 from capacity.model.spec import ModelSpec
+from capacity.planning.fit_commands import ESTIMATE_FORMULA, pinned_args, plan_command
 from capacity.planning.fit_ladder import SMALLER_ITEM_TOKENS, Step, ladder, with_steps
+from capacity.planning.fit_layouts import Layout, by_count, layouts
 from capacity.planning.plan import ERROR, WARNING, Hazard, Plan
 from capacity.planning.planner import build_plan, plan_without_suggestion, serving_under
 from capacity.planning.suggest import command_for
-from capacity.serving.config import DEFAULT_LIMIT_PER_PROMPT, ServingArgs, ServingConfig, model_dtype
+from capacity.serving.config import DEFAULT_LIMIT_PER_PROMPT, ServingArgs, ServingConfig
 from capacity.source.resolve import ModelSource
 from capacity.units import plural
 from capacity.vllm.versions import LATEST, VllmSemantics
@@ -59,7 +62,6 @@ MIN_CONTEXT_TOKENS = 2048  # "max": a shorter context is not offered (give --max
 MAX_FIX_ROUNDS = 8  # as the suggestion: fixes that chain settle in a few rounds
 MAX_VERIFY_ROUNDS = 3  # searches again with a larger reserve before a configuration is dropped
 DEFAULT_MAX_GPUS = 8
-ESTIMATE_FORMULA = "formula"
 ESTIMATE_DEFAULT = "trace"
 
 PlanAt = Callable[[Gpu, ServingArgs], Plan]  # a plan of these knobs on this GPU (the search's, or the default estimate's)
@@ -81,6 +83,10 @@ class FitTarget:
         ceiling = self.utilization_ceiling
         if ceiling is not None and not 0 < ceiling <= 1:
             raise BadInput(f"--max-gpu-memory-utilization must be in (0, 1], got {ceiling}")
+
+    def per_engine(self, engines: int) -> FitTarget:
+        """What each of `engines` DP engines must run at once for their total to meet the target: ceil(target / engines)."""
+        return self if engines == 1 else replace(self, min_concurrency=-(-self.min_concurrency // engines))
 
     def describe(self) -> str:
         length = "the longest max_model_len" if self.max_model_len is None else f"max_model_len {self.max_model_len:,}"
@@ -108,7 +114,7 @@ class FitConfig:
     """One configuration that meets the target: the figures of its plan (`estimate` says which estimate)."""
 
     gpu: str
-    gpu_count: int  # the tensor-parallel size
+    gpu_count: int  # the world size: tensor x pipeline x data parallel
     command: str  # the `vllm serve` line
     plan_command: str  # the `capacity plan` line that re-plans it to these figures
     changes: tuple[KnobChange, ...]  # from the base knobs (the user's, vLLM's defaults), TP aside
@@ -118,16 +124,25 @@ class FitConfig:
     gpu_memory_utilization: float
     kv_cache_dtype: str
     limit_mm_per_prompt: dict[str, int]
-    requests_at_once: int  # Plan.max_concurrent_requests
-    kv_requests: int  # concurrency.actual_requests: whole requests at max_model_len the KV cache holds
+    requests_at_once: int  # what the server runs at once: Plan.total_max_concurrent_requests (DP x one engine's)
+    kv_requests: int  # concurrency.actual_requests: whole requests at max_model_len one engine's KV cache holds
     margin_requests: int  # requests_at_once - the target
     spare_kv_bytes: int  # (usable blocks - target x blocks per request) x bytes per block
     available_kv_bytes: int
     non_kv_bytes: int
     num_blocks: int
     estimate: str  # "formula" or "trace" (the default estimate of `capacity plan`)
-    rung: int  # how far up the ladder (0: no change beyond max_model_len, max_num_seqs and TP)
+    rung: int  # how far up the ladder (0: no change beyond max_model_len, max_num_seqs and the layout)
     warnings: tuple[str, ...] = ()  # the plan's warning hazards no rung clears: "id: message (fix: ...)"
+    # the layout (capacity/planning/fit_layouts.py); kv_requests, spare_kv_bytes and the KV figures above are one
+    # engine's (one DP rank's), requests_at_once the engines' total
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1
+    nodes: int = 1
+    node: str | None = None  # the node type (or "N-GPU nodes" given by --gpus-per-node); None: one host
+    layout: str = ""  # "TP 8 x DP 2 on 2 x 8x H200"
+    requests_per_engine: int = 0  # Plan.max_concurrent_requests: one engine's (at least ceil(target / DP))
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -138,7 +153,7 @@ class FitConfig:
 @dataclass(frozen=True)
 class Refusal:
     gpu: str
-    gpu_count: int
+    gpu_count: int  # the largest world size tried
     reason: str
 
     def to_dict(self) -> dict[str, Any]:
@@ -220,60 +235,10 @@ def warnings_of(plan: Plan) -> tuple[str, ...]:
 
 
 def spare_kv_bytes(plan: Plan, target: FitTarget) -> int:
-    """The KV memory the target does not use: (usable blocks - target x blocks per request) x bytes per block."""
+    """The KV memory the target does not use: (usable blocks - target x blocks per request) x bytes per block (one
+    engine's, `target` being one engine's)."""
     usable = max(plan.kv.num_blocks - 1, 0)
     return (usable - target.min_concurrency * plan.kv.blocks_per_request_actual) * plan.kv.bytes_per_block
-
-
-# --- the knobs of a serve line -----------------------------------------------------------------------------
-
-
-def pinned_args(plan: Plan) -> ServingArgs:
-    """The knobs `command_for(plan)`'s flags give (capacity/planning/suggest.py suggested_flags): max_model_len,
-    max_num_seqs, max_num_batched_tokens and the utilization pinned, the rest as the plan has them."""
-    s = plan.serving
-    limits = {m: n for m, n in s.limit_mm_per_prompt.items() if n != DEFAULT_LIMIT_PER_PROMPT}
-    return ServingArgs(
-        gpu_memory_utilization=s.gpu_memory_utilization if s.kv_cache_memory_bytes is None else None,
-        block_size=None if "block_size" in s.defaulted and s.block_size == 16 else s.block_size,
-        max_model_len=s.max_model_len,
-        max_num_seqs=s.max_num_seqs,
-        max_num_batched_tokens=s.max_num_batched_tokens,
-        limit_mm_per_prompt=None if s.language_model_only or not limits else limits,
-        language_model_only=s.language_model_only,
-        mm_processor_kwargs=dict(s.mm_processor_kwargs) or None,
-        num_speculative_tokens=s.num_speculative_tokens,
-        tensor_parallel_size=s.tensor_parallel_size,
-        pipeline_parallel_size=s.pipeline_parallel_size,
-        pp_layer_partition=s.pp_layer_partition,
-        decode_context_parallel_size=s.decode_context_parallel_size,
-        enable_expert_parallel=s.enable_expert_parallel,
-        kv_cache_dtype=s.kv_cache_dtype,
-        kv_cache_memory_bytes=s.kv_cache_memory_bytes,
-        dtype="auto" if s.dtype == model_dtype(plan.spec, "auto") else s.dtype,
-        enforce_eager=s.enforce_eager,
-        compile_cache=s.compile_cache,
-        usage_context=s.usage_context,
-        enable_prefix_caching=None if "enable_prefix_caching" in s.defaulted else s.enable_prefix_caching,
-    )
-
-
-def plan_command(plan: Plan, gpu_name: str, estimate: str) -> str:
-    """`capacity plan` with the serve line's flags: it re-plans the configuration to the same figures."""
-    command = command_for(plan)
-    split = [f"--pp-layer-partition {plan.serving.pp_layer_partition}"] if plan.serving.pp_layer_partition else []
-    command = command[command.index("vllm serve") :]  # VLLM_PP_LAYER_PARTITION=... before it: --pp-layer-partition here
-    flags = command.split(" ", 3)[3:] + split  # "vllm serve MODEL" dropped (--revision stays among the flags)
-    model = command.split(" ", 3)[2]
-    how = " --estimate formula" if estimate == ESTIMATE_FORMULA else ""
-    release = f" --vllm-version {plan.semantics.release}" if plan.semantics.release and plan.semantics is not LATEST else ""
-    return f"capacity plan --model {model} --gpu {_quoted(gpu_name)}{release}{how} {' '.join(flags)}".rstrip()
-
-
-def _quoted(text: str) -> str:
-    import shlex
-
-    return shlex.quote(text)
 
 
 # --- the search --------------------------------------------------------------------------------------------
@@ -373,14 +338,22 @@ class Search:
         return good
 
     def candidate(
-        self, gpu: Gpu, base: ServingArgs, count: int, reserve: int = 0, longest: int | None = None, top_rung: int | None = None
+        self, gpu: Gpu, base: ServingArgs, layout: Layout, reserve: int = 0, longest: int | None = None, top_rung: int | None = None
     ) -> tuple[Plan | None, int, str]:
-        """(the plan that meets the target on `count` GPUs, its rung, "") or (None, -1, why not), walking the ladder
-        (no higher than `top_rung`)."""
-        args = replace(base, tensor_parallel_size=count)
+        """(the plan that meets the target on `layout`, its rung, "") or (None, -1, why not), walking the ladder (no
+        higher than `top_rung`); with DP engines each must meet its share of the target (FitTarget.per_engine)."""
+        if layout.data_parallel_size == 1:
+            return self._candidate(gpu, layout.applied(base), reserve, longest, top_rung)
+        engine = replace(self, target=self.target.per_engine(layout.data_parallel_size))
+        try:
+            return engine._candidate(gpu, layout.applied(base), reserve, longest, top_rung)
+        finally:
+            self.planned = engine.planned
+
+    def _candidate(self, gpu: Gpu, args: ServingArgs, reserve: int, longest: int | None, top_rung: int | None) -> tuple[Plan | None, int, str]:
         first = self.settle(gpu, replace(args, max_model_len=self.target.max_model_len or MIN_CONTEXT_TOKENS))
         if first is None:
-            return None, -1, f"vLLM refuses {count} x {gpu.name} with these knobs"
+            return None, -1, f"vLLM refuses {Layout(args.tensor_parallel_size, args.pipeline_parallel_size, args.data_parallel_size).describe()} on {gpu.name} with these knobs"
         stuck = next((h for h in first.hazards if h.severity == ERROR and not h.knobs and h.id not in MEMORY_ERRORS), None)
         if stuck is not None:
             return None, -1, f"{stuck.id}: {stuck.message}"
@@ -389,6 +362,9 @@ class Search:
         limit = longest or self.spec.derived_max_model_len
         steps = ladder(first, self.held, self.target, self.smaller_items(gpu, first, longest))  # all of it: what a rung clears
         searched = frozenset(k for step in steps for k, _ in step.knobs) | (frozenset() if self.target.max_model_len else {"max_model_len"})
+        shortest = self.settle(gpu, replace(with_steps(args, steps), max_model_len=min(self.target.max_model_len or MIN_CONTEXT_TOKENS, limit)))
+        if shortest is not None and any(h.severity == ERROR and h.id in MEMORY_ERRORS for h in shortest.hazards):
+            return None, -1, why_not(shortest, self.target, reserve, searched)  # every change at the shortest length: no rung meets
         for rung in range(min(len(steps), len(steps) if top_rung is None else top_rung) + 1):
             found = self.best(gpu, with_steps(args, steps[:rung]), reserve, limit, searched)
             if found is None:
@@ -429,11 +405,18 @@ def changes_between(before: ServingConfig, after: ServingConfig) -> tuple[KnobCh
     return tuple(KnobChange(k, getattr(before, k), getattr(after, k)) for k in keys if getattr(before, k) != getattr(after, k))
 
 
-def config_of(plan: Plan, base: Plan, gpu_name: str, target: FitTarget, estimate: str, rung: int) -> FitConfig:
+def layout_of(plan: Plan) -> Layout:
     s = plan.serving
+    return Layout(s.tensor_parallel_size, s.pipeline_parallel_size, s.data_parallel_size, s.node, s.gpus_per_node)
+
+
+def config_of(plan: Plan, base: Plan, gpu_name: str, target: FitTarget, estimate: str, rung: int) -> FitConfig:
+    """The configuration's figures: one engine's, its share of the target (FitTarget.per_engine), and the engines' total."""
+    s, layout = plan.serving, layout_of(plan)
+    engine = target.per_engine(layout.data_parallel_size)
     return FitConfig(
         gpu=plan.gpu.name,
-        gpu_count=s.tensor_parallel_size,
+        gpu_count=layout.gpus,
         command=command_for(plan),
         plan_command=plan_command(plan, gpu_name, estimate),
         changes=changes_between(base.serving, s),
@@ -443,16 +426,23 @@ def config_of(plan: Plan, base: Plan, gpu_name: str, target: FitTarget, estimate
         gpu_memory_utilization=s.gpu_memory_utilization,
         kv_cache_dtype=s.kv_cache_dtype,
         limit_mm_per_prompt=dict(s.limit_mm_per_prompt),
-        requests_at_once=plan.max_concurrent_requests,
+        requests_at_once=plan.total_max_concurrent_requests,
         kv_requests=plan.concurrency.actual_requests,
-        margin_requests=plan.max_concurrent_requests - target.min_concurrency,
-        spare_kv_bytes=spare_kv_bytes(plan, target),
+        margin_requests=plan.total_max_concurrent_requests - target.min_concurrency,
+        spare_kv_bytes=spare_kv_bytes(plan, engine),
         available_kv_bytes=plan.kv.available_bytes,
         non_kv_bytes=plan.non_kv_bytes,
         num_blocks=plan.kv.num_blocks,
         estimate=estimate,
         rung=rung,
         warnings=warnings_of(plan),
+        tensor_parallel_size=s.tensor_parallel_size,
+        pipeline_parallel_size=s.pipeline_parallel_size,
+        data_parallel_size=s.data_parallel_size,
+        nodes=layout.nodes,
+        node=s.node or (f"{s.gpus_per_node}-GPU nodes" if s.gpus_per_node else None),
+        layout=layout.describe(),
+        requests_per_engine=plan.max_concurrent_requests,
     )
 
 
@@ -477,8 +467,9 @@ def _key(kwargs: dict[str, Any] | None) -> str:
     return json.dumps(kwargs or {}, sort_keys=True)
 
 
-def gpu_counts(base: ServingArgs, held: frozenset[str], target: FitTarget) -> list[int]:
-    return [base.tensor_parallel_size] if "tensor_parallel_size" in held else list(range(1, target.max_gpus + 1))
+def tp_layout(base: ServingArgs, tp: int) -> Layout:
+    """A GPU count given as a TP size (`fit(counts=...)`): the base's PP, DP and nodes kept."""
+    return Layout(tp, base.pipeline_parallel_size, base.data_parallel_size, base.node, base.gpus_per_node)
 
 
 @dataclass(frozen=True)
@@ -492,6 +483,7 @@ class Found:
     base: ServingArgs
     base_plan: Plan
     longest: int | None
+    layout: Layout
 
 
 def fit(
@@ -503,15 +495,18 @@ def fit(
     target: FitTarget,
     verify: PlanAt | None = None,
     verify_top: int = 1,
-    counts: Callable[[Gpu], Iterable[int]] | None = None,
+    counts: Callable[[Gpu], Iterable[int | Layout]] | None = None,
     longest: int | None = None,
     plain_too: bool = True,
     semantics: VllmSemantics = LATEST,
 ) -> FitResult:
     """The configurations that meet `target` (module docstring): per GPU type (given as (Gpu, the name to print)) the
     fewest GPUs that do, sorted fewest GPUs first, then fewest changes, then the smaller GPU, then the most spare KV
-    memory; and where the fewest GPUs need changes, the fewest that need none (`plain_too`). `verify` re-plans the first `verify_top` with the default estimate (their figures then are its);
-    `counts` overrides the GPU counts tried per GPU; `longest` caps the "max" search below the model's limit."""
+    memory; and where the fewest GPUs need changes, the fewest that need none (`plain_too`). Per GPU count the layouts
+    (capacity/planning/fit_layouts.py: TP, then DP, then TP x PP) are tried in order, the first that meets at the
+    lowest rung kept. `verify` re-plans the first `verify_top` with the default estimate (their figures then are its);
+    `counts` overrides the layouts tried per GPU (an int: that TP size, the base's PP, DP and nodes); `longest` caps
+    the "max" search below the model's limit."""
     if target.max_model_len is not None and target.max_model_len > spec.derived_max_model_len:
         raise BadInput(
             f"--max-model-len {target.max_model_len:,} exceeds {spec.name}'s limit of {spec.derived_max_model_len:,} tokens ({spec.max_len_key}); give at most that, or 'max'"
@@ -523,17 +518,27 @@ def fit(
     refusals: list[Refusal] = []
     for gpu, name in gpus:
         reason, tried, top_rung = "", 0, None
-        for count in counts(gpu) if counts is not None else gpu_counts(base, held, target):
-            plan, rung, why = search.candidate(gpu, base, count, longest=longest, top_rung=top_rung)
-            if plan is None:
-                reason, tried = (why, count) if top_rung is None else (reason, tried)
+        tries = [tp_layout(base, c) if isinstance(c, int) else c for c in counts(gpu)] if counts is not None else layouts(gpu, base, held, target.max_gpus)
+        for count, group in by_count(tries):
+            best: tuple[Plan, int, Layout] | None = None
+            for layout in group:
+                cap = top_rung if best is None else best[1] - 1  # a later layout only where it needs fewer changes
+                if cap is not None and cap < 0:
+                    break
+                plan, rung, why = search.candidate(gpu, base, layout, longest=longest, top_rung=cap)
+                if plan is None:
+                    reason, tried = (why, count) if top_rung is None and best is None and layout is group[0] else (reason, tried)
+                    continue
+                best = (plan, rung, layout)
+            if best is None:
                 continue
+            plan, rung, layout = best
             final = build_plan(plan.source, plan.spec, gpu, serving_under(semantics, pinned_args(plan), plan.spec, gpu), semantics=semantics)
-            base_plan = search.settle(gpu, replace(base, tensor_parallel_size=count)) or final
-            found.append(Found(config_of(final, base_plan, name, target, ESTIMATE_FORMULA, rung), final, gpu, name, base, base_plan, longest))
+            base_plan = search.settle(gpu, layout.applied(base)) or final
+            found.append(Found(config_of(final, base_plan, name, target, ESTIMATE_FORMULA, rung), final, gpu, name, base, base_plan, longest, layout))
             if rung == 0 or not plain_too:
                 break
-            top_rung = 0  # the fewest GPUs that need no change beyond max_model_len, max_num_seqs and TP, too
+            top_rung = 0  # the fewest GPUs that need no change beyond max_model_len, max_num_seqs and the layout, too
         if top_rung is None and not any(f.gpu is gpu for f in found):
             refusals.append(Refusal(gpu.name, tried, reason))
     found.sort(key=lambda f: (f.config.gpu_count, f.config.rung, f.gpu.total_memory_bytes, -f.config.spare_kv_bytes))
@@ -568,19 +573,19 @@ def _verify_one(search: Search, f: Found, verify: PlanAt) -> tuple[Found | None,
     for _ in range(MAX_VERIFY_ROUNDS):
         checked = verify(f.gpu, pinned_args(current.plan))
         search.planned += 1
-        if meets(checked, search.target):
+        if meets(checked, search.target.per_engine(f.layout.data_parallel_size)):
             base_plan = f.base_plan
             config = config_of(checked, base_plan, f.gpu_name, search.target, ESTIMATE_DEFAULT, current.config.rung)
             return replace(current, config=config, plan=checked), ""
         shortfall = current.plan.kv.available_bytes - checked.kv.available_bytes
         if shortfall <= 0 or not checked.fits and any(h.id not in MEMORY_ERRORS for h in checked.hazards if h.severity == ERROR):
-            why = why_not(checked, search.target, 0)
+            why = why_not(checked, search.target.per_engine(f.layout.data_parallel_size), 0)
             return (
                 None,
-                f"{f.config.gpu_count} x {f.gpu.name}: the formula's configuration does not meet the target on the default estimate ({why}): not offered",
+                f"{f.config.gpu_count} x {f.gpu.name} ({f.config.layout}): the formula's configuration does not meet the target on the default estimate ({why}): not offered",
             )
         reserve = max(reserve, shortfall)
-        plan, rung, reason = search.candidate(f.gpu, f.base, f.config.gpu_count, reserve, f.longest)
+        plan, rung, reason = search.candidate(f.gpu, f.base, f.layout, reserve, f.longest)
         if plan is None:
             return None, f"{f.config.gpu_count} x {f.gpu.name}: with {reserve:,} B of KV memory held back for the default estimate, {reason}: not offered"
         final = build_plan(plan.source, plan.spec, f.gpu, serving_under(search.semantics, pinned_args(plan), plan.spec, f.gpu), semantics=search.semantics)

@@ -1,4 +1,9 @@
-"""Sweeps: re-plan one model over a grid of GPUs, tensor-parallel sizes, max_num_seqs and max_model_len.
+"""Sweeps: re-plan one model over a grid of GPUs, tensor-, pipeline- and data-parallel sizes, max_num_seqs and
+max_model_len.
+
+A point with DP engines is one engine's plan (each engine planned as one, capacity/planning/data_parallel.py) and the
+engines' total requests at once (dp x one engine's). PP with DP is not planned (placement_of refuses it): a grid with
+both above 1 is refused before any work.
 
 Every grid point is a full `build_plan` with the knobs of that point, exactly what `capacity plan`
 computes for them (from the measured terms of one GPU profile, when given); a `SweepPoint` keeps the
@@ -32,6 +37,7 @@ AUTO = -1  # max_model_len "auto": fit it to memory, as `--max-model-len auto` d
 MAX_SWEEP_POINTS = 100_000
 
 Progress = Callable[[int, int], None]  # (points planned, points in the grid)
+Knobs = tuple[int | None, int | None, int | None, int | None, int | None]  # a point's requested (tp, max_num_seqs, max_model_len, pp, dp)
 
 
 def parse_int_list(text: str, flag: str, *, allow_auto: bool = False) -> tuple[int, ...]:
@@ -71,16 +77,22 @@ class SweepAxes:
     max_num_seqs: tuple[int | None, ...] = (None,)
     max_model_lens: tuple[int | None, ...] = (None,)
     vllm_versions: tuple[str | None, ...] = (None,)  # releases (--vllm-version 0.10.2,0.33); None: 0.33.0
+    pipeline_parallel_sizes: tuple[int | None, ...] = (None,)
+    data_parallel_sizes: tuple[int | None, ...] = (None,)
 
     @property
     def size(self) -> int:
-        return len(self.gpus) * len(self.tensor_parallel_sizes) * len(self.max_num_seqs) * len(self.max_model_lens) * len(self.vllm_versions)
+        parallel = len(self.tensor_parallel_sizes) * len(self.pipeline_parallel_sizes) * len(self.data_parallel_sizes)
+        return len(self.gpus) * parallel * len(self.max_num_seqs) * len(self.max_model_lens) * len(self.vllm_versions)
 
     def require_within_limit(self, limit: int = MAX_SWEEP_POINTS) -> None:
         """Refuse (BadInput) a grid larger than `limit` points, naming its size and each axis's length."""
         if self.size > limit:
             axes = (
-                f"{plural(len(self.gpus), 'GPU')} x {plural(len(self.tensor_parallel_sizes), 'TP size')} x {len(self.max_num_seqs)} max_num_seqs x "
+                f"{plural(len(self.gpus), 'GPU')} x {plural(len(self.tensor_parallel_sizes), 'TP size')} x "
+                + (f"{plural(len(self.pipeline_parallel_sizes), 'PP size')} x " if len(self.pipeline_parallel_sizes) > 1 else "")
+                + (f"{plural(len(self.data_parallel_sizes), 'DP size')} x " if len(self.data_parallel_sizes) > 1 else "")
+                + f"{len(self.max_num_seqs)} max_num_seqs x "
                 f"{len(self.max_model_lens)} max_model_len" + (f" x {len(self.vllm_versions)} vLLM versions" if len(self.vllm_versions) > 1 else "")
             )
             raise BadInput(f"the sweep grid has {self.size:,} points ({axes}), above the limit of {limit:,}: give fewer values per axis, or split the grid")
@@ -120,12 +132,21 @@ class SweepPoint:
     max_model_len_that_fits: int
     errors: str  # error hazard ids, space-separated
     warnings: str
+    requested_pipeline_parallel_size: int | None = None
+    requested_data_parallel_size: int | None = None
+    pipeline_parallel_size: int = 1
+    data_parallel_size: int = 1  # engines; every figure above is one engine's
+    total_max_concurrent_requests: int = 0  # dp x max_concurrent_requests: what the DP engines run at once
+
+    def layout(self) -> str:
+        """'TP 2', 'TP 4 x PP 2', 'TP 8 x DP 2'."""
+        return f"TP {self.tensor_parallel_size}" + "".join(f" x {k} {n}" for k, n in (("PP", self.pipeline_parallel_size), ("DP", self.data_parallel_size)) if n > 1)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def point_from_plan(plan: Plan, tp: int | None, seqs: int | None, max_model_len: int | None) -> SweepPoint:
+def point_from_plan(plan: Plan, tp: int | None, seqs: int | None, max_model_len: int | None, pp: int | None = None, dp: int | None = None) -> SweepPoint:
     s, c = plan.serving, plan.concurrency
     return SweepPoint(
         gpu=plan.gpu.name,
@@ -155,6 +176,11 @@ def point_from_plan(plan: Plan, tp: int | None, seqs: int | None, max_model_len:
         max_model_len_that_fits=plan.max_model_len_that_fits,
         errors=" ".join(h.id for h in plan.hazards if h.severity == ERROR),
         warnings=" ".join(h.id for h in plan.hazards if h.severity == WARNING),
+        requested_pipeline_parallel_size=pp,
+        requested_data_parallel_size=dp,
+        pipeline_parallel_size=s.pipeline_parallel_size,
+        data_parallel_size=s.data_parallel_size,
+        total_max_concurrent_requests=plan.total_max_concurrent_requests,
     )
 
 
@@ -234,32 +260,43 @@ def sweep_source(
     for sem in releases:
         if sem.release:
             require_flags(base, release_of(sem), sem.release)
+    pps = [base.pipeline_parallel_size if v is None else v for v in axes.pipeline_parallel_sizes]
+    dps = [base.data_parallel_size if v is None else v for v in axes.data_parallel_sizes]
+    if max(pps) > 1 and max(dps) > 1:
+        raise BadInput(
+            f"pipeline-parallel sizes {', '.join(map(str, pps))} with data-parallel sizes {', '.join(map(str, dps))}: PP with DP is not planned "
+            "(stages of several engines); sweep one of them at a time"
+        )
 
-    def each_point() -> Iterator[tuple[Gpu, int | None, int | None, int | None, VllmSemantics, ServingConfig]]:
+    def each_point() -> Iterator[tuple[Gpu, Knobs, VllmSemantics, ServingConfig]]:
         for gpu in gpus:
             for tp in axes.tensor_parallel_sizes:
                 at_tp = base if tp is None else replace(base, tensor_parallel_size=tp)
-                for seqs in axes.max_num_seqs:
-                    at_seqs = at_tp if seqs is None else replace(at_tp, max_num_seqs=seqs)
-                    for mml in axes.max_model_lens:
-                        args = at_seqs if mml is None else replace(at_seqs, max_model_len=mml)
-                        for sem in releases:  # each release's defaults (utilization, batch) resolve the knobs
-                            yield gpu, tp, seqs, mml, sem, serving_under(sem, args, spec, gpu)
+                for pp in axes.pipeline_parallel_sizes:
+                    at_pp = at_tp if pp is None else replace(at_tp, pipeline_parallel_size=pp)
+                    for dp in axes.data_parallel_sizes:
+                        at_dp = at_pp if dp is None else replace(at_pp, data_parallel_size=dp)
+                        for seqs in axes.max_num_seqs:
+                            at_seqs = at_dp if seqs is None else replace(at_dp, max_num_seqs=seqs)
+                            for mml in axes.max_model_lens:
+                                args = at_seqs if mml is None else replace(at_seqs, max_model_len=mml)
+                                for sem in releases:  # each release's defaults (utilization, batch) resolve the knobs
+                                    yield gpu, (tp, seqs, mml, pp, dp), sem, serving_under(sem, args, spec, gpu)
 
-    grid: Iterable[tuple[Gpu, int | None, int | None, int | None, VllmSemantics, ServingConfig]] = each_point()
+    grid: Iterable[tuple[Gpu, Knobs, VllmSemantics, ServingConfig]] = each_point()
     if profile is None and profiler is not None and prepare is not None:  # the knobs of every point first (a traced grid is small)
         grid = list(grid)
-        prepare(source, spec, [(serving, gpu) for gpu, _, _, _, _, serving in grid])
+        prepare(source, spec, [(serving, gpu) for gpu, _, _, serving in grid])
     points: list[SweepPoint] = []
     reasons: list[str] = []
-    for gpu, tp, seqs, mml, sem, serving in grid:
+    for gpu, requested, sem, serving in grid:
         measured = profile
         if measured is None and profiler is not None:  # the trace depends on the knobs, not on the release's rules
             measured, reason = profiler(source, spec, serving, gpu)
             if reason and reason not in reasons:
                 reasons.append(reason)
         plan = build_plan(source, spec, gpu, serving, profile=measured, semantics=sem)
-        points.append(point_from_plan(plan, tp, seqs, mml))
+        points.append(point_from_plan(plan, *requested))
         if on_progress is not None:
             on_progress(len(points), axes.size)
     return SweepResult(source, spec, base, axes, tuple(points), notes + gpu_notes + tuple(reasons), profile)

@@ -5,7 +5,7 @@ first configuration).
   163,840 / 16 = 10,240 blocks. One TP-8 engine holds fewer than 10 such requests (its own plan says how many); two
   engines (DP 2 x TP 8 on two '8x H200' nodes, the experts over their 16 ranks) each need ceil(10 / 2) = 5, and their
   total is 2 x one engine's, one engine's being the plan of the configuration's own `capacity plan` line.
-- Llama-3.1-70B (tests/fixtures/configs; 80 layers of 855,654,400 params at TP 1, embedding and LM head 128,256 x
+- Llama-3.1-70B (the catalog's published config; 80 layers of 855,654,400 params at TP 1, embedding and LM head 128,256 x
   8,192 each: 70,553,706,496 params, bfloat16: 141,107,412,992 B) on RTX A4000s (16,761,109,872 B each) in nodes of
   8: TP 8 puts at least 141,107,412,992 / 8 = 17,638,426,624 B of weights on a GPU, more than the GPU holds, and so does
   every layout of 8 GPUs or fewer (DP engines each hold a whole copy); the answer spans two nodes, TP inside one
@@ -17,15 +17,12 @@ from __future__ import annotations
 import json
 import math
 import shlex
-from pathlib import Path
 
 import pytest
 
 from capacity.cli.app import main
 from capacity.errors import EXIT_BAD_INPUT, EXIT_FITS
-from tests.support.paths import REPO_ROOT
 
-LLAMA_70B = REPO_ROOT / "tests" / "fixtures" / "configs" / "meta-llama--Llama-3.1-70B-Instruct.json"
 RTX_A4000_BYTES = 16_761_109_872  # capacity/gpu/gpus.json
 
 
@@ -60,12 +57,9 @@ def test_two_dp_engines_across_two_nodes_meet_what_one_tp8_engine_cannot(default
     assert engine["kv_cache"]["blocks_per_request_actual"] == 163_840 // 16
 
 
-def test_weights_one_node_cannot_hold_get_tp_inside_a_node_and_pp_across(default_estimate, capsys, tmp_path: Path):
-    folder = tmp_path / "llama-3.1-70b"
-    folder.mkdir()
-    (folder / "config.json").write_text(LLAMA_70B.read_text())
+def test_weights_one_node_cannot_hold_get_tp_inside_a_node_and_pp_across(default_estimate, capsys):
     assert RTX_A4000_BYTES < 141_107_412_992 // 8  # TP 8's share of the weights alone exceeds one GPU
-    argv = ["fit", "--model", str(folder), "--gpu", "RTX A4000", "--gpus-per-node", "8", "--max-gpus", "16"]
+    argv = ["fit", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "RTX A4000", "--gpus-per-node", "8", "--max-gpus", "16"]
     code, doc = run_json(argv, capsys)
     assert code == EXIT_FITS, doc
     top = doc["configs"][0]

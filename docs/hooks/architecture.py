@@ -13,6 +13,7 @@ except ImportError:  # Python 3.10: the docs extra brings tomli
 
 ROOT = Path(__file__).resolve().parents[2]
 WHAT = {
+    "capacity.__main__": "`python -m capacity` (and `torchrun ... -m capacity`): the command",
     "capacity.cli": "the command: typer app, options, exit codes, one module per command group",
     "reports": "terminal (rich), pandas CSV, HTML, JSON",
     "capacity.reconcile": "a vLLM log beside a plan",

@@ -167,13 +167,13 @@ def kv_rows(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None, blocks: 
             ReconcileRow(
                 "blocks_per_request",
                 "blocks per request (vLLM's count)",
-                " or ".join(str(b) for b in implied),
+                candidates_text(implied),
                 f"{cap}",
                 "" if vllm_b is None else f"{cap - vllm_b:+,}",
                 agrees,
                 why,
                 "blocks",
-                vllm_b if vllm_b is not None else " or ".join(str(b) for b in implied),
+                vllm_b if vllm_b is not None else candidates_text(implied),
                 cap,
             )
         )
@@ -231,3 +231,10 @@ def kv_rows(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None, blocks: 
             rows.append(count_row("kv_cache_tokens", "KV cache size (tokens)", t, cap_t, "tokens", why))
     return rows
 
+
+def candidates_text(values: tuple[int, ...]) -> str:
+    """The counts a rounded figure allows: "2041 or 2042", or a run of consecutive ones as "2041-2052"."""
+    ordered = sorted(values)
+    if len(ordered) > 2 and ordered[-1] - ordered[0] == len(ordered) - 1:
+        return f"{ordered[0]}-{ordered[-1]}"
+    return " or ".join(str(v) for v in ordered)

@@ -57,7 +57,7 @@ from capacity.vllm.versions import log_semantics  # noqa: E402
 LOGS = ROOT / "bench" / "vllm_logs"
 TERMS = ("weights", "non_kv", "available_kv", "kv_tokens", "concurrency")
 MISS_PERCENT = 3.0
-RUN_DATE = "2026-12-01"  # the results folder and the README title
+RUN_DATE = "2026-12-02"  # the results folder and the README title
 
 
 TOTAL_TOLERANCE_PERCENT = 0.1  # a logged total (2 decimals of GiB) against the catalog's cudaMemGetInfo total
@@ -464,7 +464,10 @@ CAUSES: dict[str, str] = {
     "(vLLM non-KV 16.76 GiB, capacity 16.45): the sort-based dummy sampler run is counted (1.16 GiB of "
     "activation); what is left is about the catalog's nvidia-smi total against the transcript's 'VRAM: 47.4 "
     "GB' (about 0.5 GiB at 0.9), not identified beyond that (no breakdown line at INFO in 0.15.1).",
-    "llava-1.5-7b-rtx4080-wsl-fp16-len2048-v0.10.2.log": "available KV +78.7 % of a 0.26 GiB budget (non-KV -1.4 %): "
+    "llava-1.5-7b-rtx4080-wsl-fp16-len2048-v0.10.2.log": "2026-12-02: available KV +58.3 % (capacity 0.41 GiB, vLLM 0.26), "
+    "weights -0.01 % (13.133 against 13.134) since capacity builds LLaVA's CLIP to its feature layer as vLLM does "
+    "(25 MB fewer: more KV, so the error grew); the analysis below is of the 2026-12-01 figures. "
+    "Then: available KV +78.7 % of a 0.26 GiB budget (non-KV -1.4 %): "
     "a failed start, so the relative error is of a tiny figure: capacity leaves 0.47 GiB for the KV cache where vLLM left "
     "0.26, 0.21 GiB apart (0.35 before the cold compile's autotuning term for the compile the log shows: 2048 x 4096 x 2 B "
     "+ the L2 upper bound, capacity not knowing the RTX 4080's L2 of this WSL2 machine). Capacity also refuses the start: 0.60 GiB holds 1,232 tokens, below the 2,048 (1.00 GiB) one "
@@ -476,7 +479,9 @@ CAUSES: dict[str, str] = {
     "for peak activation and 0.02 GiB for non-torch memory, so the 0.37 GiB is most likely this start's non-torch memory "
     "(device-wide on a WSL2 desktop GPU), not the activation: not identified from this log, which fails before 0.10.2's "
     "breakdown line. Weights +0.2 % (13.157 against 13.134).",
-    "llava-1.5-7b-rtx4080-wsl-fp16-len4096-v0.10.2.log": "available KV +373 % of a -0.17 GiB budget, non-KV -4.4 %: a "
+    "llava-1.5-7b-rtx4080-wsl-fp16-len4096-v0.10.2.log": "2026-12-02: available KV +342 % (capacity 0.41 GiB, vLLM -0.17), "
+    "weights -0.01 % (LLaVA's CLIP built to its feature layer, as vLLM builds it); the analysis below is of the 2026-12-01 "
+    "figures. Then: available KV +373 % of a -0.17 GiB budget, non-KV -4.4 %: a "
     "failed start ('No available memory for the cache blocks'): capacity leaves 0.47 GiB where vLLM left -0.17, 0.64 GiB "
     "apart (0.78 before the cold compile's autotuning term). Capacity refuses this start too (0.60 GiB, 1,232 tokens, against the 2.00 GiB one 4,096-token request needs). "
     "vLLM's non-weights memory is 1.43 GiB (0.9 x 15.99 + 0.17 - 13.13), capacity's 0.63 (as the len2048 start). The two "

@@ -380,11 +380,16 @@ def plan_summary(rows: list[Row], split: str | None) -> dict[str, float | int | 
 # Figures are GiB; "vLLM's non-weights memory" is its requested memory - its KV memory - what it loaded.
 CAUSES: dict[str, str] = {
     "qwen3-32b-2xrtxpro6000-pp2-util0.426-len32768-v0.27.1-excerpt.log":
-    "available KV (PP 0) +18.5 %, KV tokens +16.3 %: a cold torch.compile cache, which capacity does not plan at PP > 1. "
-    "The start is `docker run ... vllm/vllm-openai:latest` with only the HF cache mounted, so vLLM's compile cache is "
-    "empty in each new container; the excerpt has no compile line and is planned warm. vLLM kept 3.03 GiB on PP 0 "
-    "besides the 30.52 loaded, capacity 1.75; the cold scratch (151,936 x 5120 x 2 B of embedding + 8,192 x 5120 x 2 B "
-    "+ the L2, less the warm peak) is about 1.3 GiB (bench/results/predict-logs-pp-dp-2026-12-02).",
+    "available KV (PP 0) +18.5 %, KV tokens +16.3 %: not identified. vLLM kept 3.03 GiB on PP 0 besides the 30.52 GiB "
+    "it loaded (0.426 x 95.01 - 6.92 - 30.52), capacity 1.75 (the decoder phase's 1.48, non-torch 0.27). The start is "
+    "`docker run ... vllm/vllm-openai:latest` with only the HF cache mounted, so its compile cache was most likely "
+    "cold (the excerpt has no compile line and is planned warm); but a cold compile explains little of it under "
+    "capacity's scratch model: S = 151,936 x 5120 x 2 B (the embedding) + 8,192 x 5120 x 2 B + the 128 MiB L2 = 1.65 "
+    "GiB, and the stage's cold peak max(1.48 + A, S) = 1.69 GiB, 0.2 GiB above the warm one, against a 1.28 GiB gap "
+    "(bench/results/predict-logs-pp-dp-2026-12-02 first estimated 1.3 GiB by taking the warm peak as 0.3: wrong). The "
+    "same post's TP 2 start on the same GPUs and budget kept 1.66 GiB per rank besides its weights (not in the "
+    "benchmark): a PP stage runs the unsplit layers, so its activation is larger, but capacity's 1.48 GiB already "
+    "holds that.",
     "qwen3-30b-a3b-thinking-2507-fp8-gb10-util0.55-len32768-v0.30.0-excerpt.log":
     "(below 3 % since the CUDA-graph estimate counts the PIECEWISE captures: KV tokens +2.0 %; it was +3.4 %.) "
     "The log's '--gpu-memory-utilization=0.5500 is equivalent to --gpu-memory-utilization=0.5410 without CUDA "

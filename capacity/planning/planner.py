@@ -201,7 +201,7 @@ def plan_without_suggestion(
     scratch = None
     if not serving.enforce_eager and serving.kv_cache_memory_bytes is None:
         scratch = cold_compile_scratch(spec, serving, gpu, semantics.benchmarks_combo_kernels)
-        if serving.compile_cache == COLD:
+        if serving.compile_cache == COLD and serving.pipeline_parallel_size == 1:  # at PP > 1 per stage (plan_stages)
             memory["activation_peak"] = cold_start_activation(memory["activation_peak"], memory["encoder_cache"], scratch)
     requested = requested_memory(gpu, serving.gpu_memory_utilization)
     window_batches = semantics.window_batches
@@ -213,6 +213,7 @@ def plan_without_suggestion(
         stages = plan_stages(
             source, spec, gpu, serving, memory, phase_transients(profile, activations, scaling), requested, semantics,
             lambda stage_spec: graphs_set_aside(stage_spec, serving, gpu, semantics, mrv2)[0], window_batches, mrv2,
+            cold=scratch if serving.compile_cache == COLD else None,
         )  # fmt: skip
         memory = dict(next(st for st in stages if st.limiting).memory)
     before_snapshot = memory["cuda_context"].bytes + memory["collectives"].bytes

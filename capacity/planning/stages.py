@@ -30,6 +30,7 @@ from capacity.kv.pipeline_stages import StageKV, engine_num_blocks, limiting_sta
 from capacity.kv.specs import KVCacheSpec
 from capacity.memory.activations import ActivationEstimate
 from capacity.memory.collectives import NCCL_COMMUNICATOR_BYTES
+from capacity.memory.compile_cache import ColdCompileScratch, cold_start_activation
 from capacity.memory.load_buffers import load_buffers_term
 from capacity.memory.measured_profile import MemoryProfile
 from capacity.memory.pipeline_buffers import intermediate_tensors_bytes, max_concurrent_batches
@@ -43,7 +44,6 @@ from capacity.planning.stage_towers import check_deepstack, intermediate_keys, t
 from capacity.serving.config import ServingConfig
 from capacity.serving.pipeline import StageLayers, pipeline_stages
 from capacity.source.resolve import ModelSource
-from capacity.vllm.compile_lines import COLD
 from capacity.vllm.versions import LATEST, VllmSemantics
 
 _KEYS = json.loads(resources.files("capacity.memory").joinpath("vllm_intermediate_keys.json").read_text())
@@ -108,8 +108,6 @@ def refuse_unplanned_stages(spec: ModelSpec, serving: ServingConfig, profile: Me
         # the V1 engine's per-worker profile and min-of-workers pool (vllm/v1/engine/core.py) is what is modelled; V0's
         # driver sized every worker from the driver's own profile
         raise BadInput(f"--pipeline-parallel-size {pp}: stages are planned under the V1 engine's rules (0.8 and later), not the {semantics.name}'s")
-    if serving.compile_cache == COLD:
-        raise BadInput(f"--pipeline-parallel-size {pp} with --compile-cache cold: a stage's compile scratch is not modelled; plan a warm start")
     if not (spec.modalities or spec.encoder is not None) and spec.architecture not in INTERMEDIATE_TENSOR_KEYS:
         raise BadInput(
             f"--pipeline-parallel-size {pp}: which tensors {spec.architecture} sends between stages is not read from vLLM 0.33 "
@@ -194,6 +192,13 @@ def stage_activation(whole: MemoryTerm, transients: dict[str, int], how: str, ph
     )
 
 
+def stage_cold_scratch(scratch: ColdCompileScratch, stage: StageLayers) -> ColdCompileScratch:
+    """A cold compile on one stage: each worker compiles its own layers; only the first stage's graph gathers the token
+    embeddings (a later one starts from the hidden states it receives), so only it benchmarks the embedding table (S);
+    every stage autotunes its kernels' first launches (A)."""
+    return scratch if stage.first else replace(scratch, embedding_bytes=0)
+
+
 def stage_spec(spec: ModelSpec, stage: StageLayers) -> ModelSpec:
     """The model as the stage builds it, for the terms that count per decoder layer (CUDA-graph pieces, load rounding)."""
     return replace(spec, decoder=replace(spec.decoder, num_layers=stage.num_layers))
@@ -211,8 +216,10 @@ def plan_stages(
     graphs_for: Callable[[ModelSpec], MemoryTerm],
     window_batches: int,
     mrv2: bool = True,
+    cold: ColdCompileScratch | None = None,
 ) -> tuple[StagePlan, ...]:
-    """Each stage's terms, available KV memory and blocks on its own memory; the limiting stage marked."""
+    """Each stage's terms, available KV memory and blocks on its own memory; the limiting stage marked. `cold`: a cold
+    compile cache's scratch (the whole model's terms are then the warm ones), applied per stage."""
     pp = serving.pipeline_parallel_size
     num_layers = spec.decoder.num_layers
     tied = weight_layout(spec, source.config).tie_word_embeddings
@@ -258,6 +265,8 @@ def plan_stages(
                 "NCCL constant (not measured for a PP group); before the baseline snapshot",
             ),
         }
+        if cold is not None:  # the whole model's terms are the warm ones: the stage's own compile on top
+            memory["activation_peak"] = cold_start_activation(memory["activation_peak"], memory["encoder_cache"], stage_cold_scratch(cold, stage))
         non_kv = sum(t.bytes for k, t in memory.items() if k in NON_KV_TERMS)
         available = serving.kv_cache_memory_bytes if serving.kv_cache_memory_bytes is not None else requested - non_kv
         kv = stage_kv(stage.rank, specs, stage.start, stage.end, available)

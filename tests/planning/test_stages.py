@@ -75,3 +75,22 @@ def test_sliding_window_layers_reserve_for_the_batches_in_flight() -> None:
     # VllmConfig.max_concurrent_batches: async scheduling on the V2 runner -> PP + 1; the V1 runner with PP -> PP
     assert [pipeline_window_batches(pp, True) for pp in (2, 3, 4)] == [3, 4, 5]
     assert [pipeline_window_batches(pp, False) for pp in (2, 3, 4)] == [2, 3, 4]
+
+
+def test_a_cold_compile_benchmarks_the_embedding_on_the_first_stage_only(tmp_path) -> None:
+    """Llama-3.1-8B at PP 2 on an L4 (L2 48 MiB), 2,048 batched tokens: each stage compiles its own layers; only the
+    first stage's graph gathers the token embeddings, so only it has S = 128,256 x 4096 x 2 B (the table) + 2,048 x
+    4096 x 2 B (the output) + 50,331,648 B (the L2 flush) = 1,117,782,016 B; every stage has A = output + flush =
+    67,108,864 B. A stage's cold peak is max(warm peak + A, S) (capacity/memory/compile_cache.py)."""
+    plans = {}
+    for cache in ("warm", "cold"):
+        out = tmp_path / f"{cache}.json"
+        argv = ["plan", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "L4", "-pp", "2", "--max-num-batched-tokens", "2048"]
+        assert main([*argv, "--max-model-len", "8192", "--compile-cache", cache, "--json", str(out)]) in (0, 1)
+        plans[cache] = json.loads(out.read_text())["stages"]
+    s, a = 128_256 * 4096 * 2 + 2048 * 4096 * 2 + 50_331_648, 2048 * 4096 * 2 + 50_331_648
+    assert s == 1_117_782_016 and a == 67_108_864
+    for rank, (warm, cold) in enumerate(zip(plans["warm"], plans["cold"], strict=True)):
+        peak = warm["memory"]["activation_peak"]["bytes"] + warm["memory"]["encoder_cache"]["bytes"]
+        expected = max(peak + a, s) if rank == 0 else peak + a
+        assert cold["memory"]["activation_peak"]["bytes"] + cold["memory"]["encoder_cache"]["bytes"] == expected

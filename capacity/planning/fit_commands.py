@@ -5,6 +5,7 @@ layout's -tp / -pp / -dp and its nodes (--node, --gpus-per-node)."""
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 
 from capacity.planning.plan import Plan
 from capacity.planning.suggest import command_for
@@ -15,36 +16,20 @@ ESTIMATE_FORMULA = "formula"
 
 
 def pinned_args(plan: Plan) -> ServingArgs:
-    """The knobs `command_for(plan)`'s flags give (capacity/planning/suggest.py suggested_flags): max_model_len,
-    max_num_seqs, max_num_batched_tokens and the utilization pinned, the rest as the plan has them."""
+    """The knobs `command_for(plan)`'s flags give (capacity/planning/suggest.py suggested_flags): the knobs as given
+    (ServingConfig.as_args), with max_model_len, max_num_seqs, max_num_batched_tokens and the utilization pinned, the
+    default block size, per-prompt limits and dtype left to vLLM."""
     s = plan.serving
     limits = {m: n for m, n in s.limit_mm_per_prompt.items() if n != DEFAULT_LIMIT_PER_PROMPT}
-    return ServingArgs(
+    return replace(
+        s.as_args(),
         gpu_memory_utilization=s.gpu_memory_utilization if s.kv_cache_memory_bytes is None else None,
         block_size=None if "block_size" in s.defaulted and s.block_size == 16 else s.block_size,
         max_model_len=s.max_model_len,
         max_num_seqs=s.max_num_seqs,
         max_num_batched_tokens=s.max_num_batched_tokens,
         limit_mm_per_prompt=None if s.language_model_only or not limits else limits,
-        language_model_only=s.language_model_only,
-        mm_processor_kwargs=dict(s.mm_processor_kwargs) or None,
-        num_speculative_tokens=s.num_speculative_tokens,
-        tensor_parallel_size=s.tensor_parallel_size,
-        pipeline_parallel_size=s.pipeline_parallel_size,
-        pp_layer_partition=s.pp_layer_partition,
-        decode_context_parallel_size=s.decode_context_parallel_size,
-        enable_expert_parallel=s.enable_expert_parallel,
-        data_parallel_size=s.data_parallel_size,
-        node=s.node,
-        gpus_per_node=s.gpus_per_node,
-        allow_tp_across_nodes=s.allow_tp_across_nodes,
-        kv_cache_dtype=s.kv_cache_dtype,
-        kv_cache_memory_bytes=s.kv_cache_memory_bytes,
         dtype="auto" if s.dtype == model_dtype(plan.spec, "auto") else s.dtype,
-        enforce_eager=s.enforce_eager,
-        compile_cache=s.compile_cache,
-        usage_context=s.usage_context,
-        enable_prefix_caching=None if "enable_prefix_caching" in s.defaulted else s.enable_prefix_caching,
     )
 
 

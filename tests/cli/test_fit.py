@@ -157,6 +157,22 @@ def test_a_formula_configuration_replans_with_estimate_formula_to_the_same_figur
         assert plan["kv_cache"]["available_bytes"] == config["available_kv_bytes"]
 
 
+def test_a_knob_the_user_gives_is_kept_in_every_configuration_and_its_replan_line(default_estimate, capsys):
+    """--enable-lora and its knobs are held like any knob given: each configuration is planned with LoRA's buffers,
+    its serve line and plan line carry the flags, and the plan line gives the same figures."""
+    argv = ["fit", "--model", "Qwen/Qwen3-8B", "--gpu", "L40S", "--enable-lora", "--max-loras", "4", "--max-model-len", "8192", "--min-concurrency", "4", "--max-gpus", "1"]
+    code, out, err = run([*argv, "--json"], capsys)
+    assert code == EXIT_FITS, err
+    config = json.loads(out)["configs"][0]
+    assert "--enable-lora --max-loras 4" in config["command"] and "--enable-lora --max-loras 4" in config["plan_command"]
+    code, plan_out, err = run([*shlex.split(config["plan_command"])[1:], "--json"], capsys)
+    assert code == EXIT_FITS, err
+    plan = json.loads(plan_out)
+    assert plan["memory"]["lora_buffers"]["bytes"] > 0
+    assert plan["concurrency"]["max_concurrent_requests"] == config["requests_at_once"]
+    assert plan["kv_cache"]["available_bytes"] == config["available_kv_bytes"]
+
+
 def test_a_tp_that_does_not_divide_the_heads_gets_the_nearest_gpu_count_that_does(capsys):
     """whisper-tiny's 6 heads and TP 4: no knob fix (the suggestion stays none), so the verdict names the nearest fit,
     fewest GPUs first after the plan's own count: TP 1."""

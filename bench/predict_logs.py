@@ -43,7 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from capacity.cli.startup_plan import reconcile_startup  # noqa: E402
+from capacity.cli.startup_plan import StartupRequest, reconcile_startup  # noqa: E402
 from capacity.errors import CapacityError  # noqa: E402
 from capacity.gpu.catalog import catalog_entry, gpu_by_name  # noqa: E402
 from capacity.planning.plan import loaded_bytes  # noqa: E402
@@ -166,8 +166,8 @@ def gpu_argument(meta: dict[str, Any], facts: VllmLogFacts) -> tuple[str | None,
 
 
 def reconcile_arguments(meta: dict[str, Any], facts: VllmLogFacts) -> dict[str, Any]:
-    """The `capacity reconcile` inputs this benchmark plans a log with (capacity.cli.startup_plan.compare_startup's
-    keywords): the sidecar's model, GPU, knobs (as flags), environment and, where the log shows no compile line, the
+    """The `capacity reconcile` inputs this benchmark plans a log with (capacity.cli.startup_plan.StartupRequest's
+    fields): the sidecar's model, GPU, knobs (as flags), environment and, where the log shows no compile line, the
     compile-cache state its source states. tests/reconcile/test_predict_logs_agree.py passes the same as CLI flags."""
     model = meta["capacity_model"]
     flags = {k: v for k, v in meta.get("knobs", {}).items() if k != "quantization"}
@@ -254,7 +254,7 @@ def predict(log: Path, *, formula: bool) -> Row:
         return row
     started = time.perf_counter()
     try:
-        compared, result = reconcile_startup(facts, estimate="formula" if formula else "trace", **reconcile_arguments(meta, facts))
+        compared, result = reconcile_startup(facts, StartupRequest(estimate="formula" if formula else "trace", **reconcile_arguments(meta, facts)))
     except CapacityError as exc:
         row.plannable, row.reason = False, f"capacity refuses it: {' '.join(str(exc).split())[:200]}"
         return row

@@ -61,7 +61,7 @@ def reconcile(
     import json
 
     from capacity.cli.estimate import chosen_estimate
-    from capacity.cli.startup_plan import reconcile_startup
+    from capacity.cli.startup_plan import StartupRequest, reconcile_startup
     from capacity.vllm.log_startups import checked_text, load_vllm_startups, parse_vllm_startups, with_stated_version
 
     chosen_estimate(estimate)  # a bad --estimate fails before the log is read
@@ -89,9 +89,8 @@ def reconcile(
         if not 1 <= engine <= len(startups):
             raise BadInput(f"--engine {engine}: {'stdin' if log == '-' else log} holds {len(startups)} vLLM startup(s); pick 1 to {len(startups)}")
         startups = (startups[engine - 1],)
-    results = []
-    for facts in startups:
-        results.append(reconcile_startup(facts, model=model, flags=flags, gpu=gpu, estimate=estimate, env=env, measured=measured)[1])
+    request = StartupRequest(model, flags, gpu, estimate, env, measured)
+    results = [reconcile_startup(facts, request)[1] for facts in startups]
     for warning in {w for r in results for w in r.facts.warnings}:
         print(f"capacity: warning: {warning}", file=sys.stderr)
     with report_to_stdout(EXIT_FITS):

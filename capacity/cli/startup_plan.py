@@ -10,7 +10,7 @@ The figures both tools print then come from `capacity.reconcile.compare.capacity
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from capacity.cli.estimate import chosen_estimate
@@ -35,6 +35,19 @@ class StartupComparison:
     estimate: str  # "trace" | "formula" (the trace could not run, or was not asked for) | "profile"
     result: ReconcileResult
     fallback: str = ""  # why the trace could not run, when the default path fell back to the formulas
+
+
+@dataclass(frozen=True)
+class StartupRequest:
+    """What the caller gives beside the log: the model, the knobs (ServingArgs fields: command-line flags, or a
+    benchmark's sidecar), the GPU, the estimate, the environment vLLM ran in, and a saved GPU profile."""
+
+    model: str | None = None
+    flags: dict[str, Any] = field(default_factory=dict)
+    gpu: str | None = None
+    estimate: str | None = None
+    env: dict[str, str] | None = None
+    measured: Any = None
 
 
 def traced_plan(model: str, args: ServingArgs, gpu: Gpu, semantics: VllmSemantics) -> tuple[Plan, str, str]:
@@ -70,24 +83,14 @@ def traced_plan(model: str, args: ServingArgs, gpu: Gpu, semantics: VllmSemantic
     return planner.plan_for(model, explicit, profile=profile, gpu=gpu, semantics=semantics), "trace", ""
 
 
-def compare_startup(
-    facts: VllmLogFacts,
-    *,
-    model: str | None,
-    flags: dict[str, Any],
-    gpu: str | None,
-    estimate: str | None = None,
-    env: dict[str, str] | None = None,
-    extra_knobs: dict[str, Any] | None = None,
-    measured: Any = None,
-) -> StartupComparison:
+def compare_startup(facts: VllmLogFacts, request: StartupRequest) -> StartupComparison:
     """Plan one startup of a log (see the module docstring) and set it beside the log. BadInput as log_plan_inputs."""
-    inputs = log_plan_inputs(facts, model=model, flags=flags, gpu=gpu, extra_knobs=extra_knobs, env=env)
+    inputs = log_plan_inputs(facts, model=request.model, flags=request.flags, gpu=request.gpu, env=request.env)
     notes = list(inputs.notes)
     why = ""
-    if measured is not None:
-        plan, how = planner.plan_for(inputs.model, inputs.args, profile=measured, gpu=inputs.gpu, semantics=inputs.semantics), "profile"
-    elif chosen_estimate(estimate) == "formula":
+    if request.measured is not None:
+        plan, how = planner.plan_for(inputs.model, inputs.args, profile=request.measured, gpu=inputs.gpu, semantics=inputs.semantics), "profile"
+    elif chosen_estimate(request.estimate) == "formula":
         plan, how = planner.plan_for(inputs.model, inputs.args, gpu=inputs.gpu, semantics=inputs.semantics), "formula"
         notes.append("planned with the formulas (--estimate formula); capacity's default is the fake-tensor trace")
     else:
@@ -99,16 +102,7 @@ def compare_startup(
     return StartupComparison(inputs, plan, how, result, why)
 
 
-def compare_versions(
-    compared: StartupComparison,
-    *,
-    model: str | None,
-    flags: dict[str, Any],
-    gpu: str | None,
-    estimate: str | None = None,
-    env: dict[str, str] | None = None,
-    measured: Any = None,
-) -> tuple[StartupComparison | None, ReconcileResult]:
+def compare_versions(compared: StartupComparison, request: StartupRequest) -> tuple[StartupComparison | None, ReconcileResult]:
     """`compared`'s result, with the versions it may come from when the startup does not state its own: the lines
     that tell, each range of rules they allow, and the comparison under each; and the comparison whose plan the
     result shows. When the ranges change the verdict (capacity.reconcile.compare.VERDICT_KEYS, the available KV
@@ -130,7 +124,7 @@ def compare_versions(
             one = compared
         else:
             stated = with_stated_version(facts, f"{sem.first[0]}.{sem.first[1]}", basis)
-            one = compare_startup(stated, model=model, flags=flags, gpu=gpu, estimate=estimate, env=env, measured=measured)
+            one = compare_startup(stated, request)
         outcome = version_outcome(one.result, one.plan)
         same = next((i for i, (o, _) in enumerate(groups) if o.figures == outcome.figures), None)
         if same is None:
@@ -157,17 +151,6 @@ def compare_versions(
     return groups[index][1], replace(chosen, inference=VersionInference(lines, outcomes, False, used), notes=(*chosen.notes, note))
 
 
-def reconcile_startup(
-    facts: VllmLogFacts,
-    *,
-    model: str | None,
-    flags: dict[str, Any],
-    gpu: str | None,
-    estimate: str | None = None,
-    env: dict[str, str] | None = None,
-    extra_knobs: dict[str, Any] | None = None,
-    measured: Any = None,
-) -> tuple[StartupComparison | None, ReconcileResult]:
+def reconcile_startup(facts: VllmLogFacts, request: StartupRequest) -> tuple[StartupComparison | None, ReconcileResult]:
     """`capacity reconcile` of one startup: compare_startup, then compare_versions where the version is inferred."""
-    compared = compare_startup(facts, model=model, flags=flags, gpu=gpu, estimate=estimate, env=env, extra_knobs=extra_knobs, measured=measured)
-    return compare_versions(compared, model=model, flags=flags, gpu=gpu, estimate=estimate, env=env, measured=measured)
+    return compare_versions(compare_startup(facts, request), request)

@@ -155,16 +155,15 @@ def log_plan_inputs(
     flags: dict[str, Any],
     gpu: str | None,
     effective_knobs: bool = True,
-    extra_knobs: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
 ) -> LogPlanInputs:
-    """Model, ServingArgs, GPU and semantics to plan a log with: `flags` (ServingArgs fields given on the command line)
-    over `extra_knobs` (e.g. a benchmark's sidecar) over the log's knobs; `env`: the environment vLLM ran in.
+    """Model, ServingArgs, GPU and semantics to plan a log with: `flags` (ServingArgs fields given on the command line,
+    or a benchmark's sidecar) over the log's knobs; `env`: the environment vLLM ran in.
     BadInput: no model, or no GPU to use."""
     notes: list[str] = []
     from_log = knobs_from_log(facts, effective=effective_knobs)
-    values = {**from_log, **(extra_knobs or {}), **flags}
-    used = sorted(k for k in from_log if k not in flags and k not in (extra_knobs or {}))
+    values = {**from_log, **flags}
+    used = sorted(k for k in from_log if k not in flags)
     if used:
         notes.append("knobs read from the log: " + ", ".join(f"{k}={from_log[k]}" for k in used))
     resolved, gpu_note = log_gpu(facts, gpu)

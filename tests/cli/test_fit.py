@@ -38,14 +38,7 @@ def replan_argv(serve_line: str, gpu: str) -> list[str]:
     return ["plan", "--model", words[2], "--gpu", gpu, *words[3:]]
 
 
-@pytest.fixture
-def default_estimate(monkeypatch):  # type: ignore[no-untyped-def]
-    """The default estimate, as a user runs capacity (the suite otherwise plans with the formulas): the fake-tensor trace."""
-    pytest.importorskip("torch")
-    monkeypatch.delenv("CAPACITY_ESTIMATE", raising=False)
-
-
-def test_the_qwen_vl_rtx_4090_case_fits_and_its_serve_line_replans_to_exit_0(default_estimate, capsys):
+def test_the_qwen_vl_rtx_4090_case_fits_and_its_serve_line_replans_to_exit_0(capsys):
     """Issue 24's case as typed: `capacity plan` says DOES NOT FIT on one RTX 4090; `capacity fit` answers with a
     configuration checked with the default estimate, and `capacity plan` on its serve line (default estimate) exits 0
     with the figures fit printed."""
@@ -63,7 +56,7 @@ def test_the_qwen_vl_rtx_4090_case_fits_and_its_serve_line_replans_to_exit_0(def
     assert plan["kv_cache"]["available_bytes"] == top["available_kv_bytes"] and plan["kv_cache"]["num_blocks"] == top["num_blocks"]
 
 
-def test_the_issue_target_8_requests_at_8192_on_an_rtx_4090(default_estimate, capsys):
+def test_the_issue_target_8_requests_at_8192_on_an_rtx_4090(capsys):
     code, out, err = run(["fit", "--model", QWEN_VL, "--gpu", "RTX 4090", "--min-concurrency", "8", "--max-model-len", "8192"], capsys)
     assert code == EXIT_FITS, err
     (line, *_) = serve_lines(out)
@@ -79,7 +72,7 @@ def test_the_issue_target_8_requests_at_8192_on_an_rtx_4090(default_estimate, ca
     assert [h["id"] for h in plan["hazards"] if h["severity"] in ("error", "warning")] == []
 
 
-def test_a_warning_no_change_clears_is_printed_with_its_configuration(default_estimate, capsys):
+def test_a_warning_no_change_clears_is_printed_with_its_configuration(capsys):
     """Both knobs that shrink or drop items held: the 16,384-token image stays longer than max_model_len 8,192, and the
     configuration says so (text and JSON) rather than silently."""
     argv = ["fit", "--model", QWEN_VL, "--gpu", "RTX 4090", "--min-concurrency", "8", "--max-model-len", "8192"]
@@ -92,7 +85,7 @@ def test_a_warning_no_change_clears_is_printed_with_its_configuration(default_es
     assert [w.split(":")[0] for w in config["warnings"]] == ["item_longer_than_max_model_len"]
 
 
-def test_plan_that_does_not_fit_shows_the_nearest_fit_instead_of_none(default_estimate, capsys):
+def test_plan_that_does_not_fit_shows_the_nearest_fit_instead_of_none(capsys):
     code, out, err = run(["plan", "--model", QWEN_VL, "--gpu", "RTX 4090"], capsys)
     assert code == EXIT_DOES_NOT_FIT, err
     assert "suggested: none" not in flat(out)
@@ -157,7 +150,7 @@ def test_a_formula_configuration_replans_with_estimate_formula_to_the_same_figur
         assert plan["kv_cache"]["available_bytes"] == config["available_kv_bytes"]
 
 
-def test_a_knob_the_user_gives_is_kept_in_every_configuration_and_its_replan_line(default_estimate, capsys):
+def test_a_knob_the_user_gives_is_kept_in_every_configuration_and_its_replan_line(capsys):
     """--enable-lora and its knobs are held like any knob given: each configuration is planned with LoRA's buffers,
     its serve line and plan line carry the flags, and the plan line gives the same figures."""
     argv = ["fit", "--model", "Qwen/Qwen3-8B", "--gpu", "L40S", "--enable-lora", "--max-loras", "4", "--max-model-len", "8192", "--min-concurrency", "4", "--max-gpus", "1"]

@@ -18,18 +18,10 @@ import json
 import math
 import shlex
 
-import pytest
-
 from capacity.cli.app import main
 from capacity.errors import EXIT_BAD_INPUT, EXIT_FITS
 
 RTX_A4000_BYTES = 16_761_109_872  # capacity/gpu/gpus.json
-
-
-@pytest.fixture
-def default_estimate(monkeypatch):  # type: ignore[no-untyped-def]
-    pytest.importorskip("torch")
-    monkeypatch.delenv("CAPACITY_ESTIMATE", raising=False)
 
 
 def run_json(argv: list[str], capsys) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
@@ -38,7 +30,7 @@ def run_json(argv: list[str], capsys) -> tuple[int, dict]:  # type: ignore[no-un
     return code, json.loads(out.out) if out.out else {"err": out.err}
 
 
-def test_two_dp_engines_across_two_nodes_meet_what_one_tp8_engine_cannot(default_estimate, capsys):
+def test_two_dp_engines_across_two_nodes_meet_what_one_tp8_engine_cannot(capsys):
     code, one = run_json(["plan", "--model", "deepseek-ai/DeepSeek-V3", "--gpu", "H200", "-tp", "8", "--max-model-len", "163840"], capsys)
     assert code == EXIT_FITS and one["concurrency"]["max_concurrent_requests"] < 10
     argv = ["fit", "--model", "deepseek-ai/DeepSeek-V3", "--node", "8x H200", "-tp", "8", "--max-gpus", "16", "--min-concurrency", "10"]
@@ -57,7 +49,7 @@ def test_two_dp_engines_across_two_nodes_meet_what_one_tp8_engine_cannot(default
     assert engine["kv_cache"]["blocks_per_request_actual"] == 163_840 // 16
 
 
-def test_weights_one_node_cannot_hold_get_tp_inside_a_node_and_pp_across(default_estimate, capsys):
+def test_weights_one_node_cannot_hold_get_tp_inside_a_node_and_pp_across(capsys):
     assert RTX_A4000_BYTES < 141_107_412_992 // 8  # TP 8's share of the weights alone exceeds one GPU
     argv = ["fit", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "RTX A4000", "--gpus-per-node", "8", "--max-gpus", "16"]
     code, doc = run_json(argv, capsys)

@@ -7,16 +7,8 @@ import csv
 import json
 from pathlib import Path
 
-import pytest
-
 from capacity.cli.app import main
 from capacity.errors import EXIT_BAD_INPUT, EXIT_FITS
-
-
-@pytest.fixture
-def default_estimate(monkeypatch):  # type: ignore[no-untyped-def]
-    pytest.importorskip("torch")
-    monkeypatch.delenv("CAPACITY_ESTIMATE", raising=False)
 
 
 def run_json(argv: list[str], capsys) -> tuple[int, dict]:  # type: ignore[no-untyped-def]
@@ -25,7 +17,7 @@ def run_json(argv: list[str], capsys) -> tuple[int, dict]:  # type: ignore[no-un
     return code, json.loads(out)
 
 
-def test_dp_points_are_one_engines_plan_and_the_engines_total(default_estimate, capsys, tmp_path: Path):
+def test_dp_points_are_one_engines_plan_and_the_engines_total(capsys, tmp_path: Path):
     knobs = ["--model", "qwen3-30b-a3b", "--gpu", "H200", "--max-model-len", "32768"]
     code, doc = run_json(["sweep", *knobs, "-dp", "1,2"], capsys)
     assert code == EXIT_FITS
@@ -50,7 +42,7 @@ def test_dp_points_are_one_engines_plan_and_the_engines_total(default_estimate, 
     assert "H200  TP 1 x DP 2" in out and f"{total} = 2 x {per}" in out
 
 
-def test_pp_points_are_the_plans_of_their_stages(default_estimate, capsys):
+def test_pp_points_are_the_plans_of_their_stages(capsys):
     knobs = ["--model", "llama-3.1-8b-instruct", "--gpu", "L4", "--max-model-len", "32768"]
     code, doc = run_json(["sweep", *knobs, "-pp", "1,2"], capsys)
     assert code == EXIT_FITS

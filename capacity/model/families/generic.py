@@ -62,7 +62,6 @@ MODALITY_SUBCONFIGS: tuple[tuple[str, str], ...] = (("vision_config", "image"), 
 # vLLM 0.33's _mark_tower_model blocks, by model_type (transformers' module names, as the meta build names them).
 TOWERS: dict[str, tuple[Tower, ...]] = {
     "lfm2_vl": (Tower(("image",), ("vision_tower", "multi_modal_projector")),),  # Lfm2VLForConditionalGeneration.__init__
-    "llava": (Tower(("image",), ("vision_tower", "multi_modal_projector")),),  # llava.py LlavaForConditionalGeneration.__init__
     "qwen2_audio": (Tower(("audio",), ("audio_tower", "multi_modal_projector")),),  # qwen2_audio.py
     **dict.fromkeys(("qwen2_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "qwen3_5_moe", "glm4v"), (VISUAL_TOWER,)),
 }
@@ -75,10 +74,6 @@ ALIGNED_STATE_CHANNELS: dict[str, str] = {"lfm2_vl": "hidden_size"}
 UNSHARDED_MODULES: dict[str, tuple[str, ...]] = {
     "lfm2_vl": (r"(^|\.)multi_modal_projector\.linear_[12]$",),  # Lfm2VLMultiModalProjector: ReplicatedLinear
 }
-
-# Modules vLLM 0.33 builds column- / row-parallel whose names the weights rules do not know, by model_type.
-LLAVA_PROJECTOR = ((r"(^|\.)multi_modal_projector\.linear_1$",), (r"(^|\.)multi_modal_projector\.linear_2$",))  # llava.py LlavaMultiModalProjector
-SHARDED_MODULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {"llava": LLAVA_PROJECTOR}
 
 
 class GenericFamily(Family):
@@ -205,12 +200,6 @@ class GenericFamily(Family):
 
     def unsharded_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
         return UNSHARDED_MODULES.get(str(config.get("model_type")), ())
-
-    def column_parallel_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
-        return SHARDED_MODULES.get(str(config.get("model_type")), ((), ()))[0]
-
-    def row_parallel_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
-        return SHARDED_MODULES.get(str(config.get("model_type")), ((), ()))[1]
 
     def hf_class_name(self, config: dict[str, Any]) -> str:
         """`architectures[0]` when transformers has that class, else the model_type's image/audio-text-to-text class."""

@@ -17,7 +17,7 @@ import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from capacity.errors import BadInput
-from capacity.model.families.generic import LLAVA_PROJECTOR, GenericFamily
+from capacity.model.families.generic import GenericFamily
 from capacity.model.family import Tower
 from capacity.model.hf_config import materialized
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from capacity.weights.stored_tensor import StoredTensor
 
 LLAVA_TOWER = Tower(("image",), ("vision_tower", "multi_modal_projector"))  # llava.py LlavaForConditionalGeneration.__init__
+LLAVA_PROJECTOR = ((r"(^|\.)multi_modal_projector\.linear_1$",), (r"(^|\.)multi_modal_projector\.linear_2$",))  # llava.py LlavaMultiModalProjector
 
 # The tower's layers and final norm, as checkpoints name them (vision_tower.vision_model.encoder...) and as
 # transformers 5's meta build does (model.vision_tower.encoder...).

@@ -2,19 +2,61 @@
 
 A config goes to the family whose `model_types` hold its `model_type`; failing that, to the first fallback family
 (lowest `fallback_rank`) that `claims` it; failing that, it is refused in one line.
+
+Only the family a config needs is imported (a plan is mostly imports): `declared_families` reads each family
+module's own declaration (`model_types = (...)`, `fallback_rank = N` in its class body) from its source text, without
+importing it; the module found is imported and its FAMILY checked to claim what its source declared, else every
+family is imported (`all_families`). tests/model/test_registry.py checks the declarations read equal the imported
+families' attributes, so a family whose claims cannot be read this way fails a test, not a plan.
 """
 
 from __future__ import annotations
 
+import importlib
+import re
 from dataclasses import replace
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from capacity.errors import BadInput
 from capacity.model.config_limits import check_config_sizes
-from capacity.model.family import Family, all_families
+from capacity.model.family import FAMILIES_PACKAGE, Family, all_families
 from capacity.model.spec import ModelSpec
 from capacity.source.resolve import ModelSource, resolve_model
+
+_MODEL_TYPES = re.compile(r"^    model_types(?:\s*:[^=\n]+)?\s*=\s*\(([^)]*)\)", re.M)
+_FALLBACK_RANK = re.compile(r"^    fallback_rank(?:\s*:[^=\n]+)?\s*=\s*(\d+|None)\b", re.M)
+_STRING = re.compile(r"\"([^\"]+)\"|'([^']+)'")
+
+
+@lru_cache(maxsize=1)
+def declared_families() -> tuple[dict[str, str], tuple[tuple[int, str], ...], bool]:
+    """({model_type: family module}, ((fallback_rank, module), ... by rank), whether every module was read) as the
+    family modules' sources declare them, read without importing any (a module declaring either twice is not read)."""
+    import capacity.model.families as package
+
+    by_type: dict[str, str] = {}
+    fallbacks: list[tuple[int, str]] = []
+    complete = True
+    for path in sorted(p for folder in package.__path__ for p in Path(folder).glob("*.py")):
+        if path.name.startswith("_"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        types, ranks = _MODEL_TYPES.findall(text), _FALLBACK_RANK.findall(text)
+        if len(types) > 1 or len(ranks) > 1:
+            complete = False
+            continue
+        for found in _STRING.findall(types[0]) if types else ():
+            by_type.setdefault(found[0] or found[1], path.stem)
+        if ranks and ranks[0] != "None":
+            fallbacks.append((int(ranks[0]), path.stem))
+    return by_type, tuple(sorted(fallbacks)), complete
+
+
+def _family_module(module: str) -> Family | None:
+    family = getattr(importlib.import_module(f"{FAMILIES_PACKAGE}.{module}"), "FAMILY", None)
+    return family if isinstance(family, Family) else None
 
 
 @lru_cache(maxsize=1)
@@ -36,8 +78,30 @@ def supported_model_types() -> list[str]:
     return sorted(_by_model_type())
 
 
+def _declared_family_for(config: dict[str, Any]) -> Family | None:
+    """family_for through the declared families, importing only those it asks; None where a declaration and its
+    module disagree (then every family is imported)."""
+    by_type, fallbacks, complete = declared_families()
+    model_type = config.get("model_type")
+    if isinstance(model_type, str) and model_type in by_type:
+        family = _family_module(by_type[model_type])
+        return family if family is not None and model_type in family.model_types else None
+    if not complete:  # an unread module may claim this model_type
+        return None
+    for rank, module in fallbacks:
+        family = _family_module(module)
+        if family is None or family.fallback_rank != rank:
+            return None
+        if family.claims(config):
+            return family
+    return None
+
+
 def family_for(config: dict[str, Any]) -> Family:
     """The family that plans this config; a config no family claims fails closed with a one-line BadInput."""
+    declared = _declared_family_for(config)
+    if declared is not None:
+        return declared
     model_type = config.get("model_type")
     if isinstance(model_type, str) and model_type in _by_model_type():
         return _by_model_type()[model_type]

@@ -1,17 +1,15 @@
-"""Hugging Face model ids: the local HF cache (pure file reads) and the Hub (through `huggingface_hub`).
+"""Hugging Face model ids: the local HF cache (pure file reads) and the Hub (through `huggingface_hub`'s HTTP client).
 
-The Hub is asked only for what planning reads: `config.json`, the processor configs, `generation_config.json` and
-the safetensors index (`hf_hub_download`, into the standard HF cache), and the safetensors headers
-(`HfApi.get_safetensors_metadata`: HTTP range reads of each shard's header, never the weights). The headers'
-summary is recorded in the HF assets cache under the commit it was read at, so a later run plans the same
-weights from the cache, also with `HF_HUB_OFFLINE=1`.
+The Hub is asked only for what planning reads (capacity/source/hub_http.py): the model info (commit and file list),
+`config.json`, the processor configs, `generation_config.json` and the safetensors index, written into the standard
+HF cache, and the safetensors headers (HTTP range reads of each shard's header, never the weights). The headers'
+summary is recorded in the HF assets cache under the commit it was read at, so a later run plans the same weights
+from the cache, also with `HF_HUB_OFFLINE=1`.
 
-Settings come from the environment at call time (`HubSettings.from_env`) and are passed to `huggingface_hub`
-explicitly (endpoint, cache folder, timeouts), because `huggingface_hub.constants` reads HF_ENDPOINT, HF_HOME,
-HF_HUB_CACHE and HF_HUB_OFFLINE once, when it is first imported. One call still uses the import-time value:
-`get_safetensors_metadata` downloads the index into `constants.HF_HUB_CACHE`; in a fresh process (the CLI) that is
-the same folder. `huggingface_hub` is imported only when the Hub is asked, so planning from the cache, a folder or
-the catalog never imports it. Every failure is one line (BadInput, exit 2).
+Settings come from the environment at call time (`HubSettings.from_env`) and are passed explicitly (endpoint,
+cache folder, timeouts), because `huggingface_hub.constants` reads HF_ENDPOINT, HF_HOME, HF_HUB_CACHE and
+HF_HUB_OFFLINE once, when it is first imported. `huggingface_hub` is imported only when the Hub is asked, so
+planning from the cache, a folder or the catalog never imports it. Every failure is one line (BadInput, exit 2).
 """
 
 from __future__ import annotations
@@ -24,7 +22,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from capacity.errors import BadInput
 from capacity.source.checkpoint import INDEX_FILE, SINGLE_FILE, CheckpointWeights, folder_weights, summarize_headers
@@ -160,33 +157,26 @@ def cached_snapshot(repo_id: str, revision: str | None, settings: HubSettings) -
 
 
 def fetch_snapshot(repo_id: str, revision: str | None, settings: HubSettings, closest: list[str]) -> Snapshot:
-    """Download the planning files of `repo_id` at `revision` into the HF cache and read its safetensors headers."""
+    """Download the planning files of `repo_id` at `revision` into the HF cache and read its safetensors headers
+    (capacity/source/hub_http.py: one model-info call, one GET per file, range reads of each shard's header)."""
     where = f"{repo_id}" + (f" at revision {revision}" if revision else "")
     if settings.offline:
         raise BadInput(f"{where} is not in the HF cache ({settings.cache_dir}) and HF_HUB_OFFLINE=1 forbids the Hub: {_alternatives(closest, offline=True)}")
-    import huggingface_hub as hf
+    from capacity.source import hub_http
 
     rev = revision or "main"
+    hub, timeout = settings.endpoint, settings.timeout_s
     try:
         with _quiet():
-            api = hf.HfApi(endpoint=settings.endpoint)
-            info = api.model_info(repo_id, revision=rev, timeout=settings.timeout_s)
-            names = {s.rfilename for s in info.siblings} if info.siblings is not None else {"config.json"}
+            commit, names = hub_http.model_info(hub, repo_id, rev, timeout)
             if "config.json" not in names:
                 raise BadInput(_no_config(where, names))
-            paths = {
-                name: Path(
-                    hf.hf_hub_download(repo_id, name, revision=rev, cache_dir=str(settings.cache_dir), endpoint=settings.endpoint, etag_timeout=settings.timeout_s)
-                )
-                for name in PLANNING_FILES
-                if name in names
-            }
-            folder = paths["config.json"].parent
-            commit = folder.name
+            folder = hub_http.download(hub, settings.cache_dir, repo_id, rev, commit, [n for n in PLANNING_FILES if n in names], timeout)
             weights = None
-            if SINGLE_FILE in names or INDEX_FILE in names:
-                metadata = api.get_safetensors_metadata(repo_id, revision=commit, timeout=settings.timeout_s)
-                weights = hub_weights(metadata, repo_id, commit)
+            shards = _shards(folder, names)
+            if shards:
+                read = hub_http.each(lambda shard: hub_http.safetensors_header(hub, repo_id, commit, shard, timeout), shards)
+                weights = summarize_headers(dict(zip(shards, read, strict=True)), f"safetensors headers of {repo_id}@{commit[:12]} read from the Hub (HTTP ranges, no weights)")
                 record_weights(settings, repo_id, commit, weights)
     except BadInput:
         raise
@@ -195,13 +185,19 @@ def fetch_snapshot(repo_id: str, revision: str | None, settings: HubSettings, cl
     return Snapshot(repo_id, revision, commit, folder, "hub", weights)
 
 
-def hub_weights(metadata: Any, repo_id: str, commit: str) -> CheckpointWeights:
-    """The summary of a `SafetensorsRepoMetadata` (its TensorInfo entries are the headers' dtype, shape, data_offsets)."""
-    headers = {
-        file: {name: {"dtype": t.dtype, "shape": list(t.shape), "data_offsets": list(t.data_offsets)} for name, t in meta.tensors.items()}
-        for file, meta in sorted(metadata.files_metadata.items())
-    }
-    return summarize_headers(headers, f"safetensors headers of {repo_id}@{commit[:12]} read from the Hub (HTTP ranges, no weights)")
+def _shards(folder: Path, names: set[str]) -> list[str]:
+    """The safetensors files that hold the checkpoint, as huggingface_hub's get_safetensors_metadata picks them:
+    model.safetensors when the repo has it, else the shards its index's weight_map names (sorted), else none."""
+    if SINGLE_FILE in names:
+        return [SINGLE_FILE]
+    if INDEX_FILE not in names:
+        return []
+    try:
+        index = json.loads((folder / INDEX_FILE).read_text())
+    except ValueError as exc:
+        raise BadInput(f"{INDEX_FILE} of {folder.parent.parent.name} is not valid JSON ({exc}): the checkpoint cannot be planned from it") from exc
+    weight_map = index.get("weight_map", {}) if isinstance(index, dict) else {}
+    return sorted({str(v) for v in weight_map.values()})
 
 
 def explain(exc: BaseException, where: str, repo_id: str, settings: HubSettings, closest: list[str]) -> BadInput:
@@ -301,16 +297,11 @@ def _first_line(exc: BaseException) -> str:
 
 @contextmanager
 def _quiet() -> Iterator[None]:
-    """No progress bars and no library warnings on stderr while the Hub is read (the CLI's stderr holds one line)."""
-    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
-
+    """No library warnings on stderr while the Hub is read (the CLI's stderr holds one line)."""
     logger = logging.getLogger("huggingface_hub")
-    level, bars_off = logger.level, are_progress_bars_disabled()
+    level = logger.level
     logger.setLevel(logging.ERROR)
-    disable_progress_bars()
     try:
         yield
     finally:
         logger.setLevel(level)
-        if not bars_off:
-            enable_progress_bars()

@@ -251,8 +251,6 @@ def closest_catalog_names(requested: str, n: int = 3) -> list[str]:
 
 def resolve_model(requested: str, revision: str | None = None) -> ModelSource:
     """Resolve `--model`: folder, catalog id or alias, HF cache, Hub; BadInput (one line) when nothing matches."""
-    from capacity.source.hub import REPO_ID
-
     if not requested or not requested.strip():
         raise BadInput("--model is empty: give a catalog id (see `capacity models`), a Hugging Face id (org/name) or a folder")
     if revision is not None and not revision.strip():
@@ -281,6 +279,8 @@ def resolve_model(requested: str, revision: str | None = None) -> ModelSource:
         return catalog_source(entry, requested, note)
     if looks_like_path:
         raise BadInput(f"--model {requested}: no such folder; point it at a folder holding config.json")
+    from capacity.source.hub import REPO_ID  # past the catalog: a catalog plan does not import the Hub's module
+
     close = closest_catalog_names(requested)
     if not REPO_ID.fullmatch(requested.strip()):
         if found is not None:  # a catalog alias with --revision

@@ -91,6 +91,7 @@ def test_the_readme_family_is_one_new_file(tmp_path, monkeypatch):
     monkeypatch.setattr(families, "__path__", [*families.__path__, str(tmp_path)])
     family_module.all_families.cache_clear()
     registry._by_model_type.cache_clear()
+    registry.declared_families.cache_clear()
     try:
         config = {**catalog_config(catalog()["openai/whisper-tiny"]), "model_type": "toy_asr"}
         spec = spec_from_files(config, "toy")
@@ -105,6 +106,7 @@ def test_the_readme_family_is_one_new_file(tmp_path, monkeypatch):
     finally:
         family_module.all_families.cache_clear()
         registry._by_model_type.cache_clear()
+        registry.declared_families.cache_clear()
         sys.modules.pop("capacity.model.families.toy_asr", None)
 
 

@@ -114,6 +114,44 @@ def test_sharded_checkpoint_reads_every_shard_named_by_the_index(hub, whisper_co
     assert "model.safetensors.index.json" in source.files
 
 
+def test_a_sharded_repo_is_read_with_one_info_call_one_get_per_file_and_header_ranges(hub, whisper_config):
+    """What a plan asks the Hub, by hand: the model info once; config.json, generation_config.json and the index once
+    each, at the commit the info named (no HEAD, no second copy of the index); per shard the Hub's redirect and one
+    range inside the header (each header is under 100,000 bytes); nothing for README.md; nothing at all from the cache."""
+    shard1 = safetensors_bytes({"a": ("BF16", [64, 32])})
+    shard2 = safetensors_bytes({"b": ("BF16", [32])})
+    index = {"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}
+    files = {
+        "config.json": whisper_config,
+        "generation_config.json": b"{}",
+        "README.md": b"#",
+        "model.safetensors.index.json": json.dumps(index).encode(),
+        "model-00001-of-00002.safetensors": shard1,
+        "model-00002-of-00002.safetensors": shard2,
+    }
+    commit = add_repo(hub.root, "acme/counted", {"main": files})["main"]
+    source = resolve_model("acme/counted")
+    assert source.weights is not None and source.weights.element_count == 64 * 32 + 32
+    asked = sorted((r.method, r.path, r.range) for r in hub.requests)
+    shards = ("model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors")
+    assert asked == sorted(
+        [("GET", "/api/models/acme/counted/revision/main", None)]
+        + [("GET", f"/acme/counted/resolve/{commit}/{name}", None) for name in ("config.json", "generation_config.json", "model.safetensors.index.json")]
+        + [("GET", f"/acme/counted/resolve/{commit}/{shard}", "bytes=0-100000") for shard in shards]
+        + [("GET", f"/cdn/acme/counted/{commit}/{shard}", "bytes=0-100000") for shard in shards]
+    )
+    # huggingface_hub's cache layout: the snapshot links to blobs named by ETag, refs/main names the commit
+    repo = hub.home / "hub" / "models--acme--counted"
+    assert (repo / "refs" / "main").read_text() == commit
+    config = repo / "snapshots" / commit / "config.json"
+    assert config.is_symlink() and config.resolve().parent == (repo / "blobs").resolve() and config.read_bytes() == whisper_config
+    from huggingface_hub import try_to_load_from_cache  # huggingface_hub finds it there itself
+
+    assert try_to_load_from_cache("acme/counted", "config.json", cache_dir=str(hub.home / "hub")) == str(config)
+    before = len(hub.requests)
+    assert resolve_model("acme/counted").origin == "hf-cache" and len(hub.requests) == before
+
+
 def test_missing_repo_is_one_line_naming_the_closest_catalog_ids(hub):
     message = bad_input("openai/whisper-tiniest")
     assert message.startswith("no model `openai/whisper-tiniest` on the Hub (") and "HTTP 404" in message

@@ -1,0 +1,146 @@
+"""The Hub's HTTP endpoints capacity asks, through huggingface_hub's shared HTTP client, and the HF cache they fill.
+
+One plan of a Hub id asks (each a GET through `huggingface_hub.utils.get_session`, answered or raised by
+`hf_raise_for_status`, so errors are huggingface_hub's own classes):
+
+- the model info at the revision (`/api/models/{id}/revision/{rev}`, what `HfApi.model_info` asks): the commit and
+  the file list, once;
+- each planning file the repo has, at that commit (`/{id}/resolve/{commit}/{file}`), written into the HF cache in
+  huggingface_hub's layout (`blobs/<etag>`, `snapshots/<commit>/<file>` linking to it, `refs/<rev>`), so that
+  huggingface_hub and a later `capacity` run find it there;
+- the first 100,000 bytes of each safetensors shard, and the rest of a longer header, by HTTP range (what
+  `HfApi.parse_safetensors_file_metadata` reads): never the weights.
+
+That is 1 + files + 2 per shard (the Hub redirects a shard to its storage) requests, where `hf_hub_download` and
+`get_safetensors_metadata` made a HEAD and a GET per file, a HEAD per `file_exists` and the index twice. The files
+and the shards are asked concurrently (on the real Hub each request is a TLS round trip). Importing `HfApi` and
+`file_download` (about 0.15 s: tqdm, yaml, filelock, every API dataclass) is not needed for any of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE")  # huggingface_hub's get_token reads these
+HEADER_PROBE = 100_000  # bytes of a shard read first (huggingface_hub's parse_safetensors_file_metadata reads as many)
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+def _get(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> Any:
+    from huggingface_hub.utils import get_session, hf_raise_for_status
+
+    response = get_session().get(url, headers={**_auth_headers(), **(headers or {})}, timeout=timeout_s)
+    hf_raise_for_status(response)
+    return response
+
+
+def _auth_headers() -> dict[str, str]:
+    """huggingface_hub's request headers (`build_hf_headers`: its token lookup and user agent) whenever a token can
+    be found; none where no token source exists (no HF_TOKEN / HUGGING_FACE_HUB_TOKEN / HF_OIDC_RESOURCE, no token
+    file, not in Colab), where huggingface_hub would send no authorization either. Its token lookup imports yaml and
+    filelock (about 30 ms), which a plan of a public repo does not need."""
+    import sys
+
+    from huggingface_hub import constants
+
+    if any(os.environ.get(k) for k in TOKEN_VARIABLES) or os.path.exists(constants.HF_TOKEN_PATH) or "google.colab" in sys.modules:
+        from huggingface_hub.utils import build_hf_headers
+
+        return build_hf_headers()
+    return {}
+
+
+def model_info(endpoint: str, repo_id: str, revision: str, timeout_s: float) -> tuple[str, set[str]]:
+    """(commit, file names) of `repo_id` at `revision`: one model-info call."""
+    info = _get(f"{endpoint}/api/models/{repo_id}/revision/{quote(revision, safe='')}", timeout_s).json()
+    siblings = info.get("siblings")
+    names = {str(s["rfilename"]) for s in siblings} if isinstance(siblings, list) else {"config.json"}
+    return str(info["sha"]), names
+
+
+def file_url(endpoint: str, repo_id: str, commit: str, name: str) -> str:
+    return f"{endpoint}/{repo_id}/resolve/{commit}/{quote(name)}"
+
+
+def download(endpoint: str, cache_dir: Path, repo_id: str, revision: str, commit: str, names: Iterable[str], timeout_s: float) -> Path:
+    """GET each file at `commit` into the HF cache; returns the snapshot folder."""
+    repo = cache_dir / ("models--" + repo_id.replace("/", "--"))
+
+    def fetch(name: str) -> None:
+        response = _get(file_url(endpoint, repo_id, commit, name), timeout_s)
+        etag = response.headers.get("X-Linked-Etag") or response.headers.get("ETag")
+        store(repo, commit, name, response.content, _normalize_etag(etag) or hashlib.sha256(response.content).hexdigest())
+
+    each(fetch, list(names))
+    if revision != commit:
+        _write_atomic(repo / "refs" / revision, commit.encode())
+    return repo / "snapshots" / commit
+
+
+def store(repo: Path, commit: str, name: str, data: bytes, etag: str) -> None:
+    """One file in huggingface_hub's cache layout: the blob, and the snapshot's relative symlink to it (a copy where
+    the file system has no symlinks)."""
+    blob = repo / "blobs" / etag
+    _write_atomic(blob, data)
+    link = repo / "snapshots" / commit / name
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    try:
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    except OSError:
+        _write_atomic(link, data)
+
+
+def safetensors_header(endpoint: str, repo_id: str, commit: str, name: str, timeout_s: float) -> dict[str, Any]:
+    """The JSON header of one shard by range reads; a header that cannot be read raises huggingface_hub's
+    SafetensorsParsingError with its wording (capacity/source/hub.py's `explain` turns it into one line)."""
+    from huggingface_hub import constants
+    from huggingface_hub.errors import SafetensorsParsingError
+
+    url = file_url(endpoint, repo_id, commit, name)
+    where = f"Failed to parse safetensors header for '{name}' (repo '{repo_id}', revision '{commit}')"
+    first = _get(url, timeout_s, {"range": f"bytes=0-{HEADER_PROBE}"}).content
+    if len(first) < 8:
+        raise SafetensorsParsingError(f"{where}: file is too small to be a valid safetensors file.")
+    (size,) = struct.unpack("<Q", first[:8])
+    if size > constants.SAFETENSORS_MAX_HEADER_LENGTH:
+        raise SafetensorsParsingError(f"{where}: safetensors header is too big. Maximum supported size is {constants.SAFETENSORS_MAX_HEADER_LENGTH} bytes (got {size}).")
+    raw = first[8 : 8 + size] if size <= len(first) - 8 else _get(url, timeout_s, {"range": f"bytes=8-{size + 7}"}).content
+    try:
+        header = json.loads(raw.decode(errors="ignore"))
+    except json.JSONDecodeError as exc:
+        raise SafetensorsParsingError(f"{where}: header is not json-encoded string. Please make sure this is a correctly formatted safetensors file.") from exc
+    if not isinstance(header, dict):
+        raise SafetensorsParsingError(f"{where}: header is not a JSON object.")
+    return header
+
+
+def each(fn: Callable[[_T], _R], items: list[_T]) -> list[_R]:
+    """`fn` over `items`, concurrently when there are several (the first error is raised, as a loop would)."""
+    if len(items) < 2:
+        return [fn(item) for item in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+def _normalize_etag(etag: str | None) -> str | None:
+    """An ETag header as a file name (huggingface_hub's `_normalize_etag`: W/"x" and "x" are x)."""
+    return None if etag is None else etag.removeprefix("W/").strip('"') or None
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{id(data):x}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)

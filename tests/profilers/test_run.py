@@ -314,6 +314,28 @@ def test_qwen_vision_tower_traces_under_fake_tensors(tmp_path: Path):
     assert p.phase("encoder").peak_above_start_bytes > 65_536 * 32 * 2  # at least the 4 x 16,384 patches, 32 wide
 
 
+def test_a_fake_trace_collects_only_what_its_phases_make(tiny_whisper):
+    """Torch, transformers and (once built) the model are frozen while the phases run, so each phase's gc.collect
+    walks only what the phases made; the collector is on during the phases, and the heap comes back as it was."""
+    import gc
+
+    from profilers.probes import FakeProbe
+
+    if gc.get_freeze_count():
+        pytest.skip("this process froze its heap already")
+    seen: dict[str, tuple[bool, bool, bool]] = {}
+
+    def on_phase(name: str, detail: str) -> None:
+        tracked = gc.get_objects()  # the frozen heap is not among them
+        seen[name] = (gc.isenabled(), any(o is torch.nn.Linear for o in tracked), any(isinstance(o, torch.nn.Module) for o in tracked))
+
+    p = profile_of(tiny_whisper, probe=FakeProbe(), on_phase=on_phase)
+    assert p.oom is None
+    assert seen["weights"] == (True, False, False)  # torch's classes frozen before the model is built
+    assert seen["decoder"] == seen["warmup_decode"] == (True, False, False)  # the model (its modules) frozen once built
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+
 def test_a_host_allocation_failure_is_an_out_of_memory_result():
     from profilers.run import PhaseOOM, _Phases
 

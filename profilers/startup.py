@@ -124,8 +124,9 @@ def freeze_heap() -> bool:
     """Move every object alive now out of the collector's reach (gc.freeze), as vLLM's engine freezes its start-up
     heap: the `gc.collect()` before each measurement (vLLM's memory_profiling does one too) then walks only what the
     phases made, not the millions of objects of torch, sympy and transformers (0.2 s a collection on the H200
-    machine). Objects frozen here are alive (modules, the model), so no collection would have freed them; `thaw_heap`
-    gives them back before the run's last collection.
+    machine). Objects frozen here are alive (modules, the model), so no collection would have freed them, or (frozen
+    right after imports, `collector_paused`) garbage the imports left, which holds no tensor; `thaw_heap` gives them
+    back before the run's last collection.
 
     True when this call began the freeze (its caller thaws). False when the heap was frozen already: what was made
     since (the modules imported after, the model) is frozen too, and the freeze's first caller thaws it all with the

@@ -99,6 +99,19 @@ def test_cpu_probe_counts_the_weights(tiny_whisper):
     assert p.parameter_count == parameter_bytes(module) // 4
 
 
+def test_the_fake_probe_counts_each_weight_storage_once_in_allocator_blocks(tiny_whisper):
+    """Under fake tensors the weights are the module's distinct parameters and buffers (the tied output projection
+    once), each rounded up to the CUDA caching allocator's 512-byte blocks."""
+    from capacity.model.family import family_named
+    from profilers.probes import FakeProbe
+
+    p = profile_of(tiny_whisper, probe=FakeProbe(), warmup=False)
+    module = family_named("whisper").build_module(TINY_WHISPER, device="meta", dtype="float32")
+    tensors = {id(t): t for t in (*module.parameters(), *module.buffers())}  # parameters() lists a tied one once
+    assert len(tensors) < len(list(module.named_parameters(remove_duplicate=False))) + len(list(module.buffers()))
+    assert p.weights_bytes == sum(-(-t.numel() * t.element_size() // 512) * 512 for t in tensors.values())
+
+
 def weights_only_limit(tiny) -> int:
     """A memory limit the weights fit under, but not the 80 x 3000 x 4 B = 960,000 B of mel features."""
     return profile_of(tiny, warmup=False).weights_bytes + 200_000

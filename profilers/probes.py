@@ -325,7 +325,9 @@ class FakeProbe(CpuProbe):
 
         def fake(t: Any, parameter: bool) -> Any:
             if id(t) not in memo:
-                twin = self._fake.fake_tensor_converter.from_meta_and_device(self._fake, t.data if parameter else t, cpu)
+                with self.host():  # a parameter's plain meta tensor (`.data` under the fake mode converts it first)
+                    meta = t.data if parameter else t
+                twin = self._fake.fake_tensor_converter.from_meta_and_device(self._fake, meta, cpu)
                 self._record(twin)
                 memo[id(t)] = (t, torch.nn.Parameter(twin, requires_grad=False) if parameter else twin)
             return memo[id(t)][1]

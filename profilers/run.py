@@ -40,7 +40,7 @@ from capacity.serving.encoder_budget import MultiModalBudget
 from capacity.source.resolve import ModelSource
 from capacity.weights.quant_schemes import quant_method
 from profilers.probes import CpuProbe, MemoryProbe
-from profilers.startup import Timings, freeze_heap, thaw_heap, without_unused_optional_imports
+from profilers.startup import RUN_MODULES, Timings, collector_paused, freeze_heap, import_modules, thaw_heap, without_unused_optional_imports
 
 PhaseCallback = Callable[[str, str], None]
 
@@ -248,25 +248,22 @@ def profilable_family(spec: ModelSpec) -> Family:
     return spec.family
 
 
-def _heap_frozen(run: Callable[..., MemoryProfile]) -> Callable[..., MemoryProfile]:
-    """A run on a CPU or fake-tensor probe starts with the heap frozen (startup.freeze_heap), not only once the
-    weights are built: those probes count only the tensors the run makes, so nothing made before it can matter, and
-    its first collections then skip the whole heap (about 0.4 s each, three of them per fake-tensor trace). A run on
-    the GPU first collects what earlier work left (it may hold device memory), as vLLM does, and freezes after."""
+def _heap_thawed_after(run: Callable[..., MemoryProfile]) -> Callable[..., MemoryProfile]:
+    """The heap leaves the run as it came in: a run that froze it (startup.freeze_heap) and stopped before
+    `released` thawed it is thawed here; a heap its caller froze stays frozen."""
 
     @functools.wraps(run)
-    def frozen(*args: Any, **kwargs: Any) -> MemoryProfile:
-        probe = kwargs["probe"] if "probe" in kwargs else args[5]
-        early = freeze_heap() if isinstance(probe, CpuProbe) else False
+    def thawed_after(*args: Any, **kwargs: Any) -> MemoryProfile:
+        came_thawed = not gc.get_freeze_count()
         try:
             return run(*args, **kwargs)
         finally:
-            thaw_heap(early)
+            thaw_heap(came_thawed)
 
-    return frozen
+    return thawed_after
 
 
-@_heap_frozen
+@_heap_thawed_after
 def run_profile(
     source: ModelSource,
     spec: ModelSpec,
@@ -294,6 +291,13 @@ def run_profile(
     `release_memory=False` (a CLI process that exits after planning) leaves the run's cached blocks to the driver,
     which frees them at exit, instead of handing each back to CUDA first; every tensor is still released.
     """
+    with collector_paused():
+        import_modules(RUN_MODULES)
+        # A run on a CPU or fake-tensor probe freezes the heap now, not only once the weights are built: those probes
+        # count only the tensors the run makes, so nothing made before it can matter, and its first collections then
+        # skip the whole heap of torch and transformers (about 0.2 s each on a 2-core machine). A run on the GPU first
+        # collects what earlier work left (it may hold device memory), as vLLM does, and freezes after.
+        frozen: list[bool] = [freeze_heap()] if isinstance(probe, CpuProbe) else []
     import torch
     import transformers
 
@@ -312,7 +316,6 @@ def run_profile(
     baseline_used = probe.device_used() or 0
     baseline_alloc = probe.allocated()
     timings.lap("cuda_init")
-    frozen: list[bool] = []
     notes: list[str] = []
     items, tokens_per_item = budget.profile_items, budget.profile_tokens_per_item
     reqs = min(serving.max_num_batched_tokens, serving.max_num_seqs)

@@ -52,6 +52,9 @@ def plan_with_estimate(model: str, args: Any, gpu: str | None, measured: Any, *,
     import logging
 
     from profilers.api import TraceStopped, stopped_reason, trace_model
+    from profilers.startup import freeze_heap_at_exit
+
+    freeze_heap_at_exit()  # the trace imports torch and transformers: the process's last collections skip their heap
 
     # torch logs an op that fails under fake tensors (e.g. numel overflow for absurd knobs) as an ERROR with its
     # traceback before raising; the exception is handled below (fallback to formulas, with a note), so keep stderr clean
@@ -98,6 +101,9 @@ def plan_for_release(model: str, args: Any, gpu: str | None, measured: Any, *, o
     import logging
 
     from profilers.api import TraceStopped, stopped_reason, trace_model
+    from profilers.startup import freeze_heap_at_exit
+
+    freeze_heap_at_exit()  # the trace imports torch and transformers: the process's last collections skip their heap
 
     fake_log = logging.getLogger("torch._subclasses.fake_tensor")
     quiet = logging.Filter("capacity.quiet")  # as plan_with_estimate: torch logs the op it then raises on

@@ -99,6 +99,19 @@ def test_cpu_probe_counts_the_weights(tiny_whisper):
     assert p.parameter_count == parameter_bytes(module) // 4
 
 
+def test_the_fake_probe_counts_each_weight_storage_once_in_allocator_blocks(tiny_whisper):
+    """Under fake tensors the weights are the module's distinct parameters and buffers (the tied output projection
+    once), each rounded up to the CUDA caching allocator's 512-byte blocks."""
+    from capacity.model.family import family_named
+    from profilers.probes import FakeProbe
+
+    p = profile_of(tiny_whisper, probe=FakeProbe(), warmup=False)
+    module = family_named("whisper").build_module(TINY_WHISPER, device="meta", dtype="float32")
+    tensors = {id(t): t for t in (*module.parameters(), *module.buffers())}  # parameters() lists a tied one once
+    assert len(tensors) < len(list(module.named_parameters(remove_duplicate=False))) + len(list(module.buffers()))
+    assert p.weights_bytes == sum(-(-t.numel() * t.element_size() // 512) * 512 for t in tensors.values())
+
+
 def weights_only_limit(tiny) -> int:
     """A memory limit the weights fit under, but not the 80 x 3000 x 4 B = 960,000 B of mel features."""
     return profile_of(tiny, warmup=False).weights_bytes + 200_000
@@ -312,6 +325,28 @@ def test_qwen_vision_tower_traces_under_fake_tensors(tmp_path: Path):
     assert p.oom is None and p.encoder_items == 1
     assert p.encoder_cache_bytes == 16_384 * 64 * 2  # merged tokens x out_hidden_size x bfloat16
     assert p.phase("encoder").peak_above_start_bytes > 65_536 * 32 * 2  # at least the 4 x 16,384 patches, 32 wide
+
+
+def test_a_fake_trace_collects_only_what_its_phases_make(tiny_whisper):
+    """Torch, transformers and (once built) the model are frozen while the phases run, so each phase's gc.collect
+    walks only what the phases made; the collector is on during the phases, and the heap comes back as it was."""
+    import gc
+
+    from profilers.probes import FakeProbe
+
+    if gc.get_freeze_count():
+        pytest.skip("this process froze its heap already")
+    seen: dict[str, tuple[bool, bool, bool]] = {}
+
+    def on_phase(name: str, detail: str) -> None:
+        tracked = gc.get_objects()  # the frozen heap is not among them
+        seen[name] = (gc.isenabled(), any(o is torch.nn.Linear for o in tracked), any(isinstance(o, torch.nn.Module) for o in tracked))
+
+    p = profile_of(tiny_whisper, probe=FakeProbe(), on_phase=on_phase)
+    assert p.oom is None
+    assert seen["weights"] == (True, False, False)  # torch's classes frozen before the model is built
+    assert seen["decoder"] == seen["warmup_decode"] == (True, False, False)  # the model (its modules) frozen once built
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
 
 
 def test_a_host_allocation_failure_is_an_out_of_memory_result():

@@ -83,11 +83,41 @@ def test_freeze_and_thaw_the_heap():
     frozen = freeze_heap()
     try:
         assert frozen and gc.get_freeze_count() > 0
-        assert freeze_heap() is False  # frozen already (by the caller): nothing to do, nothing to undo
+        made_since = [[i] for i in range(1000)]  # 1,001 lists, tracked by the collector
+        before = gc.get_freeze_count()
+        assert freeze_heap() is False  # frozen already (by the caller): its first caller thaws...
+        assert gc.get_freeze_count() >= before + len(made_since)  # ...what was made since too
+        thaw_heap(False)  # nothing begun by us: nothing thawed
+        assert gc.get_freeze_count() >= before + len(made_since)
     finally:
         thaw_heap(frozen)
     assert gc.get_freeze_count() == 0
-    thaw_heap(False)  # nothing frozen by us: nothing thawed
+
+
+def test_the_collector_is_paused_inside_and_back_as_it_was():
+    assert gc.isenabled()
+    with startup.collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), startup.collector_paused():
+        raise RuntimeError("an import failed")
+    assert gc.isenabled()
+    gc.disable()  # a caller that runs without the collector keeps it off
+    try:
+        with startup.collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_modules_are_imported_without_unused_optional_imports(monkeypatch):
+    utils = fake_transformers(monkeypatch)
+    seen = []
+    monkeypatch.setattr(startup.importlib, "import_module", lambda name: seen.append((name, utils.is_sklearn_available())))
+    startup.import_modules(["json", "transformers.modeling_utils"])
+    assert seen == [("json", False), ("transformers.modeling_utils", False)]
+    assert utils.is_sklearn_available() is True
 
 
 def test_the_heap_is_frozen_at_exit_once(monkeypatch):

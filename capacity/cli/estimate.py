@@ -19,6 +19,12 @@ def chosen_estimate(estimate: str | None) -> str:
     return how
 
 
+def estimate_asked(estimate: str | None) -> bool:
+    """Whether the user chose an estimate (--estimate, CAPACITY_ESTIMATE): then it is the one used, and a local GPU is
+    not profiled first."""
+    return bool(estimate or os.environ.get("CAPACITY_ESTIMATE"))
+
+
 def local_cuda_gpu() -> bool:
     """An NVIDIA GPU here that torch can use (NVML first: it is cheap and needs no CUDA context)."""
     from capacity.gpu.detect import detect_local_gpu
@@ -42,10 +48,10 @@ def plan_with_estimate(model: str, args: Any, gpu: str | None, measured: Any, *,
     gpu = node_gpu_name(args.node, gpu)  # --node "8x H200" names the GPU
     how = chosen_estimate(estimate)
     if semantics is not None and semantics is not LATEST:
-        return plan_for_release(model, args, gpu, measured, offline=offline, how=how, semantics=semantics)
+        return plan_for_release(model, args, gpu, measured, offline=offline, how=how, semantics=semantics, asked=estimate_asked(estimate))
     if measured is not None:
         return plan_for(model, args, gpu, measured)
-    if not offline and local_cuda_gpu():
+    if not offline and not estimate_asked(estimate) and local_cuda_gpu():
         return profile_with_progress(model, args, gpu)[0]
     if how == "formula":
         return plan_for(model, args, gpu)
@@ -78,7 +84,7 @@ def plan_with_estimate(model: str, args: Any, gpu: str | None, measured: Any, *,
     return replace(result, notes=(*result.notes, reason))
 
 
-def plan_for_release(model: str, args: Any, gpu: str | None, measured: Any, *, offline: bool, how: str, semantics: Any) -> Any:
+def plan_for_release(model: str, args: Any, gpu: str | None, measured: Any, *, offline: bool, how: str, semantics: Any, asked: bool = False) -> Any:
     """`plan_with_estimate` under another vLLM release's rules. The measurement (a GPU profile or the fake-tensor trace)
     runs on the knobs that release resolves (its utilization and batch defaults: the formula plan resolves them), and
     the plan is made from it with the release's rules. The trace does not depend on the release otherwise (it runs
@@ -91,11 +97,12 @@ def plan_for_release(model: str, args: Any, gpu: str | None, measured: Any, *, o
     if measured is not None:
         return plan_for(model, args, gpu, measured, semantics=semantics)
     base = plan_for(model, args, gpu, semantics=semantics)
-    if how == "formula" and (offline or not local_cuda_gpu()):
+    profile_here = not offline and not asked and local_cuda_gpu()
+    if how == "formula" and not profile_here:
         return base
     s = base.serving
     resolved = replace(args, gpu_memory_utilization=s.gpu_memory_utilization, max_num_batched_tokens=s.max_num_batched_tokens, max_num_seqs=s.max_num_seqs)
-    if not offline and local_cuda_gpu():
+    if profile_here:
         profile = profile_with_progress(model, resolved, gpu)[1]
         return plan_for(model, args, gpu, profile, semantics=semantics)
     import logging

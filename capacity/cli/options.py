@@ -47,7 +47,7 @@ EstimateOpt = Annotated[
     str | None,
     typer.Option(
         "--estimate",
-        help="Without a GPU profile: 'trace' runs the real model's phases on fake tensors (default; CAPACITY_ESTIMATE sets another), 'formula' uses the quick formulas.",
+        help="Without a GPU profile: 'trace' runs the real model's phases on fake tensors (default; CAPACITY_ESTIMATE sets another), 'formula' uses the quick formulas. Given (or CAPACITY_ESTIMATE), it is used even where a local GPU could be profiled.",
     ),
 ]
 

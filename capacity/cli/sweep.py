@@ -92,7 +92,7 @@ def sweep(
     how = chosen_estimate(estimate)
     profiler = prepare = None
     if measured is None and how == "trace":  # the same terms as `capacity plan` on each point's knobs
-        from profilers.api import trace_in_parallel, traced_profile
+        from profilers.sweep_traces import trace_in_parallel, traced_profile
 
         profiler, prepare = traced_profile, trace_in_parallel
     result = run_sweep(model, base, axes, measured, on_progress=_sweep_progress(axes.size), profiler=profiler, prepare=prepare)

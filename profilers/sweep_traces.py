@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import sys
+import threading
 from typing import Any
 
 from capacity.gpu.catalog import Gpu
@@ -29,6 +31,7 @@ from profilers.api import TraceStopped, cached_trace, stored_trace
 from profilers.run import profiled_knobs
 from profilers.shared_model import SharedFakeModel
 
+Job = tuple[ModelSource, ModelSpec, ServingConfig, Gpu]
 _TRACES: dict[tuple[Any, ...], MemoryProfile | TraceStopped] = {}  # this process's sweep traces, by sweep_key
 _SHARED = SharedFakeModel()  # the model every sweep trace of this process runs on
 
@@ -57,8 +60,9 @@ def traced_profile(source: ModelSource, spec: ModelSpec, serving: ServingConfig,
 def trace_in_parallel(source: ModelSource, spec: ModelSpec, points: list[tuple[ServingConfig, Gpu]], workers: int | None = None) -> int:
     """A sweep's traces, each distinct one (sweep_key) traced once, in as many processes as the machine
     has cores for, the disk cache's entries read instead; returns how many it traced (0 where fewer than two are
-    left: traced_profile traces those in this process). A trace that fails in a worker is left to traced_profile,
-    which runs it again and reports why."""
+    left: traced_profile traces those in this process). The workers are copies of this process made after its own
+    first trace where that is safe (_forkable), else new processes. A trace that fails in a worker is left to
+    traced_profile, which runs it again and reports why."""
     pending: dict[tuple[Any, ...], tuple[ServingConfig, Gpu]] = {}
     for serving, gpu in points:
         key = sweep_key(source, spec, serving, gpu)
@@ -74,15 +78,52 @@ def trace_in_parallel(source: ModelSource, spec: ModelSpec, points: list[tuple[S
     if count < 2:
         return 0
     jobs = [(source, spec, serving, gpu) for serving, gpu in pending.values()]
-    # spawn, not fork: a process that ran torch before (its thread pools hold locks) cannot be forked safely
-    with multiprocessing.get_context("spawn").Pool(count) as pool:
-        for key, traced in zip(pending, pool.map(_trace_for_sweep, jobs, chunksize=1), strict=True):
-            if traced is not None:
-                _TRACES[key] = traced
+    for key, traced in zip(pending, _forked(jobs, usable) if _forkable() else _spawned(jobs, count), strict=True):
+        if traced is not None:
+            _TRACES[key] = traced
     return sum(1 for key in pending if key in _TRACES)
 
 
-def _trace_for_sweep(job: tuple[ModelSource, ModelSpec, ServingConfig, Gpu]) -> MemoryProfile | TraceStopped | None:
+def _forkable() -> bool:
+    """Whether this process may be copied (fork) into the workers: on Linux, with no other Python thread (a lock
+    that thread held, the import lock among them, would stay held in every copy; a test runner's threads)."""
+    return sys.platform == "linux" and threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
+
+
+def _forked(jobs: list[Job], usable: int) -> list[MemoryProfile | TraceStopped | None]:
+    """The first trace here, then the others in copies of this process: each copy starts with torch, transformers
+    and the model's code imported and the shared model built, which spawned workers each paid again (about 7 s of
+    CPU each). This process runs on one intra-op thread meanwhile: its copies then hold no OpenMP team (libgomp's
+    threads are not copied, and a copy that used them would wait on them forever)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        first = _trace_for_sweep(jobs[0])
+        rest = jobs[1:]
+        if len(rest) < 2 or usable < 2:
+            return [first, *map(_trace_for_sweep, rest)]
+        with multiprocessing.get_context("fork").Pool(min(len(rest), usable)) as pool:
+            return [first, *pool.map(_trace_for_sweep, rest, chunksize=1)]
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _spawned(jobs: list[Job], count: int) -> list[MemoryProfile | TraceStopped | None]:
+    """Every trace in `count` new processes, each importing torch and transformers and building the model once."""
+    with multiprocessing.get_context("spawn").Pool(count, initializer=_one_thread) as pool:
+        return pool.map(_trace_for_sweep, jobs, chunksize=1)
+
+
+def _one_thread() -> None:
+    """A worker among one per core: one intra-op thread each (the host-side preprocessing is all they compute)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _trace_for_sweep(job: Job) -> MemoryProfile | TraceStopped | None:
     """One worker's trace, on the worker's shared model, or why it stopped (None on any other error: traced_profile
     runs it again in the parent, which reports it)."""
     try:

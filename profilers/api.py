@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from typing import Any
 
-from capacity.disk_cache import read, remembered, sha256_of
+from capacity.disk_cache import read, remembered, sha256_of, write
 from capacity.errors import EXIT_BAD_INPUT, CapacityError
 from capacity.gpu.catalog import DEFAULT_GPU, Gpu, gpu_by_name
 from capacity.gpu.detect import detect_local_gpu, resolve_gpu
@@ -242,6 +242,12 @@ def verify_tensor_parallel_plan(
         return verify_tensor_parallel(job, timeout_s=timeout_s)
     messages = run_launched(replace(job, task="verify"), launch)
     return None if messages is None else combine_verify_ranks(tuple(launched_outcomes(messages).values()), ())
+
+
+def store_trace(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu: Gpu, result: MemoryProfile | TraceStopped, *, warmup: bool) -> None:
+    """Keep `result` in the disk cache as the trace of these knobs (cached_trace's entry): a sweep's trace of other
+    knobs whose phases read the same (profilers/sweep_traces.py phase_inputs)."""
+    write("trace", trace_key(source, spec, serving, gpu, warmup=warmup), _stored_form(result))
 
 
 def stored_trace(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu: Gpu, *, warmup: bool) -> MemoryProfile | TraceStopped | None:

@@ -18,6 +18,7 @@ import multiprocessing
 import os
 import sys
 import threading
+from dataclasses import replace
 from typing import Any
 
 from capacity.gpu.catalog import Gpu
@@ -27,7 +28,7 @@ from capacity.model.spec import ModelSpec
 from capacity.serving.config import ServingConfig
 from capacity.serving.encoder_budget import build_budget
 from capacity.source.resolve import ModelSource
-from profilers.api import TraceStopped, cached_trace, stored_trace
+from profilers.api import TraceStopped, cached_trace, store_trace, stored_trace
 from profilers.run import profiled_knobs
 from profilers.shared_model import SharedFakeModel
 
@@ -57,30 +58,66 @@ def traced_profile(source: ModelSource, spec: ModelSpec, serving: ServingConfig,
     return (None, found.reason) if isinstance(found, TraceStopped) else (found, "")
 
 
+def phase_inputs(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu: Gpu) -> tuple[Any, ...]:
+    """What the phases of a sweep's trace read (profilers/run.py run_profile on fake tensors, without CUDA graphs
+    or warmup): the model and its dtype (weights), the encoder's profiled items (encoder), the batch of
+    max_num_batched_tokens tokens over min(max_num_batched_tokens, max_num_seqs) requests (decoder, sampler) and the
+    sampler's path on this GPU. Of the profiled knobs, max_model_len, the block size, the KV cache dtype and the
+    speculative tokens are read by the planner only: two sweep keys with the same inputs measure the same bytes, and
+    their profiles differ in the knobs their fingerprints record (`for_knobs`)."""
+    budget = build_budget(spec, serving, enable_cache=False)
+    batch = (serving.max_num_batched_tokens, min(serving.max_num_batched_tokens, serving.max_num_seqs))
+    encoder = (budget.profile_items, budget.profile_tokens_per_item, budget.modality_with_max_tokens, json.dumps(dict(serving.mm_processor_kwargs), sort_keys=True, default=str))
+    return (source.config_sha256, spec.family.name, serving.dtype, batch, encoder, sampler_form(gpu, warmup_pass=True).flashinfer)
+
+
+def for_knobs(traced: MemoryProfile | TraceStopped, spec: ModelSpec, serving: ServingConfig) -> MemoryProfile | TraceStopped:
+    """The trace of other knobs with the same phase_inputs: the same measurements (or the same stop), the
+    fingerprint recording these knobs, as their own trace's would."""
+    if isinstance(traced, TraceStopped):
+        return traced
+    knobs = profiled_knobs(serving, build_budget(spec, serving, enable_cache=False))
+    return replace(traced, fingerprint=replace(traced.fingerprint, knobs=knobs))
+
+
 def trace_in_parallel(source: ModelSource, spec: ModelSpec, points: list[tuple[ServingConfig, Gpu]], workers: int | None = None) -> int:
-    """A sweep's traces, each distinct one (sweep_key) traced once, in as many processes as the machine
-    has cores for, the disk cache's entries read instead; returns how many it traced (0 where fewer than two are
-    left: traced_profile traces those in this process). The workers are copies of this process made after its own
-    first trace where that is safe (_forkable), else new processes. A trace that fails in a worker is left to
-    traced_profile, which runs it again and reports why."""
+    """A sweep's traces: each distinct one (sweep_key) once, the disk cache's entries read instead, and of those
+    whose phases read the same (phase_inputs) one traced and the others given its measurements (for_knobs, kept in
+    the disk cache too). The traces run in as many processes as the machine has cores for: copies of this process
+    made after its own first trace where that is safe (_forkable), else new processes; a single one here. Returns
+    how many keys it has a trace for now. A trace that fails is left to traced_profile, which runs it again and
+    reports why."""
     pending: dict[tuple[Any, ...], tuple[ServingConfig, Gpu]] = {}
+    known: dict[tuple[Any, ...], MemoryProfile | TraceStopped] = {}  # phase_inputs -> a trace already here
     for serving, gpu in points:
         key = sweep_key(source, spec, serving, gpu)
-        if key in _TRACES or key in pending:
+        if key in pending:
             continue
-        stored = stored_trace(source, spec, serving, gpu, warmup=False)
-        if stored is not None:
+        if key not in _TRACES and (stored := stored_trace(source, spec, serving, gpu, warmup=False)) is not None:
             _TRACES[key] = stored
+        if key in _TRACES:
+            known.setdefault(phase_inputs(source, spec, serving, gpu), _TRACES[key])
         else:
             pending[key] = (serving, gpu)
+    groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    for key, (serving, gpu) in pending.items():
+        groups.setdefault(phase_inputs(source, spec, serving, gpu), []).append(key)
+    to_trace = [inputs for inputs in groups if inputs not in known]
+    jobs = [(source, spec, *pending[groups[inputs][0]]) for inputs in to_trace]
     usable = workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
-    count = min(len(pending), usable)
-    if count < 2:
-        return 0
-    jobs = [(source, spec, serving, gpu) for serving, gpu in pending.values()]
-    for key, traced in zip(pending, _forked(jobs, usable) if _forkable() else _spawned(jobs, count), strict=True):
+    if len(jobs) < 2 or usable < 2:
+        results = [_trace_for_sweep(job) for job in jobs]
+    else:
+        results = _forked(jobs, usable) if _forkable() else _spawned(jobs, min(len(jobs), usable))
+    for inputs, traced in zip(to_trace, results, strict=True):
         if traced is not None:
-            _TRACES[key] = traced
+            _TRACES[groups[inputs][0]] = known[inputs] = traced
+    for inputs, keys in groups.items():
+        for key in keys:
+            if key not in _TRACES and inputs in known:
+                serving, gpu = pending[key]
+                _TRACES[key] = for_knobs(known[inputs], spec, serving)
+                store_trace(source, spec, serving, gpu, _TRACES[key], warmup=False)
     return sum(1 for key in pending if key in _TRACES)
 
 

@@ -57,14 +57,49 @@ def point_of_plan(plan: dict[str, Any]) -> dict[str, Any]:
 
 def test_every_point_of_a_first_traced_sweep_equals_capacity_plan_of_its_knobs(own_cache: Path) -> None:
     """An empty cache: the sweep traces its distinct knobs in worker processes, each on its worker's shared model,
-    then each point is compared with a `capacity plan` of its own (which traces alone, with the warmup batches)."""
-    sweep = json_of(["sweep", "--model", MODEL, "--gpu", "L4,H200", "--tensor-parallel-size", "1,2", "--max-num-seqs", "16,256", "--max-model-len", "2048,9000"], own_cache / "sweep.json")
+    then each point is compared with a `capacity plan` of its own (which traces alone, with the warmup batches).
+    In-process here (a test runner's threads): copies of a process are tested in the next test."""
+    grid = ["--gpu", "L4,H200", "--tensor-parallel-size", "1,2", "--max-num-seqs", "16,256", "--max-model-len", "2048,4096"]
+    sweep = json_of(["sweep", "--model", MODEL, *grid], own_cache / "sweep.json")
     assert len(sweep["points"]) == 16
     assert not any("formulas" in note for note in sweep["notes"])  # every point was traced
     by_knobs = {(p["gpu"], p["tensor_parallel_size"], p["max_num_seqs"], p["max_model_len"]): p for p in sweep["points"]}
-    for gpu, tp, seqs, mml in [("L4", 1, 16, 2048), ("L4", 2, 256, 9000), ("H200", 1, 256, 2048), ("H200", 2, 16, 9000)]:
+    # on the H200, max_model_len 2048 and 4096 batch 8192 tokens both: one of the two is traced (phase_inputs)
+    for gpu, tp, seqs, mml in [("L4", 2, 256, 2048), ("H200", 1, 256, 2048), ("H200", 2, 256, 4096), ("H200", 1, 16, 4096)]:
         knobs = ["--gpu", gpu, "--tensor-parallel-size", str(tp), "--max-num-seqs", str(seqs), "--max-model-len", str(mml)]
         plan = json_of(["plan", "--model", MODEL, *knobs], own_cache / "plan.json")
         assert "estimated_by_fake_trace" in json.dumps(plan)  # the default path: the plan's own trace
         point = by_knobs[(gpu, tp, seqs, mml)]
         assert {k: point[k] for k in point_of_plan(plan)} == point_of_plan(plan)
+
+
+def traced_alone(source: Any, spec: Any, serving: Any, gpu: Any) -> tuple[Any, str]:
+    """A sweep point's trace as `capacity plan`'s trace runs: its own model, its own probe, nothing shared."""
+    from profilers import api
+
+    try:
+        return api.cached_trace(source, spec, serving, gpu, warmup=False), ""
+    except api.TraceStopped as stopped:
+        return None, stopped.reason
+
+
+def test_the_sweep_command_as_users_run_it_plans_what_each_point_traced_alone_gives(own_cache: Path, tmp_path: Path) -> None:
+    """`capacity sweep` in its own process (no other thread: its workers are copies of it made after its first trace,
+    and knobs whose phases read the same are traced once) writes the points that every point traced alone gives."""
+    import os
+    import subprocess
+    import sys
+
+    from capacity import disk_cache
+    from capacity.planning.sweep import SweepAxes, run_sweep
+    from capacity.serving.config import ServingArgs
+    from tests.support.paths import REPO_ROOT
+
+    grid = ["--gpu", "L4,H200", "--max-num-seqs", "16", "--max-model-len", "2048,4096"]  # 3 traces: one here, two in copies
+    env = {**os.environ, "CAPACITY_CACHE_DIR": str(own_cache / "cli-cache"), "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([sys.executable, "-m", "capacity", "sweep", "--model", MODEL, *grid, "--json", str(tmp_path / "cli.json")], env=env, capture_output=True, text=True)
+    assert done.returncode in (0, 1), done.stderr
+    with disk_cache.bypassed():
+        alone = run_sweep(MODEL, ServingArgs(), SweepAxes(gpus=("L4", "H200"), max_num_seqs=(16,), max_model_lens=(2048, 4096)), profiler=traced_alone)
+    assert not alone.notes or not any("formulas" in n for n in alone.notes)
+    assert json.loads((tmp_path / "cli.json").read_text())["points"] == alone.to_dict()["points"]

@@ -70,15 +70,14 @@ class SharedFakeModel(WholeModel):
         self.builds = 0  # how many times the model was built and adopted (tests, benchmarks)
 
     def probe(self) -> FakeProbe:
-        if self._mode is None:
-            from torch._subclasses.fake_tensor import FakeTensorMode
-
-            self._mode = FakeTensorMode(allow_non_fake_inputs=True)
+        """A probe for the next run: under the mode of the model's fake tensors (the first run's probe makes it)."""
         return FakeProbe(self._mode)
 
     def load(self, spec: ModelSpec, source: ModelSource, serving: ServingConfig, probe: MemoryProbe, device: str, attn: str) -> tuple[Any, str]:
-        if not isinstance(probe, FakeProbe) or probe._mode is None or probe._mode is not self._mode:
+        mode = getattr(probe, "_fake", None)
+        if not isinstance(probe, FakeProbe) or mode is None or (self._mode is not None and mode is not self._mode):
             raise ValueError("SharedFakeModel lends its model to runs on its own probe() only")
+        self._mode = mode
         key = (source.config_sha256, spec.family.name, serving.dtype, attn)
         if self._module is not None and key == self._key and module_state(self._module) == self._state:
             return probe.count_module(self._module), RANDOM_WEIGHTS

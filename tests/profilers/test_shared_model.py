@@ -96,9 +96,12 @@ def test_another_dtype_builds_another_model() -> None:
 
 
 def test_the_model_is_lent_only_to_its_own_probe() -> None:
+    """Its fake tensors belong to the first run's FakeTensorMode: a run under another mode cannot use them."""
     shared = SharedFakeModel()
+    trace("openai/whisper-tiny", "L4", shared)
     source, spec = load_model("openai/whisper-tiny")
     gpu = gpu_by_name("L4")
     serving = resolve_serving(ServingArgs(), spec, gpu)
+    budget = build_budget(spec, serving, enable_cache=False)
     with pytest.raises(ValueError, match="own probe"):
-        run_profile(source, spec, serving, build_budget(spec, serving, enable_cache=False), gpu, FakeProbe(), capture_graphs=False, warmup=False, placement=shared)
+        run_profile(source, spec, serving, budget, gpu, FakeProbe(), capture_graphs=False, warmup=False, placement=shared)

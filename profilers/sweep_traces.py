@@ -62,13 +62,14 @@ def phase_inputs(source: ModelSource, spec: ModelSpec, serving: ServingConfig, g
     """What the phases of a sweep's trace read (profilers/run.py run_profile on fake tensors, without CUDA graphs
     or warmup): the model and its dtype (weights), the encoder's profiled items (encoder), the batch of
     max_num_batched_tokens tokens over min(max_num_batched_tokens, max_num_seqs) requests (decoder, sampler) and the
-    sampler's path on this GPU. Of the profiled knobs, max_model_len, the block size, the KV cache dtype and the
-    speculative tokens are read by the planner only: two sweep keys with the same inputs measure the same bytes, and
-    their profiles differ in the knobs their fingerprints record (`for_knobs`)."""
+    sampler's path on this GPU (and the GPU's name, which that phase's words give). Of the profiled knobs,
+    max_model_len, the block size, the KV cache dtype and the speculative tokens are read by the planner only: two
+    sweep keys with the same inputs measure the same bytes, and their profiles differ in the knobs their
+    fingerprints record (`for_knobs`)."""
     budget = build_budget(spec, serving, enable_cache=False)
     batch = (serving.max_num_batched_tokens, min(serving.max_num_batched_tokens, serving.max_num_seqs))
     encoder = (budget.profile_items, budget.profile_tokens_per_item, budget.modality_with_max_tokens, json.dumps(dict(serving.mm_processor_kwargs), sort_keys=True, default=str))
-    return (source.config_sha256, spec.family.name, serving.dtype, batch, encoder, sampler_form(gpu, warmup_pass=True).flashinfer)
+    return (source.config_sha256, spec.family.name, serving.dtype, batch, encoder, sampler_form(gpu, warmup_pass=True).flashinfer, gpu.name)
 
 
 def for_knobs(traced: MemoryProfile | TraceStopped, spec: ModelSpec, serving: ServingConfig) -> MemoryProfile | TraceStopped:

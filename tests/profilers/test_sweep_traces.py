@@ -103,3 +103,37 @@ def test_the_sweep_command_as_users_run_it_plans_what_each_point_traced_alone_gi
         alone = run_sweep(MODEL, ServingArgs(), SweepAxes(gpus=("L4", "H200"), max_num_seqs=(16,), max_model_lens=(2048, 4096)), profiler=traced_alone)
     assert not alone.notes or not any("formulas" in n for n in alone.notes)
     assert json.loads((tmp_path / "cli.json").read_text())["points"] == alone.to_dict()["points"]
+
+
+def test_knobs_whose_phases_read_the_same_are_traced_once_and_get_what_their_own_trace_measures(own_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On an H200, max_model_len 2048 and 4096 both batch 8192 tokens (vLLM's default there): the same phases. The
+    second is not traced; what it gets (and what the disk cache keeps for it) is its own trace's profile, to the
+    knobs its fingerprint records."""
+    from capacity import disk_cache
+    from capacity.gpu.catalog import gpu_by_name
+    from capacity.model.registry import load_model
+    from capacity.serving.config import ServingArgs, resolve_serving
+    from profilers import api, sweep_traces
+    from tests.profilers.test_shared_model import comparable
+
+    calls: list[int] = []
+    real = api.run_profile
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(api, "run_profile", counted)
+    monkeypatch.setattr(sweep_traces, "_TRACES", {})
+    source, spec = load_model(MODEL)
+    gpu = gpu_by_name("H200")
+    short, long = (resolve_serving(ServingArgs(max_num_seqs=16, max_model_len=n), spec, gpu) for n in (2048, 4096))
+    assert short.max_num_batched_tokens == long.max_num_batched_tokens == 8192
+    assert sweep_traces.trace_in_parallel(source, spec, [(short, gpu), (long, gpu)]) == 2
+    assert calls == [1]
+    derived = sweep_traces._TRACES[sweep_traces.sweep_key(source, spec, long, gpu)]
+    assert derived.fingerprint.knobs["max_model_len"] == 4096
+    assert api.stored_trace(source, spec, long, gpu, warmup=False) == derived
+    with disk_cache.bypassed():
+        own = api.cached_trace(source, spec, long, gpu, warmup=False)
+    assert comparable(derived) == comparable(own)

@@ -1,14 +1,17 @@
-"""A sweep's fake-tensor traces: each distinct one once, the disk cache's entries read instead, the rest in worker
-processes (one per core), every trace in a process on one shared fake model (profilers/shared_model.py).
+"""A sweep's fake-tensor traces: each distinct one once, the disk cache's entries read instead, one trace for all
+the knobs whose phases read the same (phase_inputs), the rest in worker processes (one per core), every trace of a
+process on one shared fake model (profilers/shared_model.py).
 
 Traces are keyed by the knobs that size the traced phases. Tensor parallelism is not among them: a trace builds the
 whole model, and the planner turns its terms into one rank's (capacity/memory/rank_scaling.py RankScaling), so a
 sweep over TP traces each point once, and every point equals `capacity plan` on its knobs.
 
-Where the time of a first sweep goes (bench/results/speed-sweeps-2026-12-02, Nemotron-Parse on 2 cores): each
-worker imports torch and transformers (about 2 s), builds and adopts the model and runs its first trace (about
-2.7 s, transformers' model code imported then); each later trace on the shared model about 0.35 s (0.9 s when each
-built and adopted its own model).
+Where a first sweep's time goes (Nemotron-Parse, 2 cores, measured 2026-12-02; bench/results/speed-sweeps-2026-12-02):
+a process that traces imports torch and transformers (about 2 s), then its first trace imports torch._dynamo (in
+FakeTensorMode) and transformers' model code and builds and adopts the model (about 2.7 s in all); every later trace
+on the shared model takes about 0.35 s (0.9 s when each built and adopted its own). So the sweep's process runs the
+first trace itself and the workers are copies of it made then (fork, where safe): none of them pays that again. The
+README's 72-point sweep has 15 distinct traces, of which 12 are run; the 200-point one 45, of which 30.
 """
 
 from __future__ import annotations

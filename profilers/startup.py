@@ -91,16 +91,23 @@ def freeze_heap() -> bool:
     heap: the `gc.collect()` before each measurement (vLLM's memory_profiling does one too) then walks only what the
     phases made, not the millions of objects of torch, sympy and transformers (0.2 s a collection on the H200
     machine). Objects frozen here are alive (modules, the model), so no collection would have freed them; `thaw_heap`
-    gives them back before the run's last collection. False (nothing done) when the caller froze objects already."""
-    if gc.get_freeze_count():
+    gives them back before the run's last collection. False (nothing done) when the caller froze objects already.
+    Whether this module froze it is remembered: gc.get_freeze_count() walks every frozen object (20 ms with torch and
+    transformers imported), and a run asks again once its weights are built."""
+    if _FROZEN[0] or gc.get_freeze_count():
         return False
     gc.freeze()
+    _FROZEN[0] = True
     return True
 
 
 def thaw_heap(frozen: bool) -> None:
     if frozen:
         gc.unfreeze()
+        _FROZEN[0] = False
+
+
+_FROZEN = [False]  # freeze_heap froze the heap and thaw_heap has not given it back yet
 
 
 def freeze_heap_at_exit() -> None:

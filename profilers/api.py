@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import multiprocessing
-import os
 from dataclasses import asdict, replace
 from typing import Any
 
-from capacity.disk_cache import read, remembered, sha256_of
+from capacity.disk_cache import read, remembered, sha256_of, write
 from capacity.errors import EXIT_BAD_INPUT, CapacityError
 from capacity.gpu.catalog import DEFAULT_GPU, Gpu, gpu_by_name
 from capacity.gpu.detect import detect_local_gpu, resolve_gpu
 from capacity.memory.measured_profile import MemoryProfile, combine_ranks
-from capacity.memory.sampler import sampler_form
 from capacity.model.registry import load_model
 from capacity.model.spec import ModelSpec
 from capacity.planning.plan import Plan
@@ -24,6 +20,7 @@ from capacity.source.resolve import ModelSource
 from profilers.launcher import LaunchEnv
 from profilers.probes import CpuProbe, CudaProbe, MemoryProbe
 from profilers.run import PhaseCallback, profiled_knobs, run_profile
+from profilers.shared_model import SharedFakeModel
 from profilers.startup import Timings
 
 
@@ -139,17 +136,23 @@ def stopped_reason(exc: Exception) -> str | None:
     return f"the fake-tensor trace stopped at {type(exc).__name__}: {' '.join(str(exc).split())[:160]}; the activation terms are formulas"
 
 
-def cached_trace(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu: Gpu, *, warmup: bool) -> MemoryProfile:
+def cached_trace(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu: Gpu, *, warmup: bool, shared: SharedFakeModel | None = None) -> MemoryProfile:
     """The fake-tensor trace of these knobs, kept in capacity's disk cache by `trace_key` (a cached trace imports
     no torch). A trace that stops raises TraceStopped, from the cache as from the run; any other error is raised as
-    run_profile raises it, and not kept."""
+    run_profile raises it, and not kept. `shared`: run on the model it lends (a sweep's traces), the same figures."""
 
     def trace() -> MemoryProfile | TraceStopped:
         from profilers.probes import FakeProbe
 
         budget = build_budget(spec, serving, enable_cache=False)
         try:
-            return run_profile(source, spec, serving, budget, gpu, FakeProbe(), capture_graphs=False, warmup=warmup)
+            if shared is None:
+                return run_profile(source, spec, serving, budget, gpu, FakeProbe(), capture_graphs=False, warmup=warmup)
+            try:
+                return run_profile(source, spec, serving, budget, gpu, shared.probe(), capture_graphs=False, warmup=warmup, placement=shared)
+            except BaseException:
+                shared.discard()  # whatever the run left in the model is not lent again
+                raise
         except Exception as exc:
             reason = stopped_reason(exc)
             if reason is None:
@@ -241,10 +244,10 @@ def verify_tensor_parallel_plan(
     return None if messages is None else combine_verify_ranks(tuple(launched_outcomes(messages).values()), ())
 
 
-# Traces by the knobs that size the traced phases. Tensor parallelism is not among them: a trace builds the whole
-# model, and the planner turns its terms into one rank's (capacity/memory/rank_scaling.py RankScaling), so a sweep over TP
-# traces each point once, and every point equals `capacity plan` on its knobs.
-_TRACES: dict[tuple[Any, ...], MemoryProfile | TraceStopped] = {}
+def store_trace(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu: Gpu, result: MemoryProfile | TraceStopped, *, warmup: bool) -> None:
+    """Keep `result` in the disk cache as the trace of these knobs (cached_trace's entry): a sweep's trace of other
+    knobs whose phases read the same (profilers/sweep_traces.py phase_inputs)."""
+    write("trace", trace_key(source, spec, serving, gpu, warmup=warmup), _stored_form(result))
 
 
 def stored_trace(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu: Gpu, *, warmup: bool) -> MemoryProfile | TraceStopped | None:
@@ -253,64 +256,4 @@ def stored_trace(source: ModelSource, spec: ModelSpec, serving: ServingConfig, g
     try:
         return None if stored is None else _from_stored(stored)
     except Exception:  # not trusted: traced again
-        return None
-
-
-def _sweep_key(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu: Gpu) -> tuple[Any, ...]:
-    """What a sweep's trace depends on: the config, the knobs that size the phases (not TP), and the one thing the
-    GPU changes in a trace without warmup: the sampler's FlashInfer or Triton top-k/top-p path (sampler_form)."""
-    knobs = profiled_knobs(serving, build_budget(spec, serving, enable_cache=False))
-    knobs.pop("tensor_parallel_size")
-    return (source.config_sha256, json.dumps(knobs, sort_keys=True, default=str), sampler_form(gpu, warmup_pass=True).flashinfer)
-
-
-def traced_profile(source: ModelSource, spec: ModelSpec, serving: ServingConfig, gpu: Gpu) -> tuple[MemoryProfile | None, str]:
-    """The fake-tensor trace `capacity plan` runs by default for these knobs (memoized); (None, reason) when
-    this family cannot be traced, as plan falls back to the formulas."""
-    key = _sweep_key(source, spec, serving, gpu)
-    if key not in _TRACES:
-        try:
-            _TRACES[key] = cached_trace(source, spec, serving, gpu, warmup=False)
-        except TraceStopped as stopped:
-            _TRACES[key] = stopped
-    found = _TRACES[key]
-    return (None, found.reason) if isinstance(found, TraceStopped) else (found, "")
-
-
-def trace_in_parallel(source: ModelSource, spec: ModelSpec, points: list[tuple[ServingConfig, Gpu]], workers: int | None = None) -> int:
-    """A sweep's traces, each distinct one (traced_profile's key) traced once, in as many processes as the machine
-    has cores for, the disk cache's entries read instead; returns how many it traced (0 where fewer than two are
-    left: traced_profile traces those in this process). A trace that fails in a worker is left to traced_profile,
-    which runs it again and reports why."""
-    pending: dict[tuple[Any, ...], tuple[ServingConfig, Gpu]] = {}
-    for serving, gpu in points:
-        key = _sweep_key(source, spec, serving, gpu)
-        if key in _TRACES or key in pending:
-            continue
-        stored = stored_trace(source, spec, serving, gpu, warmup=False)
-        if stored is not None:
-            _TRACES[key] = stored
-        else:
-            pending[key] = (serving, gpu)
-    usable = workers or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
-    count = min(len(pending), usable)
-    if count < 2:
-        return 0
-    jobs = [(source, spec, serving, gpu) for serving, gpu in pending.values()]
-    # spawn, not fork: a process that ran torch before (its thread pools hold locks) cannot be forked safely
-    with multiprocessing.get_context("spawn").Pool(count) as pool:
-        for key, traced in zip(pending, pool.map(_trace_for_sweep, jobs, chunksize=1), strict=True):
-            if traced is not None:
-                _TRACES[key] = traced
-    return sum(1 for key in pending if key in _TRACES)
-
-
-def _trace_for_sweep(job: tuple[ModelSource, ModelSpec, ServingConfig, Gpu]) -> MemoryProfile | TraceStopped | None:
-    """One worker's trace, or why it stopped (None on any other error: traced_profile runs it again in the parent,
-    which reports it)."""
-    try:
-        return cached_trace(*job, warmup=False)
-    except TraceStopped as stopped:
-        return stopped
-    except Exception:
         return None

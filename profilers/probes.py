@@ -274,8 +274,9 @@ class FakeProbe(CpuProbe):
     device = "cpu"
     ROUND = 512  # CUDA caching allocator: kMinBlockSize; block sizes are multiples of it
 
-    def __init__(self) -> None:
+    def __init__(self, mode: Any = None) -> None:
         super().__init__()
+        self._mode = mode  # a FakeTensorMode to run under (profilers/shared_model.py's), else a new one per run
         self._fake: Any = None
         self.convolutions = 0  # convolution ops seen: a real GPU would initialise cuDNN for them
 
@@ -296,7 +297,7 @@ class FakeProbe(CpuProbe):
         from torch._subclasses.fake_tensor import FakeTensorMode
 
         stack = ExitStack()
-        self._fake = FakeTensorMode(allow_non_fake_inputs=True)
+        self._fake = self._mode or FakeTensorMode(allow_non_fake_inputs=True)
         stack.enter_context(self._fake)
         stack.enter_context(super().tracking())
         return stack
@@ -339,6 +340,16 @@ class FakeProbe(CpuProbe):
             for name, buf in list(mod._buffers.items()):
                 if buf is not None:
                     mod._buffers[name] = fake(buf, False)
+        return module
+
+    def count_module(self, module: Any) -> Any:
+        """A module adopted before (under this probe's mode, by another run): its parameters and buffers counted
+        as adopt_module counts them, one storage each, as if it were adopted now."""
+        seen: set[int] = set()
+        for t in (*module.parameters(), *module.buffers()):
+            if id(t) not in seen:
+                seen.add(id(t))
+                self._record(t)
         return module
 
     def adopt(self, tensor: Any) -> Any:

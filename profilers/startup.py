@@ -130,15 +130,23 @@ def freeze_heap() -> bool:
 
     True when this call began the freeze (its caller thaws). False when the heap was frozen already: what was made
     since (the modules imported after, the model) is frozen too, and the freeze's first caller thaws it all with the
-    rest (gc.unfreeze thaws every frozen object)."""
-    began = not gc.get_freeze_count()
+    rest (gc.unfreeze thaws every frozen object). Whether this module froze it is remembered: gc.get_freeze_count()
+    walks every frozen object (20 ms with torch and transformers imported), and a run asks again once its weights are
+    built."""
+    began = not _FROZEN[0] and not gc.get_freeze_count()
     gc.freeze()
+    if began:
+        _FROZEN[0] = True
     return began
 
 
 def thaw_heap(frozen: bool) -> None:
     if frozen:
         gc.unfreeze()
+        _FROZEN[0] = False
+
+
+_FROZEN = [False]  # freeze_heap froze the heap and thaw_heap has not given it back yet
 
 
 def freeze_heap_at_exit() -> None:

@@ -92,9 +92,11 @@ def sweep(
     how = chosen_estimate(estimate)
     profiler = prepare = None
     if measured is None and how == "trace":  # the same terms as `capacity plan` on each point's knobs
-        from profilers.api import trace_in_parallel, traced_profile
+        from profilers.startup import freeze_heap_at_exit
+        from profilers.sweep_traces import trace_in_parallel, traced_profile
 
         profiler, prepare = traced_profile, trace_in_parallel
+        freeze_heap_at_exit()  # a process that traced holds torch's and transformers' heap: its exit skips walking it (1 s)
     result = run_sweep(model, base, axes, measured, on_progress=_sweep_progress(axes.size), profiler=profiler, prepare=prepare)
     export_outputs(result, csv, html, json_out)
     code = EXIT_FITS if result.fitting else EXIT_DOES_NOT_FIT

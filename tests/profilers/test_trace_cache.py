@@ -12,7 +12,7 @@ from capacity.cli.app import main
 from capacity.gpu.catalog import gpu_by_name
 from capacity.model.registry import load_model
 from capacity.serving.config import ServingArgs, resolve_serving
-from profilers import api
+from profilers import api, sweep_traces
 from tests.support.plan_snapshot import normalized
 
 pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
@@ -99,16 +99,16 @@ def test_a_sweep_traces_its_distinct_inputs_in_worker_processes(own_cache: Path,
     from capacity.planning.sweep import SweepAxes, run_sweep
 
     axes = SweepAxes(gpus=("L4",), tensor_parallel_sizes=(1, 2), max_num_seqs=(8, 16))
-    monkeypatch.setattr(api, "_TRACES", {})
+    monkeypatch.setattr(sweep_traces, "_TRACES", {})
     source, spec = load_model(MODEL)
     gpu = gpu_by_name("L4")
     points = [(resolve_serving(ServingArgs(tensor_parallel_size=tp, max_num_seqs=n), spec, gpu), gpu) for tp in (1, 2) for n in (8, 16)]
-    assert api.trace_in_parallel(source, spec, points, workers=2) == 2
-    assert len(api._TRACES) == 2
-    parallel = run_sweep(MODEL, ServingArgs(), axes, profiler=api.traced_profile, prepare=api.trace_in_parallel)
-    monkeypatch.setattr(api, "_TRACES", {})
+    assert sweep_traces.trace_in_parallel(source, spec, points, workers=2) == 2
+    assert len(sweep_traces._TRACES) == 2
+    parallel = run_sweep(MODEL, ServingArgs(), axes, profiler=sweep_traces.traced_profile, prepare=sweep_traces.trace_in_parallel)
+    monkeypatch.setattr(sweep_traces, "_TRACES", {})
     with disk_cache.bypassed():
-        serial = run_sweep(MODEL, ServingArgs(), axes, profiler=api.traced_profile)
+        serial = run_sweep(MODEL, ServingArgs(), axes, profiler=sweep_traces.traced_profile)
     assert [p.to_dict() if hasattr(p, "to_dict") else p for p in parallel.points] == [p.to_dict() if hasattr(p, "to_dict") else p for p in serial.points]
 
 
@@ -117,10 +117,10 @@ def test_a_sweep_over_gpus_with_other_sampler_paths_traces_each(own_cache: Path,
     the fp32 logits the sampler's warmup pass holds on top: a sweep over both traces each GPU's own."""
     from capacity.planning.sweep import SweepAxes, run_sweep
 
-    monkeypatch.setattr(api, "_TRACES", {})
-    run_sweep(MODEL, ServingArgs(), SweepAxes(gpus=("T4", "H200")), profiler=api.traced_profile)
-    assert len(api._TRACES) == 2
-    t4, h200 = (p.phase("sampler_warmup") for p in api._TRACES.values())
+    monkeypatch.setattr(sweep_traces, "_TRACES", {})
+    run_sweep(MODEL, ServingArgs(), SweepAxes(gpus=("T4", "H200")), profiler=sweep_traces.traced_profile)
+    assert len(sweep_traces._TRACES) == 2
+    t4, h200 = (p.phase("sampler_warmup") for p in sweep_traces._TRACES.values())
     assert t4 is not None and h200 is not None
     assert h200.peak_above_start_bytes > t4.peak_above_start_bytes
 

@@ -320,7 +320,8 @@ def finish_launched(env: LaunchEnv, code: int) -> int:
         return code
     box: list[Any] = [("exit", code) if env.rank == 0 else None]
     dist.broadcast_object_list(box, src=0)
-    dist.destroy_process_group()
+    dist.barrier()  # leave together (as _rank_main): a rank that tears its connections down under a peer still in the
+    dist.destroy_process_group()  # last collective can abort that peer (gloo)
     return int(box[0][1])
 
 

@@ -191,8 +191,6 @@ def test_a_family_without_stages_is_refused_before_any_process(tmp_path):
 def test_torchrun_launches_capacity_profile(tmp_path):
     """`python -m torch.distributed.run --nproc-per-node 2 -m capacity profile -pp 2 --cpu-probe`: each process reads
     torchrun's environment, builds its stage, and rank 0 alone writes the profile with both ranks (TP 1 here)."""
-    from profilers.tensor_parallel import free_port
-
     folder = tmp_path / "tiny-llama"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(dict(TINY_LLAMA, num_hidden_layers=3, vocab_size=1000)))
@@ -200,11 +198,13 @@ def test_torchrun_launches_capacity_profile(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
     env.update(PYTHONPATH=str(REPO_ROOT), CAPACITY_CACHE_DIR=str(tmp_path / "cache"))
     argv = ["--model", str(folder), "--cpu-probe", "-pp", "2", "--max-num-batched-tokens", "64", "--max-num-seqs", "4", "--dtype", "float32"]
+    # --standalone: torchrun's own rendezvous on a port it binds itself (a port picked here and bound later by torchrun
+    # can be taken in between by the other tests' sockets); no stdin (pytest-xdist's worker talks to its master over it)
     run = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port", str(free_port()), "-m", "capacity", "profile", *argv, "--no-warmup", "-o", str(out)],
-        capture_output=True, text=True, env=env, timeout=240, cwd=tmp_path,
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "capacity", "profile", *argv, "--no-warmup", "-o", str(out)],
+        capture_output=True, text=True, env=env, timeout=240, cwd=tmp_path, stdin=subprocess.DEVNULL,
     )  # fmt: skip
-    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.returncode == 0, run.stderr[-6000:]
     assert run.stdout.count("no plan:") == 1  # rank 0 alone reports
     assert run.stderr.count("capacity: wrote profile") == 1  # rank 0 alone writes
     ranks = json.loads(out.read_text())["ranks"]

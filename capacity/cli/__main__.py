@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-
 from capacity.cli.app import main
+from capacity.cli.runtime import exit_program
 
-sys.exit(main())
+exit_program(main())

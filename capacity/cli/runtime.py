@@ -133,3 +133,17 @@ def detach_stdout() -> None:
     with suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+
+
+def exit_program(code: int) -> None:
+    """End `python -m capacity` with `code`. A rank of a launched run (torchrun: RANK set, torch.distributed used)
+    leaves with os._exit once its output is flushed: its process group is ended and its files are written, and the
+    interpreter's and C++'s teardown of what torch.distributed left can still abort the process after that
+    ("terminate called without an active exception", rank 0 of a gloo PP run under load, after it wrote its
+    profile), which would turn a finished run into a failed one for the launcher."""
+    if os.environ.get("RANK", "") != "" and "torch.distributed" in sys.modules:
+        for stream in (sys.stdout, sys.stderr):
+            with suppress(Exception):
+                stream.flush()
+        os._exit(code)
+    sys.exit(code)

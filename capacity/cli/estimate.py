@@ -36,6 +36,36 @@ def local_cuda_gpu() -> bool:
     return cuda_available()
 
 
+def trace_or_reason(model: str, args: Any, gpu_name: str | None) -> tuple[Any, Any] | str:
+    """profilers.api.trace_model(model, args): its (plan, profile), or, where the trace cannot run (a family with no
+    trace, a data-dependent op such as .item() or nonzero), the reason, which the caller's formula plan carries.
+
+    torch logs an op that fails under fake tensors (e.g. numel overflow for absurd knobs) as an ERROR with its
+    traceback before raising; that is handled here, so stderr is kept clean (a filter, not a level: importing torch
+    re-sets its loggers' levels). The trace imports torch and transformers: the process's last collections skip
+    their heap (freeze_heap_at_exit)."""
+    import logging
+
+    from profilers.api import TraceStopped, stopped_reason, trace_model
+    from profilers.startup import freeze_heap_at_exit
+
+    freeze_heap_at_exit()
+    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
+    quiet = logging.Filter("capacity.quiet")  # passes only records of a logger named capacity.quiet...: none of torch's
+    fake_log.addFilter(quiet)
+    try:
+        return trace_model(model, args, gpu_name=gpu_name)
+    except TraceStopped as stopped:
+        return stopped.reason
+    except Exception as exc:
+        found = stopped_reason(exc)
+        if found is None:
+            raise
+        return found
+    finally:
+        fake_log.removeFilter(quiet)
+
+
 def plan_with_estimate(model: str, args: Any, gpu: str | None, measured: Any, *, offline: bool, estimate: str | None, semantics: Any = None) -> Any:
     """The plan from a saved profile, else from profiling the local GPU, else from a fake-tensor trace or formulas;
     under `semantics` (another vLLM release's rules, --vllm-version) when given, else 0.33's."""
@@ -55,33 +85,11 @@ def plan_with_estimate(model: str, args: Any, gpu: str | None, measured: Any, *,
         return profile_with_progress(model, args, gpu)[0]
     if how == "formula":
         return plan_for(model, args, gpu)
-    import logging
-
-    from profilers.api import TraceStopped, stopped_reason, trace_model
-    from profilers.startup import freeze_heap_at_exit
-
-    freeze_heap_at_exit()  # the trace imports torch and transformers: the process's last collections skip their heap
-
-    # torch logs an op that fails under fake tensors (e.g. numel overflow for absurd knobs) as an ERROR with its
-    # traceback before raising; the exception is handled below (fallback to formulas, with a note), so keep stderr clean
-    # (a filter, not a level: importing torch re-sets its loggers' levels)
-    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
-    quiet = logging.Filter("capacity.quiet")  # passes only records of a logger named capacity.quiet...: none of torch's
-    fake_log.addFilter(quiet)
-    try:
-        result, _ = trace_model(model, args, gpu_name=gpu)
-        return result
-    except TraceStopped as stopped:  # a family with no trace, a data-dependent op (.item(), nonzero): documented fallback
-        reason = stopped.reason
-    except Exception as exc:
-        found = stopped_reason(exc)
-        if found is None:
-            raise
-        reason = found
-    finally:
-        fake_log.removeFilter(quiet)
+    traced = trace_or_reason(model, args, gpu)
+    if not isinstance(traced, str):
+        return traced[0]
     result = plan_for(model, args, gpu)
-    return replace(result, notes=(*result.notes, reason))
+    return replace(result, notes=(*result.notes, traced))
 
 
 def plan_for_release(model: str, args: Any, gpu: str | None, measured: Any, *, offline: bool, how: str, semantics: Any, asked: bool = False) -> Any:
@@ -105,25 +113,7 @@ def plan_for_release(model: str, args: Any, gpu: str | None, measured: Any, *, o
     if profile_here:
         profile = profile_with_progress(model, resolved, gpu)[1]
         return plan_for(model, args, gpu, profile, semantics=semantics)
-    import logging
-
-    from profilers.api import TraceStopped, stopped_reason, trace_model
-    from profilers.startup import freeze_heap_at_exit
-
-    freeze_heap_at_exit()  # the trace imports torch and transformers: the process's last collections skip their heap
-
-    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
-    quiet = logging.Filter("capacity.quiet")  # as plan_with_estimate: torch logs the op it then raises on
-    fake_log.addFilter(quiet)
-    try:
-        _, profile = trace_model(model, resolved, gpu_name=gpu)
-    except TraceStopped as stopped:
-        return replace(base, notes=(*base.notes, stopped.reason))
-    except Exception as exc:
-        found = stopped_reason(exc)
-        if found is None:
-            raise
-        return replace(base, notes=(*base.notes, found))
-    finally:
-        fake_log.removeFilter(quiet)
-    return plan_for(model, args, gpu, profile, semantics=semantics)
+    traced = trace_or_reason(model, resolved, gpu)
+    if isinstance(traced, str):
+        return replace(base, notes=(*base.notes, traced))
+    return plan_for(model, args, gpu, traced[1], semantics=semantics)

@@ -9,11 +9,10 @@ The figures both tools print then come from `capacity.reconcile.compare.capacity
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from capacity.cli.estimate import chosen_estimate
+from capacity.cli.estimate import chosen_estimate, trace_or_reason
 from capacity.gpu.catalog import Gpu
 from capacity.planning import planner
 from capacity.planning.plan import Plan
@@ -54,8 +53,6 @@ def traced_plan(model: str, args: ServingArgs, gpu: Gpu, semantics: VllmSemantic
     """`capacity plan`'s default path under a vLLM version's rules: the formula plan resolves the version's knobs
     (utilization, batch defaults), the fake-tensor trace runs on those knobs, and the plan is made again from the
     trace with the version's rules. (plan, "trace", "") or, where the trace cannot run, (formula plan, "formula", why)."""
-    from profilers.api import TraceStopped, stopped_reason, trace_model
-
     base = planner.plan_for(model, args, gpu=gpu, semantics=semantics)
     s = base.serving
     explicit = replace(
@@ -65,21 +62,11 @@ def traced_plan(model: str, args: ServingArgs, gpu: Gpu, semantics: VllmSemantic
         max_num_seqs=s.max_num_seqs,
         max_model_len=s.max_model_len,
     )
-    fake_log = logging.getLogger("torch._subclasses.fake_tensor")
-    quiet = logging.Filter("capacity.quiet")  # as plan_with_estimate: torch logs the op it then raises on
-    fake_log.addFilter(quiet)
-    try:
-        # the trace sized by the CUDA total only, as bench/predict_logs.py has traced its logs since 2026-11-30
-        _, profile = trace_model(model, explicit, gpu_name=f"{gpu.total_memory_bytes}B")
-    except TraceStopped as stopped:
-        return base, "formula", stopped.reason
-    except Exception as exc:
-        reason = stopped_reason(exc)
-        if reason is None:
-            raise
-        return base, "formula", reason
-    finally:
-        fake_log.removeFilter(quiet)
+    # the trace sized by the CUDA total only, as bench/predict_logs.py has traced its logs since 2026-11-30
+    traced = trace_or_reason(model, explicit, f"{gpu.total_memory_bytes}B")
+    if isinstance(traced, str):
+        return base, "formula", traced
+    profile = traced[1]
     return planner.plan_for(model, explicit, profile=profile, gpu=gpu, semantics=semantics), "trace", ""
 
 

@@ -163,17 +163,18 @@ def kv_rows(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None, blocks: 
                     f"max_num_encoder_input_tokens = the encoder length): {kv.blocks_per_request_actual} blocks, capacity's actual count"
                 )
         vllm_b = implied[0] if len(implied) == 1 else None
+        implied_text = candidates_text(implied)
         rows.append(
             ReconcileRow(
                 "blocks_per_request",
                 "blocks per request (vLLM's count)",
-                candidates_text(implied),
+                implied_text,
                 f"{cap}",
                 "" if vllm_b is None else f"{cap - vllm_b:+,}",
                 agrees,
                 why,
                 "blocks",
-                vllm_b if vllm_b is not None else candidates_text(implied),
+                vllm_b if vllm_b is not None else implied_text,
                 cap,
             )
         )

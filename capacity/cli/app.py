@@ -11,18 +11,11 @@ import sys
 import threading
 import traceback
 from contextlib import suppress
+from importlib import import_module
+from typing import Any
 
 import typer
 
-from capacity.cli import cache
-from capacity.cli.catalogs import gpus, models
-from capacity.cli.check import check
-from capacity.cli.fit import fit
-from capacity.cli.help_layout import ReadableCommand
-from capacity.cli.options import OptionalJsonCommand
-from capacity.cli.plan import plan
-from capacity.cli.profile import profile_command, verify
-from capacity.cli.reconcile import reconcile
 from capacity.cli.runtime import (
     DEFERRED,
     WRITTEN,
@@ -34,7 +27,6 @@ from capacity.cli.runtime import (
     stdout_was_closed,
     stop_if_interrupted,
 )
-from capacity.cli.sweep import sweep
 from capacity.errors import EXIT_BAD_INPUT, EXIT_FITS, EXIT_INTERRUPTED, EXIT_RUNTIME_FAILURE, CapacityError
 
 EXIT_CODES_HELP = (
@@ -47,23 +39,58 @@ MODEL_RESOLUTION_HELP = (
     "configs and the safetensors headers only, into the HF cache; HF_TOKEN for gated repos, HF_HUB_OFFLINE=1 for the cache alone)."
 )
 
-app = typer.Typer(
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    no_args_is_help=True,
-    help=f"How a multimodal / encoder-decoder model will use GPU memory under vLLM 0.33 (Model Runner V2). {MODEL_RESOLUTION_HELP} {EXIT_CODES_HELP}",
-)
-# in --help's order
-app.command(cls=OptionalJsonCommand)(plan)
-app.command(name="profile", cls=OptionalJsonCommand)(profile_command)
-app.command(cls=OptionalJsonCommand)(verify)
-app.command(cls=ReadableCommand)(reconcile)
-app.command(cls=OptionalJsonCommand)(check)
-app.command(cls=OptionalJsonCommand)(sweep)
-app.command(cls=OptionalJsonCommand)(fit)
-app.command(cls=ReadableCommand)(models)
-app.command(cls=ReadableCommand)(gpus)
-app.add_typer(cache.app, name="cache")
+APP_HELP = f"How a multimodal / encoder-decoder model will use GPU memory under vLLM 0.33 (Model Runner V2). {MODEL_RESOLUTION_HELP} {EXIT_CODES_HELP}"
+
+# name: (module, function, command class: "json" takes --json / -o, "readable" prints text), in --help's order
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "plan": ("capacity.cli.plan", "plan", "json"),
+    "profile": ("capacity.cli.profile", "profile_command", "json"),
+    "verify": ("capacity.cli.profile", "verify", "json"),
+    "reconcile": ("capacity.cli.reconcile", "reconcile", "readable"),
+    "check": ("capacity.cli.check", "check", "json"),
+    "sweep": ("capacity.cli.sweep", "sweep", "json"),
+    "fit": ("capacity.cli.fit", "fit", "json"),
+    "models": ("capacity.cli.catalogs", "models", "readable"),
+    "gpus": ("capacity.cli.catalogs", "gpus", "readable"),
+}
+GROUPS: dict[str, tuple[str, str]] = {"cache": ("capacity.cli.cache", "app")}
+
+
+def build_app(only: str | None = None) -> typer.Typer:
+    """The typer app with every command, or with the one `only` names: a run imports its own command's module, not
+    the nine others' (about 30 ms of imports and typer's parameter building on a plan)."""
+    from capacity.cli.help_layout import ReadableCommand
+    from capacity.cli.options import OptionalJsonCommand
+
+    classes = {"json": OptionalJsonCommand, "readable": ReadableCommand}
+    built = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, help=APP_HELP)
+    for name, (module, function, kind) in COMMANDS.items():
+        if only in (None, name):
+            built.command(name=name, cls=classes[kind])(getattr(import_module(module), function))
+    for name, (module, attribute) in GROUPS.items():
+        if only in (None, name):
+            built.add_typer(getattr(import_module(module), attribute), name=name)
+    if only in COMMANDS:  # one command alone would become the root command: a callback keeps `capacity NAME ...`
+        built.callback()(_no_options)
+    return built
+
+
+def _no_options() -> None:
+    """The app's own (empty) options."""
+
+
+def _command_named(argv: list[str]) -> str | None:
+    """The command `argv` runs when its first word names one, else None (the top-level help, a typo: every command
+    is registered so that typer lists them or suggests one)."""
+    return argv[0] if argv and (argv[0] in COMMANDS or argv[0] in GROUPS) else None
+
+
+def __getattr__(name: str) -> Any:
+    """`app`: the whole app, built on first use (the docs' CLI reference and the tests walk it)."""
+    if name == "app":
+        globals()["app"] = built = build_app()
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,7 +120,7 @@ def _main(argv: list[str]) -> int:
 
     try:
         # standalone_mode=False: typer returns the code of a raised typer.Exit instead of exiting
-        rv = app(args=argv, standalone_mode=False)
+        rv = build_app(_command_named(argv))(args=argv, standalone_mode=False)
     except typer.Exit as exc:
         return int(exc.exit_code)
     except StdoutClosed as exc:

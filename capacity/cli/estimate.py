@@ -117,3 +117,13 @@ def plan_for_release(model: str, args: Any, gpu: str | None, measured: Any, *, o
     if isinstance(traced, str):
         return replace(base, notes=(*base.notes, traced))
     return plan_for(model, args, gpu, traced[1], semantics=semantics)
+
+
+def default_estimate(model: str, semantics: Any = None) -> Any:
+    """`capacity plan`'s default estimate of a configuration, offline: the fake-tensor trace (formulas where a family
+    has none), under `semantics` (a --vllm-version release's rules) when given."""
+
+    def plan(gpu: Any, args: Any) -> Any:
+        return plan_with_estimate(model, args, gpu.name, None, offline=True, estimate="trace", semantics=semantics)
+
+    return plan

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from capacity.cli.estimate import chosen_estimate
+from capacity.cli.estimate import chosen_estimate, default_estimate
 from capacity.cli.options import (
     JSON_STDOUT,
     SERVING_OPTIONS,
@@ -160,17 +160,6 @@ def target_length(text: str) -> int | None:
     if value <= 0:
         raise BadInput(f"--max-model-len {text!r}: give a positive number of tokens or 'max'")
     return value
-
-
-def default_estimate(model: str, semantics: Any = None) -> Any:
-    """`capacity plan`'s default estimate of a configuration, offline: the fake-tensor trace (formulas where a family
-    has none), under `semantics` (a --vllm-version release's rules) when given."""
-    from capacity.cli.estimate import plan_with_estimate
-
-    def plan(gpu: Any, args: Any) -> Any:
-        return plan_with_estimate(model, args, gpu.name, None, offline=True, estimate="trace", semantics=semantics)
-
-    return plan
 
 
 def write_files(result: Any, json_out: str | None, csv: Path | None) -> None:

@@ -7,8 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from capacity.cli.estimate import plan_with_estimate
-from capacity.cli.fit import default_estimate
+from capacity.cli.estimate import default_estimate, plan_with_estimate
 from capacity.cli.options import (
     JSON_STDOUT,
     SERVING_OPTIONS,

@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -156,9 +156,10 @@ def cached_snapshot(repo_id: str, revision: str | None, settings: HubSettings) -
 # --- the Hub (huggingface_hub) -------------------------------------------------------------------------
 
 
-def fetch_snapshot(repo_id: str, revision: str | None, settings: HubSettings, closest: list[str]) -> Snapshot:
+def fetch_snapshot(repo_id: str, revision: str | None, settings: HubSettings, closest: Callable[[], list[str]]) -> Snapshot:
     """Download the planning files of `repo_id` at `revision` into the HF cache and read its safetensors headers
-    (capacity/source/hub_http.py: one model-info call, one GET per file, range reads of each shard's header)."""
+    (capacity/source/hub_http.py: one model-info call, one GET per file, range reads of each shard's header).
+    `closest` gives the catalog ids an error names; it runs only when there is an error to explain."""
     where = f"{repo_id}" + (f" at revision {revision}" if revision else "")
     if settings.offline:
         raise BadInput(f"{where} is not in the HF cache ({settings.cache_dir}) and HF_HUB_OFFLINE=1 forbids the Hub: {_alternatives(closest, offline=True)}")
@@ -176,7 +177,9 @@ def fetch_snapshot(repo_id: str, revision: str | None, settings: HubSettings, cl
             shards = _shards(folder, names)
             if shards:
                 read = hub_http.each(lambda shard: hub_http.safetensors_header(hub, repo_id, commit, shard, timeout), shards)
-                weights = summarize_headers(dict(zip(shards, read, strict=True)), f"safetensors headers of {repo_id}@{commit[:12]} read from the Hub (HTTP ranges, no weights)")
+                weights = summarize_headers(
+                    dict(zip(shards, read, strict=True)), f"safetensors headers of {repo_id}@{commit[:12]} read from the Hub (HTTP ranges, no weights)"
+                )
                 record_weights(settings, repo_id, commit, weights)
     except BadInput:
         raise
@@ -200,7 +203,7 @@ def _shards(folder: Path, names: set[str]) -> list[str]:
     return sorted({str(v) for v in weight_map.values()})
 
 
-def explain(exc: BaseException, where: str, repo_id: str, settings: HubSettings, closest: list[str]) -> BadInput:
+def explain(exc: BaseException, where: str, repo_id: str, settings: HubSettings, closest: Callable[[], list[str]]) -> BadInput:
     """One line for what went wrong talking to the Hub, and what to do."""
     from huggingface_hub import errors
 
@@ -216,7 +219,8 @@ def explain(exc: BaseException, where: str, repo_id: str, settings: HubSettings,
         # a 404 without the Hub's error code (a proxy or mirror) is the same answer: huggingface_hub then raises its
         # generic error, whose text is the HTTP library's (a status line and a web link): none of it is shown
         token = "" if (os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")) else "; a private repo needs HF_TOKEN"
-        hint = f"closest catalog ids: {', '.join(closest)}" if closest else "see `capacity models` for the catalog"
+        names = closest()
+        hint = f"closest catalog ids: {', '.join(names)}" if names else "see `capacity models` for the catalog"
         return BadInput(f"no model `{repo_id}` on the Hub ({hub}, {_status(exc)}{token}), and it is not a folder, a catalog id or in the HF cache; {hint}")
     if isinstance(exc, errors.SafetensorsParsingError):
         file = re.search(r"for '([^']+)'", str(exc))
@@ -242,8 +246,9 @@ def explain(exc: BaseException, where: str, repo_id: str, settings: HubSettings,
     raise exc
 
 
-def _alternatives(closest: list[str], offline: bool = False) -> str:
-    catalog = f"a catalog id (closest: {', '.join(closest)})" if closest else "a catalog id (see `capacity models`)"
+def _alternatives(closest: Callable[[], list[str]], offline: bool = False) -> str:
+    names = closest()
+    catalog = f"a catalog id (closest: {', '.join(names)})" if names else "a catalog id (see `capacity models`)"
     if offline:
         return f"plan {catalog} or a folder with config.json, or fetch it once online"
     return f"plan {catalog}, a folder with config.json, or set HF_HUB_OFFLINE=1 to plan from the HF cache"
@@ -253,7 +258,9 @@ def _no_config(where: str, names: set[str]) -> str:
     gguf = sorted(n for n in names if n.endswith(".gguf"))
     if gguf:
         shown = ", ".join(gguf[:3]) + (f" and {len(gguf) - 3} more" if len(gguf) > 3 else "")
-        return f"{where} has no config.json, only GGUF files ({shown}): capacity plans from a transformers config.json; plan the repo the GGUF was converted from"
+        return (
+            f"{where} has no config.json, only GGUF files ({shown}): capacity plans from a transformers config.json; plan the repo the GGUF was converted from"
+        )
     shown = ", ".join(sorted(names)[:5]) or "no files"
     return f"{where} has no config.json ({shown}): capacity plans from a transformers config.json"
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import difflib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -270,7 +272,7 @@ def resolve_model(requested: str, revision: str | None = None) -> ModelSource:
             # The catalog lacks what planning needs (a processor file not found in public copies): the HF cache or
             # the Hub hold the whole repo, so they are tried before the entry is refused.
             try:
-                return _from_hub(entry.name, None, requested, [])
+                return _from_hub(entry.name, None, requested, list)
             except BadInput as exc:
                 raise BadInput(
                     f"catalog entry {entry.name} cannot be planned yet ({entry.not_plannable}); its published files are in the catalog, "
@@ -281,16 +283,18 @@ def resolve_model(requested: str, revision: str | None = None) -> ModelSource:
         raise BadInput(f"--model {requested}: no such folder; point it at a folder holding config.json")
     from capacity.source.hub import REPO_ID  # past the catalog: a catalog plan does not import the Hub's module
 
-    close = closest_catalog_names(requested)
     if not REPO_ID.fullmatch(requested.strip()):
         if found is not None:  # a catalog alias with --revision
             raise BadInput(f"--revision applies to Hub ids: '{requested}' is a catalog alias; pass --model {found[0].name} --revision {revision}")
+        close = closest_catalog_names(requested)
         hint = f"closest catalog names: {', '.join(close)}" if close else "see `capacity models` for the catalog"
-        raise BadInput(f"unknown model '{requested}' (not a folder, not in the catalog, not a Hugging Face id org/name); {hint}; or pass --model /path/to/folder with config.json")
-    return _from_hub(requested.strip(), revision, requested, close)
+        raise BadInput(
+            f"unknown model '{requested}' (not a folder, not in the catalog, not a Hugging Face id org/name); {hint}; or pass --model /path/to/folder with config.json"
+        )
+    return _from_hub(requested.strip(), revision, requested, partial(closest_catalog_names, requested))
 
 
-def _from_hub(repo_id: str, revision: str | None, requested: str, close: list[str]) -> ModelSource:
+def _from_hub(repo_id: str, revision: str | None, requested: str, close: Callable[[], list[str]]) -> ModelSource:
     """The repo's snapshot in the HF cache, else fetched from the Hub (BadInput, one line, when neither answers)."""
     from capacity.source.hub import HubSettings, cached_snapshot, fetch_snapshot
 

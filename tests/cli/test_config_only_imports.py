@@ -38,3 +38,41 @@ def test_formula_plans_of_every_catalog_entry_import_neither_torch_nor_transform
     heavy, failed = eval(done.stdout.strip().splitlines()[-1])  # noqa: S307 - our own repr
     assert failed == []
     assert heavy == []
+
+
+COMMAND_MODULES = {
+    "capacity.cli.plan",
+    "capacity.cli.profile",
+    "capacity.cli.reconcile",
+    "capacity.cli.check",
+    "capacity.cli.sweep",
+    "capacity.cli.fit",
+    "capacity.cli.catalogs",
+    "capacity.cli.cache",
+}
+
+
+def command_modules_after(argv: list[str], tmp_path) -> set[str]:  # type: ignore[no-untyped-def]
+    code = (
+        "import contextlib, io, sys\n"
+        "from capacity.cli.app import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()): code = main(sys.argv[1:])\n"
+        f"print(code, *sorted(m for m in sys.modules if m in {sorted(COMMAND_MODULES)!r}))"
+    )
+    env = {"CAPACITY_CACHE_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", code, *argv], cwd=REPO_ROOT, capture_output=True, text=True, env=env, timeout=120, check=True)
+    code, *modules = done.stdout.split()
+    assert code in ("0", "1"), done.stderr
+    return set(modules)
+
+
+def test_a_command_imports_its_own_module_and_not_the_other_commands(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    assert command_modules_after(["gpus", "--json"], tmp_path) == {"capacity.cli.catalogs"}
+    assert command_modules_after(["plan", "--model", "openai/whisper-tiny", "--gpu", "L4", "--estimate", "formula", "--json"], tmp_path) == {
+        "capacity.cli.plan"
+    }
+    assert command_modules_after(["cache", "info"], tmp_path) == {"capacity.cli.cache"}
+
+
+def test_the_top_level_help_lists_every_command(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    assert command_modules_after(["--help"], tmp_path) == COMMAND_MODULES

@@ -1,13 +1,13 @@
 """Every example command of README.md and of the documentation site runs as written, with the exit code the page
 gives, and prints what the page shows (`tests/support/readme_examples.py` says how a page marks an example).
 
-Each runs in a fresh process without a GPU on the default path (the fake-tensor trace, cached for the test session),
-as a user runs it. When the figures change on purpose, rewrite the excerpts: `python tests/support/readme_examples.py`.
+Each runs in a fresh process without a GPU on the default path (the fake-tensor trace), as a user runs it, with the
+test session's one disk cache (tests/conftest.py `session_cache_dir`): a trace another test or example of this
+session worked out is read from it, as a user's second plan reads the first's. When the figures change on purpose,
+rewrite the excerpts: `python tests/support/readme_examples.py`.
 """
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
@@ -16,21 +16,8 @@ from tests.support.readme_examples import README, all_examples, cli_commands, ex
 EXAMPLES = all_examples()
 
 
-@pytest.fixture(scope="session")
-def examples_cache(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """One disk cache for the examples of the whole test session, shared by the pytest-xdist workers (their temporary
-    folders share a root), so each model and knobs are traced once, not once per worker."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent
-    folder = root / "capacity-example-cache"
-    folder.mkdir(exist_ok=True)
-    return str(folder)
-
-
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.id for e in EXAMPLES])
-def test_example_runs_as_written(example, examples_cache, monkeypatch):
-    monkeypatch.setenv("CAPACITY_CACHE_DIR", examples_cache)
+def test_example_runs_as_written(example):
     if example.needs and example.needs not in cli_commands():
         pytest.skip(f"`capacity {example.needs}` is not a command yet")
     for command in example.commands:

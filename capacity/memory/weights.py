@@ -98,6 +98,24 @@ def _local_shards(source: ModelSource) -> tuple[str, ...]:
     return tuple(source.safetensors)
 
 
+# _stored_tensors memo, keyed by the identity of a parameter list (the entry keeps the list alive, so the id cannot
+# be reused; the lists come from lru-cached readers): re-planning one model (a sweep) reuses its tensors, whose
+# names are split once (StoredTensor's cached properties).
+_STORED_TENSORS: dict[int, tuple[Any, tuple[StoredTensor, ...]]] = {}
+
+
+def _stored_tensors(rows: tuple[tuple[Any, ...], ...], dtype: str | None = None) -> tuple[StoredTensor, ...]:
+    """StoredTensor of each (name, shape, dtype) row, or (name, shape) row loaded as `dtype`."""
+    hit = _STORED_TENSORS.get(id(rows))
+    if hit is not None and hit[0] is rows:
+        return hit[1]
+    tensors = tuple(StoredTensor(r[0], r[1], r[2] if dtype is None else dtype) for r in rows)
+    if len(_STORED_TENSORS) >= 32:
+        _STORED_TENSORS.clear()
+    _STORED_TENSORS[id(rows)] = (rows, tensors)
+    return tensors
+
+
 def model_tensors(spec: ModelSpec, source: ModelSource) -> tuple[tuple[StoredTensor, ...], str]:
     """The stored tensors by name: the safetensors headers of local shards, else those the Hub's headers named (read
     now, or recorded in the HF assets cache), else the catalog's parameter table, else the meta-device build's
@@ -109,13 +127,11 @@ def model_tensors(spec: ModelSpec, source: ModelSource) -> tuple[tuple[StoredTen
         except (OSError, ValueError, TypeError, KeyError) as exc:
             raise BadInput(f"{source.path}: a safetensors header cannot be read ({exc})") from exc
     if source.weights is not None and source.weights.tensors:  # the Hub's headers, named (read now or recorded)
-        return tuple(StoredTensor(n, s, d) for n, s, d in source.weights.tensors), source.weights.source
+        return _stored_tensors(source.weights.tensors), source.weights.source
     if source.parameter_table is not None:
         recorded = _recorded_parameters(source.parameter_table, source.config_sha256, spec.family.name)
         if recorded is not None:
-            return tuple(
-                StoredTensor(n, s, MODEL_DTYPE) for n, s in recorded.parameters
-            ), f"parameters of {spec.architecture} {recorded.source}, recorded in the catalog"
+            return _stored_tensors(recorded.parameters, MODEL_DTYPE), f"parameters of {spec.architecture} {recorded.source}, recorded in the catalog"
     try:
         params = _meta_parameters(spec.family, _config_json(source.config))
     except BadInput:  # a field the family's parameter list needs, named in one line
@@ -124,7 +140,7 @@ def model_tensors(spec: ModelSpec, source: ModelSource) -> tuple[tuple[StoredTen
         raise RuntimeFailure(f"exact weights need torch and transformers ({exc.name} missing): pip install the project") from exc
     except Exception as exc:  # a config transformers cannot build
         raise RuntimeFailure(f"building {spec.architecture} on the meta device failed: {exc}") from exc
-    return tuple(StoredTensor(n, s, MODEL_DTYPE) for n, s in params), f"parameters of {spec.architecture} {spec.family.parameters_source}"
+    return _stored_tensors(params, MODEL_DTYPE), f"parameters of {spec.architecture} {spec.family.parameters_source}"
 
 
 def skipped_towers(spec: ModelSpec, source: ModelSource, serving: ServingConfig) -> tuple[Tower, ...]:

@@ -29,6 +29,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cache
 
 from capacity.errors import BadInput
 from capacity.weights.mxfp4 import MXFP4_CONVERSION_LEAF, MXFP4_EXPERT_LEAVES, GptOssMxfp4
@@ -346,16 +347,46 @@ def _state_mixer_kind(tensor: StoredTensor) -> ParallelKind | None:
     return None
 
 
+# classify's answers per layout (a sweep or a search re-plans the same tensors under the same layout): at most a few
+# layouts' worth, each tensor once.
+_CLASSIFIED: dict[WeightLayout, dict[StoredTensor, ParallelKind]] = {}
+
+
+def classified(tensor: StoredTensor, layout: WeightLayout, memo: dict[StoredTensor, ParallelKind]) -> ParallelKind:
+    """classify(tensor, layout), answered from `memo` (`classifications(layout)`) once it was worked out."""
+    kind = memo.get(tensor)
+    if kind is None:
+        kind = memo[tensor] = classify(tensor, layout)
+    return kind
+
+
+def classifications(layout: WeightLayout) -> dict[StoredTensor, ParallelKind]:
+    """The memo of classify's answers under `layout` (classify is a function of the tensor's name, shape and dtype
+    and of the layout alone)."""
+    memo = _CLASSIFIED.get(layout)
+    if memo is None:
+        if len(_CLASSIFIED) >= 16:
+            _CLASSIFIED.clear()
+        memo = _CLASSIFIED[layout] = {}
+    return memo
+
+
+@cache
+def _any_of(patterns: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex that finds what any of `patterns` finds (none: a regex that finds nothing)."""
+    return re.compile("|".join(f"(?:{p})" for p in patterns) if patterns else r"(?!)")
+
+
 def classify(tensor: StoredTensor, layout: WeightLayout) -> ParallelKind:
     """The vLLM parallel layer a stored tensor is loaded into, from its name."""
     module, layer = tensor.module, tensor.layer
-    if any(re.search(p, module) for p in layout.replicated_modules):
+    if _any_of(layout.replicated_modules).search(module):
         return REPLICATED
-    if any(re.search(p, module) for p in layout.replicated_linear_modules):
+    if _any_of(layout.replicated_linear_modules).search(module):
         return REPLICATED_LINEAR
-    if any(re.search(p, module) for p in layout.column_modules):
+    if _any_of(layout.column_modules).search(module):
         return COLUMN
-    if any(re.search(p, module) for p in layout.row_modules):
+    if _any_of(layout.row_modules).search(module):
         return ROW
     if layout.mxfp4 is not None and module.endswith(".experts"):
         if tensor.leaf == MXFP4_CONVERSION_LEAF:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from capacity.weights.parallel_layers import TIED, UNCLASSIFIED, Parallelism, WeightLayout, classify, with_added_biases
+from capacity.weights.parallel_layers import TIED, UNCLASSIFIED, Parallelism, WeightLayout, classifications, classified, with_added_biases
 from capacity.weights.stored_tensor import StoredTensor
 
 
@@ -80,8 +80,9 @@ def weights_per_rank(
     sums: dict[str, list[int]] = {}
     order: list[str] = []
     unclassified: list[str] = []
+    memo = classifications(layout)
     for t in tensors:
-        kind = classify(t, layout)
+        kind = classified(t, layout, memo)
         full = kind.loaded_bytes(t, par)
         rank = kind.rank_bytes(t, full, layout, par)  # at TP 1 too: vocab padding, tied heads
         if kind.name not in sums:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from capacity.errors import BadInput
-from capacity.weights.parallel_layers import COLUMN, EXPERTS, KV, QKV, REPLICATED_LINEAR, ROW, WeightLayout, classify
+from capacity.weights.parallel_layers import COLUMN, EXPERTS, KV, QKV, REPLICATED_LINEAR, ROW, WeightLayout, classifications, classified
 from capacity.weights.stored_tensor import FLOAT_DTYPES, StoredTensor
 
 
@@ -335,8 +335,9 @@ def quantized_tensors(tensors: Iterable[StoredTensor], scheme: QuantScheme, layo
     Linear layers (column, row, experts) are quantized unless the scheme's ignore list names them;
     embeddings, the LM head, norms and replicated layers stay in the model dtype."""
     out: list[StoredTensor] = []
+    memo = classifications(layout)
     for t in tensors:
-        kind = classify(t, layout)
+        kind = classified(t, layout, memo)
         is_weight = t.leaf == "weight" or (kind is EXPERTS and t.leaf.endswith("proj"))
         if kind not in _QUANTIZED_KINDS or not is_weight or len(t.shape) < 2 or not scheme.applies_to(t.module):
             out.append(t)

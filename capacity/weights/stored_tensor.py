@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from capacity.errors import BadInput
 
@@ -29,20 +30,22 @@ class StoredTensor:
     shape: tuple[int, ...]
     dtype: str
 
-    @property
+    # Worked out once per tensor (a plan classifies every tensor of the model, a sweep the same tensors again); kept
+    # in the instance's __dict__, outside the fields that equality, hashing and asdict read.
+    @cached_property
     def numel(self) -> int:
         return math.prod(self.shape)
 
-    @property
+    @cached_property
     def module(self) -> str:
         return self.name.rsplit(".", 1)[0] if "." in self.name else ""
 
-    @property
+    @cached_property
     def leaf(self) -> str:
         """The parameter's own name: weight, bias, qweight, scales, ..."""
         return self.name.rsplit(".", 1)[-1]
 
-    @property
+    @cached_property
     def layer(self) -> str:
         """The module's own name: q_proj, fc1, embed_tokens, ..."""
         return self.module.rsplit(".", 1)[-1]

@@ -10,14 +10,8 @@ from capacity.units import plural
 
 @pytest.mark.parametrize(
     ("n", "noun", "form", "text"),
-    [
-        (1, "request", "", "1 request"),
-        (2, "request", "", "2 requests"),
-        (0, "group", "", "0 groups"),
-        (1, "group", "", "1 group"),
-        (1_024, "entry", "entries", "1,024 entries"),
-        (1, "entry", "entries", "1 entry"),
-    ],
+    [(1, "request", "", "1 request"), (2, "request", "", "2 requests"), (0, "group", "", "0 groups"), (1, "group", "", "1 group"),
+     (1_024, "entry", "entries", "1,024 entries"), (1, "entry", "entries", "1 entry")],
 )
 def test_plural(n, noun, form, text):
     assert plural(n, noun, form) == text

@@ -45,8 +45,4 @@ def clear() -> None:
     files, size = disk_cache.clear()
     root = disk_cache.root()
     with report_to_stdout(EXIT_FITS):
-        print(
-            f"capacity cache: removed {plural(files, 'entry', 'entries')} ({size / 2**20:.1f} MiB) from {root}"
-            if root is not None
-            else "capacity cache: off (CAPACITY_NO_CACHE is set)"
-        )
+        print(f"capacity cache: removed {plural(files, 'entry', 'entries')} ({size / 2**20:.1f} MiB) from {root}" if root is not None else "capacity cache: off (CAPACITY_NO_CACHE is set)")

@@ -39,27 +39,11 @@ def check(
     gpu: GpuOpt = None,
     config: ConfigOpt = None,
     knobs: Knobs,
-    min_concurrency: Annotated[
-        int | None,
-        typer.Option(
-            help="Fail unless the server runs this many requests at max_model_len at once: min(requests the KV cache holds, max_num_seqs) (concurrency.max_concurrent_requests).",
-            rich_help_panel=GATE_PANEL,
-        ),
-    ] = None,
-    min_vllm_concurrency: Annotated[
-        float | None, typer.Option(help="Fail unless vLLM's logged concurrency (concurrency.vllm_reported) is at least this.", rich_help_panel=GATE_PANEL)
-    ] = None,
-    min_kv_tokens: Annotated[
-        int | None,
-        typer.Option(help="Fail unless vLLM's logged KV cache size in tokens (kv_cache.tokens_vllm_reported) is at least this.", rich_help_panel=GATE_PANEL),
-    ] = None,
-    require_max_model_len: Annotated[
-        int | None,
-        typer.Option(help="Fail unless requests of this many tokens are served (max_model_len, and one request's KV fits).", rich_help_panel=GATE_PANEL),
-    ] = None,
-    fail_on_hazard: Annotated[
-        str, typer.Option(help="Lowest hazard severity that fails: info, warning or error (errors always fail).", rich_help_panel=GATE_PANEL)
-    ] = "error",
+    min_concurrency: Annotated[int | None, typer.Option(help="Fail unless the server runs this many requests at max_model_len at once: min(requests the KV cache holds, max_num_seqs) (concurrency.max_concurrent_requests).", rich_help_panel=GATE_PANEL)] = None,
+    min_vllm_concurrency: Annotated[float | None, typer.Option(help="Fail unless vLLM's logged concurrency (concurrency.vllm_reported) is at least this.", rich_help_panel=GATE_PANEL)] = None,
+    min_kv_tokens: Annotated[int | None, typer.Option(help="Fail unless vLLM's logged KV cache size in tokens (kv_cache.tokens_vllm_reported) is at least this.", rich_help_panel=GATE_PANEL)] = None,
+    require_max_model_len: Annotated[int | None, typer.Option(help="Fail unless requests of this many tokens are served (max_model_len, and one request's KV fits).", rich_help_panel=GATE_PANEL)] = None,
+    fail_on_hazard: Annotated[str, typer.Option(help="Lowest hazard severity that fails: info, warning or error (errors always fail).", rich_help_panel=GATE_PANEL)] = "error",
     vllm_version: VllmVersionOpt = None,
     offline: OfflineOpt = False,
     estimate: EstimateOpt = None,

@@ -74,3 +74,4 @@ class ReadableCommand(TyperCommand):
             records = [record for param in params if (record := param.get_help_record(ctx)) is not None]
             with formatter.section(name):
                 formatter.write_dl(records)
+

@@ -32,36 +32,16 @@ ModelOpt = Annotated[
         rich_help_panel=MODEL_PANEL,
     ),
 ]
-ConfigOpt = Annotated[
-    Path | None, typer.Option("--config", help="A `vllm serve --config` YAML file; flags given here override it.", rich_help_panel=MODEL_PANEL)
-]
-GpuOpt = Annotated[
-    str | None,
-    typer.Option(
-        help="Target GPU: a catalog name (see `capacity gpus`) or its total memory (24GiB, 16000MiB); default: the local GPU, else H200.",
-        rich_help_panel=MODEL_PANEL,
-    ),
-]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="A `vllm serve --config` YAML file; flags given here override it.", rich_help_panel=MODEL_PANEL)]
+GpuOpt = Annotated[str | None, typer.Option(help="Target GPU: a catalog name (see `capacity gpus`) or its total memory (24GiB, 16000MiB); default: the local GPU, else H200.", rich_help_panel=MODEL_PANEL)]
 CsvOpt = Annotated[
     Path | None,
-    typer.Option(
-        "--csv",
-        metavar="PATH",
-        help="Write the tables as CSV: for a plan a folder with one <section>.csv per section, for a sweep one file.",
-        rich_help_panel=OUTPUT_PANEL,
-    ),
+    typer.Option("--csv", metavar="PATH", help="Write the tables as CSV: for a plan a folder with one <section>.csv per section, for a sweep one file.", rich_help_panel=OUTPUT_PANEL),
 ]
-HtmlOpt = Annotated[
-    Path | None, typer.Option("--html", metavar="PATH", help="Write a self-contained HTML report (no scripts, no network).", rich_help_panel=OUTPUT_PANEL)
-]
+HtmlOpt = Annotated[Path | None, typer.Option("--html", metavar="PATH", help="Write a self-contained HTML report (no scripts, no network).", rich_help_panel=OUTPUT_PANEL)]
 JsonOpt = Annotated[
     str | None,
-    typer.Option(
-        "--json",
-        metavar="[PATH]",
-        help="--json alone: print JSON on stdout instead of the report; --json PATH: write it to PATH.",
-        rich_help_panel=OUTPUT_PANEL,
-    ),
+    typer.Option("--json", metavar="[PATH]", help="--json alone: print JSON on stdout instead of the report; --json PATH: write it to PATH.", rich_help_panel=OUTPUT_PANEL),
 ]
 EstimateOpt = Annotated[
     str | None,
@@ -98,15 +78,11 @@ ForceOpt = Annotated[bool, typer.Option("--force", help="Run a --cpu-probe even 
 
 # One option per ServingArgs field, in the order of `capacity plan --help` (--revision, which qualifies --model, follows it).
 SERVING_OPTIONS: dict[str, Any] = {
-    "gpu_memory_utilization": Annotated[
-        float | None, typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory vLLM may use (vLLM default 0.92).")
-    ],
+    "gpu_memory_utilization": Annotated[float | None, typer.Option("--gpu-memory-utilization", help="Fraction of GPU memory vLLM may use (vLLM default 0.92).")],
     "block_size": Annotated[int | None, typer.Option("--block-size", help="KV block size in tokens (default 16).")],
     "max_model_len": Annotated[str | None, typer.Option(help="Decoder context length; 'auto' or -1 fits it to memory.")],
     "max_num_seqs": Annotated[int | None, typer.Option(help="Max concurrent sequences (default by GPU memory).")],
-    "max_num_batched_tokens": Annotated[
-        str | None, typer.Option("--max-num-batched-tokens", help="Tokens per scheduler step (default by GPU memory and model).")
-    ],
+    "max_num_batched_tokens": Annotated[str | None, typer.Option("--max-num-batched-tokens", help="Tokens per scheduler step (default by GPU memory and model).")],
     "limit_mm_per_prompt": Annotated[str | None, typer.Option("--limit-mm-per-prompt", help="Items per prompt, e.g. image=1 or '{\"image\": 1}'.")],
     "mm_processor_kwargs": Annotated[
         str | None,
@@ -136,11 +112,7 @@ SERVING_OPTIONS: dict[str, Any] = {
     ],
     "data_parallel_size": Annotated[
         int | None,
-        typer.Option(
-            "--data-parallel-size",
-            "-dp",
-            help="Data-parallel engines, each planned as one; MoE experts split (or, with --enable-expert-parallel, divided) over TP x DP ranks.",
-        ),
+        typer.Option("--data-parallel-size", "-dp", help="Data-parallel engines, each planned as one; MoE experts split (or, with --enable-expert-parallel, divided) over TP x DP ranks."),
     ],
     "node": Annotated[
         str | None,
@@ -166,8 +138,7 @@ SERVING_OPTIONS: dict[str, Any] = {
         bool | None, typer.Option("--language-model-only", help="vLLM's --language-model-only: every modality limit 0 (no encoder budget, towers not loaded).")
     ],
     "enable_expert_parallel": Annotated[
-        bool | None,
-        typer.Option("--enable-expert-parallel", help="MoE: divide the experts over the TP ranks (vLLM's expert parallelism) instead of splitting each."),
+        bool | None, typer.Option("--enable-expert-parallel", help="MoE: divide the experts over the TP ranks (vLLM's expert parallelism) instead of splitting each.")
     ],
     "enable_prefix_caching": Annotated[
         bool | None,
@@ -179,27 +150,16 @@ SERVING_OPTIONS: dict[str, Any] = {
     "usage_context": Annotated[str | None, typer.Option("--usage-context", help="openai_api_server (vllm serve, default) or llm_class (offline LLM).")],
     "revision": Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a Hub --model (default main); skips the catalog.")],
     "enable_lora": Annotated[
-        bool | None,
-        typer.Option(
-            "--enable-lora",
-            help="vLLM's LoRA: every wrapped layer holds --max-loras stacked adapter buffers (counted in the model load), graphs captured with and without LoRA.",
-        ),
+        bool | None, typer.Option("--enable-lora", help="vLLM's LoRA: every wrapped layer holds --max-loras stacked adapter buffers (counted in the model load), graphs captured with and without LoRA.")
     ],
     "max_loras": Annotated[int | None, typer.Option("--max-loras", help="LoRA adapters on the GPU at once (vLLM default 1); needs --enable-lora.")],
-    "max_lora_rank": Annotated[
-        int | None, typer.Option("--max-lora-rank", help="Largest adapter rank: 1, 8, 16 (default), 32, 64, 128, 256, 320 or 512; needs --enable-lora.")
-    ],
-    "max_cpu_loras": Annotated[
-        int | None, typer.Option("--max-cpu-loras", help="Adapters cached in host memory (default --max-loras; no GPU memory); needs --enable-lora.")
-    ],
+    "max_lora_rank": Annotated[int | None, typer.Option("--max-lora-rank", help="Largest adapter rank: 1, 8, 16 (default), 32, 64, 128, 256, 320 or 512; needs --enable-lora.")],
+    "max_cpu_loras": Annotated[int | None, typer.Option("--max-cpu-loras", help="Adapters cached in host memory (default --max-loras; no GPU memory); needs --enable-lora.")],
     "lora_dtype": Annotated[str | None, typer.Option("--lora-dtype", help="auto (the model dtype), float16 or bfloat16; needs --enable-lora.")],
     "fully_sharded_loras": Annotated[
-        bool | None,
-        typer.Option("--fully-sharded-loras", help="Shard the LoRA A (column layers) and B (row layers) buffers over the TP ranks too; needs --enable-lora."),
+        bool | None, typer.Option("--fully-sharded-loras", help="Shard the LoRA A (column layers) and B (row layers) buffers over the TP ranks too; needs --enable-lora.")
     ],
-    "lora_extra_vocab_size": Annotated[
-        int | None, typer.Option("--lora-extra-vocab-size", help="Older vLLM's extra LoRA vocabulary; vLLM 0.33 has none (refused).")
-    ],
+    "lora_extra_vocab_size": Annotated[int | None, typer.Option("--lora-extra-vocab-size", help="Older vLLM's extra LoRA vocabulary; vLLM 0.33 has none (refused).")],
 }
 TpOpt = SERVING_OPTIONS["tensor_parallel_size"]
 

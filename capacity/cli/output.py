@@ -19,9 +19,7 @@ def json_target(value: str | None) -> Path | None:
     return Path(value)
 
 
-def check_outputs(
-    *, csv: Path | None = None, html: Path | None = None, json_out: str | None = None, output: Path | None = None, csv_is_folder: bool = True
-) -> None:
+def check_outputs(*, csv: Path | None = None, html: Path | None = None, json_out: str | None = None, output: Path | None = None, csv_is_folder: bool = True) -> None:
     """Every output path can be written, checked before the plan (which takes seconds); else one line, exit 2."""
     from reports.targets import Target, check_targets
 

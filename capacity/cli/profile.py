@@ -124,15 +124,8 @@ def profile_command(
     gpu: Annotated[str | None, typer.Option(help=LOCAL_GPU_HELP)] = None,
     config: ConfigOpt = None,
     knobs: Knobs,
-    mm_encoder_tp_mode: Annotated[
-        str,
-        typer.Option(
-            help="With --tensor-parallel-size: the multimodal encoder sharded ('weights', vLLM's default) or whole on every rank ('data', where vLLM supports it)."
-        ),
-    ] = "weights",
-    timeout: Annotated[
-        float, typer.Option(help="With --tensor-parallel-size: seconds before the ranks are stopped (collectives time out after min(timeout, 300) s).")
-    ] = 900.0,
+    mm_encoder_tp_mode: Annotated[str, typer.Option(help="With --tensor-parallel-size: the multimodal encoder sharded ('weights', vLLM's default) or whole on every rank ('data', where vLLM supports it).")] = "weights",
+    timeout: Annotated[float, typer.Option(help="With --tensor-parallel-size: seconds before the ranks are stopped (collectives time out after min(timeout, 300) s).")] = 900.0,
     attn_implementation: Annotated[str, typer.Option(help="transformers attention: sdpa (default, like vLLM's kernels), flash_attention_2 or eager.")] = "sdpa",
     no_graphs: Annotated[bool, typer.Option("--no-graphs", help="Skip the CUDA-graph captures (the graph term stays estimated).")] = False,
     no_warmup: Annotated[bool, typer.Option("--no-warmup", help="Skip the warmup batches.")] = False,
@@ -233,14 +226,10 @@ def verify(
     gpu: Annotated[str | None, typer.Option(help=LOCAL_GPU_HELP)] = None,
     config: ConfigOpt = None,
     knobs: Knobs,
-    profile: Annotated[
-        Path | None, typer.Option("--profile", metavar="PATH", help="Verify the plan made from this saved profile (default: profile here first).")
-    ] = None,
+    profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Verify the plan made from this saved profile (default: profile here first).")] = None,
     steps: Annotated[int, typer.Option(help="Decode steps to run at full concurrency.")] = 3,
     tensor_parallel_size: TpOpt = None,  # a serving knob, listed after --steps in verify's help
-    mm_encoder_tp_mode: Annotated[
-        str, typer.Option(help="With --tensor-parallel-size: the multimodal encoder sharded ('weights') or whole on every rank ('data').")
-    ] = "weights",
+    mm_encoder_tp_mode: Annotated[str, typer.Option(help="With --tensor-parallel-size: the multimodal encoder sharded ('weights') or whole on every rank ('data').")] = "weights",
     timeout: Annotated[float, typer.Option(help="With --tensor-parallel-size: seconds before the ranks are stopped.")] = 900.0,
     cpu_probe: CpuProbeOpt = False,
     force: ForceOpt = False,
@@ -277,36 +266,11 @@ def verify(
         raise BadInput(f"--tensor-parallel-size {args.tensor_parallel_size}: the profile was taken at TP {tp}; verify its plan at TP {tp} or profile again")
     launch = launcher_of(tp, args.pipeline_parallel_size)
     with launched_exit(launch):
-        _verify_ranks(
-            model,
-            args,
-            tp,
-            launch,
-            measured=measured,
-            gpu=gpu,
-            cpu_probe=cpu_probe,
-            force=force,
-            steps=steps,
-            mm_encoder_tp_mode=mm_encoder_tp_mode,
-            timeout=timeout,
-            json_out=json_out,
-        )
+        _verify_ranks(model, args, tp, launch, measured=measured, gpu=gpu, cpu_probe=cpu_probe, force=force, steps=steps, mm_encoder_tp_mode=mm_encoder_tp_mode, timeout=timeout, json_out=json_out)
 
 
 def _verify_ranks(
-    model: str,
-    args: Any,
-    tp: int,
-    launch: LaunchEnv | None,
-    *,
-    measured: Any,
-    gpu: str | None,
-    cpu_probe: bool,
-    force: bool,
-    steps: int,
-    mm_encoder_tp_mode: str,
-    timeout: float,
-    json_out: Any,
+    model: str, args: Any, tp: int, launch: LaunchEnv | None, *, measured: Any, gpu: str | None, cpu_probe: bool, force: bool, steps: int, mm_encoder_tp_mode: str, timeout: float, json_out: Any
 ) -> None:
     import shlex
 
@@ -328,14 +292,7 @@ def _verify_ranks(
         args = replace(args, tensor_parallel_size=tp)
         if measured is None and not cpu_probe:
             result, _ = profile_model_tensor_parallel(
-                model,
-                args,
-                gpu_name=gpu,
-                cpu=cpu_probe,
-                encoder_tp_mode=mm_encoder_tp_mode,
-                timeout_s=timeout,
-                collective_timeout_s=min(timeout, 300.0),
-                launch=launch,
+                model, args, gpu_name=gpu, cpu=cpu_probe, encoder_tp_mode=mm_encoder_tp_mode, timeout_s=timeout, collective_timeout_s=min(timeout, 300.0), launch=launch
             )
             if launch is not None:  # every rank verifies rank 0's plan
                 from profilers.tensor_parallel import share_from_rank0
@@ -353,9 +310,7 @@ def _verify_ranks(
     reproducer = shlex.join(["capacity", "verify", "--model", model, *pinned, *" ".join(suggested_flags(result)).split(), "--steps", str(steps)])
     check_verifiable(result)
     if ranked:
-        outcome = verify_tensor_parallel_plan(
-            result, cpu=cpu_probe, steps=steps, reproducer=reproducer, encoder_tp_mode=mm_encoder_tp_mode, timeout_s=timeout, launch=launch
-        )
+        outcome = verify_tensor_parallel_plan(result, cpu=cpu_probe, steps=steps, reproducer=reproducer, encoder_tp_mode=mm_encoder_tp_mode, timeout_s=timeout, launch=launch)
         if outcome is None:  # a rank of torchrun's other than 0
             assert launch is not None
             raise others_exit(launch)

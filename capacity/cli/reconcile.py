@@ -19,7 +19,9 @@ from capacity.errors import EXIT_FITS, BadInput
 )
 def reconcile(
     *,
-    log: Annotated[str, typer.Argument(metavar="LOG", help="A vLLM startup log, or what you pasted of it (V0 and 0.8 to 0.33); - reads it from stdin.")],
+    log: Annotated[
+        str, typer.Argument(metavar="LOG", help="A vLLM startup log, or what you pasted of it (V0 and 0.8 to 0.33); - reads it from stdin.")
+    ],
     model: Annotated[str | None, typer.Option("--model", "-m", help="The model vLLM served; default: the one the log names.")] = None,
     gpu: Annotated[
         str | None,

@@ -118,10 +118,7 @@ def compare_versions(compared: StartupComparison, request: StartupRequest) -> tu
             groups.append((outcome, one))
         else:  # ranges whose rules plan this startup alike are shown as one
             kept, kept_one = groups[same]
-            groups[same] = (
-                replace(kept, semantics=f"{kept.semantics}, {sem.name}"),
-                kept_one if kept_one is compared else one if one is compared else kept_one,
-            )
+            groups[same] = (replace(kept, semantics=f"{kept.semantics}, {sem.name}"), kept_one if kept_one is compared else one if one is compared else kept_one)
     outcomes = tuple(o for o, _ in groups)
     shown = [replace(one.result, vllm_version=o.semantics, vllm_version_basis=basis, semantics=o.semantics) for o, one in groups]
     decides = len({o.verdict for o in outcomes}) > 1

@@ -27,13 +27,7 @@ from capacity.cli.output import check_outputs, export_outputs, print_json
 from capacity.cli.runtime import report_to_stdout, stdout_console
 from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS, BadInput
 
-SWEEP_AXES = (
-    "max_model_len",
-    "max_num_seqs",
-    "tensor_parallel_size",
-    "pipeline_parallel_size",
-    "data_parallel_size",
-)  # knobs the sweep takes as comma-separated grids instead
+SWEEP_AXES = ("max_model_len", "max_num_seqs", "tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")  # knobs the sweep takes as comma-separated grids instead
 SWEEP_PROGRESS_MIN_POINTS = 1000  # smaller grids take about a second: no progress lines
 
 
@@ -43,9 +37,7 @@ def sweep(
     model: ModelOpt = None,
     gpu: Annotated[str | None, typer.Option(help="GPUs, comma-separated (e.g. L4,L40S,H100-80GB,H200); default: the local GPU, else H200.")] = None,
     tp_values: Annotated[str | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel sizes, comma-separated.")] = None,
-    pp_values: Annotated[
-        str | None, typer.Option("--pipeline-parallel-size", "-pp", help="Pipeline-parallel sizes, comma-separated (each stage its own worker).")
-    ] = None,
+    pp_values: Annotated[str | None, typer.Option("--pipeline-parallel-size", "-pp", help="Pipeline-parallel sizes, comma-separated (each stage its own worker).")] = None,
     dp_values: Annotated[
         str | None, typer.Option("--data-parallel-size", "-dp", help="Data-parallel sizes, comma-separated: engines, their requests at once added up.")
     ] = None,
@@ -53,9 +45,7 @@ def sweep(
     len_values: Annotated[str | None, typer.Option("--max-model-len", help="max_model_len values, comma-separated ('auto' fits to memory).")] = None,
     versions: Annotated[
         str | None,
-        typer.Option(
-            "--vllm-version", help="vLLM releases to plan for, comma-separated (e.g. 0.10.2,0.33; 0.6 to 0.33; default 0.33.0): one axis of the grid."
-        ),
+        typer.Option("--vllm-version", help="vLLM releases to plan for, comma-separated (e.g. 0.10.2,0.33; 0.6 to 0.33; default 0.33.0): one axis of the grid."),
     ] = None,
     profile: Annotated[Path | None, typer.Option("--profile", metavar="PATH", help="Re-plan every point from this GPU profile's measured terms.")] = None,
     config: ConfigOpt = None,
@@ -98,9 +88,7 @@ def sweep(
 
         measured = load_profile(profile)
         if measured.measured_tensor_parallel_size > 1:
-            raise BadInput(
-                f"--profile {profile}: a tensor-parallel profile (TP {measured.measured_tensor_parallel_size}) is re-planned with `capacity plan --profile`, not swept"
-            )
+            raise BadInput(f"--profile {profile}: a tensor-parallel profile (TP {measured.measured_tensor_parallel_size}) is re-planned with `capacity plan --profile`, not swept")
     how = chosen_estimate(estimate)
     profiler = prepare = None
     if measured is None and how == "trace":  # the same terms as `capacity plan` on each point's knobs

@@ -343,7 +343,8 @@ def kv_cache_groups(specs: list[KVCacheSpec]) -> list[KVGroup]:
     keys = {s.merge_key() for s in specs}
     if len(keys) == 1 and None not in keys:
         raise BadInput(
-            "the model's KV layers are of one kind but differ in shape; vLLM 0.33 puts them in one UniformTypeKVCacheSpecs group, which capacity does not model"
+            "the model's KV layers are of one kind but differ in shape; vLLM 0.33 puts them in one UniformTypeKVCacheSpecs "
+            "group, which capacity does not model"
         )
     specs = unify_page_size(specs)
     buckets: dict[KVCacheSpec, int] = {}

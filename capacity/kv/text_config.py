@@ -69,11 +69,7 @@ def layer_kinds(text: dict[str, Any], where: str) -> list[str]:
         return [kind for kind in (PATTERN_KINDS[c] for c in pattern) if kind is not None]
     blocks = text.get("layers_block_type")  # transformers 5's NemotronHConfig: one entry per layer, MLP / MoE ones included
     if isinstance(blocks, list):
-        return [
-            {"mamba": "mamba", "linear_attention": "mamba", "attention": "full_attention", "full_attention": "full_attention"}.get(b, "")
-            for b in blocks
-            if b not in ("mlp", "moe")
-        ]
+        return [{"mamba": "mamba", "linear_attention": "mamba", "attention": "full_attention", "full_attention": "full_attention"}.get(b, "") for b in blocks if b not in ("mlp", "moe")]
     types = text.get("layer_types")
     if types is None and text.get("linear_num_value_heads") and text.get("full_attention_interval"):
         interval = _need(text, "full_attention_interval", where)  # Qwen3-Next: layer i is full iff (i + 1) % interval == 0

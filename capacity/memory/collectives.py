@@ -116,10 +116,7 @@ def collectives_term(serving: ServingConfig, gpu: Gpu, profile: MemoryProfile | 
     measured = profile is not None and profile.communicator_bytes is not None and profile.measured_tensor_parallel_size == tp
     if measured:
         assert profile is not None and profile.communicator_bytes is not None
-        nccl, how = (
-            profile.communicator_bytes,
-            f"NCCL communicator {profile.communicator_bytes:,} B measured (init_process_group + first collectives, rank {profile.rank})",
-        )
+        nccl, how = profile.communicator_bytes, f"NCCL communicator {profile.communicator_bytes:,} B measured (init_process_group + first collectives, rank {profile.rank})"
     else:
         nccl, how = NCCL_COMMUNICATOR_BYTES, f"NCCL communicator {NCCL_COMMUNICATOR_BYTES:,} B (constant)"
     return MemoryTerm(nccl + buffers.total_bytes, ESTIMATED, f"{how} + {buffers.describe()}; before the baseline snapshot")

@@ -58,7 +58,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 # PRO 6000's 128 MiB), an upper bound.
 L2_UPPER_BOUND_BYTES = 128 * MiB
 
-
 @dataclass(frozen=True)
 class ColdCompileScratch:
     """What a cold compile adds to the profile's torch peak, by part; bytes on one rank."""

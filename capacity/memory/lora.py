@@ -103,7 +103,9 @@ def lora_shapes(spec: ModelSpec, source: ModelSource) -> LoraShapes:
     arch = spec.architecture
     layout = weight_layout(spec, source.config)
     if layout.num_experts:
-        raise BadInput(f"--enable-lora: {spec.name} is a MoE model; vLLM's expert LoRA buffers (FusedMoEWithLoRA) are not modelled: plan without --enable-lora")
+        raise BadInput(
+            f"--enable-lora: {spec.name} is a MoE model; vLLM's expert LoRA buffers (FusedMoEWithLoRA) are not modelled: plan without --enable-lora"
+        )
     if arch not in LORA_ARCHITECTURES:
         known = ", ".join(sorted(LORA_ARCHITECTURES))
         raise BadInput(f"--enable-lora: vLLM {LORA_VERSION}'s LoRA layout of {arch} is not modelled (modelled: {known}); plan without --enable-lora")
@@ -227,11 +229,7 @@ def lora_memory(spec: ModelSpec, source: ModelSource, serving: ServingConfig, sm
 def lora_terms(memory: LoraMemory, lora: LoraConfig, layers: int) -> dict[str, MemoryTerm]:
     """The plan's LoRA terms: the buffers (in the model load), the shrink buffer (activation peak), the LoRA graphs."""
     shape = f"{plural(lora.max_loras, 'adapter')} of rank {lora.max_lora_rank} in {lora.lora_dtype}" + (", fully sharded" if lora.fully_sharded_loras else "")
-    lm = (
-        f" + embedding {memory.embedding_bytes:,} + LM head {memory.lm_head_bytes:,}"
-        if memory.embedding_bytes
-        else " (the class wraps no embedding or LM head)"
-    )
+    lm = f" + embedding {memory.embedding_bytes:,} + LM head {memory.lm_head_bytes:,}" if memory.embedding_bytes else " (the class wraps no embedding or LM head)"
     return {
         # LoRAModelManager._create_lora_modules -> create_lora_weights, _init_punica_wrapper (inside "Model loading took")
         "lora_buffers": MemoryTerm(

@@ -286,3 +286,4 @@ def load_profile(path: Path) -> MemoryProfile:
     if not isinstance(data, dict):
         raise BadInput(f"--profile {path} must hold a JSON object written by `capacity profile`")
     return MemoryProfile.from_dict(data)
+

@@ -40,11 +40,11 @@ def measured_terms(
             profile.encoder_cache_bytes, MEASURED, f"{profile.encoder_items} encoder outputs of {profile.encoder_tokens_per_item} tokens held; {where}"
         ),
         "activation_peak": MemoryTerm(profile.activation_peak_bytes, MEASURED, f"profile peak - allocated after - encoder outputs{modelled}; {where}"),
-        "non_torch": MemoryTerm(profile.non_torch_and_reserve_bytes, MEASURED, f"total_consumed - weights (non-torch growth + allocator reserve); {where}"),
+        "non_torch": MemoryTerm(
+            profile.non_torch_and_reserve_bytes, MEASURED, f"total_consumed - weights (non-torch growth + allocator reserve); {where}"
+        ),
         "cuda_context": MemoryTerm(
-            profile.baseline_device_used_bytes - (profile.communicator_bytes or 0),
-            MEASURED,
-            f"CUDA context + cuBLAS before the model (NCCL's share in collectives); {where}",
+            profile.baseline_device_used_bytes - (profile.communicator_bytes or 0), MEASURED, f"CUDA context + cuBLAS before the model (NCCL's share in collectives); {where}"
         ),
     }
     fake = profile.fingerprint.device == "fake"

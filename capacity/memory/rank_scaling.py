@@ -144,8 +144,8 @@ def per_rank_terms(profile: MemoryProfile, terms: dict[str, MemoryTerm], scaling
     graphs = terms.get("cuda_graphs")
     if graphs is not None and graphs.kind == MEASURED:
         out["cuda_graphs"] = MemoryTerm(
-            round(graphs.bytes * scaling.decoder_ratio),
-            ESTIMATED,
-            f"{at}: x {scaling.decoder_ratio:.4f} (decoder widths / TP); was {graphs.bytes:,} B ({graphs.method})",
+            round(graphs.bytes * scaling.decoder_ratio), ESTIMATED, f"{at}: x {scaling.decoder_ratio:.4f} (decoder widths / TP); was {graphs.bytes:,} B ({graphs.method})"
         )
     return out
+
+

@@ -70,7 +70,8 @@ def host_memory_term(gpu: Gpu, serving: ServingConfig) -> MemoryTerm | None:
         return MemoryTerm(
             0,
             ESTIMATED,
-            "unified memory: host memory taken during profile_run counts as non-torch GPU memory; a warm or eager start compiles nothing, taken as none",
+            "unified memory: host memory taken during profile_run counts as non-torch GPU memory; a warm or eager start "
+            "compiles nothing, taken as none",
         )
     return MemoryTerm(
         COLD_COMPILE_HOST_BYTES,

@@ -209,15 +209,12 @@ def weight_layout(spec: ModelSpec, config: dict[str, Any], class_default_tie: bo
         tie = tied_by_default(str(text.get("model_type", config.get("model_type", "")))) if class_default_tie else True
     kv_heads = decoder.kv_heads() if decoder is not None else None
     # every (KV heads, head size) of the decoder's attention kinds (Gemma-4: sliding 8 x 256, full 2 x 512)
-    shapes = {
-        (layer.kv_heads(), int(getattr(layer, "head_size", 0) or 0)) for layer in spec.layers if layer.kv_heads() is not None and not layer.reads_encoder_output
-    }
+    shapes = {(layer.kv_heads(), int(getattr(layer, "head_size", 0) or 0)) for layer in spec.layers if layer.kv_heads() is not None and not layer.reads_encoder_output}
     return WeightLayout(
         num_attention_heads=spec.num_attention_heads,
         num_kv_heads=kv_heads if kv_heads is not None else spec.num_attention_heads,
         head_size=int(getattr(decoder, "head_size", 0) or 0),
-        num_experts=_first_int(text, ("num_experts", "n_routed_experts", "num_local_experts"))
-        or _first_int(config, ("num_experts", "n_routed_experts", "num_local_experts")),
+        num_experts=_first_int(text, ("num_experts", "n_routed_experts", "num_local_experts")) or _first_int(config, ("num_experts", "n_routed_experts", "num_local_experts")),
         tie_word_embeddings=bool(tie),
         replicated_modules=spec.family.unsharded_modules(config),
         column_modules=spec.family.column_parallel_modules(config),
@@ -267,30 +264,16 @@ def weights_breakdown(
             "plan from a folder with its safetensors, or at --pipeline-parallel-size 1"
         )
     skipped = skipped_towers(spec, source, serving)
-    if (
-        stage is None
-        and not named
-        and summary is not None
-        and serving.tensor_parallel_size == 1
-        and not _moe_split_by_dp(spec, source, serving)
-        and not spec.family.adds_vllm_tensors
-        and not skipped
-    ):
+    if stage is None and not named and summary is not None and serving.tensor_parallel_size == 1 and not _moe_split_by_dp(spec, source, serving) and not spec.family.adds_vllm_tensors and not skipped:
         # One rank holds the whole checkpoint: its header summary's bytes (no tensor names needed, no torch import).
         total = summary.serving_bytes(serving.dtype_bytes)
         kept = "/".join(d for d in sorted(summary.bytes_by_dtype) if d not in ("F16", "BF16"))
-        quantization = (
-            f"16-bit tensors x {serving.dtype_bytes} B ({serving.dtype}), {kept} as stored, from the header summary" if summary.quantized_dtypes else "none"
-        )
-        return WeightsBreakdown(
-            1, serving.enable_expert_parallel, (KindBytes("whole checkpoint", summary.tensor_count, total, total),), summary.source, quantization
-        )
+        quantization = f"16-bit tensors x {serving.dtype_bytes} B ({serving.dtype}), {kept} as stored, from the header summary" if summary.quantized_dtypes else "none"
+        return WeightsBreakdown(1, serving.enable_expert_parallel, (KindBytes("whole checkpoint", summary.tensor_count, total, total),), summary.source, quantization)
     tensors, how = model_tensors(spec, source)
     if skipped:
         tensors = without_towers(tensors, skipped)
-        how += f", less the {' and '.join(m for t in skipped for m in t.modules)} vLLM leaves out at --limit-mm-per-prompt " + ",".join(
-            f"{m}=0" for t in skipped for m in t.modalities
-        )
+        how += f", less the {' and '.join(m for t in skipped for m in t.modules)} vLLM leaves out at --limit-mm-per-prompt " + ",".join(f"{m}=0" for t in skipped for m in t.modalities)
     tensors = spec.family.vllm_tensors(tensors, source.config)
     layout = shared_experts_under_sequence_parallel_moe(weight_layout(spec, source.config), spec, serving, tensors)
     scheme = quant_scheme(source.config)
@@ -310,11 +293,7 @@ def weights_breakdown(
         kernel_modelled = True
     if stage is not None:
         tensors = tuple(stage_tensors(tensors, stage))
-        how += (
-            f", the tensors of pipeline stage layers {stage.start}..{stage.end - 1}"
-            + (", embedding" if stage.first else "")
-            + (", final norm and LM head" if stage.last else "")
-        )
+        how += f", the tensors of pipeline stage layers {stage.start}..{stage.end - 1}" + (", embedding" if stage.first else "") + (", final norm and LM head" if stage.last else "")
     par = Parallelism(serving.tensor_parallel_size, serving.enable_expert_parallel, serving.dtype_bytes, rank, serving.data_parallel_size)
     wb = replace(weights_per_rank(tensors, layout, par, source=how, quantization=quantization), quantized_layout_modelled=kernel_modelled)
     if not named and summary is not None and summary.quantized_dtypes:
@@ -347,9 +326,7 @@ def weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, g
     summary = None if source.weights is None else (source.weights.source, source.weights.data_bytes, source.weights.files)
     moe = gpt_oss_mxfp4(source.config, gpu)
     # AWQ's kernel, and so its resident bytes, depends on the GPU (capacity/weights/awq.py)
-    awq_gpu = (
-        (gpu.platform, gpu.source == "size", gpu.compute_capability_major) if gpu is not None and isinstance(quant_scheme(source.config), AwqScheme) else None
-    )
+    awq_gpu = (gpu.platform, gpu.source == "size", gpu.compute_capability_major) if gpu is not None and isinstance(quant_scheme(source.config), AwqScheme) else None
     key = (
         spec,
         _config_json(source.config),
@@ -384,11 +361,7 @@ def _weights_term(spec: ModelSpec, source: ModelSource, serving: ServingConfig, 
     quantized = wb.quantization != "none"
     quant = f"; quantized ({wb.quantization})" if quantized else ""
     dense = count * serving.dtype_bytes
-    layout = (
-        ""
-        if quantized or wb.total_bytes == dense
-        else f" {wb.total_bytes - dense:+,} B as vLLM lays them out (vocabulary padded to 64, biases its fused layers add)"
-    )
+    layout = "" if quantized or wb.total_bytes == dense else f" {wb.total_bytes - dense:+,} B as vLLM lays them out (vocabulary padded to 64, biases its fused layers add)"
     if tp == 1 and not _moe_split_by_dp(spec, source, serving) and not quantized:
         return MemoryTerm(wb.total_bytes, EXACT, f"{count:,} parameters x {serving.dtype_bytes} B ({serving.dtype}){layout}; {wb.source}"), count, wb
     exact = not wb.unclassified and spec.vllm_support.status == "native" and (not quantized or wb.quantized_layout_modelled)

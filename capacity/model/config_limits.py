@@ -26,35 +26,13 @@ LIMITS = (
     SizeLimit(
         "layer count",
         frozenset(
-            {
-                "num_hidden_layers",
-                "num_layers",
-                "decoder_layers",
-                "encoder_layers",
-                "num_decoder_layers",
-                "num_encoder_layers",
-                "n_layer",
-                "n_layers",
-                "num_global_layers",
-                "depths",
-            }
+            {"num_hidden_layers", "num_layers", "decoder_layers", "encoder_layers", "num_decoder_layers", "num_encoder_layers", "n_layer", "n_layers", "num_global_layers", "depths"}
         ),
         1024,
     ),
     SizeLimit(
         "head count",
-        frozenset(
-            {
-                "num_attention_heads",
-                "num_key_value_heads",
-                "encoder_attention_heads",
-                "decoder_attention_heads",
-                "num_heads",
-                "attention_heads",
-                "n_head",
-                "num_kv_heads",
-            }
-        ),
+        frozenset({"num_attention_heads", "num_key_value_heads", "encoder_attention_heads", "decoder_attention_heads", "num_heads", "attention_heads", "n_head", "num_kv_heads"}),
         4096,
     ),
     SizeLimit(
@@ -85,16 +63,7 @@ LIMITS = (
     SizeLimit("vocabulary size", frozenset({"vocab_size"}), 2**24),
     SizeLimit(
         "position count",
-        frozenset(
-            {
-                "max_position_embeddings",
-                "max_source_positions",
-                "max_target_positions",
-                "n_positions",
-                "max_sequence_length",
-                "original_max_position_embeddings",
-            }
-        ),
+        frozenset({"max_position_embeddings", "max_source_positions", "max_target_positions", "n_positions", "max_sequence_length", "original_max_position_embeddings"}),
         2**30,
     ),
     SizeLimit("image size in pixels", frozenset({"image_size", "max_resolution", "cpe_max_size", "patch_size", "spatial_patch_size"}), 16384),

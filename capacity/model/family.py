@@ -115,7 +115,9 @@ class Family:
         """A fallback family's test of a config no model_type claimed (only called when fallback_rank is set)."""
         return False
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         raise NotImplementedError
 
     def spec_from_files(
@@ -148,7 +150,9 @@ class Family:
         weights are then counted whatever the limits)."""
         return ()
 
-    def with_processor_kwargs(self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    def with_processor_kwargs(
+        self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]
+    ) -> dict[str, dict[str, Any]]:
         """The planning files (by Hub name: preprocessor_config.json, processor_config.json, ...) as vLLM's processors
         see them under --mm-processor-kwargs; by default refused: the kwargs change the HF processor, so what they do
         to the profiled item is this family's to say."""

@@ -42,7 +42,8 @@ def _built_json(config: dict[str, Any]) -> str:
         raise BadInput("the generic family reads configs through transformers: pip install the project") from exc
     if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
         raise BadInput(
-            f"model_type {model_type!r} has no config class in this transformers (remote code?): the generic family plans architectures transformers builds"
+            f"model_type {model_type!r} has no config class in this transformers (remote code?): the generic family plans "
+            "architectures transformers builds"
         )
     raw = copy.deepcopy(config)
     raw.pop("model_type", None)

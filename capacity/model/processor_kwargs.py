@@ -35,7 +35,7 @@ def parse_mm_processor_kwargs(value: Any, where: str) -> dict[str, Any]:
         except json.JSONDecodeError as exc:
             raise BadInput(f"{where}: mm_processor_kwargs {value!r} is not valid JSON; give an object like '{{\"max_pixels\": 1003520}}'") from exc
     if not isinstance(value, dict):
-        raise BadInput(f'{where}: mm_processor_kwargs must be an object like {{"max_pixels": 1003520}}, got {value!r}')
+        raise BadInput(f"{where}: mm_processor_kwargs must be an object like {{\"max_pixels\": 1003520}}, got {value!r}")
     return {str(k): v for k, v in value.items()}
 
 
@@ -52,14 +52,16 @@ def qwen_vl_size(kwargs: dict[str, Any], default_size: dict[str, Any], family: s
     if unknown:
         scoped = [k for k in unknown if k.endswith("_kwargs")]
         hint = (
-            "give the size keys flat (they then apply to images and videos alike)" if scoped else f"capacity models {', '.join(QWEN_VL_SIZE_KEYS)} for {family}"
+            "give the size keys flat (they then apply to images and videos alike)"
+            if scoped
+            else f"capacity models {', '.join(QWEN_VL_SIZE_KEYS)} for {family}"
         )
         raise BadInput(f"--mm-processor-kwargs {', '.join(unknown)}: not modelled for {family}; {hint}, or plan without it")
     size = {k: v for k, v in default_size.items() if k in QWEN_VL_SIZE_EDGES}
     given_size = kwargs.get("size")
     if given_size is not None:
         if not isinstance(given_size, dict) or set(given_size) - set(QWEN_VL_SIZE_EDGES):
-            raise BadInput(f'--mm-processor-kwargs size: {given_size!r}; {family} takes size as {{"shortest_edge": N, "longest_edge": N}} (pixel areas)')
+            raise BadInput(f"--mm-processor-kwargs size: {given_size!r}; {family} takes size as {{\"shortest_edge\": N, \"longest_edge\": N}} (pixel areas)")
         size.update({k: _pixels(v, f"size.{k}") for k, v in given_size.items()})
     for key, edge in (("min_pixels", "shortest_edge"), ("max_pixels", "longest_edge")):
         if kwargs.get(key) is not None:  # HF takes None as no override (vLLM does not propagate it either)
@@ -110,3 +112,4 @@ def qwen_vl_max_pixels_within(vision: dict[str, Any], tokens: int) -> dict[str, 
     if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (patch, merge)) or tokens < 1:
         return None
     return {"max_pixels": tokens * (patch * merge) ** 2}
+

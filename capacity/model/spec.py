@@ -191,3 +191,4 @@ def scaled_max_model_len(text_config: dict[str, Any]) -> tuple[int, str, float]:
     base, key = derive_max_model_len(text_config)
     factor = rope_scaling_factor(text_config)
     return int(base * factor), (key if factor == 1.0 else f"{key} x RoPE factor {factor:g}"), factor
+

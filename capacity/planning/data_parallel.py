@@ -26,9 +26,7 @@ def placement_of(serving: ServingConfig, gpu: Gpu) -> Placement | None:
         return None
     pp, dp = serving.pipeline_parallel_size, serving.data_parallel_size
     if pp > 1 and dp > 1:
-        raise BadInput(
-            f"--pipeline-parallel-size {pp} with --data-parallel-size {dp}: stages of several engines are not planned yet; plan one of them at a time"
-        )
+        raise BadInput(f"--pipeline-parallel-size {pp} with --data-parallel-size {dp}: stages of several engines are not planned yet; plan one of them at a time")
     return placement(gpu, serving.tensor_parallel_size, pp, dp, serving.node, serving.gpus_per_node, serving.allow_tp_across_nodes)
 
 

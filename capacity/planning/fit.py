@@ -215,11 +215,7 @@ class Search:
     def _candidate(self, gpu: Gpu, args: ServingArgs, reserve: int, longest: int | None, top_rung: int | None) -> tuple[Plan | None, int, str]:
         first = self.settle(gpu, replace(args, max_model_len=self.target.max_model_len or MIN_CONTEXT_TOKENS))
         if first is None:
-            return (
-                None,
-                -1,
-                f"vLLM refuses {Layout(args.tensor_parallel_size, args.pipeline_parallel_size, args.data_parallel_size).describe()} on {gpu.name} with these knobs",
-            )
+            return None, -1, f"vLLM refuses {Layout(args.tensor_parallel_size, args.pipeline_parallel_size, args.data_parallel_size).describe()} on {gpu.name} with these knobs"
         stuck = next((h for h in first.hazards if h.severity == ERROR and not h.knobs and h.id not in MEMORY_ERRORS), None)
         if stuck is not None:
             return None, -1, f"{stuck.id}: {stuck.message}"
@@ -412,15 +408,7 @@ def fit(
     if verify is not None and found:
         found, notes = _verified(search, found, verify, verify_top)
     return FitResult(
-        source,
-        spec,
-        target,
-        tuple(sorted(held)),
-        tuple(f.config for f in found),
-        tuple(refusals),
-        search.planned,
-        tuple(notes),
-        semantics.release or semantics.name,
+        source, spec, target, tuple(sorted(held)), tuple(f.config for f in found), tuple(refusals), search.planned, tuple(notes), semantics.release or semantics.name
     )
 
 

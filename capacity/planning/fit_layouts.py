@@ -95,7 +95,9 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(n, 0, -1) if n % d == 0]
 
 
-def layouts_of_count(count: int, base: ServingArgs, held: frozenset[str], node: str | None, gpus_per_node: int | None, per_node: int | None) -> list[Layout]:
+def layouts_of_count(
+    count: int, base: ServingArgs, held: frozenset[str], node: str | None, gpus_per_node: int | None, per_node: int | None
+) -> list[Layout]:
     """The layouts of `count` GPUs, in the module's order: TP alone, then DP, then PP, larger TP first; the knobs the
     user gave (TP, PP, DP) held; a TP group inside a node when the ranks span nodes (unless allowed)."""
     fixed_pp = "pipeline_parallel_size" in held or "pp_layer_partition" in held

@@ -103,9 +103,7 @@ def evaluate(plan: Plan, thresholds: Thresholds) -> GateResult:
             thresholds.fail_on_hazard,
             [h.id for h in failing],
             not failing,
-            f"no {counted} hazard"
-            if not failing
-            else f"{counted} {'hazard' if len(failing) == 1 else 'hazards'}: {found} (--fail-on-hazard {thresholds.fail_on_hazard})",
+            f"no {counted} hazard" if not failing else f"{counted} {'hazard' if len(failing) == 1 else 'hazards'}: {found} (--fail-on-hazard {thresholds.fail_on_hazard})",
         )
     ]
     c = plan.concurrency

@@ -47,13 +47,9 @@ def vllm_support(plan: Plan) -> Iterator[Hazard]:
     if through is not None and release_of(plan.semantics) <= through:
         return  # the release planned still serves it in its own registry
     if support.status in ("removed", "unsupported"):
-        yield Hazard(
-            "model_not_served_by_vllm", ERROR, support.detail, "serve it with a vLLM release or plugin that supports it; the figures show what it would need"
-        )
+        yield Hazard("model_not_served_by_vllm", ERROR, support.detail, "serve it with a vLLM release or plugin that supports it; the figures show what it would need")
     elif support.status == "plugin":
-        yield Hazard(
-            "model_needs_plugin", WARNING, support.detail, "pip install the plugin next to vLLM 0.33; its memory behaviour is assumed to follow vLLM's"
-        )
+        yield Hazard("model_needs_plugin", WARNING, support.detail, "pip install the plugin next to vLLM 0.33; its memory behaviour is assumed to follow vLLM's")
 
 
 @check
@@ -192,17 +188,9 @@ def parallelism(plan: Plan) -> Iterator[Hazard]:
         if not all(layer.supports_decode_context_parallel for layer in spec.layers):
             problems.append("DCP does not support sliding-window layers")
         if problems:
-            yield Hazard(
-                "dcp_invalid",
-                ERROR,
-                "; ".join(problems) + " (vLLM refuses)",
-                "drop --decode-context-parallel-size or change TP",
-                (("decode_context_parallel_size", 1),),
-            )
+            yield Hazard("dcp_invalid", ERROR, "; ".join(problems) + " (vLLM refuses)", "drop --decode-context-parallel-size or change TP", (("decode_context_parallel_size", 1),))
     if tp > 1 and heads and kv_heads_per_rank(min(heads), tp) == 1 and min(heads) < tp:
-        yield Hazard(
-            "kv_heads_replicated", INFO, f"TP {tp} exceeds the KV heads: each rank keeps 1 replicated KV head", "expected; the KV cost per rank stops shrinking"
-        )
+        yield Hazard("kv_heads_replicated", INFO, f"TP {tp} exceeds the KV heads: each rank keeps 1 replicated KV head", "expected; the KV cost per rank stops shrinking")
 
 
 @check
@@ -287,9 +275,7 @@ def state_outgrows_page(plan: Plan) -> Iterator[Hazard]:
         f"a state layer keeps {state:,} B per request ({plan.serving.num_speculative_tokens} speculative tokens included) but vLLM "
         f"padded its page to {page:,} B, the attention page it sized for the model class's state without the speculative slots "
         "(get_mamba_state_shape_from_config); vLLM raises AssertionError in MambaSpec.page_size_bytes at startup",
-        f"use fewer --num-speculative-tokens, or --block-size {block} (an attention page that holds the state)"
-        if block
-        else "use fewer --num-speculative-tokens",
+        f"use fewer --num-speculative-tokens, or --block-size {block} (an attention page that holds the state)" if block else "use fewer --num-speculative-tokens",
         (("block_size", block),) if block else (),
     )
 

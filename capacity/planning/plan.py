@@ -173,7 +173,6 @@ class Plan:
     def total_max_concurrent_requests(self) -> int:
         """What the DP engines run at once: dp x one engine's max_concurrent_requests."""
         return self.data_parallel_size * self.max_concurrent_requests
-
     # --pipeline-parallel-size > 1: every stage as its own worker (capacity/planning/stages.py); the plan's memory and
     # KV budget are then the limiting stage's, its blocks the engine's pool
     stages: tuple[StagePlan, ...] = ()
@@ -204,7 +203,7 @@ class Plan:
 
     @property
     def concurrency_limited_by(self) -> str:
-        """ "max_num_seqs" when the scheduler's cap binds before the KV cache does, else "kv_cache"."""
+        """"max_num_seqs" when the scheduler's cap binds before the KV cache does, else "kv_cache"."""
         return "max_num_seqs" if self.serving.max_num_seqs < self.concurrency.actual_requests else "kv_cache"
 
     def concurrency_sentence(self) -> str:
@@ -314,9 +313,7 @@ class Plan:
         """The "data_parallel" section, only where DP or nodes were given (single-engine plans' JSON is unchanged)."""
         if self.placement is None:
             return {}
-        return {
-            "data_parallel": data_parallel_summary(self.placement, self.serving, self.max_concurrent_requests, self.concurrency.tokens_vllm_reported, self.moe)
-        }
+        return {"data_parallel": data_parallel_summary(self.placement, self.serving, self.max_concurrent_requests, self.concurrency.tokens_vllm_reported, self.moe)}
 
 
 # Terms that vLLM 0.33 subtracts from the requested memory before the KV cache:
@@ -324,18 +321,7 @@ class Plan:
 # encoder-cache outputs held during profiling), then the CUDA-graph estimate.
 # With --enable-lora: the LoRA buffers (in the model load), their shrink buffer (on the activation peak) and the
 # graphs captured with LoRA active (capacity/memory/lora.py); absent when LoRA is off.
-NON_KV_TERMS = (
-    "weights",
-    "load_buffers",
-    "activation_peak",
-    "encoder_cache",
-    "non_torch",
-    "cuda_graphs",
-    "lora_buffers",
-    "lora_activations",
-    "lora_cuda_graphs",
-    "pp_intermediate",
-)
+NON_KV_TERMS = ("weights", "load_buffers", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "lora_buffers", "lora_activations", "lora_cuda_graphs", "pp_intermediate")
 # How reports name each memory term.
 TERM_LABELS = {
     "weights": "weights",

@@ -65,7 +65,9 @@ def block_tables_term(groups: list[KVGroup], widths: list[int], serving: Serving
     )
 
 
-def graphs_set_aside(spec: ModelSpec, serving: ServingConfig, gpu: Gpu, semantics: VllmSemantics, mrv2: bool) -> tuple[MemoryTerm, int]:
+def graphs_set_aside(
+    spec: ModelSpec, serving: ServingConfig, gpu: Gpu, semantics: VllmSemantics, mrv2: bool
+) -> tuple[MemoryTerm, int]:
     """The CUDA-graph memory a version takes out of the KV budget (Worker.determine_available_memory's
     cudagraph_memory_estimate_applied), and the number of graphs capacity's form counts."""
     graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
@@ -73,9 +75,7 @@ def graphs_set_aside(spec: ModelSpec, serving: ServingConfig, gpu: Gpu, semantic
         return graphs, n_graphs
     would_be = f"capacity's estimate would be {graphs.bytes:,} B ({graphs.kind})"
     if not semantics.subtracts_cudagraph_estimate:
-        return MemoryTerm(
-            0, EXACT, f"vLLM {semantics.name} sets no memory aside for CUDA graphs (they come out of the utilization headroom); {would_be}"
-        ), n_graphs
+        return MemoryTerm(0, EXACT, f"vLLM {semantics.name} sets no memory aside for CUDA graphs (they come out of the utilization headroom); {would_be}"), n_graphs
     if gpu.platform == "rocm" and not semantics.cudagraph_estimate_on_rocm:
         return MemoryTerm(0, EXACT, f"vLLM {semantics.name} profiles CUDA graphs on CUDA only (current_platform.is_cuda()): no estimate on ROCm"), n_graphs
     if not mrv2:
@@ -92,9 +92,7 @@ def graphs_set_aside(spec: ModelSpec, serving: ServingConfig, gpu: Gpu, semantic
 def refuse_lora_version(semantics: VllmSemantics) -> None:
     """LoRA's buffers are modelled as vLLM 0.33 allocates them; older versions' layouts (extra vocabulary, V0) differ."""
     if semantics is not LATEST:
-        raise BadInput(
-            f"--enable-lora: LoRA memory is modelled as vLLM {LATEST.name} allocates it, not as vLLM {semantics.name} does; plan without --enable-lora"
-        )
+        raise BadInput(f"--enable-lora: LoRA memory is modelled as vLLM {LATEST.name} allocates it, not as vLLM {semantics.name} does; plan without --enable-lora")
 
 
 def with_piecewise_graphs(full: MemoryTerm, estimate: GraphEstimate | None) -> MemoryTerm:
@@ -316,9 +314,7 @@ def plan_without_suggestion(
         notes=notes,
         profile=profile,
         weights_per_rank=per_rank,
-        ranks=rank_budgets(profile, memory, requested, spec, serving, sampler, per_rank.quantization != "none")
-        if profile is not None and profile.ranks
-        else (),
+        ranks=rank_budgets(profile, memory, requested, spec, serving, sampler, per_rank.quantization != "none") if profile is not None and profile.ranks else (),
         cold_compile=scratch,
         placement=placed,
         moe=placed is not None and is_moe(spec, source),
@@ -367,12 +363,7 @@ def cuda_total_of_profiled_gpu(local: Gpu, profile: MemoryProfile) -> Gpu:
     fp = profile.fingerprint
     if local.source != "nvml" or fp.device != "cuda" or fp.gpu_name != local.name:
         return local
-    return replace(
-        local,
-        total_memory_bytes=fp.gpu_total_memory_bytes,
-        source="cuda",
-        provenance="cudaMemGetInfo total recorded in the profile (vLLM reads this total, not NVML's)",
-    )
+    return replace(local, total_memory_bytes=fp.gpu_total_memory_bytes, source="cuda", provenance="cudaMemGetInfo total recorded in the profile (vLLM reads this total, not NVML's)")
 
 
 def plan_for(

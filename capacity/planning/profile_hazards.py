@@ -65,12 +65,7 @@ def profile_provenance(plan: Plan) -> Iterator[Hazard]:
             "profile on the target GPU (`capacity profile`) for measured figures",
         )
     elif fp.device != "cuda":
-        yield Hazard(
-            "profile_from_cpu_probe",
-            INFO,
-            "this profile was taken with the CPU probe (live tensor bytes), not on a GPU",
-            "profile on the target GPU for real measurements",
-        )
+        yield Hazard("profile_from_cpu_probe", INFO, "this profile was taken with the CPU probe (live tensor bytes), not on a GPU", "profile on the target GPU for real measurements")
     elif fp.gpu_name.lower().replace("nvidia ", "") != plan.gpu.name.lower().replace("nvidia ", ""):
         yield Hazard(
             "profile_gpu_differs",

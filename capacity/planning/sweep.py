@@ -140,9 +140,7 @@ class SweepPoint:
 
     def layout(self) -> str:
         """'TP 2', 'TP 4 x PP 2', 'TP 8 x DP 2'."""
-        return f"TP {self.tensor_parallel_size}" + "".join(
-            f" x {k} {n}" for k, n in (("PP", self.pipeline_parallel_size), ("DP", self.data_parallel_size)) if n > 1
-        )
+        return f"TP {self.tensor_parallel_size}" + "".join(f" x {k} {n}" for k, n in (("PP", self.pipeline_parallel_size), ("DP", self.data_parallel_size)) if n > 1)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -99,8 +99,12 @@ def blocks_from_log(facts: VllmLogFacts, *, bytes_per_block: int, num_groups: in
             if per_request and tokens is not None and length and not (tokens * b <= n * length < (tokens + 1) * b):
                 continue
             pairs.append((n, b))
-    why.append(f"{conc}x = num_blocks / blocks per request" + (f" and int(that x {length:,}) = {tokens:,}" if per_request and tokens is not None else ""))
+    why.append(
+        f"{conc}x = num_blocks / blocks per request"
+        + (f" and int(that x {length:,}) = {tokens:,}" if per_request and tokens is not None else "")
+    )
     if not pairs:
         return BlockEvidence(lo, hi, (), "; ".join(why) + ": no whole number of blocks per request fits them all", consistent=False)
     ns = [n for n, _ in pairs]
     return BlockEvidence(min(ns), max(ns), tuple(sorted({b for _, b in pairs})), "; ".join(why))
+

@@ -41,7 +41,9 @@ def gib_text(n: int | float) -> str:
     return f"{n / GiB:,.2f} GiB"
 
 
-def gib_row(key: str, term: str, vllm_gib: float, cap_bytes: int, explanation: str, decimals: int = 2, interval: tuple[int, int] | None = None) -> ReconcileRow:
+def gib_row(
+    key: str, term: str, vllm_gib: float, cap_bytes: int, explanation: str, decimals: int = 2, interval: tuple[int, int] | None = None
+) -> ReconcileRow:
     """A memory row: vLLM printed `vllm_gib` (rounded to `decimals`), capacity has `cap_bytes`.
     `interval`: the bytes vLLM's figure stands for, when it is derived from other rounded figures."""
     lo, hi = interval if interval is not None else printed_gib_bytes(vllm_gib, decimals)
@@ -76,3 +78,4 @@ def count_row(key: str, term: str, vllm: int, cap: int, unit: str, explanation: 
     """A count row (tokens, blocks, bytes): it agrees when the counts are equal, unless `agrees` says otherwise."""
     same = vllm == cap if agrees is None else agrees
     return ReconcileRow(key, term, f"{vllm:,} {unit}".strip(), f"{cap:,} {unit}".strip(), f"{cap - vllm:+,}", same, explanation, unit, vllm, cap)
+

@@ -224,7 +224,6 @@ def term_rows(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> lis
         )
         if sem is not None and not sem.subtracts_cudagraph_estimate:
             why = f"vLLM {sem.name} set no memory aside for CUDA graphs: the capture came out of the (1 - gpu_memory_utilization) headroom"
-        rows.append(
-            gib_row("cuda_graphs_actual", "CUDA graphs (actual capture)", actual, cg.bytes, why + f"; capacity: {cg.bytes:,} B ({cg.kind}): {cg.method}.")
-        )
+        rows.append(gib_row("cuda_graphs_actual", "CUDA graphs (actual capture)", actual, cg.bytes, why + f"; capacity: {cg.bytes:,} B ({cg.kind}): {cg.method}."))
     return rows
+

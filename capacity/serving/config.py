@@ -188,14 +188,7 @@ def lora_given(lora: LoraConfig | None) -> dict[str, Any]:
 
 
 # left out of to_dict at their defaults: a single-engine, single-stage plan's JSON is as before they existed
-_PLACEMENT_DEFAULTS: dict[str, Any] = {
-    "data_parallel_size": 1,
-    "node": None,
-    "gpus_per_node": None,
-    "allow_tp_across_nodes": False,
-    "pipeline_parallel_size": 1,
-    "pp_layer_partition": None,
-}
+_PLACEMENT_DEFAULTS: dict[str, Any] = {"data_parallel_size": 1, "node": None, "gpus_per_node": None, "allow_tp_across_nodes": False, "pipeline_parallel_size": 1, "pp_layer_partition": None}
 
 
 def batch_defaults(gpu: Gpu, usage_context: str) -> tuple[int, int]:
@@ -270,9 +263,7 @@ def refuse_unplanned_pipeline(args: ServingArgs, spec: ModelSpec) -> None:
     by capacity/planning/stages.py."""
     pp = args.pipeline_parallel_size
     if pp > 1 and spec.is_encoder_decoder:
-        raise BadInput(
-            f"--pipeline-parallel-size {pp}: {spec.name} is an encoder-decoder model, whose pipeline stages capacity does not model; plan at --pipeline-parallel-size 1"
-        )
+        raise BadInput(f"--pipeline-parallel-size {pp}: {spec.name} is an encoder-decoder model, whose pipeline stages capacity does not model; plan at --pipeline-parallel-size 1")
     if pp > 1 or args.pp_layer_partition is not None:
         pipeline_stages(spec.decoder.num_layers, pp, args.pp_layer_partition)  # BadInput where vLLM raises ValueError
 
@@ -421,7 +412,7 @@ def parse_limit_mm(value: Any, where: str) -> dict[str, int]:
         except json.JSONDecodeError as exc:
             raise BadInput(f"{where}: limit_mm_per_prompt {value!r} is not valid JSON") from exc
         if not isinstance(parsed, dict):
-            raise BadInput(f'{where}: limit_mm_per_prompt must be an object like {{"image": 1}}')
+            raise BadInput(f"{where}: limit_mm_per_prompt must be an object like {{\"image\": 1}}")
         items = parsed.items()
     elif isinstance(value, str):
         pairs = [p for p in value.split(",") if p.strip()]
@@ -440,7 +431,7 @@ def parse_limit_mm(value: Any, where: str) -> dict[str, int]:
             if sizing:
                 raise BadInput(
                     f"{where}: limit_mm_per_prompt {k}: {', '.join(sizing)} (vLLM's dummy-item size options) not modelled: "
-                    "capacity plans vLLM's default dummy items; give only the count, e.g. {\"" + str(k) + '": {"count": 1}}'
+                    "capacity plans vLLM's default dummy items; give only the count, e.g. {\"" + str(k) + "\": {\"count\": 1}}"
                 )
             v = v.get("count")
         try:

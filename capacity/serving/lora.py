@@ -47,7 +47,9 @@ class LoraArgs:
 
 def refuse_extra_vocab(extra_vocab: int | None) -> None:
     if extra_vocab is not None:
-        raise BadInput(f"--lora-extra-vocab-size {extra_vocab}: vLLM {LORA_VERSION} has no such option (its LoRA adapters add no vocabulary); drop it")
+        raise BadInput(
+            f"--lora-extra-vocab-size {extra_vocab}: vLLM {LORA_VERSION} has no such option (its LoRA adapters add no vocabulary); drop it"
+        )
 
 
 def resolve_lora(args: LoraArgs, model_dtype: str, tensor_parallel_size: int) -> LoraConfig | None:

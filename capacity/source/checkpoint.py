@@ -168,9 +168,7 @@ def folder_weights(folder: Path, *, strict: bool = True) -> CheckpointWeights | 
         if missing:
             if not strict:
                 return None
-            raise BadInput(
-                f"{index_path} names {len(shards)} shards but {len(missing)} are missing (first: {missing[0]}): complete the folder or remove the index"
-            )
+            raise BadInput(f"{index_path} names {len(shards)} shards but {len(missing)} are missing (first: {missing[0]}): complete the folder or remove the index")
         paths = [folder / s for s in shards]
     else:
         paths = sorted(folder.glob("*.safetensors"))

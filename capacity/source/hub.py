@@ -177,9 +177,7 @@ def fetch_snapshot(repo_id: str, revision: str | None, settings: HubSettings, cl
             shards = _shards(folder, names)
             if shards:
                 read = hub_http.each(lambda shard: hub_http.safetensors_header(hub, repo_id, commit, shard, timeout), shards)
-                weights = summarize_headers(
-                    dict(zip(shards, read, strict=True)), f"safetensors headers of {repo_id}@{commit[:12]} read from the Hub (HTTP ranges, no weights)"
-                )
+                weights = summarize_headers(dict(zip(shards, read, strict=True)), f"safetensors headers of {repo_id}@{commit[:12]} read from the Hub (HTTP ranges, no weights)")
                 record_weights(settings, repo_id, commit, weights)
     except BadInput:
         raise
@@ -258,9 +256,7 @@ def _no_config(where: str, names: set[str]) -> str:
     gguf = sorted(n for n in names if n.endswith(".gguf"))
     if gguf:
         shown = ", ".join(gguf[:3]) + (f" and {len(gguf) - 3} more" if len(gguf) > 3 else "")
-        return (
-            f"{where} has no config.json, only GGUF files ({shown}): capacity plans from a transformers config.json; plan the repo the GGUF was converted from"
-        )
+        return f"{where} has no config.json, only GGUF files ({shown}): capacity plans from a transformers config.json; plan the repo the GGUF was converted from"
     shown = ", ".join(sorted(names)[:5]) or "no files"
     return f"{where} has no config.json ({shown}): capacity plans from a transformers config.json"
 

@@ -113,9 +113,7 @@ def safetensors_header(endpoint: str, repo_id: str, commit: str, name: str, time
         raise SafetensorsParsingError(f"{where}: file is too small to be a valid safetensors file.")
     (size,) = struct.unpack("<Q", first[:8])
     if size > constants.SAFETENSORS_MAX_HEADER_LENGTH:
-        raise SafetensorsParsingError(
-            f"{where}: safetensors header is too big. Maximum supported size is {constants.SAFETENSORS_MAX_HEADER_LENGTH} bytes (got {size})."
-        )
+        raise SafetensorsParsingError(f"{where}: safetensors header is too big. Maximum supported size is {constants.SAFETENSORS_MAX_HEADER_LENGTH} bytes (got {size}).")
     raw = first[8 : 8 + size] if size <= len(first) - 8 else _get(url, timeout_s, {"range": f"bytes=8-{size + 7}"}).content
     try:
         header = json.loads(raw.decode(errors="ignore"))

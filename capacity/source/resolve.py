@@ -288,9 +288,7 @@ def resolve_model(requested: str, revision: str | None = None) -> ModelSource:
             raise BadInput(f"--revision applies to Hub ids: '{requested}' is a catalog alias; pass --model {found[0].name} --revision {revision}")
         close = closest_catalog_names(requested)
         hint = f"closest catalog names: {', '.join(close)}" if close else "see `capacity models` for the catalog"
-        raise BadInput(
-            f"unknown model '{requested}' (not a folder, not in the catalog, not a Hugging Face id org/name); {hint}; or pass --model /path/to/folder with config.json"
-        )
+        raise BadInput(f"unknown model '{requested}' (not a folder, not in the catalog, not a Hugging Face id org/name); {hint}; or pass --model /path/to/folder with config.json")
     return _from_hub(requested.strip(), revision, requested, partial(closest_catalog_names, requested))
 
 

@@ -72,7 +72,9 @@ def read_safetensors_header(path: str) -> dict[str, dict[str, object]]:
             raise ValueError(f"{path}: file too short for a safetensors header")
         (header_len,) = struct.unpack("<Q", raw_len)
         if header_len > _MAX_HEADER_BYTES:
-            raise ValueError(f"{path}: implausible safetensors header length {header_len}")
+            raise ValueError(
+                f"{path}: implausible safetensors header length {header_len}"
+            )
         raw = fh.read(header_len)
         if len(raw) != header_len:
             raise ValueError(f"{path}: truncated safetensors header")
@@ -134,8 +136,12 @@ def safetensors_summary(folder: str) -> SafetensorsSummary:
             summary.tensor_count += 1
             summary.element_count += numel
             summary.data_bytes += nbytes
-            summary.bytes_by_dtype[dtype] = summary.bytes_by_dtype.get(dtype, 0) + nbytes
-            summary.elements_by_dtype[dtype] = summary.elements_by_dtype.get(dtype, 0) + numel
+            summary.bytes_by_dtype[dtype] = (
+                summary.bytes_by_dtype.get(dtype, 0) + nbytes
+            )
+            summary.elements_by_dtype[dtype] = (
+                summary.elements_by_dtype.get(dtype, 0) + numel
+            )
     return summary
 
 

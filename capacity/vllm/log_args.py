@@ -104,12 +104,9 @@ def _non_default_args(text: str) -> dict[str, Any]:
 # lines with backslashes is joined first (capacity/vllm/log_startups.py)
 _SERVE_COMMAND = re.compile(r"(?:^|[\s$>#])(?:vllm serve|vllm/vllm-openai(?::\S+)?)\s+(\S.*)$")
 _SERVE_FLAGS = {"--" + key.replace("_", "-"): key for key in _KNOB_KEYS}
-_SERVE_SWITCHES = {
-    "--enforce-eager": ("enforce_eager", True),
-    "--enable-prefix-caching": ("enable_prefix_caching", True),
-    "--language-model-only": ("language_model_only", True),
-    "--no-enable-prefix-caching": ("enable_prefix_caching", False),
-}
+_SERVE_SWITCHES = {"--enforce-eager": ("enforce_eager", True), "--enable-prefix-caching": ("enable_prefix_caching", True),
+                   "--language-model-only": ("language_model_only", True),
+                   "--no-enable-prefix-caching": ("enable_prefix_caching", False)}
 
 
 def _serve_value(key: str, text: str) -> Any:
@@ -144,6 +141,7 @@ def _serve_command_args(text: str) -> dict[str, Any]:
             except ValueError:
                 continue
     return out
+
 
 
 def engine_config_line(line: str) -> tuple[str, dict[str, Any]] | None:

@@ -141,12 +141,7 @@ def _h_reserved(m: re.Match[str]) -> dict[str, Any]:
 
 
 def _h_profiling_v1(m: re.Match[str]) -> dict[str, Any]:
-    return {
-        "profiled_non_kv_gib": _num(m[1]),
-        "profiled_peak_gib": _num(m[2]),
-        "profiled_non_torch_gib": _num(m[3]),
-        "model_loading_gib_from_profile": _num(m[4]),
-    }
+    return {"profiled_non_kv_gib": _num(m[1]), "profiled_peak_gib": _num(m[2]), "profiled_non_torch_gib": _num(m[3]), "model_loading_gib_from_profile": _num(m[4])}
 
 
 def _h_v0_budget(m: re.Match[str]) -> dict[str, Any]:
@@ -265,12 +260,7 @@ READERS = (
     LineReader(
         "Graph capturing finished",
         lambda s: "Graph capturing finished in" in s,
-        (
-            (
-                re.compile(rf"Graph capturing finished in (\d+) secs?, took {_N} GiB"),
-                lambda m: {"graph_capture_seconds": int(m[1]), "graph_capture_gib": _num(m[2])},
-            ),
-        ),
+        ((re.compile(rf"Graph capturing finished in (\d+) secs?, took {_N} GiB"), lambda m: {"graph_capture_seconds": int(m[1]), "graph_capture_gib": _num(m[2])}),),
         "Graph capturing finished in <secs> secs, took <GiB> GiB",
     ),
     LineReader(
@@ -340,9 +330,7 @@ READERS = (
 # --- the Free memory line, read in the pieces users paste ----------------------------------------------------
 
 _FREE_HEAD = re.compile(rf"Free memory on device (?:(\S+) )?\({_N}/{_N} GiB\) on startup")
-_FREE_DESIRED = re.compile(
-    rf"(is less than )?(?:desired GPU memory utilization|Desired GPU memory utilization is|the engine's budget after excluding external process's weights) \({_N}, {_N} GiB\)"
-)
+_FREE_DESIRED = re.compile(rf"(is less than )?(?:desired GPU memory utilization|Desired GPU memory utilization is|the engine's budget after excluding external process's weights) \({_N}, {_N} GiB\)")
 _USAGE = {
     "consumed_gib": re.compile(rf"{_N} GiB for consumed memory"),
     "weights_gib": re.compile(rf"{_N} GiB for weight\b"),
@@ -406,3 +394,5 @@ def gpu_evidence(lines: list[str]) -> GpuEvidence:
                         smi_basis += f", {mm[2]}MiB total"
                         break
     return GpuEvidence(cuda_total, cuda_basis, smi_name, smi_total, smi_basis)
+
+

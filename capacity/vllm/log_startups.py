@@ -116,11 +116,7 @@ def _finish(cur: _Startup, source: str, index: int, gpu: GpuEvidence, inherited_
     values = cur.values
     notes = [
         f"'{key}' appears again with other figures (lines {', '.join(lines)}; several ranks or restarts in one log): line {cur.first[key][0]} is used"
-        + (
-            " (V0: the rank with the least KV memory, as the engine takes the fewest blocks over its workers)"
-            if key in V0_RANK_LINES and cur.rank_choices
-            else ""
-        )
+        + (" (V0: the rank with the least KV memory, as the engine takes the fewest blocks over its workers)" if key in V0_RANK_LINES and cur.rank_choices else "")
         for key, lines in cur.repeats.items()
     ]
     free = None
@@ -312,9 +308,7 @@ def parse_vllm_log(text: str, source: str = "log") -> VllmLogFacts:
     startups = parse_vllm_startups(text, source)
     first = startups[0]
     if len(startups) > 1:
-        first = replace(
-            first, notes=(*first.notes, f"{len(startups)} startups in this text (lines {', '.join(str(s.first_line) for s in startups)}): the first is read")
-        )
+        first = replace(first, notes=(*first.notes, f"{len(startups)} startups in this text (lines {', '.join(str(s.first_line) for s in startups)}): the first is read"))
     return first
 
 

@@ -159,7 +159,9 @@ class VllmSemantics:
         """V0's max_num_batched_tokens when the user sets none (SchedulerConfig.__post_init__, 0.6.6.post1): a whole
         prompt without chunked prefill; 2048 (5120 for multimodal models) when EngineArgs turned chunked prefill on
         for a context above 32K (no sliding window, no prefix caching)."""
-        chunked = self.long_context_chunking is not None and max_model_len > self.long_context_chunking and not sliding_window and not prefix_caching
+        chunked = (
+            self.long_context_chunking is not None and max_model_len > self.long_context_chunking and not sliding_window and not prefix_caching
+        )
         tokens = 2048 if chunked else max(max_model_len, 2048)
         return max(tokens, 5120) if multimodal else tokens
 

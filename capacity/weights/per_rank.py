@@ -72,9 +72,7 @@ class WeightsBreakdown:
         return out
 
 
-def weights_per_rank(
-    tensors: Iterable[StoredTensor], layout: WeightLayout, par: Parallelism, *, source: str = "", quantization: str = "none"
-) -> WeightsBreakdown:
+def weights_per_rank(tensors: Iterable[StoredTensor], layout: WeightLayout, par: Parallelism, *, source: str = "", quantization: str = "none") -> WeightsBreakdown:
     """Bytes one rank holds, per parallel kind (vLLM 0.33 parallel layers; rank 0 when ranks differ)."""
     tensors = with_added_biases(tensors, layout)
     sums: dict[str, list[int]] = {}

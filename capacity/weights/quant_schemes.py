@@ -275,9 +275,7 @@ def _compressed_tensors(qc: dict[str, Any]) -> QuantScheme:
     inputs = group.get("input_activations") or {}
     static = isinstance(inputs, dict) and bool(inputs) and not inputs.get("dynamic", False)
     if fmt == "nvfp4-pack-quantized" or (wtype == "float" and bits == 4 and group_size == 16):
-        return Fp4Scheme(
-            global_scales=("weight_global_scale", "input_global_scale"), weight_name="weight_packed", ignore=ignore, name="compressed-tensors nvfp4"
-        )
+        return Fp4Scheme(global_scales=("weight_global_scale", "input_global_scale"), weight_name="weight_packed", ignore=ignore, name="compressed-tensors nvfp4")
     if fmt == "mxfp4-pack-quantized" or (wtype == "float" and bits == 4 and group_size == 32):
         return Fp4Scheme(block_size=32, scale_dtype="U8", global_scales=(), weight_name="weight_packed", ignore=ignore, name="compressed-tensors mxfp4")
     if fmt == "pack-quantized" and wtype == "int" and bits in (4, 8):
@@ -311,9 +309,7 @@ def _modelopt(qc: dict[str, Any]) -> QuantScheme:
 
 def _mxfp4(qc: dict[str, Any]) -> QuantScheme:
     # gpt-oss: only the MoE experts are MXFP4 (uint8 blocks of 32 values + an e8m0 scale per block).
-    return Fp4Scheme(
-        block_size=32, scale_dtype="U8", global_scales=(), weight_name="weight", ignore=tuple(qc.get("modules_to_not_convert") or ()), name="mxfp4"
-    )
+    return Fp4Scheme(block_size=32, scale_dtype="U8", global_scales=(), weight_name="weight", ignore=tuple(qc.get("modules_to_not_convert") or ()), name="mxfp4")
 
 
 _SCHEMES = {

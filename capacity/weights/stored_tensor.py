@@ -19,7 +19,9 @@ FLOAT_DTYPES = ("F64", "F32", "F16", "BF16")
 MODEL_DTYPE = "MODEL"  # a dense tensor loaded in the serving dtype (meta-build parameters)
 
 # Tensor names (last component) of quantization metadata: kept in their stored dtype.
-QUANT_AUX = re.compile(r"(scales?|scale_inv|scale_2|zero_point|zeros|qzeros|g_idx|global_scale|input_scale|weight_shape|k_scale|v_scale|_blocks)$")
+QUANT_AUX = re.compile(
+    r"(scales?|scale_inv|scale_2|zero_point|zeros|qzeros|g_idx|global_scale|input_scale|weight_shape|k_scale|v_scale|_blocks)$"
+)
 
 
 @dataclass(frozen=True)

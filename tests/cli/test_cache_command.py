@@ -10,14 +10,10 @@ import pytest
 from capacity import disk_cache
 from capacity.cli.app import main
 
-pytestmark = pytest.mark.formula(
-    "it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second"
-)
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
 
 
-def test_info_shows_the_folder_and_entries_per_kind_and_clear_empties_it(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_info_shows_the_folder_and_entries_per_kind_and_clear_empties_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("CAPACITY_CACHE_DIR", str(tmp_path))
     disk_cache.write("trace", {"a": 1}, {"x": 1})
     disk_cache.write("trace", {"a": 2}, {"x": 2})

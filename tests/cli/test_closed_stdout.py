@@ -16,9 +16,7 @@ import pytest
 
 from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_RUNTIME_FAILURE
 
-pytestmark = pytest.mark.formula(
-    "it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second"
-)
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
 
 TINY = ["--model", "openai/whisper-tiny", "--gpu", "L4"]
 
@@ -29,9 +27,7 @@ def run_with_closed_stdout(tmp_path: Path, argv: list[str]) -> tuple[int, str]:
     read_end, write_end = os.pipe()
     os.close(read_end)  # the reader is gone before the process starts: every write to the pipe is EPIPE
     try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "capacity.cli", *argv], stdout=write_end, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env, timeout=180
-        )
+        proc = subprocess.run([sys.executable, "-m", "capacity.cli", *argv], stdout=write_end, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env, timeout=180)
     finally:
         os.close(write_end)
     return proc.returncode, proc.stderr

@@ -10,9 +10,7 @@ import pytest
 from capacity.cli.app import main
 from tests.support.paths import FIXTURES, REPO_ROOT
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 LOGS = FIXTURES / "vllm_logs"
 

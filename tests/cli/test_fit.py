@@ -153,22 +153,7 @@ def test_a_formula_configuration_replans_with_estimate_formula_to_the_same_figur
 def test_a_knob_the_user_gives_is_kept_in_every_configuration_and_its_replan_line(capsys):
     """--enable-lora and its knobs are held like any knob given: each configuration is planned with LoRA's buffers,
     its serve line and plan line carry the flags, and the plan line gives the same figures."""
-    argv = [
-        "fit",
-        "--model",
-        "Qwen/Qwen3-8B",
-        "--gpu",
-        "L40S",
-        "--enable-lora",
-        "--max-loras",
-        "4",
-        "--max-model-len",
-        "8192",
-        "--min-concurrency",
-        "4",
-        "--max-gpus",
-        "1",
-    ]
+    argv = ["fit", "--model", "Qwen/Qwen3-8B", "--gpu", "L40S", "--enable-lora", "--max-loras", "4", "--max-model-len", "8192", "--min-concurrency", "4", "--max-gpus", "1"]
     code, out, err = run([*argv, "--json"], capsys)
     assert code == EXIT_FITS, err
     config = json.loads(out)["configs"][0]

@@ -19,9 +19,7 @@ from capacity.serving.config import load_serve_yaml
 from capacity.source.resolve import catalog, catalog_config
 from tests.cli.test_errors import assert_bad_input, run_main, write_model_folder
 
-pytestmark = pytest.mark.formula(
-    "it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second"
-)
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
 
 WHISPER_TINY = {
     "model_type": "whisper",
@@ -169,9 +167,7 @@ def test_binary_profile_is_bad_input(capsys, tmp_path):
 @pytest.mark.parametrize("flag", ["--html", "--csv", "--json"])
 def test_output_name_too_long_is_bad_input(capsys, tmp_path, flag):
     name = "r" * (os.pathconf(tmp_path, "PC_NAME_MAX") + 1)
-    line = assert_bad_input(
-        *run_main(capsys, ["plan", "--model", "openai/whisper-tiny", "--gpu", "L4", flag, name]), f"cannot write {flag}", "File name too long"
-    )
+    line = assert_bad_input(*run_main(capsys, ["plan", "--model", "openai/whisper-tiny", "--gpu", "L4", flag, name]), f"cannot write {flag}", "File name too long")
     assert name in line
     assert os.listdir(tmp_path) == []  # nothing written, not even a temporary file
 
@@ -198,10 +194,7 @@ def write_yaml(tmp_path: Path, text: str) -> Path:
         ("max-num-seqs: 8\nmax_num_seqs: 64\n", ["'max-num-seqs' (8)", "'max_num_seqs' (64)", "max_num_seqs"]),
         ("tp: 2\ntensor-parallel-size: 4\n", ["'tp' (2)", "'tensor-parallel-size' (4)"]),
         ("kv-cache-memory: 10G\nkv-cache-memory-bytes: 5G\n", ["'kv-cache-memory' (10737418240)", "'kv-cache-memory-bytes' (5368709120)"]),
-        (
-            "num-speculative-tokens: 2\nspeculative-config:\n  num_speculative_tokens: 3\n",
-            ["'num-speculative-tokens' (2)", "'speculative-config.num_speculative_tokens' (3)"],
-        ),
+        ("num-speculative-tokens: 2\nspeculative-config:\n  num_speculative_tokens: 3\n", ["'num-speculative-tokens' (2)", "'speculative-config.num_speculative_tokens' (3)"]),
         ("max-num-seqs: 8\nmax-num-seqs: 64\n", ["'max-num-seqs' is set twice", "8 (line 1)", "64 (line 2)"]),
         ("model: openai/whisper-tiny\n--model: openai/whisper-small\n", ["model is given twice"]),
     ],
@@ -224,9 +217,7 @@ def test_one_option_spelled_two_ways_with_one_value_is_accepted(tmp_path):
 
 def test_conflicting_yaml_is_one_line_exit_2(capsys, tmp_path):
     path = write_yaml(tmp_path, "max-num-seqs: 8\nmax_num_seqs: 64\n")
-    assert_bad_input(
-        *run_main(capsys, ["plan", "--model", "openai/whisper-tiny", "--gpu", "L4", "--config", str(path)]), "'max-num-seqs' (8)", "'max_num_seqs' (64)"
-    )
+    assert_bad_input(*run_main(capsys, ["plan", "--model", "openai/whisper-tiny", "--gpu", "L4", "--config", str(path)]), "'max-num-seqs' (8)", "'max_num_seqs' (64)")
 
 
 # --- absurd knobs under the fake-tensor trace: the fallback is one note, not torch's logged traceback -----------

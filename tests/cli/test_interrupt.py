@@ -16,9 +16,7 @@ from capacity.cli import app, runtime
 from capacity.errors import EXIT_INTERRUPTED
 from tests.support.paths import REPO_ROOT
 
-pytestmark = pytest.mark.formula(
-    "it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second"
-)
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
 
 ROOT = REPO_ROOT
 # `main` runs right after "ready" is printed: the SIGINT lands inside it, not in Python's start-up.
@@ -29,9 +27,7 @@ def test_sigint_exits_130_with_one_line_and_no_file(tmp_path):
     report = tmp_path / "report.html"
     # the fake-tensor trace of whisper-large-v3 takes several seconds: long enough to be interrupted
     cmd = [sys.executable, "-c", RUNNER, "plan", "--model", "openai/whisper-large-v3", "--estimate", "trace", "--html", str(report)]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env={**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub")}
-    )
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path, env={**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub")})
     assert proc.stderr.readline() == "ready\n"
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
@@ -56,10 +52,7 @@ def test_a_sigint_while_files_are_written_waits_for_them(tmp_path):
     finally:
         signal.signal(signal.SIGINT, previous)
         runtime.WRITTEN.clear()
-    assert (
-        line
-        == f"capacity: interrupted: `capacity check` stopped by Ctrl-C (SIGINT) before it finished; files written before it, complete: {tmp_path / 'plan.json'}"
-    )
+    assert line == f"capacity: interrupted: `capacity check` stopped by Ctrl-C (SIGINT) before it finished; files written before it, complete: {tmp_path / 'plan.json'}"
 
 
 def test_readme_docs_and_help_document_130():

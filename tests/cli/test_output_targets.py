@@ -12,9 +12,7 @@ from capacity.cli.app import main
 from capacity.errors import EXIT_BAD_INPUT, BadInput
 from reports.targets import Target, check_targets
 
-pytestmark = pytest.mark.formula(
-    "it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second"
-)
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
 
 PLAN = ["--model", "openai/whisper-tiny", "--gpu", "H200"]
 LONG = "r" * 300 + ".html"  # longer than the 255 bytes a file name may have (ext4, tmpfs, xfs)
@@ -102,3 +100,4 @@ def test_a_csv_folder_that_will_be_created_is_checked_in_its_parent(tmp_path):
     assert not (tmp_path / "new-tables").exists()
     with pytest.raises(BadInput, match="folder .*missing does not exist"):
         check_targets(Target("--csv", tmp_path / "missing" / "tables", is_folder=True))
+

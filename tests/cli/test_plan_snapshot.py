@@ -40,7 +40,7 @@ def test_the_snapshot_covers_every_catalog_id():
 
 def test_a_changed_number_is_caught():
     """The comparison can fail: one byte of the KV figure changed is a difference in stdout."""
-    case = next(c for c in EXPECTED.values() if '"num_blocks":' in c["stdout"])
+    case = next(c for c in EXPECTED.values() if "\"num_blocks\":" in c["stdout"])
     changed = {**case, "stdout": case["stdout"].replace('"num_blocks":', '"num_blocks":1', 1)}
     assert changed["stdout"] != case["stdout"]
     assert plan_snapshot.differences(case, changed) == ["stdout"]

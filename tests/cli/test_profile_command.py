@@ -12,9 +12,7 @@ pytest.importorskip("torch")
 from capacity.cli.app import main
 from tests.profilers.test_run import TINY_WHISPER
 
-pytestmark = pytest.mark.formula(
-    "it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second"
-)
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
 
 KNOBS = ["--gpu", "L4", "--max-num-batched-tokens", "2048", "--max-num-seqs", "16"]
 

@@ -79,10 +79,7 @@ def test_a_sweep_over_two_releases_takes_each_ones_batch_defaults(tmp_path: Path
         (["check", "--model", "Qwen/Qwen3-8B", "--vllm-version", "0.4.3"], "the nearest it plans is 0.6.0"),
         (["sweep", "--model", "Qwen/Qwen3-8B", "--vllm-version", "0.10.2,1.0"], "the nearest it plans is 0.33.0"),
         (["fit", "--model", "Qwen/Qwen3-8B", "--vllm-version", "latest"], "not a vLLM release"),
-        (
-            ["plan", "--model", "Qwen/Qwen3-8B", "-tp", "2", "-dcp", "2", "--vllm-version", "0.10.1"],
-            "--decode-context-parallel-size: vLLM 0.10.1 has no such flag",
-        ),
+        (["plan", "--model", "Qwen/Qwen3-8B", "-tp", "2", "-dcp", "2", "--vllm-version", "0.10.1"], "--decode-context-parallel-size: vLLM 0.10.1 has no such flag"),
     ],
 )
 def test_a_release_capacity_does_not_model_is_refused_in_one_line(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -102,12 +99,8 @@ def test_vllm_use_v1_0_plans_the_v0_engine_of_0_8_to_0_10(capsys: pytest.Capture
     assert plan_json(capsys, "--vllm-version", "0.8.5", "--max-model-len", "8192")["fingerprint"]["vllm_rules"] == "0.8-0.10"
 
 
-@pytest.mark.parametrize(
-    ("value", "version", "needle"), [("0", "0.11.0", "removed the V0 engine"), ("1", "0.7.3", "before 0.8"), ("yes", "0.9.2", "as an integer")]
-)
-def test_vllm_use_v1_a_release_has_no_such_engine_is_refused(
-    value: str, version: str, needle: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.parametrize(("value", "version", "needle"), [("0", "0.11.0", "removed the V0 engine"), ("1", "0.7.3", "before 0.8"), ("yes", "0.9.2", "as an integer")])
+def test_vllm_use_v1_a_release_has_no_such_engine_is_refused(value: str, version: str, needle: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VLLM_USE_V1", value)
     code = main(["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "A100-80GB", "--offline", "--vllm-version", version])
     err = capsys.readouterr().err

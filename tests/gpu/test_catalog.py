@@ -183,16 +183,7 @@ def test_wsl_total_is_the_windows_drivers() -> None:
 
 @pytest.mark.parametrize(
     ("name", "major"),
-    [
-        ("Jetson-Thor", 11),
-        ("Jetson-AGX-Orin-64GB", 8),
-        ("V100-16GB", 7),
-        ("RTX-2080-Ti", 7),
-        ("RTX-5070-Ti", 12),
-        ("RTX-5060-Ti-16GB", 12),
-        ("RTX-4080", 8),
-        ("MI355X", 9),
-    ],
+    [("Jetson-Thor", 11), ("Jetson-AGX-Orin-64GB", 8), ("V100-16GB", 7), ("RTX-2080-Ti", 7), ("RTX-5070-Ti", 12), ("RTX-5060-Ti-16GB", 12), ("RTX-4080", 8), ("MI355X", 9)],
 )
 def test_compute_capability_major(name: str, major: int) -> None:
     """Thor is sm_110 since CUDA 13.0 (renamed from sm_101); Orin 8.7; V100 7.0; RTX 50xx 12.0; Ada 8.9; gfx950 9.5."""

@@ -14,9 +14,7 @@ from profilers.api import profiling_gpu
 from profilers.probes import CpuProbe, FakeProbe
 from tests.support.paths import REPO_ROOT
 
-pytestmark = pytest.mark.formula(
-    "it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second"
-)
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
 
 NOTE = "no local NVIDIA GPU found: planning for an H200 (pass --gpu to choose)"
 

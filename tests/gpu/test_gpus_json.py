@@ -13,15 +13,7 @@ import pytest
 from capacity.gpu.catalog import AMBIGUOUS, CATALOG, CATALOG_FILE, Gpu, GpuRecord, gpu_by_name, normalized_name
 from capacity.units import GiB, MiB
 
-TYPES = {
-    "aliases": list,
-    "total_memory_bytes": int,
-    "sm100": bool,
-    "unified_memory": bool,
-    "compute_capability_major": int,
-    "nvlink": bool,
-    "l2_cache_bytes": int,
-}
+TYPES = {"aliases": list, "total_memory_bytes": int, "sm100": bool, "unified_memory": bool, "compute_capability_major": int, "nvlink": bool, "l2_cache_bytes": int}
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -74,15 +66,7 @@ def test_the_catalog_is_the_json_in_order() -> None:
             nvlink=True,
             l2_cache_bytes=60 * MiB,
         ),
-        Gpu(
-            "B300",
-            275_040 * MiB,
-            "catalog",
-            "nvidia-smi: 275,040 MiB, NVIDIA B300 SXM6 AC (index id 65926719034)",
-            sm100=True,
-            compute_capability_major=10,
-            nvlink=True,
-        ),
+        Gpu("B300", 275_040 * MiB, "catalog", "nvidia-smi: 275,040 MiB, NVIDIA B300 SXM6 AC (index id 65926719034)", sm100=True, compute_capability_major=10, nvlink=True),
         Gpu(
             "T4",
             1_474 * GiB // 100,
@@ -92,14 +76,7 @@ def test_the_catalog_is_the_json_in_order() -> None:
             compute_capability_major=7,
             l2_cache_bytes=4 * MiB,
         ),
-        Gpu(
-            "RTX-5090",
-            32_607 * MiB,
-            "catalog",
-            "nvidia-smi: 32,607 MiB, NVIDIA GeForce RTX 5090 (index id 34759949062)",
-            compute_capability_major=12,
-            l2_cache_bytes=96 * MiB,
-        ),
+        Gpu("RTX-5090", 32_607 * MiB, "catalog", "nvidia-smi: 32,607 MiB, NVIDIA GeForce RTX 5090 (index id 34759949062)", compute_capability_major=12, l2_cache_bytes=96 * MiB),
         Gpu(
             "A100-80GB",
             7_915 * GiB // 100,

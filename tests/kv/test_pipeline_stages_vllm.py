@@ -35,9 +35,7 @@ def test_stage_blocks_equal_vllm_get_kv_cache_configs(case: dict, tmp_path: Path
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-hub"))
     source = resolve_model(_model(case["config"], tmp_path))
     spec = model_spec(source)
-    args = ServingArgs(
-        tensor_parallel_size=case["tp"], pipeline_parallel_size=case["pp"], pp_layer_partition=case.get("partition"), max_model_len=case["max_model_len"]
-    )
+    args = ServingArgs(tensor_parallel_size=case["tp"], pipeline_parallel_size=case["pp"], pp_layer_partition=case.get("partition"), max_model_len=case["max_model_len"])
     serving = resolve_serving(args, spec, gpu_by_name("H200"))
     layers = indexed_layer_specs(spec, serving, gpu_by_name("H200"))
     split = pipeline_stages(spec.decoder.num_layers, case["pp"], case.get("partition"))

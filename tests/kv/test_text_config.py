@@ -19,9 +19,7 @@ from capacity.planning.planner import plan_for
 from capacity.serving.config import ServingArgs
 from tests.support.paths import FIXTURES as TEST_FIXTURES
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 FIXTURES = TEST_FIXTURES / "configs"
 GiB = 2**30
@@ -217,9 +215,7 @@ def test_gemma4_full_layers_are_wider_and_pages_unify_by_block_size():
     assert Counter((layer.kind, layer.head_size) for layer in layers) == {("sliding_window", 256): 25, ("full", 512): 5}
     groups = groups_of("google--gemma-4-e2b-text", "H200", max_model_len=32768)
     # full page 2 x 16 x 4 x 512 x 2 = 131,072; a sliding page (65,536 at 16 tokens) doubles its block to 32 tokens
-    assert [(g.kind, g.spec.block_size, g.num_layers, g.page_size_bytes) for g in groups] == [("sliding_window", 32, 5, 131_072)] * 5 + [
-        ("full", 16, 5, 131_072)
-    ]
+    assert [(g.kind, g.spec.block_size, g.num_layers, g.page_size_bytes) for g in groups] == [("sliding_window", 32, 5, 131_072)] * 5 + [("full", 16, 5, 131_072)]
 
 
 @pytest.mark.parametrize(

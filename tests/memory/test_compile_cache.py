@@ -14,9 +14,7 @@ from capacity.vllm.compile_lines import COLD, MIXED, WARM, compile_cache_evidenc
 from capacity.vllm.log_startups import load_vllm_startups
 from tests.support.paths import REPO_ROOT
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 ROOT = REPO_ROOT
 LOGS = ROOT / "bench" / "vllm_logs"

@@ -28,9 +28,7 @@ from capacity.model.arch.nemotron_parse import encoder_tokens, radio_config
 from capacity.model.family import family_named
 from capacity.source.safetensors_header import read_safetensors_header, safetensors_parameter_bytes, safetensors_parameter_count
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 CONFIGS = ROOT / "capacity" / "source" / "catalog" / "models"  # in the repo: the suite means the same from a plain clone
 
@@ -58,14 +56,18 @@ def load_config(stem: str) -> dict[str, Any]:
     return data
 
 
-@pytest.mark.parametrize(("arch", "stem", "expected"), EXPECTED, ids=[e[1] for e in EXPECTED])
+@pytest.mark.parametrize(
+    ("arch", "stem", "expected"), EXPECTED, ids=[e[1] for e in EXPECTED]
+)
 def test_parameter_count_meta(arch: str, stem: str, expected: int) -> None:
     import torch
 
     config = load_config(stem)
     before = json.dumps(config, sort_keys=True)
     model = family_named(arch).build_module(config, device="meta", dtype="bfloat16")
-    assert json.dumps(config, sort_keys=True) == before, "config dict must not be mutated"
+    assert json.dumps(config, sort_keys=True) == before, (
+        "config dict must not be mutated"
+    )
     assert parameter_count(model) == expected
     assert parameter_bytes(model) == 2 * expected
     assert all(p.device.type == "meta" for p in model.parameters())
@@ -152,7 +154,11 @@ def test_nemotron_parse_tiny_forward_cpu() -> None:
     with torch.no_grad():
         pixels = torch.randn(2, 3, 64, 128)
         states = model.encode(pixels)
-        assert tuple(states.shape) == (2, encoder_tokens(config, 64, 128), 64) == (2, 4 * 2 + 1, 64)
+        assert (
+            tuple(states.shape)
+            == (2, encoder_tokens(config, 64, 128), 64)
+            == (2, 4 * 2 + 1, 64)
+        )
         logits = model(
             encoder_hidden_states=states,
             decoder_input_ids=torch.tensor([[2, 5, 7], [2, 3, 4]]),
@@ -215,7 +221,9 @@ def test_no_torch_at_import() -> None:
 # ---------------------------------------------------------------- safetensors
 
 
-def _write_safetensors_by_hand(path: Path, tensors: dict[str, tuple[str, list[int], int]]) -> int:
+def _write_safetensors_by_hand(
+    path: Path, tensors: dict[str, tuple[str, list[int], int]]
+) -> int:
     """Write a valid safetensors file with zero-filled data; returns total data bytes."""
     header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
     offset = 0
@@ -258,7 +266,9 @@ def test_safetensors_sharded_index(tmp_path: Path) -> None:
         tmp_path / "model-00001-of-00002.safetensors",
         {"w1": ("BF16", [16, 8], 2), "w2": ("F32", [8], 4)},
     )
-    n2 = _write_safetensors_by_hand(tmp_path / "model-00002-of-00002.safetensors", {"w3": ("BF16", [4, 4], 2)})
+    n2 = _write_safetensors_by_hand(
+        tmp_path / "model-00002-of-00002.safetensors", {"w3": ("BF16", [4, 4], 2)}
+    )
     # a stray file not referenced by the index must be ignored
     _write_safetensors_by_hand(tmp_path / "extra.safetensors", {"x": ("F32", [100], 4)})
     index = {
@@ -270,10 +280,17 @@ def test_safetensors_sharded_index(tmp_path: Path) -> None:
         },
     }
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
-    assert safetensors_parameter_bytes(str(tmp_path)) == n1 + n2 == 16 * 8 * 2 + 8 * 4 + 16 * 2
+    assert (
+        safetensors_parameter_bytes(str(tmp_path))
+        == n1 + n2
+        == 16 * 8 * 2 + 8 * 4 + 16 * 2
+    )
     assert safetensors_parameter_count(str(tmp_path)) == 128 + 8 + 16
 
 
 def test_safetensors_no_torch_import() -> None:
-    code = "import sys; from capacity.source.safetensors_header import safetensors_parameter_bytes; assert 'torch' not in sys.modules"
+    code = (
+        "import sys; from capacity.source.safetensors_header import safetensors_parameter_bytes; "
+        "assert 'torch' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -16,9 +16,7 @@ from capacity.planning.planner import plan_for
 from capacity.serving.config import ServingArgs, load_serve_yaml
 from tests.support.paths import REPO_ROOT
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 
 def tokens(model: str, kwargs: dict | None) -> dict[str, int]:
@@ -83,21 +81,7 @@ def test_other_families_refuse_any_key() -> None:  # mllama: no --mm-processor-k
 
 def test_the_command_line_and_the_serve_yaml_take_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(
-        [
-            "plan",
-            "--model",
-            "Qwen/Qwen3-VL-4B-Instruct",
-            "--gpu",
-            "L40S",
-            "--max-model-len",
-            "32768",
-            "--estimate",
-            "formula",
-            "--mm-processor-kwargs",
-            '{"max_pixels": 1003520}',
-            "--json",
-            "-",
-        ]
+        ["plan", "--model", "Qwen/Qwen3-VL-4B-Instruct", "--gpu", "L40S", "--max-model-len", "32768", "--estimate", "formula", "--mm-processor-kwargs", '{"max_pixels": 1003520}', "--json", "-"]
     )
     out, err = capsys.readouterr()
     assert code == 0, err

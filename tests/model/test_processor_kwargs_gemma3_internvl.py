@@ -24,9 +24,7 @@ from capacity.serving.config import ServingArgs
 from capacity.source.resolve import resolve_model
 from tests.support.paths import REPO_ROOT
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 ROOT = REPO_ROOT
 REFERENCE = json.loads((ROOT / "bench/results/vllm-mm-kwargs-reference-2026-12-01/reference.json").read_text())
@@ -138,15 +136,7 @@ def test_gemma3_encode_gives_one_embedding_row_per_image_token() -> None:
     from transformers import Gemma3Config, Gemma3ForConditionalGeneration
 
     config = Gemma3Config(
-        text_config={
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_hidden_layers": 1,
-            "num_attention_heads": 2,
-            "num_key_value_heads": 1,
-            "head_dim": 16,
-            "vocab_size": 300,
-        },
+        text_config={"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "vocab_size": 300},
         vision_config={"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "image_size": 56, "patch_size": 14},
         mm_tokens_per_image=4,
         image_token_index=299,
@@ -161,21 +151,7 @@ def test_gemma3_encode_gives_one_embedding_row_per_image_token() -> None:
 
 
 def test_the_command_line_plans_pan_and_scan_and_refuses_a_bad_value(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(
-        [
-            "plan",
-            "--model",
-            "google/gemma-3-4b-it",
-            "--gpu",
-            "H200",
-            "--estimate",
-            "formula",
-            "--mm-processor-kwargs",
-            '{"do_pan_and_scan": true}',
-            "--json",
-            "-",
-        ]
-    )
+    code = main(["plan", "--model", "google/gemma-3-4b-it", "--gpu", "H200", "--estimate", "formula", "--mm-processor-kwargs", '{"do_pan_and_scan": true}', "--json", "-"])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "1280 embeddings per image = (4 crops + the whole image) x 256" in out

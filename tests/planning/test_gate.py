@@ -17,9 +17,7 @@ from capacity.cli.app import main
 from capacity.errors import EXIT_BAD_INPUT, EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_RUNTIME_FAILURE, BadInput, RuntimeFailure
 from capacity.planning.gate import Thresholds, evaluate
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 GiB = 2**30
 CHECK = ["check", "--model", "openai/whisper-large-v3", "--gpu", "H200", "--kv-cache-memory-bytes", "10G"]

@@ -51,12 +51,7 @@ def test_whisper_json_contract(make_plan):
     assert d["kv_cache"]["bytes_per_block"] == 2_621_440 and d["kv_cache"]["num_blocks"] == 4096
     g = d["kv_cache"]["groups"][1]
     assert (g["kind"], g["num_layers"], g["page_size_bytes"], g["blocks_per_request_vllm"], g["blocks_per_request_actual"], g["block_table_width_blocks"]) == (
-        "cross",
-        32,
-        81_920,
-        512,
-        94,
-        512,
+        "cross", 32, 81_920, 512, 94, 512,
     )
     # the KV cache holds 33 requests; the server runs min(33, max_num_seqs 1024) = 33, limited by the KV cache
     assert d["concurrency"] == {"vllm_reported": 7.59, "actual": 33.57, "actual_requests": 33, "max_concurrent_requests": 33, "limited_by": "kv_cache"}

@@ -92,7 +92,5 @@ def test_verify_takes_transformers_tower_excess_off_its_peak() -> None:
     # smaller, and a peak as much lower, stand for the same memory of vLLM's
     held = 10_831 * 589_824
     assert held >= excess > held - 589_824
-    smaller_pool = dataclasses.replace(
-        counted, pool_held_back_bytes=held, peak_used_bytes=run.peak_used_bytes - held, peak_allocated_bytes=run.peak_allocated_bytes - held
-    )
+    smaller_pool = dataclasses.replace(counted, pool_held_back_bytes=held, peak_used_bytes=run.peak_used_bytes - held, peak_allocated_bytes=run.peak_allocated_bytes - held)
     assert smaller_pool.unused_bytes == 1

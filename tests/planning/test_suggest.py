@@ -19,9 +19,7 @@ from capacity.errors import EXIT_DOES_NOT_FIT, EXIT_FITS
 from capacity.planning.plan import ERROR, WARNING
 from capacity.source.resolve import catalog
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 
 @pytest.fixture(autouse=True)
@@ -71,12 +69,7 @@ def test_fixes_chain_until_vllm_starts(capsys):
     code, doc = plan_json(capsys, ["--model", "openai/whisper-tiny", "--gpu", "L4", "--max-num-batched-tokens", "100"])
     assert code == EXIT_DOES_NOT_FIT
     command = "vllm serve openai/whisper-tiny --max-model-len 448 --max-num-seqs 256 --max-num-batched-tokens 1500 --gpu-memory-utilization 0.92"
-    assert doc["suggestion"] == {
-        "command": command,
-        "applied": ["batched_tokens_below_max_model_len", "encoder_item_exceeds_batched_tokens"],
-        "reason": "",
-        "warnings": [],
-    }
+    assert doc["suggestion"] == {"command": command, "applied": ["batched_tokens_below_max_model_len", "encoder_item_exceeds_batched_tokens"], "reason": "", "warnings": []}
     starts(capsys, command, "L4")
 
 

@@ -16,9 +16,7 @@ from capacity.serving.config import ServingArgs
 from reports.frames import sweep_frame
 from tests.support.paths import REPO_ROOT
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 GiB = 2**30
 

@@ -24,9 +24,7 @@ from capacity.serving.config import ServingArgs
 from profilers import cpu_cost
 from profilers.cpu_cost import CpuProbeLimits, HostRates, check_cost, estimate_profile_cost, estimate_verify_cost, profile_phase_flops
 
-pytestmark = pytest.mark.formula(
-    "it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second"
-)
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
 
 H, FFN, LAYERS, VOCAB, ENC = 384, 1536, 4, 51_865, 1500
 TINY_KNOBS = ServingArgs(max_num_batched_tokens=2048, max_num_seqs=64)
@@ -123,10 +121,8 @@ def test_cli_force_skips_the_limits(fixed_host, capsys, tmp_path, monkeypatch):
 
 
 def test_a_small_run_prints_its_estimate_and_each_phase(capsys, tmp_path):
-    code = main(
-        ["profile", "--model", "openai/whisper-tiny", "--gpu", "L4", "--max-num-batched-tokens", "2048", "--max-num-seqs", "8"]
-        + ["--cpu-probe", "--no-warmup", "-o", str(tmp_path / "p.json"), "--json"]
-    )
+    code = main(["profile", "--model", "openai/whisper-tiny", "--gpu", "L4", "--max-num-batched-tokens", "2048", "--max-num-seqs", "8"]
+                + ["--cpu-probe", "--no-warmup", "-o", str(tmp_path / "p.json"), "--json"])
     err = capsys.readouterr().err.splitlines()
     assert code == 0
     assert err[0].startswith("capacity: --cpu-probe: about ") and "GFLOP/s in bfloat16, measured now" in err[0]

@@ -121,9 +121,7 @@ def tp2_pp2(tmp_path_factory):
     folder = tmp_path_factory.mktemp("pp") / "tiny-llama"
     config = dict(TINY_LLAMA, num_hidden_layers=3, vocab_size=1000)
     source, spec, gpu, serving = folder_model(folder, config, max_num_batched_tokens=64, max_num_seqs=4, dtype="float32", tensor_parallel_size=2)
-    job = tensor_parallel_job(
-        source, spec, serving, build_budget(spec, serving), gpu, backend="gloo", collective_timeout_s=60, warmup=False, pipeline_parallel_size=2
-    )
+    job = tensor_parallel_job(source, spec, serving, build_budget(spec, serving), gpu, backend="gloo", collective_timeout_s=60, warmup=False, pipeline_parallel_size=2)
     return job, run_tensor_parallel(job, timeout_s=240)
 
 
@@ -181,9 +179,7 @@ def test_a_family_without_stages_is_refused_before_any_process(tmp_path):
     from profilers.tensor_parallel import run_tensor_parallel, tensor_parallel_job
     from tests.profilers.test_run import TINY_WHISPER
 
-    source, spec, gpu, serving = folder_model(
-        tmp_path / "w", TINY_WHISPER, max_num_batched_tokens=2048, max_num_seqs=16, dtype="float32", tensor_parallel_size=2
-    )
+    source, spec, gpu, serving = folder_model(tmp_path / "w", TINY_WHISPER, max_num_batched_tokens=2048, max_num_seqs=16, dtype="float32", tensor_parallel_size=2)
     job = tensor_parallel_job(source, spec, serving, build_budget(spec, serving), gpu, backend="gloo", pipeline_parallel_size=2)
     with pytest.raises(BadInput, match="builds the stages of decoder-only text models"):
         run_tensor_parallel(job, timeout_s=10)

@@ -65,15 +65,7 @@ TINY_MINICPMV = {
     "image_size": 56,
     "patch_size": 14,
     "rms_norm_eps": 1e-5,
-    "vision_config": {
-        "model_type": "idefics2",
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_attention_heads": 2,
-        "num_hidden_layers": 1,
-        "image_size": 56,
-        "patch_size": 14,
-    },
+    "vision_config": {"model_type": "idefics2", "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 2, "num_hidden_layers": 1, "image_size": 56, "patch_size": 14},
 }
 
 

@@ -97,9 +97,7 @@ def test_the_sweep_command_as_users_run_it_plans_what_each_point_traced_alone_gi
 
     grid = ["--gpu", "L4,H200", "--max-num-seqs", "16", "--max-model-len", "2048,4096"]  # 3 traces: one here, two in copies
     env = {**os.environ, "CAPACITY_CACHE_DIR": str(own_cache / "cli-cache"), "PYTHONPATH": str(REPO_ROOT)}
-    done = subprocess.run(
-        [sys.executable, "-m", "capacity", "sweep", "--model", MODEL, *grid, "--json", str(tmp_path / "cli.json")], env=env, capture_output=True, text=True
-    )
+    done = subprocess.run([sys.executable, "-m", "capacity", "sweep", "--model", MODEL, *grid, "--json", str(tmp_path / "cli.json")], env=env, capture_output=True, text=True)
     assert done.returncode in (0, 1), done.stderr
     with disk_cache.bypassed():
         alone = run_sweep(MODEL, ServingArgs(), SweepAxes(gpus=("L4", "H200"), max_num_seqs=(16,), max_model_lens=(2048, 4096)), profiler=traced_alone)

@@ -23,9 +23,7 @@ from profilers.sharding import build_on_meta_with_host_buffers, shard_module
 from profilers.tensor_parallel import RankFailed, run_tensor_parallel, tensor_parallel_job
 from tests.profilers.test_run import TINY_WHISPER, folder_model
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 REPO = REPO_ROOT
 
@@ -199,9 +197,7 @@ def test_more_ranks_than_gpus_is_bad_input():
 @pytest.mark.slow
 def test_four_gloo_ranks_split_and_combine(tmp_path):
     """TP 4 over four processes on the CPU (tiny Whisper's 4 heads give one head per rank)."""
-    source, spec, gpu, serving = folder_model(
-        tmp_path / "w", TINY_WHISPER, max_num_batched_tokens=2048, max_num_seqs=16, dtype="float32", tensor_parallel_size=4
-    )
+    source, spec, gpu, serving = folder_model(tmp_path / "w", TINY_WHISPER, max_num_batched_tokens=2048, max_num_seqs=16, dtype="float32", tensor_parallel_size=4)
     job = tensor_parallel_job(source, spec, serving, build_budget(spec, serving), gpu, backend="gloo", collective_timeout_s=120, warmup=False)
     profile = run_tensor_parallel(job, timeout_s=400)
     # by hand at TP 4: q, v 64 x 16 + 16; k 64 x 16; out_proj 64 x 16 + 64; fc1 64 x 32 + 32; fc2 64 x 32 + 64

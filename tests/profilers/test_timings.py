@@ -19,9 +19,7 @@ from profilers.startup import Timings
 from reports.terminal import render_timings
 from tests.profilers.test_run import TINY_WHISPER, folder_model, profile_of, weights_only_limit
 
-pytestmark = pytest.mark.formula(
-    "it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second"
-)
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
 
 
 @pytest.fixture

@@ -15,9 +15,7 @@ from capacity.serving.config import ServingArgs, resolve_serving
 from profilers import api, sweep_traces
 from tests.support.plan_snapshot import normalized
 
-pytestmark = pytest.mark.formula(
-    "it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second"
-)
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
 
 MODEL = "openai/whisper-tiny"
 

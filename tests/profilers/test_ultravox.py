@@ -30,9 +30,7 @@ def test_the_composed_model_allocates_the_parameters_vllm_does():
     built = {n: tuple(p.shape) for n, p in family.build_module(CONFIG, device="meta").named_parameters()}
     assert sum(math.prod(s) for s in built.values()) == sum(math.prod(s) for s in listed.values())
     # the projector, name by name: ln_pre 1280 x 8 wide, linear_1 to 4096, SwiGLU halves it, ln_mid, linear_2 to the LLM's 4096
-    assert {n: s for n, s in built.items() if n.startswith("multi_modal_projector.")} == {
-        n: s for n, s in listed.items() if n.startswith("multi_modal_projector.")
-    }
+    assert {n: s for n, s in built.items() if n.startswith("multi_modal_projector.")} == {n: s for n, s in listed.items() if n.startswith("multi_modal_projector.")}
     # the K bias vLLM's fused qkv_proj allocates (the checkpoint has none)
     assert built["audio_tower.layers.0.self_attn.k_proj.bias"] == (1280,)
 

@@ -14,9 +14,7 @@ pytest.importorskip("torch")
 from capacity.cli.app import main
 from tests.profilers.test_run import TINY_WHISPER
 
-pytestmark = pytest.mark.formula(
-    "it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second"
-)
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
 
 
 def test_verify_allocates_the_planned_pool_and_runs_the_requests(tmp_path: Path, capsys):
@@ -116,12 +114,7 @@ def test_h200_overshoot_is_the_allocators_slack_and_faithful_to_vllm():
     assert "allocator slack (reserved 138,628,038,656 - allocated peak 138,126,646,272) 501,392,384 B" in text
     assert "VERIFIED (as vLLM would run it)" in text and "The plan has a bug" not in text
     doc = result.to_dict()
-    assert (doc["allocator_slack_bytes"], doc["over_requested_bytes"], doc["outcome"], doc["passed"]) == (
-        501_392_384,
-        313_039_257,
-        WITHIN_ALLOCATOR_SLACK,
-        True,
-    )
+    assert (doc["allocator_slack_bytes"], doc["over_requested_bytes"], doc["outcome"], doc["passed"]) == (501_392_384, 313_039_257, WITHIN_ALLOCATOR_SLACK, True)
 
 
 def test_slack_beyond_the_headroom_is_an_error_vllm_would_hit_too():

@@ -122,15 +122,7 @@ TINY_GEMMA3 = {
         "vocab_size": 500,
         "max_position_embeddings": 256,
     },
-    "vision_config": {
-        "model_type": "siglip_vision_model",
-        "hidden_size": 32,
-        "intermediate_size": 64,
-        "num_attention_heads": 2,
-        "num_hidden_layers": 1,
-        "image_size": 28,
-        "patch_size": 14,
-    },
+    "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 2, "num_hidden_layers": 1, "image_size": 28, "patch_size": 14},
 }
 
 
@@ -170,11 +162,7 @@ def test_mllama_cross_layers_attend_the_pool_not_new_states():
     layers = []
     for i in range(4):
         n = 20 if i in (1, 3) else 31
-        layers.append(
-            pool_layer_class()(torch.randn(2, 2, 32, 16), torch.randn(2, 2, 32, 16), n)
-            if n == 31
-            else pool_layer_class()(torch.randn(2, 2, 20, 16), torch.randn(2, 2, 20, 16), 20)
-        )
+        layers.append(pool_layer_class()(torch.randn(2, 2, 32, 16), torch.randn(2, 2, 32, 16), n) if n == 31 else pool_layer_class()(torch.randn(2, 2, 20, 16), torch.randn(2, 2, 20, 16), 20))
     with torch.inference_mode():
         kwarg = "cache" if "cache" in __import__("inspect").signature(text.forward).parameters else "past_key_values"
         out = text(input_ids=torch.zeros(2, 1, dtype=torch.long), **{kwarg: pool_cache(layers)}, use_cache=True).last_hidden_state

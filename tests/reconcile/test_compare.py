@@ -28,9 +28,7 @@ from capacity.vllm.versions import log_semantics
 from reports.reconcile import render_reconcile
 from tests.support.paths import REPO_ROOT
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 GiB = 2**30
 MiB = 2**20
@@ -552,14 +550,7 @@ def test_v0_engine_lines() -> None:
         "INFO 02-26 09:54:05 executor_base.py:111] # cuda blocks: 578, # CPU blocks: 4681\n"
     )
     f = parse_vllm_log(text)
-    assert (f.engine, f.version_guess, f.available_kv_cache_gib, f.requested_gib, f.gpu_memory_utilization, f.num_gpu_blocks) == (
-        "V0",
-        "V0 engine",
-        9.88,
-        28.57,
-        0.9,
-        578,
-    )
+    assert (f.engine, f.version_guess, f.available_kv_cache_gib, f.requested_gib, f.gpu_memory_utilization, f.num_gpu_blocks) == ("V0", "V0 engine", 9.88, 28.57, 0.9, 578)
     assert f.profiled_non_kv_gib == round(14.25 + 0.09 + 4.35, 2) and f.gpu.cuda_total_gib == 31.74
 
 
@@ -586,7 +577,7 @@ def test_knobs_from_an_args_namespace() -> None:
         "    vLLM STDOUT: INFO 05-05 15:15:08 [api_server.py:982] args: Namespace(subparser='serve', model_tag='m', host=None, "
         "model='unsloth/Llama-3.2-3B-Instruct', dtype='float16', kv_cache_dtype='auto', max_model_len=2048, tensor_parallel_size=1, "
         "block_size=None, gpu_memory_utilization=0.8938626454842437, max_num_batched_tokens=2048, max_num_seqs=192, "
-        'quantization=None, enforce_eager=False, compilation_config={"level":3,"splitting_ops":[]}, '
+        "quantization=None, enforce_eager=False, compilation_config={\"level\":3,\"splitting_ops\":[]}, "
         "dispatch_function=<function ServeSubcommand.cmd at 0x7f225baa9a80>)\n"
         "    vLLM STDOUT: INFO 05-05 15:25:32 [worker.py:267] model weights take 6.02GiB; non_torch_memory takes 0.05GiB; "
         "PyTorch activation peak memory takes 0.90GiB; the rest of the memory reserved for KV Cache is 6.22GiB.\n"

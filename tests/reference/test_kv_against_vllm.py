@@ -86,9 +86,7 @@ def capacity_plan(case: dict[str, Any]) -> dict[str, Any]:
             continue
         num_blocks = available // bpb
         concurrency = num_blocks / sum(blocks)
-        by_available.append(
-            {"available_bytes": available, "num_blocks": num_blocks, "tokens": int(concurrency * serving.max_model_len), "concurrency": concurrency}
-        )
+        by_available.append({"available_bytes": available, "num_blocks": num_blocks, "tokens": int(concurrency * serving.max_model_len), "concurrency": concurrency})
     return {
         "layers_with_kv": sum(g.num_layers for g in groups),
         "groups": [

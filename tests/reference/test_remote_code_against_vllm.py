@@ -22,7 +22,9 @@ from capacity.serving.encoder_budget import build_budget
 from capacity.source.resolve import resolve_model
 from tests.support.paths import REPO_ROOT
 
-REFERENCE = json.loads((REPO_ROOT / "bench" / "results" / "vllm-remote-code-reference-2026-11-30" / "reference.json").read_text())
+REFERENCE = json.loads(
+    (REPO_ROOT / "bench" / "results" / "vllm-remote-code-reference-2026-11-30" / "reference.json").read_text()
+)
 
 
 def planned(name: str, **knobs: Any) -> tuple[Any, Any, Any]:

@@ -25,9 +25,7 @@ from capacity.memory.term import MemoryTerm
 from capacity.planning.suggest import command_for, suggested_kv_cache_memory_bytes
 from tests.support.paths import REPO_ROOT
 
-pytestmark = pytest.mark.formula(
-    "it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second"
-)
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
 
 GiB = 2**30
 MiB = 2**20
@@ -467,9 +465,7 @@ def test_terminal_and_csv_say_what_the_kv_cache_holds_and_what_the_server_runs(c
     request) still holds 33 requests at max_model_len 448, and the server runs min(33, 8) = 8 of them."""
     code, out, err = run(capsys, [*WHISPER_10G, "--max-num-seqs", "8", "--csv", "tables"])
     assert code == EXIT_FITS, err
-    assert "FITS: the KV cache holds 33 requests at max_model_len 448; the server runs 8 at once (the smaller of that and max_num_seqs 8)" in " ".join(
-        out.split()
-    )
+    assert "FITS: the KV cache holds 33 requests at max_model_len 448; the server runs 8 at once (the smaller of that and max_num_seqs 8)" in " ".join(out.split())
     summary = pd.read_csv(tmp_path / "tables" / "summary.csv")
     assert kv(summary, "actual_requests") == "33" and kv(summary, "max_concurrent_requests") == "8"
     assert kv(summary, "concurrency_limited_by") == "max_num_seqs"

@@ -24,9 +24,7 @@ from capacity.cli.app import main
 from capacity.errors import EXIT_FITS
 from tests.support.paths import REPO_ROOT
 
-pytestmark = pytest.mark.formula(
-    "it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second"
-)
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
 
 ROOT = REPO_ROOT
 CATALOG = ROOT / "capacity" / "source" / "catalog" / "models"

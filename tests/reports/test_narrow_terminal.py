@@ -15,9 +15,7 @@ from capacity.gpu.catalog import CATALOG, Gpu
 from capacity.source.resolve import catalog
 from reports.terminal import render
 
-pytestmark = pytest.mark.formula(
-    "it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second"
-)
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
 
 WIDTHS = (60, 80, 100, 200)
 

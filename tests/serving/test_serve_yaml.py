@@ -12,9 +12,7 @@ from capacity.errors import EXIT_FITS, BadInput
 from capacity.serving.config import ServingArgs, load_serve_yaml
 from capacity.units import parse_human_int
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 GiB = 2**30
 
@@ -80,7 +78,7 @@ def test_values_types(tmp_path):
         ("tp: 4\n", {"tensor_parallel_size": 4}),
         ("--max-num-seqs: 8\n", {"max_num_seqs": 8}),
         ("limit-mm-per-prompt: 'image=2,audio=1'\n", {"limit_mm_per_prompt": {"image": 2, "audio": 1}}),
-        ('limit-mm-per-prompt: \'{"video": {"count": 1}}\'\n', {"limit_mm_per_prompt": {"video": 1}}),
+        ("limit-mm-per-prompt: '{\"video\": {\"count\": 1}}'\n", {"limit_mm_per_prompt": {"video": 1}}),
         ("enforce-eager: true\n", {"enforce_eager": True}),
         ("language-model-only: true\n", {"language_model_only": True}),
         ("kv-cache-dtype: fp8\n", {"kv_cache_dtype": "fp8"}),
@@ -112,7 +110,7 @@ def test_unmodelled_keys_are_reported_not_applied(tmp_path):
         ("enforce-eager: maybe\n", "enforce-eager"),
         ("limit-mm-per-prompt: image\n", "MODALITY=N"),
         # vLLM's per-modality dummy-size options change the profiled item; capacity refuses rather than drop them
-        ('limit-mm-per-prompt: \'{"video": {"count": 1, "num_frames": 8}}\'\n', "num_frames"),
+        ("limit-mm-per-prompt: '{\"video\": {\"count\": 1, \"num_frames\": 8}}'\n", "num_frames"),
         ("limit-mm-per-prompt:\n  image: {count: 2, width: 512, height: 512}\n", "height, width"),
         ("kv-cache-memory-bytes: 1.5G\n", "binary suffix"),
         ("- max-model-len: 1\n", "must be a mapping"),

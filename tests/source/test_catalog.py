@@ -16,9 +16,7 @@ from capacity.source.parameter_table import FILE as PARAMETER_TABLE_FILE
 from capacity.source.resolve import catalog, resolve_model
 from tests.support.paths import REPO_ROOT
 
-pytestmark = pytest.mark.formula(
-    "it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second"
-)
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
 
 CATALOG = REPO_ROOT / "capacity" / "source" / "catalog"
 README = (CATALOG / "README.md").read_text()

@@ -21,9 +21,7 @@ from tests.support.hub_server import add_repo, serve
 from tests.support.paths import REPO_ROOT
 from tests.support.safetensors_files import safetensors_bytes as write_by_hand
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 hf_constants = pytest.importorskip("huggingface_hub.constants")
 
@@ -74,15 +72,7 @@ def test_single_file_repo_fetches_planning_files_and_reads_headers_by_range(hub,
     refs = add_repo(
         hub.root,
         "acme/tiny-asr",
-        {
-            "main": {
-                "config.json": whisper_config,
-                "preprocessor_config.json": b'{"feature_size": 80}',
-                "generation_config.json": b"{}",
-                "model.safetensors": weights,
-                "README.md": b"# hi",
-            }
-        },
+        {"main": {"config.json": whisper_config, "preprocessor_config.json": b'{"feature_size": 80}', "generation_config.json": b"{}", "model.safetensors": weights, "README.md": b"# hi"}},
     )
     source = resolve_model("acme/tiny-asr")
     assert (source.origin, source.name, source.commit) == ("hub", "acme/tiny-asr", refs["main"])
@@ -113,12 +103,7 @@ def test_sharded_checkpoint_reads_every_shard_named_by_the_index(hub, whisper_co
         "metadata": {"total_size": 4096 * 1024 * 2 + 1024 * 2 + 400},
         "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors", "c": "model-00002-of-00002.safetensors"},
     }
-    files = {
-        "config.json": whisper_config,
-        "model.safetensors.index.json": json.dumps(index).encode(),
-        "model-00001-of-00002.safetensors": shard1,
-        "model-00002-of-00002.safetensors": shard2,
-    }
+    files = {"config.json": whisper_config, "model.safetensors.index.json": json.dumps(index).encode(), "model-00001-of-00002.safetensors": shard1, "model-00002-of-00002.safetensors": shard2}
     refs = add_repo(hub.root, "acme/sharded", {"main": files})
     source = resolve_model("acme/sharded")
     assert source.weights is not None
@@ -193,12 +178,7 @@ def test_gated_repo_says_how_to_set_hf_token_and_opens_with_it(hub, whisper_conf
 
 
 def test_dropped_connection_is_one_line(hub, whisper_config):
-    add_repo(
-        hub.root,
-        "acme/flaky",
-        {"main": {"config.json": whisper_config, "model.safetensors": safetensors_bytes({"a": ("F16", [8])})}},
-        drop=("model.safetensors",),
-    )
+    add_repo(hub.root, "acme/flaky", {"main": {"config.json": whisper_config, "model.safetensors": safetensors_bytes({"a": ("F16", [8])})}}, drop=("model.safetensors",))
     message = bad_input("acme/flaky")
     assert message.startswith("cannot reach the Hub at http://127.0.0.1:") and "acme/flaky" in message
     assert "HF_HUB_OFFLINE=1" in message
@@ -354,15 +334,7 @@ def test_catalog_entry_reads_a_recorded_summary_not_its_index(tmp_path):
     assert recorded_checkpoint(tmp_path, "catalog x") is None
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_parameters": 36, "total_size": 48}, "weight_map": {}}))
     assert recorded_checkpoint(tmp_path, "catalog x") is None  # an index's metadata is not a header summary
-    summary = summarize_headers(
-        {
-            "model.safetensors": {
-                "w": {"dtype": "F8_E4M3", "shape": [4, 8], "data_offsets": [0, 32]},
-                "s": {"dtype": "F32", "shape": [4], "data_offsets": [32, 48]},
-            }
-        },
-        "hand",
-    )
+    summary = summarize_headers({"model.safetensors": {"w": {"dtype": "F8_E4M3", "shape": [4, 8], "data_offsets": [0, 32]}, "s": {"dtype": "F32", "shape": [4], "data_offsets": [32, 48]}}}, "hand")
     (tmp_path / "capacity.safetensors-summary.json").write_text(json.dumps(summary.to_dict()))
     recorded = recorded_checkpoint(tmp_path, "catalog x")
     assert recorded is not None and recorded.elements_by_dtype == {"F8_E4M3": 32, "F32": 4} and recorded.bytes_by_dtype == {"F8_E4M3": 32, "F32": 16}
@@ -377,9 +349,7 @@ def test_revision_from_serve_yaml_pins_the_commit_and_the_suggested_command(hub,
     from capacity.cli.app import main
 
     config = json.dumps(catalog_config("openai/whisper-tiny")).encode()
-    refs = add_repo(
-        hub.root, "acme/asr", {"main": {"config.json": config}, "v2": {"config.json": config, "model.safetensors": safetensors_bytes({"a": ("BF16", [10])})}}
-    )
+    refs = add_repo(hub.root, "acme/asr", {"main": {"config.json": config}, "v2": {"config.json": config, "model.safetensors": safetensors_bytes({"a": ("BF16", [10])})}})
     serve_yaml = tmp_path / "serve.yaml"
     serve_yaml.write_text("model: acme/asr\nrevision: v2\nmax-num-seqs: 8\n")
     code = main(["plan", "--config", str(serve_yaml), "--gpu", "L4", "--offline", "--estimate", "formula", "--json"])
@@ -395,17 +365,10 @@ def test_revision_from_serve_yaml_pins_the_commit_and_the_suggested_command(hub,
     assert "has no revisions" in bad_input(str(folder), "v2")
 
 
-@pytest.mark.parametrize(
-    ("repo", "needle"), [("acme/gated", "HF_TOKEN"), ("acme/flaky", "cannot reach the Hub"), ("acme/missing", "no model `acme/missing` on the Hub")]
-)
+@pytest.mark.parametrize(("repo", "needle"), [("acme/gated", "HF_TOKEN"), ("acme/flaky", "cannot reach the Hub"), ("acme/missing", "no model `acme/missing` on the Hub")])
 def test_cli_failure_is_one_line_exit_2_with_nothing_else_on_stderr(hub, whisper_config, repo, needle):
     add_repo(hub.root, "acme/gated", {"main": {"config.json": whisper_config}}, gated_token=TOKEN)
-    add_repo(
-        hub.root,
-        "acme/flaky",
-        {"main": {"config.json": whisper_config, "model.safetensors": safetensors_bytes({"a": ("F16", [8])})}},
-        drop=("model.safetensors",),
-    )
+    add_repo(hub.root, "acme/flaky", {"main": {"config.json": whisper_config, "model.safetensors": safetensors_bytes({"a": ("F16", [8])})}}, drop=("model.safetensors",))
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
     proc = _cli(["plan", "--model", repo, "--gpu", "L4", "--offline", "--estimate", "formula"], env)
     assert proc.returncode == 2 and proc.stdout == ""
@@ -417,33 +380,15 @@ def test_a_catalog_entry_missing_a_planning_file_is_planned_from_the_hub(hub):
     # The catalog holds Qwen3-VL-32B's published config.json but no preprocessor_config.json; the Hub repo (here the
     # local server, with a preprocessor config written for this test: size.longest_edge 1,048,576) has the rest.
     catalog = REPO_ROOT / "capacity/source/catalog/models/Qwen--Qwen3-VL-32B-Instruct"
-    preprocessor = {
-        "size": {"longest_edge": 1_048_576, "shortest_edge": 65_536},
-        "patch_size": 16,
-        "temporal_patch_size": 2,
-        "merge_size": 2,
-        "image_processor_type": "Qwen2VLImageProcessorFast",
-        "processor_class": "Qwen3VLProcessor",
-    }
-    video = {
-        "size": {"longest_edge": 2_097_152, "shortest_edge": 4_096},
-        "patch_size": 16,
-        "temporal_patch_size": 2,
-        "merge_size": 2,
-        "video_processor_type": "Qwen3VLVideoProcessor",
-        "processor_class": "Qwen3VLProcessor",
-    }
-    add_repo(
-        hub.root,
-        "Qwen/Qwen3-VL-32B-Instruct",
-        {
-            "main": {
-                "config.json": (catalog / "config.json").read_bytes(),
-                "preprocessor_config.json": json.dumps(preprocessor).encode(),
-                "video_preprocessor_config.json": json.dumps(video).encode(),
-            }
-        },
-    )
+    preprocessor = {"size": {"longest_edge": 1_048_576, "shortest_edge": 65_536}, "patch_size": 16, "temporal_patch_size": 2, "merge_size": 2,
+                    "image_processor_type": "Qwen2VLImageProcessorFast", "processor_class": "Qwen3VLProcessor"}
+    video = {"size": {"longest_edge": 2_097_152, "shortest_edge": 4_096}, "patch_size": 16, "temporal_patch_size": 2, "merge_size": 2,
+             "video_processor_type": "Qwen3VLVideoProcessor", "processor_class": "Qwen3VLProcessor"}
+    add_repo(hub.root, "Qwen/Qwen3-VL-32B-Instruct", {"main": {
+        "config.json": (catalog / "config.json").read_bytes(),
+        "preprocessor_config.json": json.dumps(preprocessor).encode(),
+        "video_preprocessor_config.json": json.dumps(video).encode(),
+    }})
     source = resolve_model("Qwen/Qwen3-VL-32B-Instruct")
     assert source.origin == "hub"
     plan = plan_for("Qwen/Qwen3-VL-32B-Instruct", ServingArgs(), "H200")

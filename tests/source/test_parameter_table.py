@@ -18,9 +18,7 @@ from capacity.source.resolve import resolve_model
 from scripts.make_parameter_tables import built_table, planned_entries
 from tests.support.paths import REPO_ROOT
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 
 def test_every_planned_catalog_entry_has_the_table_of_its_own_config() -> None:

@@ -16,9 +16,7 @@ from capacity.serving.config import ServingArgs
 from capacity.source.resolve import resolve_model
 from tests.support.safetensors_files import safetensors_bytes
 
-pytestmark = pytest.mark.formula(
-    "it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second"
-)
+pytestmark = pytest.mark.formula("it tests the CLI's plumbing (arguments, errors, exit codes, outputs), which no estimate changes; the formulas keep each plan under a second")
 
 
 def write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> None:

@@ -145,16 +145,7 @@ def _handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
             repo, commit = found
             folder = server.root / repo_id / commit
             siblings = [{"rfilename": p.relative_to(folder).as_posix()} for p in sorted(folder.rglob("*")) if p.is_file()]
-            info = {
-                "_id": commit[:24],
-                "id": repo_id,
-                "modelId": repo_id,
-                "sha": commit,
-                "private": False,
-                "gated": "manual" if repo["gated"] else False,
-                "siblings": siblings,
-                "tags": [],
-            }
+            info = {"_id": commit[:24], "id": repo_id, "modelId": repo_id, "sha": commit, "private": False, "gated": "manual" if repo["gated"] else False, "siblings": siblings, "tags": []}
             self._send(200, json.dumps(info).encode(), {"Content-Type": "application/json"}, True)
 
         def _resolve(self, repo_id: str, revision: str, name: str, body: bool) -> None:
@@ -215,12 +206,7 @@ def _handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
             if server.bare_errors:
                 return self._send(status, b"Not Found", {"Content-Type": "text/plain"}, self.command != "HEAD")
             payload = json.dumps({"error": message}).encode()
-            self._send(
-                status,
-                payload,
-                {"Content-Type": "application/json", "X-Error-Code": code, "X-Error-Message": message, **(headers or {})},
-                self.command != "HEAD",
-            )
+            self._send(status, payload, {"Content-Type": "application/json", "X-Error-Code": code, "X-Error-Message": message, **(headers or {})}, self.command != "HEAD")
 
         def _drop(self) -> None:
             """Close the connection without an answer (a proxy or the network dropping it)."""

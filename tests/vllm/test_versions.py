@@ -77,9 +77,7 @@ def test_v1_runner_and_mrv2_charge_the_same_captures_differently() -> None:
     assert "MRV2: 51 PIECEWISE sizes x 29 pieces" in v029.memory["cuda_graphs"].method
 
 
-@pytest.mark.parametrize(
-    ("version", "set_aside"), [("0.23.0", False), ("0.24.0", False), ("0.27.1", False), ("0.28.0", False), ("0.29.0", True), ("0.32.0", True)]
-)
+@pytest.mark.parametrize(("version", "set_aside"), [("0.23.0", False), ("0.24.0", False), ("0.27.1", False), ("0.28.0", False), ("0.29.0", True), ("0.32.0", True)])
 def test_mrv2_cuda_graph_estimate_by_version(version: str, set_aside: bool) -> None:
     """Model Runner V2's profile_cudagraph_memory is `return 0` in the 0.23.0, 0.24.0, 0.27.1 and 0.28.0 wheels and
     calls cudagraph_utils.profile_cudagraph_memory from 0.29.0 (read in each wheel's vllm/v1/worker/gpu/model_runner.py):

@@ -18,9 +18,7 @@ from capacity.errors import BadInput
 from capacity.gpu.catalog import gpu_by_name
 from capacity.weights.mxfp4 import MARLIN, TRITON, TRTLLM_BF16, ExpertShapes, backend_for, gpt_oss_mxfp4
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 
 @pytest.fixture()
@@ -182,10 +180,7 @@ def test_checkpoint_headers_give_the_dense_tensors_and_vllm_the_experts(hermetic
         "layer_types": ["sliding_attention"],
         "max_position_embeddings": 256,
         "tie_word_embeddings": False,
-        "quantization_config": {
-            "quant_method": "mxfp4",
-            "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"],
-        },
+        "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]},
     }
     layer = "model.layers.0"
     tensors = {

@@ -21,9 +21,7 @@ from capacity.weights.stored_tensor import MODEL_DTYPE, StoredTensor
 from tests.support.paths import REPO_ROOT
 from tests.support.safetensors_files import safetensors_bytes
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 
 def t(name: str, *shape: int, dtype: str = MODEL_DTYPE) -> StoredTensor:
@@ -105,11 +103,7 @@ def test_tied_head_counted_once():
 def test_moe_experts_all_resident_split_by_tp_or_divided_by_ep():
     moe = WeightLayout(num_attention_heads=4, num_kv_heads=2, head_size=16, num_experts=6)
     # 6 experts as a checkpoint stores them: gate/up 32 x 64 and down 64 x 32 each: 6 x 3 x 2048 x 2 B = 73,728 B
-    experts = [
-        t(f"model.layers.0.mlp.experts.{e}.{p}.weight", *s)
-        for e in range(6)
-        for p, s in (("gate_proj", (32, 64)), ("up_proj", (32, 64)), ("down_proj", (64, 32)))
-    ]
+    experts = [t(f"model.layers.0.mlp.experts.{e}.{p}.weight", *s) for e in range(6) for p, s in (("gate_proj", (32, 64)), ("up_proj", (32, 64)), ("down_proj", (64, 32)))]
     router = t("model.layers.0.mlp.gate.weight", 6, 64)
     full = 6 * 3 * 2048 * 2
     assert weights_per_rank(experts, moe, Parallelism(1, dtype_bytes=2)).bytes_of("moe-experts") == full
@@ -172,9 +166,7 @@ def test_compressed_tensors_w4a16_group_128():
     qc = {
         "quant_method": "compressed-tensors",
         "format": "pack-quantized",
-        "config_groups": {
-            "group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True}}
-        },
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True}}},
     }
     # weight_packed int32 [4096, 512] = 8,388,608; weight_scale bf16 [4096, 32] = 262,144; weight_shape int64 [2] = 16
     assert quantized_bytes(qc) == 8_650_768
@@ -407,12 +399,7 @@ def test_weights_per_rank_equal_vllm_own_model_classes(case: dict, hermetic: Pat
     gpu = gpu_by_name(_BACKEND_GPU.get(case.get("mxfp4_backend", ""), "H200"))
     # LFM2.5-VL's images are not countable without its processor files (resolve_serving refuses them), but the weights
     # of the whole model (image limit > 0: the tower is built) do not depend on the count: the limits are set after.
-    args = ServingArgs(
-        tensor_parallel_size=case["tp"],
-        enable_expert_parallel=bool(case.get("ep")),
-        dtype=case["dtype"],
-        limit_mm_per_prompt={m.name: 0 for m in spec.modalities if m.unmodelled},
-    )
+    args = ServingArgs(tensor_parallel_size=case["tp"], enable_expert_parallel=bool(case.get("ep")), dtype=case["dtype"], limit_mm_per_prompt={m.name: 0 for m in spec.modalities if m.unmodelled})
     serving = replace(resolve_serving(args, spec, gpu), limit_mm_per_prompt={m.name: 999 for m in spec.modalities} | case.get("limit_mm", {}))
     wb = weights_breakdown(spec, source, serving, gpu=gpu)
     if "rank0_after_load_bytes" in case:

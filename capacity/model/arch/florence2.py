@@ -60,14 +60,20 @@ def _map_vision(vision: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     pos = vision.get("image_pos_embed") or {}
     if pos:
         if pos.get("type", "learned_abs_2d") != "learned_abs_2d":
-            raise ValueError(f"unsupported Florence-2 image_pos_embed type {pos.get('type')!r}")
+            raise ValueError(
+                f"unsupported Florence-2 image_pos_embed type {pos.get('type')!r}"
+            )
         if "max_pos_embeddings" in pos:
             out["max_position_embeddings"] = int(pos["max_pos_embeddings"])
     if temporal and temporal.get("type", "COSINE") != "COSINE":
-        raise ValueError(f"unsupported Florence-2 temporal embedding {temporal.get('type')!r}")
+        raise ValueError(
+            f"unsupported Florence-2 temporal embedding {temporal.get('type')!r}"
+        )
     source = vision.get("image_feature_source")
     if source is not None and list(source) != _NATIVE_FEATURE_SOURCE:
-        raise ValueError(f"native Florence2 only supports image_feature_source={_NATIVE_FEATURE_SOURCE}")
+        raise ValueError(
+            f"native Florence2 only supports image_feature_source={_NATIVE_FEATURE_SOURCE}"
+        )
     if "projection_dim" not in out and "projection_dim" in top:
         out["projection_dim"] = int(top["projection_dim"])
     return out

@@ -37,7 +37,9 @@ _DTYPE_ALIASES: dict[str, str] = {
 }
 
 
-def resolve_dtype(dtype: str | Any, config: dict[str, Any] | None = None) -> torch.dtype:
+def resolve_dtype(
+    dtype: str | Any, config: dict[str, Any] | None = None
+) -> torch.dtype:
     """Map ``"bfloat16"``/``"bf16"``/``"auto"``/a ``torch.dtype`` to a ``torch.dtype``.
 
     ``"auto"`` uses the config's ``torch_dtype`` / ``dtype`` (default bfloat16).
@@ -70,7 +72,9 @@ def _default_dtype(dtype: torch.dtype) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def build_context(device: str, dtype: torch.dtype, *, init_weights: bool) -> Iterator[None]:
+def build_context(
+    device: str, dtype: torch.dtype, *, init_weights: bool
+) -> Iterator[None]:
     """Create tensors on ``device`` with default float dtype ``dtype``.
 
     With ``init_weights=False`` torch / transformers weight initialisation is

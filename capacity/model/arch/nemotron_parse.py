@@ -148,7 +148,9 @@ def mbart_decoder_config(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def encoder_tokens(config: dict[str, Any], height: int | None = None, width: int | None = None) -> int:
+def encoder_tokens(
+    config: dict[str, Any], height: int | None = None, width: int | None = None
+) -> int:
     """Encoder output length for one image (patch tokens after the (1,4) pool + 1 summary token)."""
     image_size = config.get("image_size") or [2048, 1648]
     h = int(height if height is not None else image_size[0])
@@ -291,7 +293,9 @@ def build_nemotron_parse(
         decoder.max_target_positions = nominal_positions
         if tie:
             # allocate nothing for the head: it shares the embedding matrix
-            lm_head = nn.Linear(dec_cfg.d_model, dec_cfg.vocab_size, bias=False, device="meta")
+            lm_head = nn.Linear(
+                dec_cfg.d_model, dec_cfg.vocab_size, bias=False, device="meta"
+            )
             lm_head.weight = decoder.embed_tokens.weight
         else:
             lm_head = nn.Linear(dec_cfg.d_model, dec_cfg.vocab_size, bias=False)

@@ -43,7 +43,9 @@ class BartFamily(Family):
     name = "bart"
     model_types = ("bart", "mbart")
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         positions = need(config, "max_position_embeddings", "bart")
         max_len, key = derive_max_model_len(config)
         arch = (config.get("architectures") or ["BartForConditionalGeneration"])[0]

@@ -69,7 +69,9 @@ class DecoderOnlyFamily(Family):
     def claims(self, config: dict[str, Any]) -> bool:
         return looks_decoder_only(config)
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         max_len, key = derive_max_model_len(config)
         return ModelSpec(
             name=name,

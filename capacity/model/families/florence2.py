@@ -46,7 +46,9 @@ class Florence2Family(Family):
     # tower's cuDNN convolution workspaces (allocator memory fake tensors do not see); not isolated op by op.
     trace_undercount_percent: ClassVar[int | None] = 74
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         text = sub(config, "text_config", "florence2")
         vision = sub(config, "vision_config", "florence2")
         strides = vision.get("patch_stride", [4, 2, 2, 2])

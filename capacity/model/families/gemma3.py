@@ -76,7 +76,9 @@ class Gemma3Family(Family):
     def text_config(self, config: dict[str, Any]) -> dict[str, Any]:
         return text_config(config)
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         text = text_config(config)
         vision = {**SIGLIP_DEFAULTS, **sub(config, "vision_config", "gemma3")}
         types = text["layer_types"]
@@ -89,7 +91,8 @@ class Gemma3Family(Family):
         side = vision["image_size"]
         parts = f"({crops - 1} crops + the whole image) x {tokens}, each {side} x {side}" if crops > 1 else f"one {side} x {side} image"
         image_note = (
-            f"{crops * tokens} embeddings per image = {parts} in the tower ({scan.describe()}; vLLM's largest image {width} x {height}, get_num_image_tokens)"
+            f"{crops * tokens} embeddings per image = {parts} in the tower "
+            f"({scan.describe()}; vLLM's largest image {width} x {height}, get_num_image_tokens)"
         )
         if (processor or {}).get(MM_KWARGS_KEY):
             image_note += f"; --mm-processor-kwargs {json.dumps((processor or {})[MM_KWARGS_KEY], sort_keys=True)} applied"

@@ -187,9 +187,7 @@ def configured_max_soft_tokens(kwargs: dict[str, Any]) -> int:
     scoped = kwargs.get("images_kwargs")
     unknown = sorted(set(kwargs) - {"max_soft_tokens", "images_kwargs"}) + sorted(f"images_kwargs.{k}" for k in (scoped or {}) if k != "max_soft_tokens")
     if unknown or (scoped is not None and not isinstance(scoped, dict)):
-        raise BadInput(
-            f"--mm-processor-kwargs {', '.join(unknown) or 'images_kwargs'}: not modelled for Gemma-4 (capacity models max_soft_tokens); plan without it"
-        )
+        raise BadInput(f"--mm-processor-kwargs {', '.join(unknown) or 'images_kwargs'}: not modelled for Gemma-4 (capacity models max_soft_tokens); plan without it")
     value = kwargs.get("max_soft_tokens")
     if value is None and isinstance(scoped, dict):
         value = scoped.get("max_soft_tokens")
@@ -290,7 +288,9 @@ class Gemma4Family(Family):
     )
     adds_vllm_tensors = True  # the V part of k_eq_v layers' QKVParallelLinear (vllm_tensors)
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         architecture = str((config.get("architectures") or [self.hf_class])[0])
         if architecture != self.hf_class:
             raise BadInput(f"config.json architectures names {architecture!r}: the gemma4 family plans {self.hf_class} only")

@@ -94,7 +94,9 @@ class GenericFamily(Family):
         video_preprocessor: dict[str, Any] | None,
     ) -> ModelSpec:
         spec = self.spec(config, name, preprocessor, processor)
-        video = video_modality(config, materialized(config), spec.modalities, video_preprocessor, processor_class(processor, preprocessor), preprocessor)
+        video = video_modality(
+            config, materialized(config), spec.modalities, video_preprocessor, processor_class(processor, preprocessor), preprocessor
+        )
         if video is None:
             return spec
         notes = [n for n in spec.notes if not n.startswith("generic family: videos")]
@@ -113,7 +115,9 @@ class GenericFamily(Family):
             encoder = replace(encoder, seq_len_tokens=video.frame_pair_tokens)
         return replace(spec, modalities=(*spec.modalities, video), encoder=encoder, notes=tuple(notes))
 
-    def with_processor_kwargs(self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    def with_processor_kwargs(
+        self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]
+    ) -> dict[str, dict[str, Any]]:
         """The Qwen-VL size keys for the model_types vLLM counts with Qwen2VLProcessingInfo (flat keys reach the image
         and the video processor alike: _merge_and_resolve_mm_processor_kwargs); refused for any other model."""
         model_type = str(config.get("model_type"))
@@ -129,7 +133,9 @@ class GenericFamily(Family):
             return None
         return qwen_vl_max_pixels_within(materialized(config).get("vision_config") or {}, tokens)
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         """The spec from the config and the image / audio preprocessor configs (videos: spec_from_files)."""
         architecture = str((config.get("architectures") or ["?"])[0])
         if config.get("is_encoder_decoder"):
@@ -262,10 +268,7 @@ def item_tokens(
         return image_item_tokens(config, full, preprocessor, processor)
     from capacity import disk_cache
 
-    key = {
-        "modality": modality,
-        **{f"{name}_sha256": disk_cache.sha256_of(data) for name, data in (("config", config), ("preprocessor", preprocessor), ("processor", processor))},
-    }
+    key = {"modality": modality, **{f"{name}_sha256": disk_cache.sha256_of(data) for name, data in (("config", config), ("preprocessor", preprocessor), ("processor", processor))}}
     return disk_cache.remembered(
         "item-tokens",
         key,
@@ -382,9 +385,7 @@ def audio_item_tokens(config: dict[str, Any], full: dict[str, Any], preprocessor
     try:
         features, note = audio_features(config, preprocessor)
         rows = meta_audio_rows(json.dumps(config, sort_keys=True), tuple(features.shape))
-        return ItemTokens(
-            "audio", rows, "model", f"{note}; the model's audio path (get_audio_features, else its audio tower) on the meta device emits {rows} embeddings"
-        )
+        return ItemTokens("audio", rows, "model", f"{note}; the model's audio path (get_audio_features, else its audio tower) on the meta device emits {rows} embeddings")
     except Exception as exc:  # no extractor, a backend missing, a tower that reads values: the formula
         audio = full.get("audio_config") or {}
         positions = audio.get("max_source_positions")

@@ -102,7 +102,7 @@ class Tiling:
             # get_internvl_target_ratios is then empty: get_image_size_with_most_features raises at startup
             raise BadInput(
                 f"internvl_chat: min_dynamic_patch {tiling.min_dynamic_patch} exceeds max_dynamic_patch {tiling.max_dynamic_patch}: vLLM finds no "
-                'tile grid ("Cannot have a largest feature size of 0!") and fails at startup'
+                "tile grid (\"Cannot have a largest feature size of 0!\") and fails at startup"
             )
         return tiling
 

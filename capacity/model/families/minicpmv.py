@@ -134,9 +134,7 @@ def slicing(config: dict[str, Any], preprocessor: dict[str, Any] | None) -> Slic
     if preprocessor is None:
         pre["image_feature_size"] = queries  # the resampler's queries: what the placeholder must hold
     elif pre["image_feature_size"] != queries:
-        raise BadInput(
-            f"preprocessor_config.json image_feature_size {pre['image_feature_size']} differs from config.json query_num {queries}: vLLM's placeholders and the resampler disagree"
-        )
+        raise BadInput(f"preprocessor_config.json image_feature_size {pre['image_feature_size']} differs from config.json query_num {queries}: vLLM's placeholders and the resampler disagree")
     return Slicing(
         image_size=int(config.get("image_size", 448)),
         max_slice_num=int(config.get("max_slice_num", 9)),
@@ -209,11 +207,11 @@ class MiniCPMVFamily(Family):
     def text_config(self, config: dict[str, Any]) -> dict[str, Any]:
         return llm_config(config)
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         if version(config) != (2, 5):
-            raise BadInput(
-                f"config.json (minicpmv) version {'.'.join(map(str, version(config)))}: capacity plans MiniCPM-Llama3-V 2.5 (vLLM's MiniCPMV2_5) only"
-            )
+            raise BadInput(f"config.json (minicpmv) version {'.'.join(map(str, version(config)))}: capacity plans MiniCPM-Llama3-V 2.5 (vLLM's MiniCPMV2_5) only")
         if config.get("quantization_config"):
             raise BadInput("config.json (minicpmv) has a quantization_config: quantized MiniCPM-V checkpoints are not modelled")
         vision = sub(config, "vision_config", WHERE)

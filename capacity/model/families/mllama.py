@@ -44,7 +44,9 @@ class MllamaFamily(Family):
     model_types = ("mllama",)
     hf_class = "MllamaForConditionalGeneration"
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         text = sub(config, "text_config", "mllama")
         vision = sub(config, "vision_config", "mllama")
         hidden = need(text, "hidden_size", "mllama")
@@ -53,7 +55,9 @@ class MllamaFamily(Family):
         head_size = text.get("head_dim") or hidden // heads
         cross_layers = set(need(text, "cross_attention_layers", "mllama"))
         n_layers = need(text, "num_hidden_layers", "mllama")
-        layers = tuple(CrossAttentionLayer(kv_heads, head_size) if i in cross_layers else FullAttentionLayer(kv_heads, head_size) for i in range(n_layers))
+        layers = tuple(
+            CrossAttentionLayer(kv_heads, head_size) if i in cross_layers else FullAttentionLayer(kv_heads, head_size) for i in range(n_layers)
+        )
         tile = tokens_per_tile(need(vision, "image_size", "mllama"), need(vision, "patch_size", "mllama"))
         tiles = need(vision, "max_num_tiles", "mllama")
         tokens = tile * tiles
@@ -87,6 +91,7 @@ class MllamaFamily(Family):
             ),
             notes=(f"{tile} tokens per tile x {tiles} tiles = {tokens} cross-attention tokens per image",),
         )
+
 
     def encoder_input(self, spec: ModelSpec, source: ModelSource, device: str, dtype: torch.dtype, tokens: int) -> EncoderInput:
         """One image of the widest tiling as MllamaImageProcessor hands it over: pixel_values (1 image, tiles, 3,

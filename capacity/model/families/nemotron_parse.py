@@ -50,7 +50,9 @@ class NemotronParseFamily(Family):
         gathered_column=r"^neck\.sum_proj$",
     )
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         decoder = sub(config, "decoder", "nemotron_parse")
         encoder = sub(config, "encoder", "nemotron_parse")
         size = need(config, "image_size", "nemotron_parse")

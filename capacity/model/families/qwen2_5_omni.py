@@ -154,7 +154,9 @@ class Qwen25OmniFamily(Family):
         """qwen2_5_omni_thinker.py: audio_tower under _mark_tower_model(audio), visual under ({image, video})."""
         return (Tower(("audio",), ("audio_tower",)), VISUAL_TOWER)
 
-    def with_processor_kwargs(self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    def with_processor_kwargs(
+        self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]
+    ) -> dict[str, dict[str, Any]]:
         """The Qwen-VL size keys, as for Qwen2.5-VL: Qwen2_5OmniThinkerProcessingInfo counts images and videos with
         Qwen2VLProcessingInfo's _get_vision_info and the same merged kwargs (the audio keys are left as they are)."""
         return QWEN2_5_VL.with_processor_kwargs(config, files, kwargs)

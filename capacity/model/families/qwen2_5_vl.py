@@ -65,7 +65,9 @@ class Qwen25VLFamily(Family):
         encoder_data_parallel=True,
     )
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
         vision = config.get("vision_config") or {}
         merge = vision.get("spatial_merge_size", 2)
@@ -107,7 +109,9 @@ class Qwen25VLFamily(Family):
     def towers(self, config: dict[str, Any]) -> tuple[Tower, ...]:
         return (VISUAL_TOWER,)
 
-    def with_processor_kwargs(self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    def with_processor_kwargs(
+        self, config: dict[str, Any], files: dict[str, dict[str, Any]], kwargs: dict[str, Any]
+    ) -> dict[str, dict[str, Any]]:
         """Qwen2VLProcessingInfo's size keys; the frames of a video take the image's size (get_max_video_tokens)."""
         return with_qwen_vl_sizes(files, kwargs, "Qwen2.5-VL", {"min_pixels": DEFAULT_MIN_PIXELS, "max_pixels": DEFAULT_MAX_PIXELS})
 

@@ -23,7 +23,9 @@ class T5Family(Family):
     model_types = ("t5", "mt5", "umt5")
     hf_class = "T5ForConditionalGeneration"
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         d_model = need(config, "d_model", "t5")
         heads = need(config, "num_heads", "t5")
         head_size = need(config, "d_kv", "t5")  # T5's head width is d_kv, not d_model // heads

@@ -161,7 +161,9 @@ class UltravoxFamily(Family):
     def text_config(self, config: dict[str, Any]) -> dict[str, Any]:
         return llm_config(config)
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         if config.get("quantization_config"):
             raise BadInput("config.json (ultravox) has a quantization_config: quantized Ultravox checkpoints are not modelled")
         audio = audio_config(config)
@@ -176,12 +178,8 @@ class UltravoxFamily(Family):
             f"{stack_factor(config)})) = {per_chunk}",
             f"ultravox: LLM config from {('text_model_id ' + repr(config['text_model_id'])) if config.get('text_model_id') else 'text_config'}",
         ]
-        if processor and any(
-            processor.get(k) not in (None, v) for k, v in (("encoder_ds_factor", ENCODER_DS_FACTOR), ("audio_context_size", AUDIO_CONTEXT_SIZE))
-        ):
-            notes.append(
-                "ultravox: processor_config.json differs from UltravoxProcessor's defaults, which vLLM uses (from_pretrained passes stack_factor only)"
-            )
+        if processor and any(processor.get(k) not in (None, v) for k, v in (("encoder_ds_factor", ENCODER_DS_FACTOR), ("audio_context_size", AUDIO_CONTEXT_SIZE))):
+            notes.append("ultravox: processor_config.json differs from UltravoxProcessor's defaults, which vLLM uses (from_pretrained passes stack_factor only)")
         max_len, key, _factor = scaled_max_model_len(llm)
         return ModelSpec(
             name=name,
@@ -258,7 +256,10 @@ class UltravoxFamily(Family):
         features = item.tensors["input_features"]
         chunks = features.shape[0]
         batch = torch.cat([features] * count) if count > 1 else features
-        embedded = [model.multi_modal_projector(model.audio_tower(input_features=part).last_hidden_state) for part in batch.split(MAX_ENCODER_BATCH_SIZE)]
+        embedded = [
+            model.multi_modal_projector(model.audio_tower(input_features=part).last_hidden_state)
+            for part in batch.split(MAX_ENCODER_BATCH_SIZE)
+        ]
         out = torch.cat(embedded)  # (count x chunks, tokens per chunk, LLM hidden)
         return list(out.reshape(count, chunks * out.shape[1], out.shape[2]).unbind(0))
 

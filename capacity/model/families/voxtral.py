@@ -27,7 +27,9 @@ class VoxtralFamily(GenericFamily):
     model_types = ("voxtral",)
     fallback_rank = None  # claims its model_type only
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         spec = super().spec(config, name, preprocessor, processor)
         chunk = spec.modalities[0].max_tokens_per_item  # one 30 s chunk through the model's own audio path
         assert spec.encoder is not None
@@ -38,7 +40,8 @@ class VoxtralFamily(GenericFamily):
             encoder=replace(spec.encoder, seq_len_tokens=chunk),  # encoder positions grow with the chunks of the item
             notes=(
                 *spec.notes,
-                f"voxtral: vLLM sizes the largest audio by max_model_len ({chunk} tokens per 30 s chunk), at most {MAX_AUDIOS_PER_PROMPT} audios per prompt",
+                f"voxtral: vLLM sizes the largest audio by max_model_len ({chunk} tokens per 30 s chunk), at most "
+                f"{MAX_AUDIOS_PER_PROMPT} audios per prompt",
             ),
         )
 

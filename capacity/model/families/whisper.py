@@ -42,7 +42,9 @@ class WhisperFamily(Family):
         encoder=r"^model\.encoder\.",
     )
 
-    def spec(self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None) -> ModelSpec:
+    def spec(
+        self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
+    ) -> ModelSpec:
         d_model = need(config, "d_model", "whisper")
         heads = need(config, "decoder_attention_heads", "whisper")
         n_dec = need(config, "decoder_layers", "whisper")
@@ -65,9 +67,7 @@ class WhisperFamily(Family):
             encoder_tokens_per_request=source_positions,
             num_attention_heads=heads,
             # vllm/model_executor/models/whisper.py: proj_out is tied to decoder.embed_tokens, a whole nn.Embedding
-            decoder=DecoderShape(
-                d_model, need(config, "decoder_ffn_dim", "whisper"), False, need(config, "vocab_size", "whisper"), n_dec, lm_head_sharded=False
-            ),
+            decoder=DecoderShape(d_model, need(config, "decoder_ffn_dim", "whisper"), False, need(config, "vocab_size", "whisper"), n_dec, lm_head_sharded=False),
             encoder=EncoderShape(
                 seq_len=source_positions,
                 hidden_size=d_model,

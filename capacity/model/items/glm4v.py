@@ -13,7 +13,9 @@ GLM4V_MAX_FRAMES = 600  # vLLM: glm4_1v _MAX_FRAMES_PER_VIDEO
 GLM4V_MIN_PIXELS = 112 * 112  # transformers glm4v smart_resize's default min_pixels (vLLM's _get_vision_info passes none)
 
 
-def glm4v_video_tokens_by_frames(vision: dict[str, Any], preprocessor: dict[str, Any] | None, video_preprocessor: dict[str, Any] | None) -> tuple[int, ...]:
+def glm4v_video_tokens_by_frames(
+    vision: dict[str, Any], preprocessor: dict[str, Any] | None, video_preprocessor: dict[str, Any] | None
+) -> tuple[int, ...]:
     """Tokens of GLM-4.1V's dummy video at 1..600 frames (Glm4vProcessingInfo._get_max_video_frames' loop): frames at
     the largest image's size, resized so that frames x height x width <= the video size.longest_edge pixels."""
     merge = positive(vision, "spatial_merge_size", "vision_config")

@@ -91,9 +91,7 @@ def candidate_sizes(image_proc: Any, vision: dict[str, Any]) -> list[tuple[int, 
     for attr in ("size", "crop_size", "max_image_size"):
         value = getattr(image_proc, attr, None)
         value = value if isinstance(value, dict) else (value.__dict__ if hasattr(value, "__dict__") else {})
-        sides.update(
-            int(v) for k, v in value.items() if isinstance(v, (int, float)) and k in ("height", "width", "shortest_edge", "longest_edge") and 0 < v <= HUGE_SIDE
-        )
+        sides.update(int(v) for k, v in value.items() if isinstance(v, (int, float)) and k in ("height", "width", "shortest_edge", "longest_edge") and 0 < v <= HUGE_SIDE)
     if isinstance(vision.get("image_size"), int):
         sides.add(int(vision["image_size"]))
     shapes = {(HUGE_SIDE, HUGE_SIDE), (HUGE_SIDE, HUGE_SIDE // 2), (HUGE_SIDE // 2, HUGE_SIDE)}

@@ -23,9 +23,7 @@ def idefics3_image_tokens(full: dict[str, Any], preprocessor: dict[str, Any] | N
     vision = full.get("vision_config") or {}
     try:
         size = positive(pre.get("size") if isinstance(pre.get("size"), dict) else {}, "longest_edge", "preprocessor_config.json size")
-        tile_side = positive(
-            pre.get("max_image_size") if isinstance(pre.get("max_image_size"), dict) else {}, "longest_edge", "preprocessor_config.json max_image_size"
-        )
+        tile_side = positive(pre.get("max_image_size") if isinstance(pre.get("max_image_size"), dict) else {}, "longest_edge", "preprocessor_config.json max_image_size")
         seq_len = positive(proc, "image_seq_len", "processor_config.json")
         patch = positive(vision, "patch_size", "vision_config")
         side = positive(vision, "image_size", "vision_config")
@@ -45,9 +43,8 @@ def idefics3_image_tokens(full: dict[str, Any], preprocessor: dict[str, Any] | N
         "image",
         tiles * seq_len,
         "vLLM rule",
-        f"Idefics3ProcessingInfo.get_num_image_tokens on its {tile_side}x{tile_side} dummy image: ({rows} x {cols} tiles + 1 global) x image_seq_len {seq_len}"
-        if rows
-        else f"Idefics3ProcessingInfo.get_num_image_tokens: 1 tile x image_seq_len {seq_len}",
+        f"Idefics3ProcessingInfo.get_num_image_tokens on its {tile_side}x{tile_side} dummy image: ({rows} x {cols} tiles + 1 global) "
+        f"x image_seq_len {seq_len}" if rows else f"Idefics3ProcessingInfo.get_num_image_tokens: 1 tile x image_seq_len {seq_len}",
     )
 
 

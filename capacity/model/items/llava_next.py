@@ -64,7 +64,8 @@ class AnyresImages:
         tower = str(vision.get("model_type"))
         if tower not in TOWER_EXTRA_POSITIONS:
             raise BadInput(
-                f"llava_next: vision_config.model_type {tower!r}: capacity counts LLaVA-NeXT images for the {' and '.join(TOWER_EXTRA_POSITIONS)} towers only"
+                f"llava_next: vision_config.model_type {tower!r}: capacity counts LLaVA-NeXT images for the "
+                f"{' and '.join(TOWER_EXTRA_POSITIONS)} towers only"
             )
         strategy = full.get("vision_feature_select_strategy")
         if strategy not in ("default", "full"):
@@ -74,9 +75,7 @@ class AnyresImages:
             raise BadInput(f"llava_next: image_grid_pinpoints {pins!r} is not a list of [height, width] pairs of positive integers")
         side, patch = vision.get("image_size"), vision.get("patch_size")
         if not (_positive_int(side) and _positive_int(patch)) or side % patch:
-            raise BadInput(
-                f"llava_next: vision_config.image_size {side!r} is not a positive multiple of patch_size {patch!r} (CLIPEncoderInfo.get_patch_grid_length)"
-            )
+            raise BadInput(f"llava_next: vision_config.image_size {side!r} is not a positive multiple of patch_size {patch!r} (CLIPEncoderInfo.get_patch_grid_length)")
         return cls(tuple((int(h), int(w)) for h, w in pins), side, patch, strategy, TOWER_EXTRA_POSITIONS[tower])
 
     @property

@@ -21,9 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from capacity.source.resolve import ModelSource
 
 
-def video_grid(
-    model_type: str, vision: dict[str, Any], preprocessor: dict[str, Any] | None, video_preprocessor: dict[str, Any] | None, tokens: int
-) -> tuple[int, int, int]:
+def video_grid(model_type: str, vision: dict[str, Any], preprocessor: dict[str, Any] | None, video_preprocessor: dict[str, Any] | None, tokens: int) -> tuple[int, int, int]:
     """(grid_t, grid_h, grid_w) of the `tokens`-token dummy video; LookupError when no rule gives that count."""
     merge = positive(vision, "spatial_merge_size", "vision_config")
     if model_type in GLM4V_VIDEO:  # the fewest frames whose video has `tokens` tokens (_get_max_video_frames' choice)

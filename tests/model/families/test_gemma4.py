@@ -24,9 +24,7 @@ from capacity.model.families.gemma4 import TEXT_DEFAULTS, VISION_DEFAULTS
 from capacity.model.registry import model_spec, spec_from_files
 from tests.support.paths import REPO_ROOT
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 ROOT = REPO_ROOT
 CONFIG: dict[str, Any] = json.loads((ROOT / "capacity" / "source" / "catalog" / "models" / "google--gemma-4-26B-A4B" / "config.json").read_text())
@@ -135,9 +133,7 @@ def test_formula_plan_on_h100_at_tp2(capsys: pytest.CaptureFixture[str]):
     groups = plan["kv_cache"]["groups"]
     # TP 2: sliding 4 KV heads x 256, page 2 x 16 x 4 x 256 x 2 = 65,536 B; full 1 head x 512 at block 16 is 32,768 B,
     # so vLLM doubles its block to 32 (unify_kv_cache_spec_page_size). 25 sliding layers, 5 full: groups of 5.
-    assert [(g["kind"], g["num_layers"], g["block_size"], g["page_size_bytes"]) for g in groups] == [("sliding_window", 5, 16, 65_536)] * 5 + [
-        ("full", 5, 32, 65_536)
-    ]
+    assert [(g["kind"], g["num_layers"], g["block_size"], g["page_size_bytes"]) for g in groups] == [("sliding_window", 5, 16, 65_536)] * 5 + [("full", 5, 32, 65_536)]
     assert plan["kv_cache"]["bytes_per_block"] == 5 * 65_536
     # H100 80 GB, `vllm serve`: max_num_batched_tokens 8192; sliding cdiv(1023 + 2 x 8192, 16) + 1, full cdiv(262144, 32)
     assert [g["blocks_per_request_vllm"] for g in groups] == [1089] * 5 + [8192]

@@ -24,9 +24,7 @@ from capacity.model.families.gemma4 import audio_soft_tokens, dummy_audio_sample
 from capacity.model.registry import model_spec, spec_from_files
 from tests.support.paths import REPO_ROOT
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 ROOT = REPO_ROOT
 ENTRY = ROOT / "capacity" / "source" / "catalog" / "models" / "google--gemma-4-E2B-it"
@@ -37,11 +35,7 @@ WEIGHTS_REFERENCE = json.loads((ROOT / "bench" / "results" / "vllm-weights-refer
 
 def vllm_weights(tp: int, limit_mm: dict[str, int] | None = None) -> int:
     """rank 0's parameter bytes of vLLM 0.33's own Gemma4ForConditionalGeneration (committed numbers)."""
-    return next(
-        c["rank0_parameter_bytes"]
-        for c in WEIGHTS_REFERENCE["cases"]
-        if c["model"] == "google/gemma-4-E2B-it" and c["tp"] == tp and c.get("limit_mm") == limit_mm
-    )
+    return next(c["rank0_parameter_bytes"] for c in WEIGHTS_REFERENCE["cases"] if c["model"] == "google/gemma-4-E2B-it" and c["tp"] == tp and c.get("limit_mm") == limit_mm)
 
 
 def plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
@@ -179,11 +173,9 @@ def test_language_model_only_sets_every_limit_to_zero(capsys: pytest.CaptureFixt
 def test_language_model_only_read_from_a_vllm_log():
     from capacity.vllm.log_startups import parse_vllm_startups
 
-    (serve,) = parse_vllm_startups(
-        "$ vllm serve google/gemma-4-E2B-it --language-model-only --max-model-len 8192 --enforce-eager\nGPU KV cache size: 1,000 tokens\n"
-    )
+    serve, = parse_vllm_startups("$ vllm serve google/gemma-4-E2B-it --language-model-only --max-model-len 8192 --enforce-eager\nGPU KV cache size: 1,000 tokens\n")
     assert serve.log_knobs == {"language_model_only": True, "max_model_len": 8192, "enforce_eager": True}
-    (logged,) = parse_vllm_startups(
+    logged, = parse_vllm_startups(
         "INFO 05-29 01:02:03 [utils.py:253] non-default args: {'model': 'google/gemma-4-E2B-it', 'max_model_len': 8192, 'language_model_only': True}\n"
         "GPU KV cache size: 1,000 tokens\n"
     )

@@ -17,9 +17,7 @@ from capacity.planning.kv_groups import kv_groups_for
 from capacity.serving.config import ServingArgs, resolve_serving
 from tests.support.paths import REPO_ROOT
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 ROOT = REPO_ROOT
 CATALOG = ROOT / "capacity" / "source" / "catalog" / "models"
@@ -159,27 +157,9 @@ def tiny_qwen2_audio() -> dict[str, Any]:
 def test_fake_trace_runs_the_models_own_audio_path(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(tiny_qwen2_audio()))
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "capacity.cli",
-            "plan",
-            "--model",
-            str(tmp_path),
-            "--gpu",
-            "H200",
-            "--offline",
-            "--dtype",
-            "bfloat16",
-            "--max-num-batched-tokens",
-            "8192",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={"CAPACITY_ESTIMATE": "trace", "PATH": "/usr/bin:/bin"},
-        check=False,
+        [sys.executable, "-m", "capacity.cli", "plan", "--model", str(tmp_path), "--gpu", "H200", "--offline", "--dtype", "bfloat16",
+         "--max-num-batched-tokens", "8192", "--json"],
+        capture_output=True, text=True, cwd=ROOT, env={"CAPACITY_ESTIMATE": "trace", "PATH": "/usr/bin:/bin"}, check=False,
     )
     assert out.returncode == 0, out.stderr
     plan = json.loads(out.stdout)

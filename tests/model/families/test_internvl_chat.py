@@ -29,9 +29,7 @@ from capacity.serving.config import ServingArgs, resolve_serving
 from capacity.serving.encoder_budget import build_budget
 from tests.support.paths import REPO_ROOT
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 ROOT = REPO_ROOT
 NAME = "OpenGVLab/InternVL3-8B"

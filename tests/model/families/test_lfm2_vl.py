@@ -24,9 +24,7 @@ from capacity.planning.kv_groups import kv_groups_for
 from capacity.serving.config import ServingArgs, resolve_serving
 from tests.support.paths import REPO_ROOT
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 ROOT = REPO_ROOT
 CONFIG = json.loads((ROOT / "capacity" / "source" / "catalog" / "models" / "LiquidAI--LFM2.5-VL-1.6B" / "config.json").read_text())
@@ -202,21 +200,7 @@ def test_a_folder_with_its_processor_config_plans_images(tmp_path, capsys):
     ones config.json states), images count 256 each by vLLM's rule, and the tower's weights stay in:
     3,193,251,808 B at TP 1 (the weights reference's whole-model case)."""
     (tmp_path / "config.json").write_text(json.dumps(CONFIG))
-    settings = {
-        key: CONFIG[key]
-        for key in (
-            "downsample_factor",
-            "encoder_patch_size",
-            "min_image_tokens",
-            "max_image_tokens",
-            "max_pixels_tolerance",
-            "min_tiles",
-            "max_tiles",
-            "tile_size",
-            "use_thumbnail",
-            "do_image_splitting",
-        )
-    }
+    settings = {key: CONFIG[key] for key in ("downsample_factor", "encoder_patch_size", "min_image_tokens", "max_image_tokens", "max_pixels_tolerance", "min_tiles", "max_tiles", "tile_size", "use_thumbnail", "do_image_splitting")}
     (tmp_path / "processor_config.json").write_text(json.dumps({"processor_class": "Lfm2VlProcessor", "image_processor": settings}))
     code = main(["plan", "--model", str(tmp_path), "--estimate", "formula", "--json"])
     plan = json.loads(capsys.readouterr().out)

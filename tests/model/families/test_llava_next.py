@@ -22,9 +22,7 @@ from capacity.model.items.llava_next import AnyresImages, select_best_resolution
 from capacity.model.registry import family_for, spec_from_files
 from tests.support.paths import REPO_ROOT
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 ROOT = REPO_ROOT
 CONFIG = json.loads((ROOT / "capacity" / "source" / "catalog" / "models" / "llava-hf--llava-v1.6-vicuna-7b-hf" / "config.json").read_text())
@@ -155,15 +153,7 @@ def tiny_config() -> dict[str, Any]:
         "vision_feature_layer": -2,
         "vision_feature_select_strategy": "default",
         "text_config": {"model_type": "llama", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 64},
-        "vision_config": {
-            "model_type": "clip_vision_model",
-            "hidden_size": 16,
-            "intermediate_size": 32,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "image_size": 28,
-            "patch_size": 14,
-        },
+        "vision_config": {"model_type": "clip_vision_model", "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "image_size": 28, "patch_size": 14},
     }
 
 

@@ -47,12 +47,9 @@ VISION = (
 )
 A, AFFN = 1280, 5120
 AUDIO = (
-    (A * 128 * 3 + A)
-    + (A * A * 3 + A)
-    + 2 * H  # conv1, conv2, audio_bos_eos_token
+    (A * 128 * 3 + A) + (A * A * 3 + A) + 2 * H  # conv1, conv2, audio_bos_eos_token
     + 32 * ((A * A) + 2 * (A * A + A) + (A * A + A) + 2 * 2 * A + (AFFN * A + AFFN) + (A * AFFN + A))  # k (no bias), q/v, out, LNs, fc1, fc2
-    + 2 * A
-    + (H * A + H)  # ln_post, proj
+    + 2 * A + (H * A + H)  # ln_post, proj
 )
 
 
@@ -129,16 +126,7 @@ def test_weights_as_created_equal_vllms_model_class(source, spec):
     assert REFERENCE["weights"][0]["rank0_parameter_bytes"] == TEXT + 2 * (VISION + AUDIO) == 8_203_142_144
 
 
-@pytest.mark.parametrize(
-    ("gpu", "kernel"),
-    [
-        ("A100-80GB", "MarlinLinearKernel"),
-        ("L4", "MarlinLinearKernel"),
-        ("B200", "MarlinLinearKernel"),
-        ("H200", "MacheteLinearKernel"),
-        ("H100-80GB", "MacheteLinearKernel"),
-    ],
-)
+@pytest.mark.parametrize(("gpu", "kernel"), [("A100-80GB", "MarlinLinearKernel"), ("L4", "MarlinLinearKernel"), ("B200", "MarlinLinearKernel"), ("H200", "MacheteLinearKernel"), ("H100-80GB", "MacheteLinearKernel")])
 @pytest.mark.parametrize("tp", [1, 2, 4])
 def test_weights_after_the_gpus_awq_kernel(source, spec, gpu, kernel, tp):
     """Machete (compute capability 9.0) keeps the zero points as bf16 [groups, out]; Marlin keeps the sizes."""
@@ -193,9 +181,7 @@ def test_missing_fields_are_refused_naming_them(source, path, value, named):
 
 
 def test_audio_tokens_follow_the_preprocessor(source):
-    spec = spec_from_files(
-        source.config, "short chunks", preprocessor={"chunk_length": 10, "sampling_rate": 16_000, "hop_length": 160, "max_pixels": 1_003_520}
-    )
+    spec = spec_from_files(source.config, "short chunks", preprocessor={"chunk_length": 10, "sampling_rate": 16_000, "hop_length": 160, "max_pixels": 1_003_520})
     by_name = {m.name: m.max_tokens_per_item for m in spec.modalities}
     # 10 s -> 1000 mel frames -> 500 positions -> 250 tokens; 1,003,520 // 784 = 1280 tokens per image
     assert by_name == {"image": 1280, "video": 1280, "audio": 250}

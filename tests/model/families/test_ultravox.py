@@ -29,9 +29,7 @@ NAME = "fixie-ai/ultravox-v0_6-llama-3_1-8b"
 
 D, FFN, LAYERS, MELS, POSITIONS = 1280, 5120, 32, 128, 1500
 TOWER = (
-    (D * MELS * 3 + D)
-    + (D * D * 3 + D)
-    + POSITIONS * D  # conv1, conv2 (stride 2), positions (nn.Embedding)
+    (D * MELS * 3 + D) + (D * D * 3 + D) + POSITIONS * D  # conv1, conv2 (stride 2), positions (nn.Embedding)
     + LAYERS * (3 * (D * D + D) + (D * D + D) + 2 * 2 * D + (FFN * D + FFN) + (D * FFN + D))  # q/k/v (+ vLLM's K bias), out, 2 LNs, fc1, fc2
     + 2 * D  # final layer norm
 )

@@ -20,9 +20,7 @@ from capacity.model.items.idefics3 import idefics3_image_patches
 from capacity.model.registry import spec_from_files
 from tests.support.paths import REPO_ROOT
 
-pytestmark = pytest.mark.formula(
-    "its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples"
-)
+pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
 ROOT = REPO_ROOT
 SMOLVLM = ROOT / "capacity" / "source" / "catalog" / "models" / "HuggingFaceTB--SmolVLM-256M-Instruct"

@@ -461,3 +461,21 @@ def test_fp8_moe_catalog_checkpoint_from_its_quantization_config(hermetic: Path)
     ds = plan_for("deepseek-ai/DeepSeek-V3", ServingArgs(tensor_parallel_size=8), "H200")
     assert ds.weights_per_rank is not None and ds.weights_per_rank.unclassified == ()
     assert ds.memory["weights"].kind == "estimated" and ds.weights_per_rank.bytes_of("replicated-linear") > 0
+
+
+def test_a_layouts_remembered_classifications_are_classifys_and_a_repeat_gives_the_same_breakdown():
+    """classify's answers are kept per layout (parallel_layers.classifications): a breakdown worked out with them
+    equals one worked out from an empty memo, and every remembered answer is what classify gives."""
+    from capacity.weights import parallel_layers
+
+    parallel_layers._CLASSIFIED.clear()
+    first = weights_per_rank(LLAMA_TENSORS, LLAMA, Parallelism(2, dtype_bytes=2))
+    memo = parallel_layers.classifications(LLAMA)
+    assert len(memo) == len(LLAMA_TENSORS)
+    assert all(memo[tensor] is parallel_layers.classify(tensor, LLAMA) for tensor in LLAMA_TENSORS)
+    copies = [StoredTensor(x.name, x.shape, x.dtype) for x in LLAMA_TENSORS]  # equal tensors, new objects
+    assert weights_per_rank(copies, LLAMA, Parallelism(2, dtype_bytes=2)) == first
+    tied = replace(LLAMA, tie_word_embeddings=True)  # another layout: its own answers (the head is tied there)
+    assert parallel_layers.classifications(tied) is not memo
+    weights_per_rank(LLAMA_TENSORS, tied, Parallelism(1, dtype_bytes=2))
+    assert parallel_layers.classifications(tied)[LLAMA_TENSORS[-1]] is parallel_layers.TIED

@@ -8,9 +8,10 @@ device; a checkpoint known only by its header summary at TP 1 gives its bytes wi
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from capacity.errors import BadInput, RuntimeFailure
 from capacity.gpu.catalog import Gpu
@@ -59,23 +60,32 @@ def _recorded_parameters(table: Any, config_sha256: str, family: str) -> Paramet
     return recorded
 
 
-# _config_json memo, keyed by the identity of the config dict (the entry keeps the dict alive, so the id
-# cannot be reused): re-planning one model many times (a sweep) serializes its config once.
-_CONFIG_JSON: dict[int, tuple[dict[str, Any], str]] = {}
+_T = TypeVar("_T")
+
+# Memos keyed by the identity of their input (a config dict, a parameter list from an lru-cached reader): the entry
+# keeps the input alive, so its id cannot be reused. Re-planning one model (a sweep) serializes its config once and
+# makes its StoredTensors once (their name parts, cached properties, are then split once).
+_BY_IDENTITY: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+
+
+def _by_identity(kind: str, source: Any, make: Callable[[], _T], *more: Any) -> _T:
+    """make(), remembered as `kind` for this very `source` object and `more` (the other arguments make reads)."""
+    key = (kind, id(source), *more)
+    hit = _BY_IDENTITY.get(key)
+    if hit is not None and hit[0] is source:
+        return hit[1]
+    value = make()
+    if len(_BY_IDENTITY) >= 64:
+        _BY_IDENTITY.clear()
+    _BY_IDENTITY[key] = (source, value)
+    return value
 
 
 def _config_json(config: dict[str, Any]) -> str:
     """The config as canonical JSON: the key of the meta-device build cache."""
-    hit = _CONFIG_JSON.get(id(config))
-    if hit is not None and hit[0] is config:
-        return hit[1]
     import json
 
-    text = json.dumps(config, sort_keys=True)
-    if len(_CONFIG_JSON) >= 32:
-        _CONFIG_JSON.clear()
-    _CONFIG_JSON[id(config)] = (config, text)
-    return text
+    return _by_identity("config json", config, lambda: json.dumps(config, sort_keys=True))
 
 
 @lru_cache(maxsize=32)
@@ -98,22 +108,9 @@ def _local_shards(source: ModelSource) -> tuple[str, ...]:
     return tuple(source.safetensors)
 
 
-# _stored_tensors memo, keyed by the identity of a parameter list (the entry keeps the list alive, so the id cannot
-# be reused; the lists come from lru-cached readers): re-planning one model (a sweep) reuses its tensors, whose
-# names are split once (StoredTensor's cached properties).
-_STORED_TENSORS: dict[int, tuple[Any, tuple[StoredTensor, ...]]] = {}
-
-
 def _stored_tensors(rows: tuple[tuple[Any, ...], ...], dtype: str | None = None) -> tuple[StoredTensor, ...]:
     """StoredTensor of each (name, shape, dtype) row, or (name, shape) row loaded as `dtype`."""
-    hit = _STORED_TENSORS.get(id(rows))
-    if hit is not None and hit[0] is rows:
-        return hit[1]
-    tensors = tuple(StoredTensor(r[0], r[1], r[2] if dtype is None else dtype) for r in rows)
-    if len(_STORED_TENSORS) >= 32:
-        _STORED_TENSORS.clear()
-    _STORED_TENSORS[id(rows)] = (rows, tensors)
-    return tensors
+    return _by_identity("stored tensors", rows, lambda: tuple(StoredTensor(r[0], r[1], r[2] if dtype is None else dtype) for r in rows), dtype)
 
 
 def model_tensors(spec: ModelSpec, source: ModelSource) -> tuple[tuple[StoredTensor, ...], str]:

@@ -24,6 +24,11 @@ print(repr((heavy, failed)))
 """
 
 
+def fresh_env(tmp_path) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    """A process with nothing of this machine's: an empty disk cache and HF home under `tmp_path`, offline."""
+    return {"CAPACITY_CACHE_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin"}
+
+
 def test_formula_plans_of_every_catalog_entry_import_neither_torch_nor_transformers(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """In one fresh process with an empty disk cache: plan, check and sweep of every plannable catalog entry."""
     ids = list(catalog())
@@ -32,7 +37,7 @@ def test_formula_plans_of_every_catalog_entry_import_neither_torch_nor_transform
     runs += ["plan|--model|LiquidAI/LFM2.5-VL-1.6B|--limit-mm-per-prompt|image=0|--estimate|formula"]
     runs += [f"check|--model|{m}|--gpu|H200|--estimate|formula|--min-concurrency|1" for m in ids[:5]]
     runs += ["sweep|--model|Qwen/Qwen2.5-VL-7B-Instruct|--gpu|L4,H200|--max-num-seqs|8,64|--estimate|formula"]
-    env = {"CAPACITY_CACHE_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin"}
+    env = fresh_env(tmp_path)
     done = subprocess.run([sys.executable, "-c", PROGRAM, *runs], cwd=REPO_ROOT, capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr
     heavy, failed = eval(done.stdout.strip().splitlines()[-1])  # noqa: S307 - our own repr
@@ -59,7 +64,7 @@ def command_modules_after(argv: list[str], tmp_path) -> set[str]:  # type: ignor
         "with contextlib.redirect_stdout(io.StringIO()): code = main(sys.argv[1:])\n"
         f"print(code, *sorted(m for m in sys.modules if m in {sorted(COMMAND_MODULES)!r}))"
     )
-    env = {"CAPACITY_CACHE_DIR": str(tmp_path), "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "PATH": "/usr/bin:/bin"}
+    env = fresh_env(tmp_path)
     done = subprocess.run([sys.executable, "-c", code, *argv], cwd=REPO_ROOT, capture_output=True, text=True, env=env, timeout=120, check=True)
     code, *modules = done.stdout.split()
     assert code in ("0", "1"), done.stderr

@@ -1,7 +1,7 @@
 """What a checkpoint stores, from its safetensors headers alone: tensors, elements and bytes per dtype.
 
 One summary type for every place the headers come from: a model folder on disk, the Hub (headers read with
-HTTP ranges through huggingface_hub's client, capacity/source/hub_http.py, never the weights), or a summary recorded earlier (the
+HTTP ranges, capacity/source/hub_http.py, never the weights), or a summary recorded earlier (the
 HF assets cache, or a catalog entry). The weights term reads it the same way whatever the source
 (`capacity/memory/weights.py`).
 

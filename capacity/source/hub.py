@@ -1,4 +1,4 @@
-"""Hugging Face model ids: the local HF cache (pure file reads) and the Hub (through `huggingface_hub`'s HTTP client).
+"""Hugging Face model ids: the local HF cache (pure file reads) and the Hub (its HTTP endpoints).
 
 The Hub is asked only for what planning reads (capacity/source/hub_http.py): the model info (commit and file list),
 `config.json`, the processor configs, `generation_config.json` and the safetensors index, written into the standard
@@ -8,8 +8,10 @@ from the cache, also with `HF_HUB_OFFLINE=1`.
 
 Settings come from the environment at call time (`HubSettings.from_env`) and are passed explicitly (endpoint,
 cache folder, timeouts), because `huggingface_hub.constants` reads HF_ENDPOINT, HF_HOME, HF_HUB_CACHE and
-HF_HUB_OFFLINE once, when it is first imported. `huggingface_hub` is imported only when the Hub is asked, so
-planning from the cache, a folder or the catalog never imports it. Every failure is one line (BadInput, exit 2).
+HF_HUB_OFFLINE once, when it is first imported. `huggingface_hub` is imported only for its token lookup (when a
+token exists), its error classes (when the Hub refuses) and its constants, so planning from the cache, a folder or
+the catalog never imports it, and a plan of a public repo imports no HTTP library beyond the standard one. Every
+failure is one line (BadInput, exit 2).
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ class Snapshot:
     weights: CheckpointWeights | None  # None: no safetensors headers known, the weights come from a meta build
 
 
-# --- the local cache (no huggingface_hub import) ------------------------------------------------------
+# --- the local cache (no huggingface_hub import) ---------------------------------------------------------
 
 
 def repo_folder(settings: HubSettings, repo_id: str) -> Path:
@@ -153,7 +155,7 @@ def cached_snapshot(repo_id: str, revision: str | None, settings: HubSettings) -
     return None
 
 
-# --- the Hub (huggingface_hub) -------------------------------------------------------------------------
+# --- the Hub ---------------------------------------------------------------------------------------------
 
 
 def fetch_snapshot(repo_id: str, revision: str | None, settings: HubSettings, closest: Callable[[], list[str]]) -> Snapshot:

@@ -1,7 +1,6 @@
-"""The Hub's HTTP endpoints capacity asks, through huggingface_hub's shared HTTP client, and the HF cache they fill.
+"""The Hub's HTTP endpoints capacity asks, and the HF cache they fill.
 
-One plan of a Hub id asks (each a GET through `huggingface_hub.utils.get_session`, answered or raised by
-`hf_raise_for_status`, so errors are huggingface_hub's own classes):
+One plan of a Hub id asks (each a GET):
 
 - the model info at the revision (`/api/models/{id}/revision/{rev}`, what `HfApi.model_info` asks): the commit and
   the file list, once;
@@ -11,38 +10,106 @@ One plan of a Hub id asks (each a GET through `huggingface_hub.utils.get_session
 - the first 100,000 bytes of each safetensors shard, and the rest of a longer header, by HTTP range (what
   `HfApi.parse_safetensors_file_metadata` reads): never the weights.
 
-That is 1 + files + 2 per shard (the Hub redirects a shard to its storage) requests, where `hf_hub_download` and
-`get_safetensors_metadata` made a HEAD and a GET per file, a HEAD per `file_exists` and the index twice. The files
-and the shards are asked concurrently (on the real Hub each request is a TLS round trip). Importing `HfApi` and
-`file_download` (about 0.15 s: tqdm, yaml, filelock, every API dataclass) is not needed for any of it.
+That is 1 + files + 2 per shard (the Hub redirects a shard to its storage) requests. The files and the shards are
+asked concurrently (on the real Hub each request is a TLS round trip).
+
+The requests go through the standard library's HTTP client, with huggingface_hub's headers (its token lookup and
+user agent, `build_hf_headers`) when a token can be found, the environment's proxies (HTTP(S)_PROXY, NO_PROXY) and
+the system's CA certificates (SSL_CERT_FILE / SSL_CERT_DIR), as huggingface_hub's client takes them on Linux. A token
+is sent to the Hub's own host only, never to the storage a shard redirects to. A refused request is raised by
+huggingface_hub's own `hf_raise_for_status`, so errors are its classes (GatedRepoError, RepositoryNotFoundError, ...).
+huggingface_hub's HTTP client (httpx2 and its session: about 0.1 s to import and build) is imported only then.
 """
 
 from __future__ import annotations
 
 import hashlib
+import http.client
 import json
 import os
+import platform
 import struct
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
+
+from capacity import __version__
 
 TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_OIDC_RESOURCE")  # huggingface_hub's get_token reads these
 HEADER_PROBE = 100_000  # bytes of a shard read first (huggingface_hub's parse_safetensors_file_metadata reads as many)
+SAFETENSORS_MAX_HEADER_LENGTH = 25_000_000  # huggingface_hub.constants.SAFETENSORS_MAX_HEADER_LENGTH
+_USER_AGENT = f"capacity/{__version__}; python/{platform.python_version()}"
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
-def _get(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> Any:
-    from huggingface_hub.utils import get_session, hf_raise_for_status
-
-    response = get_session().get(url, headers={**_auth_headers(), **(headers or {})}, timeout=timeout_s)
-    hf_raise_for_status(response)
-    return response
+class Unreachable(ConnectionError):
+    """The Hub gave no complete answer (the network, TLS, a proxy, a dropped connection)."""
 
 
-def _auth_headers() -> dict[str, str]:
+@dataclass(frozen=True)
+class Response:
+    url: str  # after redirects
+    headers: dict[str, str]  # names in lower case
+    content: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
+class _SameHostAuth(urllib.request.HTTPRedirectHandler):
+    """Follow redirects; carry the token to the same host only (the storage a shard redirects to gets none)."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and urlsplit(newurl).netloc == urlsplit(req.full_url).netloc:
+            for key, value in req.unredirected_hdrs.items():
+                if key.lower() == "authorization":
+                    new.add_unredirected_header(key, value)
+        return new
+
+
+_OPENER = urllib.request.build_opener(_SameHostAuth)
+
+
+def _get(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> Response:
+    request = urllib.request.Request(url, headers=headers or {})
+    for key, value in _hf_headers().items():
+        if key.lower() == "authorization":
+            request.add_unredirected_header(key.capitalize(), value)
+        else:
+            request.add_header(key.capitalize(), value)
+    try:
+        with _OPENER.open(request, timeout=timeout_s) as answer:
+            return Response(answer.url, {k.lower(): v for k, v in answer.headers.items()}, answer.read())
+    except urllib.error.HTTPError as refused:
+        with refused:
+            _raise_as_huggingface_hub(url, refused.code, list(refused.headers.items()), refused.read())
+        raise
+    except urllib.error.URLError as failed:  # no answer: DNS, refused, TLS, proxy; the cause is the socket's error
+        cause = failed.reason if isinstance(failed.reason, BaseException) else None
+        raise Unreachable(f"{urlsplit(url).netloc}: {failed.reason}") from cause
+    except http.client.HTTPException as broken:  # the answer was cut short (IncompleteRead, BadStatusLine)
+        raise Unreachable(f"{urlsplit(url).netloc}: {type(broken).__name__}") from broken
+
+
+def _raise_as_huggingface_hub(url: str, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+    """huggingface_hub's own error for a refused request: its `hf_raise_for_status` on the same answer, as a
+    response of the HTTP library huggingface_hub is built on."""
+    import sys
+
+    from huggingface_hub import errors
+    from huggingface_hub.utils import hf_raise_for_status
+
+    library = sys.modules[errors.Response.__module__.split(".")[0]]  # httpx2 (huggingface_hub 2) or httpx (1.x)
+    hf_raise_for_status(library.Response(status, headers=headers, content=body, request=library.Request("GET", url)))
+
+
+def _hf_headers() -> dict[str, str]:
     """huggingface_hub's request headers (`build_hf_headers`: its token lookup and user agent) whenever a token can
     be found; none where no token source exists (no HF_TOKEN / HUGGING_FACE_HUB_TOKEN / HF_OIDC_RESOURCE, no token
     file, not in Colab), where huggingface_hub would send no authorization either. Its token lookup imports yaml and
@@ -55,7 +122,7 @@ def _auth_headers() -> dict[str, str]:
         from huggingface_hub.utils import build_hf_headers
 
         return build_hf_headers()
-    return {}
+    return {"user-agent": _USER_AGENT}
 
 
 def model_info(endpoint: str, repo_id: str, revision: str, timeout_s: float) -> tuple[str, set[str]]:
@@ -76,7 +143,7 @@ def download(endpoint: str, cache_dir: Path, repo_id: str, revision: str, commit
 
     def fetch(name: str) -> None:
         response = _get(file_url(endpoint, repo_id, commit, name), timeout_s)
-        etag = response.headers.get("X-Linked-Etag") or response.headers.get("ETag")
+        etag = response.headers.get("x-linked-etag") or response.headers.get("etag")
         store(repo, commit, name, response.content, _normalize_etag(etag) or hashlib.sha256(response.content).hexdigest())
 
     each(fetch, list(names))
@@ -103,25 +170,28 @@ def store(repo: Path, commit: str, name: str, data: bytes, etag: str) -> None:
 def safetensors_header(endpoint: str, repo_id: str, commit: str, name: str, timeout_s: float) -> dict[str, Any]:
     """The JSON header of one shard by range reads; a header that cannot be read raises huggingface_hub's
     SafetensorsParsingError with its wording (capacity/source/hub.py's `explain` turns it into one line)."""
-    from huggingface_hub import constants
-    from huggingface_hub.errors import SafetensorsParsingError
-
     url = file_url(endpoint, repo_id, commit, name)
     where = f"Failed to parse safetensors header for '{name}' (repo '{repo_id}', revision '{commit}')"
     first = _get(url, timeout_s, {"range": f"bytes=0-{HEADER_PROBE}"}).content
     if len(first) < 8:
-        raise SafetensorsParsingError(f"{where}: file is too small to be a valid safetensors file.")
+        raise _parsing_error(f"{where}: file is too small to be a valid safetensors file.")
     (size,) = struct.unpack("<Q", first[:8])
-    if size > constants.SAFETENSORS_MAX_HEADER_LENGTH:
-        raise SafetensorsParsingError(f"{where}: safetensors header is too big. Maximum supported size is {constants.SAFETENSORS_MAX_HEADER_LENGTH} bytes (got {size}).")
+    if size > SAFETENSORS_MAX_HEADER_LENGTH:
+        raise _parsing_error(f"{where}: safetensors header is too big. Maximum supported size is {SAFETENSORS_MAX_HEADER_LENGTH} bytes (got {size}).")
     raw = first[8 : 8 + size] if size <= len(first) - 8 else _get(url, timeout_s, {"range": f"bytes=8-{size + 7}"}).content
     try:
         header = json.loads(raw.decode(errors="ignore"))
     except json.JSONDecodeError as exc:
-        raise SafetensorsParsingError(f"{where}: header is not json-encoded string. Please make sure this is a correctly formatted safetensors file.") from exc
+        raise _parsing_error(f"{where}: header is not json-encoded string. Please make sure this is a correctly formatted safetensors file.") from exc
     if not isinstance(header, dict):
-        raise SafetensorsParsingError(f"{where}: header is not a JSON object.")
+        raise _parsing_error(f"{where}: header is not a JSON object.")
     return header
+
+
+def _parsing_error(message: str) -> Exception:
+    from huggingface_hub.errors import SafetensorsParsingError
+
+    return SafetensorsParsingError(message)
 
 
 def each(fn: Callable[[_T], _R], items: list[_T]) -> list[_R]:

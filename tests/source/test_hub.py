@@ -177,6 +177,19 @@ def test_gated_repo_says_how_to_set_hf_token_and_opens_with_it(hub, whisper_conf
     assert any(r.authorization == f"Bearer {TOKEN}" for r in hub.requests)
 
 
+def test_the_token_goes_to_the_hub_and_never_to_the_storage_a_shard_redirects_to(hub, whisper_config, monkeypatch):
+    shard = safetensors_bytes({"a": ("F16", [8, 4])})
+    add_repo(hub.root, "acme/private", {"main": {"config.json": whisper_config, "model.safetensors": shard}}, gated_token=TOKEN)
+    hub.storage_host = "localhost"
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    source = resolve_model("acme/private")
+    assert source.weights is not None and source.weights.element_count == 8 * 4
+    to_hub = [r for r in hub.requests if not r.path.startswith("/cdn/")]
+    to_storage = [r for r in hub.requests if r.path.startswith("/cdn/")]
+    assert {r.host for r in to_hub} == {"127.0.0.1"} and all(r.authorization == f"Bearer {TOKEN}" for r in to_hub)
+    assert [(r.host, r.range, r.authorization) for r in to_storage] == [("localhost", "bytes=0-100000", None)]
+
+
 def test_dropped_connection_is_one_line(hub, whisper_config):
     add_repo(hub.root, "acme/flaky", {"main": {"config.json": whisper_config, "model.safetensors": safetensors_bytes({"a": ("F16", [8])})}}, drop=("model.safetensors",))
     message = bad_input("acme/flaky")
@@ -287,13 +300,16 @@ def _cli(args: list[str], env: dict[str, str], code: str = "") -> subprocess.Com
 
 def test_cli_plans_a_hub_model_then_offline_without_torch(hub, whisper_config):
     """A config-only plan (--estimate formula) of a model whose safetensors headers give its count
-    imports neither torch nor transformers (nor pandas for --json, nor huggingface_hub from the cache)."""
+    imports neither torch nor transformers (nor pandas for --json, nor an HTTP library beyond the standard one for a
+    public repo, nor huggingface_hub from the cache)."""
     weights = safetensors_bytes({"a": ("F32", [1000, 384]), "b": ("F32", [384])})
     add_repo(hub.root, "acme/tiny-asr", {"main": {"config.json": whisper_config, "model.safetensors": weights}})
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
-    online = _cli(["plan", "--model", "acme/tiny-asr", "--gpu", "L4", "--offline", "--estimate", "formula", "--json"], env)
+    heavy = "print(json.dumps({m: m in sys.modules for m in ('torch', 'transformers', 'pandas', 'httpx2', 'httpx')}), file=sys.stderr)\n"
+    online = _cli(["plan", "--model", "acme/tiny-asr", "--gpu", "L4", "--offline", "--estimate", "formula", "--json"], env, heavy)
     assert online.returncode == 0, online.stderr
     assert json.loads(online.stdout)["model"]["origin"] == "hub"
+    assert json.loads(online.stderr.strip().splitlines()[-1]) == {"torch": False, "transformers": False, "pandas": False, "httpx2": False, "httpx": False}
     hub.stop()
     modules = "print(json.dumps({m: m in sys.modules for m in ('torch', 'transformers', 'huggingface_hub', 'pandas')}), file=sys.stderr)\n"
     offline = _cli(["plan", "--model", "acme/tiny-asr", "--gpu", "L4", "--offline", "--estimate", "formula", "--json"], {**env, "HF_HUB_OFFLINE": "1"}, modules)

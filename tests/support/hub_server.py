@@ -44,6 +44,7 @@ class Request:
     path: str
     range: str | None
     authorization: str | None
+    host: str | None = None  # the Host header's name, without the port
 
 
 def add_repo(root: Path, repo_id: str, revisions: dict[str, dict[str, bytes]], *, gated_token: str | None = None, drop: tuple[str, ...] = ()) -> dict[str, str]:
@@ -77,6 +78,9 @@ class HubServer:
         # errors without the Hub's X-Error-Code / X-Error-Message headers and JSON body, as a proxy or mirror answers:
         # huggingface_hub then raises its generic HfHubHTTPError carrying the HTTP library's own text
         self.bare_errors = False
+        # where an LFS file redirects: this host (a relative Location) or, set to "localhost", another host name for
+        # the same server, as the Hub sends a shard to its storage on another host
+        self.storage_host: str | None = None
         self._httpd = _QuietServer(("127.0.0.1", 0), _handler(self))
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -118,7 +122,8 @@ def _handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
 
         def _route(self, body: bool) -> None:
             path = self.path.split("?", 1)[0]
-            server.requests.append(Request(self.command, path, self.headers.get("Range"), self.headers.get("Authorization")))
+            host = (self.headers.get("Host") or "").rsplit(":", 1)[0] or None
+            server.requests.append(Request(self.command, path, self.headers.get("Range"), self.headers.get("Authorization"), host))
             if m := re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/([^/]+))?", path):
                 return self._model_info(m.group(1), m.group(2) or "main")
             if m := re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path):
@@ -163,8 +168,9 @@ def _handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
                 return self._drop()
             data = file.read_bytes()
             if name.endswith(".safetensors"):  # an LFS file: the Hub redirects to its storage
+                storage = f"http://{server.storage_host}:{self.server.server_address[1]}" if server.storage_host else ""
                 headers = {
-                    "Location": f"/cdn/{repo_id}/{commit}/{name}",
+                    "Location": f"{storage}/cdn/{repo_id}/{commit}/{name}",
                     "X-Repo-Commit": commit,
                     "X-Linked-Etag": f'"{hashlib.sha256(data).hexdigest()}"',
                     "X-Linked-Size": str(len(data)),

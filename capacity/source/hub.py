@@ -174,13 +174,14 @@ def fetch_snapshot(repo_id: str, revision: str | None, settings: HubSettings, cl
             commit, names = hub_http.model_info(hub, repo_id, rev, timeout)
             if "config.json" not in names:
                 raise BadInput(_no_config(where, names))
-            folder = hub_http.download(hub, settings.cache_dir, repo_id, rev, commit, [n for n in PLANNING_FILES if n in names], timeout)
+            folder = hub_http.download(hub, settings.cache_dir, repo_id, commit, [n for n in PLANNING_FILES if n in names], timeout)
             weights = None
             shards = _shards(folder, names)
             if shards:
                 read = hub_http.each(lambda shard: hub_http.safetensors_header(hub, repo_id, commit, shard, timeout), shards)
                 weights = summarize_headers(dict(zip(shards, read, strict=True)), f"safetensors headers of {repo_id}@{commit[:12]} read from the Hub (HTTP ranges, no weights)")
                 record_weights(settings, repo_id, commit, weights)
+            hub_http.pin(settings.cache_dir, repo_id, rev, commit)
     except BadInput:
         raise
     except Exception as exc:

@@ -28,7 +28,9 @@ import http.client
 import json
 import os
 import platform
+import ssl
 import struct
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
@@ -73,7 +75,26 @@ class _SameHostAuth(urllib.request.HTTPRedirectHandler):
         return new
 
 
-_OPENER = urllib.request.build_opener(_SameHostAuth)
+class _OneTlsContext(urllib.request.HTTPSHandler):
+    """HTTPS with one TLS context per certificate setting (the system's CA certificates, or SSL_CERT_FILE /
+    SSL_CERT_DIR, read at the request), made on the first https request: the standard library would load the
+    certificates again for every connection."""
+
+    def __init__(self) -> None:
+        urllib.request.AbstractHTTPHandler.__init__(self)  # not HTTPSHandler's: from Python 3.12 it makes a context
+        self._contexts: dict[tuple[str | None, str | None], ssl.SSLContext] = {}
+        self._lock = threading.Lock()
+
+    def https_open(self, req: urllib.request.Request) -> Any:
+        setting = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        with self._lock:
+            if setting not in self._contexts:
+                self._contexts[setting] = ssl.create_default_context()
+            context = self._contexts[setting]
+        return self.do_open(http.client.HTTPSConnection, req, context=context)
+
+
+_OPENER = urllib.request.build_opener(_SameHostAuth, _OneTlsContext)
 
 
 def _get(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> Response:
@@ -137,9 +158,9 @@ def file_url(endpoint: str, repo_id: str, commit: str, name: str) -> str:
     return f"{endpoint}/{repo_id}/resolve/{commit}/{quote(name)}"
 
 
-def download(endpoint: str, cache_dir: Path, repo_id: str, revision: str, commit: str, names: Iterable[str], timeout_s: float) -> Path:
+def download(endpoint: str, cache_dir: Path, repo_id: str, commit: str, names: Iterable[str], timeout_s: float) -> Path:
     """GET each file at `commit` into the HF cache; returns the snapshot folder."""
-    repo = cache_dir / ("models--" + repo_id.replace("/", "--"))
+    repo = _repo_folder(cache_dir, repo_id)
 
     def fetch(name: str) -> None:
         response = _get(file_url(endpoint, repo_id, commit, name), timeout_s)
@@ -147,9 +168,18 @@ def download(endpoint: str, cache_dir: Path, repo_id: str, revision: str, commit
         store(repo, commit, name, response.content, _normalize_etag(etag) or hashlib.sha256(response.content).hexdigest())
 
     each(fetch, list(names))
-    if revision != commit:
-        _write_atomic(repo / "refs" / revision, commit.encode())
     return repo / "snapshots" / commit
+
+
+def pin(cache_dir: Path, repo_id: str, revision: str, commit: str) -> None:
+    """refs/<revision> names `commit` (huggingface_hub's layout), written once the snapshot is complete, so that a
+    fetch that failed half way is asked again rather than found in the cache."""
+    if revision != commit:
+        _write_atomic(_repo_folder(cache_dir, repo_id) / "refs" / revision, commit.encode())
+
+
+def _repo_folder(cache_dir: Path, repo_id: str) -> Path:
+    return cache_dir / ("models--" + repo_id.replace("/", "--"))
 
 
 def store(repo: Path, commit: str, name: str, data: bytes, etag: str) -> None:

@@ -17,7 +17,7 @@ from capacity.errors import BadInput
 from capacity.planning.planner import plan_for
 from capacity.serving.config import ServingArgs
 from capacity.source.resolve import resolve_model
-from tests.support.hub_server import add_repo, serve
+from tests.support.hub_server import TLS_CERT, add_repo, serve
 from tests.support.paths import REPO_ROOT
 from tests.support.safetensors_files import safetensors_bytes as write_by_hand
 
@@ -40,10 +40,22 @@ def whisper_config(catalog_config) -> bytes:
 @pytest.fixture
 def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A local Hub, HF_ENDPOINT at it, a scratch HF_HOME; huggingface_hub's import-time constants patched to match."""
+    yield from _local_hub(tmp_path, monkeypatch, tls=False)
+
+
+@pytest.fixture
+def tls_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The same over HTTPS, with a self-signed certificate for 127.0.0.1 (tests/support/tls) that nothing trusts."""
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    yield from _local_hub(tmp_path, monkeypatch, tls=True)
+
+
+def _local_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tls: bool):
     root = tmp_path / "hub-root"
     root.mkdir()
     home = tmp_path / "hf-home"
-    with serve(root) as server:
+    with serve(root, tls) as server:
         env = {"HF_ENDPOINT": server.url, "HF_HOME": str(home), "HF_HUB_CACHE": str(home / "hub"), "HF_ASSETS_CACHE": str(home / "assets")}
         for key, value in env.items():
             monkeypatch.setenv(key, value)
@@ -188,6 +200,19 @@ def test_the_token_goes_to_the_hub_and_never_to_the_storage_a_shard_redirects_to
     to_storage = [r for r in hub.requests if r.path.startswith("/cdn/")]
     assert {r.host for r in to_hub} == {"127.0.0.1"} and all(r.authorization == f"Bearer {TOKEN}" for r in to_hub)
     assert [(r.host, r.range, r.authorization) for r in to_storage] == [("localhost", "bytes=0-100000", None)]
+
+
+def test_an_https_hub_is_read_when_its_certificate_is_trusted_and_refused_in_one_line_when_not(tls_hub, whisper_config, monkeypatch):
+    shard = safetensors_bytes({"a": ("F16", [8, 4])})
+    add_repo(tls_hub.root, "acme/tls", {"main": {"config.json": whisper_config, "model.safetensors": shard}})
+    tls_hub.storage_host = "localhost"  # not in the certificate: the redirect to the storage must not be trusted either
+    message = bad_input("acme/tls")
+    assert message.startswith(f"cannot reach the Hub at {tls_hub.url} for acme/tls (SSLCertVerificationError: ") and "HF_HUB_OFFLINE=1" in message
+    monkeypatch.setenv("SSL_CERT_FILE", str(TLS_CERT))  # as huggingface_hub's client takes it
+    assert bad_input("acme/tls").startswith(f"cannot reach the Hub at {tls_hub.url} for acme/tls (SSLCertVerificationError: ")
+    tls_hub.storage_host = None
+    source = resolve_model("acme/tls")
+    assert source.origin == "hub" and source.weights is not None and source.weights.element_count == 8 * 4
 
 
 def test_dropped_connection_is_one_line(hub, whisper_config):

@@ -16,6 +16,8 @@ hf_api.py), with the headers the client reads:
 Layout of the folder: `{org}/{name}/repo.json` (`{"refs": {"main": COMMIT, ...}, "gated": TOKEN or null,
 "drop": [FILE, ...]}`; a GET of a dropped file closes the connection without an answer) and
 `{org}/{name}/{COMMIT}/{file}`. `add_repo` writes one. Every request is logged in `HubServer.requests`.
+`serve(root, tls=True)` answers over HTTPS with tests/support/tls's self-signed certificate for 127.0.0.1
+(`TLS_CERT`), which a client trusts only when told to (SSL_CERT_FILE).
 
 huggingface_hub reads HF_ENDPOINT (and HF_HOME, HF_HUB_CACHE, HF_HUB_OFFLINE) into `huggingface_hub.constants`
 once, at import (`ENDPOINT` also into `HUGGINGFACE_CO_URL_TEMPLATE`, which `hf_hub_url` rewrites only when it starts
@@ -29,6 +31,7 @@ import hashlib
 import json
 import re
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,6 +39,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+TLS_CERT = Path(__file__).parent / "tls" / "hub-cert.pem"  # the certificate a client must trust for serve(tls=True)
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,7 @@ class _QuietServer(ThreadingHTTPServer):
 class HubServer:
     """A threaded HTTP server serving `root` as a Hub; `url` is what HF_ENDPOINT points at."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, tls: bool = False) -> None:
         self.root = root
         self.requests: list[Request] = []
         # errors without the Hub's X-Error-Code / X-Error-Message headers and JSON body, as a proxy or mirror answers:
@@ -82,7 +87,11 @@ class HubServer:
         # the same server, as the Hub sends a shard to its storage on another host
         self.storage_host: str | None = None
         self._httpd = _QuietServer(("127.0.0.1", 0), _handler(self))
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        if tls:  # HTTPS with tests/support/tls's self-signed certificate for 127.0.0.1
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(TLS_CERT, TLS_CERT.with_name("hub-key.pem"))
+            self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True)
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self._httpd.server_address[1]}"
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     def start(self) -> HubServer:
@@ -99,8 +108,8 @@ class HubServer:
 
 
 @contextmanager
-def serve(root: Path) -> Iterator[HubServer]:
-    server = HubServer(root).start()
+def serve(root: Path, tls: bool = False) -> Iterator[HubServer]:
+    server = HubServer(root, tls).start()
     try:
         yield server
     finally:
@@ -168,7 +177,7 @@ def _handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
                 return self._drop()
             data = file.read_bytes()
             if name.endswith(".safetensors"):  # an LFS file: the Hub redirects to its storage
-                storage = f"http://{server.storage_host}:{self.server.server_address[1]}" if server.storage_host else ""
+                storage = f"{server.url.split(':')[0]}://{server.storage_host}:{self.server.server_address[1]}" if server.storage_host else ""
                 headers = {
                     "Location": f"{storage}/cdn/{repo_id}/{commit}/{name}",
                     "X-Repo-Commit": commit,

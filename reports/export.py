@@ -22,24 +22,22 @@ from typing import Any
 
 from capacity.errors import BadInput
 from capacity.planning.plan import Plan
-from capacity.planning.sweep import SweepResult
 from reports.fingerprint import fingerprint
 
 
 @singledispatch
 def json_document(subject: Any) -> dict[str, Any]:
     """The JSON document of a subject (what `--json` prints or writes)."""
+    from capacity.planning.sweep import SweepResult  # here, not at the top: a plan's --json need not import the sweep
+
+    if isinstance(subject, SweepResult):
+        return subject.to_dict()
     raise TypeError(f"no JSON document for {type(subject).__name__}")
 
 
 @json_document.register
 def _plan_json(plan: Plan) -> dict[str, Any]:
     return {**plan.to_dict(), "fingerprint": fingerprint(plan)}
-
-
-@json_document.register
-def _sweep_json(result: SweepResult) -> dict[str, Any]:
-    return result.to_dict()
 
 
 def json_text(subject: Any, extra: dict[str, Any] | None = None) -> str:

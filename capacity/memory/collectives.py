@@ -25,13 +25,15 @@ The sizes of vLLM's buffers, read from vLLM 0.33 (`vllm/distributed/device_commu
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capacity.gpu.catalog import Gpu
-from capacity.memory.measured_profile import MemoryProfile
 from capacity.memory.term import ESTIMATED, EXACT, MemoryTerm
 from capacity.serving.config import ServingConfig
 from capacity.units import MiB
+
+if TYPE_CHECKING:  # pragma: no cover - typing only (a formula plan has no measured profile)
+    from capacity.memory.measured_profile import MemoryProfile
 
 # vllm/distributed/device_communicators/all_reduce_utils.py
 CUSTOM_ALL_REDUCE_MAX_SIZES = {

@@ -3,13 +3,17 @@ estimates; a profile made at another TP than the plan's becomes one rank's throu
 
 from __future__ import annotations
 
-from capacity.memory.measured_profile import MemoryProfile
+from typing import TYPE_CHECKING
+
 from capacity.memory.non_torch import NON_TORCH_WITH_CONVOLUTIONS_BYTES, NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES, VLLM_NON_TORCH_BYTES
 from capacity.memory.rank_scaling import per_rank_terms, rank_scaling
 from capacity.memory.sampler import SAMPLER_0_33, SamplerForm
 from capacity.memory.term import ESTIMATED, EXACT, MEASURED, MemoryTerm
 from capacity.model.spec import ModelSpec
 from capacity.serving.config import ServingConfig
+
+if TYPE_CHECKING:  # pragma: no cover - typing only (a formula plan has no measured profile)
+    from capacity.memory.measured_profile import MemoryProfile
 
 
 def measured_terms(

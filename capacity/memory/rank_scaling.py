@@ -4,13 +4,16 @@ widths give each profile_run phase's ratio; the sampler's logits stay whole, plu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from capacity.memory.activations import per_token_activation_bytes
-from capacity.memory.measured_profile import MemoryProfile
 from capacity.memory.sampler import FP32_BYTES, SAMPLER_0_33, SamplerForm, sampler_bytes, sampler_pass_bytes
 from capacity.memory.term import ESTIMATED, MEASURED, MemoryTerm
 from capacity.model.spec import ModelSpec
 from capacity.serving.config import ServingConfig
+
+if TYPE_CHECKING:  # pragma: no cover - typing only (a formula plan has no measured profile)
+    from capacity.memory.measured_profile import MemoryProfile
 
 
 @dataclass(frozen=True)

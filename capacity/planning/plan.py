@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 from capacity.gpu.catalog import Gpu
 from capacity.kv.specs import KVGroup, group_to_dict
 from capacity.memory.compile_cache import ColdCompileScratch
-from capacity.memory.measured_profile import MemoryProfile
 from capacity.memory.term import MemoryTerm
 from capacity.model.spec import ModelSpec
 from capacity.planning.data_parallel import data_parallel_summary
@@ -22,6 +21,7 @@ from capacity.vllm.versions import VllmSemantics
 from capacity.weights.per_rank import WeightsBreakdown
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (stages.py reads NON_KV_TERMS from here)
+    from capacity.memory.measured_profile import MemoryProfile
     from capacity.planning.stages import StagePlan
 
 ERROR = "error"

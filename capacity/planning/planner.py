@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from capacity.errors import BadInput
 from capacity.gpu.catalog import Gpu, nvidia_smi_total_caveat, total_setting_note
@@ -17,7 +18,6 @@ from capacity.memory.cuda_graphs import GraphEstimate, cuda_graph_term, graph_es
 from capacity.memory.encoder_cache import encoder_cache_term
 from capacity.memory.load_buffers import load_buffers_term
 from capacity.memory.lora import lora_memory, lora_terms
-from capacity.memory.measured_profile import MemoryProfile, require_profile_of
 from capacity.memory.measured_terms import measured_terms
 from capacity.memory.non_torch import communicators_in_profile, non_torch_term
 from capacity.memory.rank_scaling import rank_scaling
@@ -42,6 +42,9 @@ from capacity.units import plural
 from capacity.vllm.compile_lines import COLD
 from capacity.vllm.serve_flags import release_of, require_flags
 from capacity.vllm.versions import LATEST, VllmSemantics
+
+if TYPE_CHECKING:  # pragma: no cover - typing only (a formula plan has no measured profile)
+    from capacity.memory.measured_profile import MemoryProfile
 
 
 def requested_memory(gpu: Gpu, utilization: float) -> int:
@@ -384,6 +387,8 @@ def plan_for(
         require_flags(args, release_of(semantics), semantics.release)
     source, spec = load_model(model, args.revision, args.mm_processor_kwargs)
     if profile is not None:
+        from capacity.memory.measured_profile import require_profile_of
+
         require_profile_of(profile, source)
     gpu_note = None
     if gpu is None:

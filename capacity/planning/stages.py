@@ -22,7 +22,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from capacity.errors import BadInput
 from capacity.gpu.catalog import Gpu
@@ -32,7 +32,6 @@ from capacity.memory.activations import ActivationEstimate
 from capacity.memory.collectives import NCCL_COMMUNICATOR_BYTES
 from capacity.memory.compile_cache import ColdCompileScratch, cold_start_activation
 from capacity.memory.load_buffers import load_buffers_term
-from capacity.memory.measured_profile import MemoryProfile
 from capacity.memory.pipeline_buffers import intermediate_tensors_bytes, max_concurrent_batches
 from capacity.memory.rank_scaling import RankScaling, phase_headrooms
 from capacity.memory.term import ESTIMATED, EXACT, MemoryTerm
@@ -45,6 +44,9 @@ from capacity.serving.config import ServingConfig
 from capacity.serving.pipeline import StageLayers, pipeline_stages
 from capacity.source.resolve import ModelSource
 from capacity.vllm.versions import LATEST, VllmSemantics
+
+if TYPE_CHECKING:  # pragma: no cover - typing only (a formula plan has no measured profile)
+    from capacity.memory.measured_profile import MemoryProfile
 
 _KEYS = json.loads(resources.files("capacity.memory").joinpath("vllm_intermediate_keys.json").read_text())
 INTERMEDIATE_TENSOR_KEYS: dict[str, list[str]] = _KEYS["intermediate_tensor_keys"]  # bench/vllm_pp_intermediate_keys.py

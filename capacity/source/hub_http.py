@@ -110,7 +110,8 @@ def _get(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> R
     except urllib.error.HTTPError as refused:
         with refused:
             _raise_as_huggingface_hub(url, refused.code, list(refused.headers.items()), refused.read())
-        raise
+        # what huggingface_hub does not call an error: a redirect that cannot be followed (a loop, no Location)
+        raise Unreachable(f"{urlsplit(url).netloc}: HTTP {refused.code} {refused.reason}") from None
     except urllib.error.URLError as failed:  # no answer: DNS, refused, TLS, proxy; the cause is the socket's error
         cause = failed.reason if isinstance(failed.reason, BaseException) else None
         raise Unreachable(f"{urlsplit(url).netloc}: {failed.reason}") from cause
@@ -132,9 +133,9 @@ def _raise_as_huggingface_hub(url: str, status: int, headers: list[tuple[str, st
 
 def _hf_headers() -> dict[str, str]:
     """huggingface_hub's request headers (`build_hf_headers`: its token lookup and user agent) whenever a token can
-    be found; none where no token source exists (no HF_TOKEN / HUGGING_FACE_HUB_TOKEN / HF_OIDC_RESOURCE, no token
-    file, not in Colab), where huggingface_hub would send no authorization either. Its token lookup imports yaml and
-    filelock (about 30 ms), which a plan of a public repo does not need."""
+    be found; capacity's user agent alone where no token source exists (no HF_TOKEN / HUGGING_FACE_HUB_TOKEN /
+    HF_OIDC_RESOURCE, no token file, not in Colab), where huggingface_hub would send no authorization either. Its
+    token lookup imports yaml and filelock (about 30 ms), which a plan of a public repo does not need."""
     import sys
 
     from huggingface_hub import constants

@@ -215,6 +215,12 @@ def test_an_https_hub_is_read_when_its_certificate_is_trusted_and_refused_in_one
     assert source.origin == "hub" and source.weights is not None and source.weights.element_count == 8 * 4
 
 
+def test_the_header_size_limit_is_huggingface_hubs():
+    from capacity.source.hub_http import SAFETENSORS_MAX_HEADER_LENGTH
+
+    assert SAFETENSORS_MAX_HEADER_LENGTH == hf_constants.SAFETENSORS_MAX_HEADER_LENGTH
+
+
 def test_dropped_connection_is_one_line(hub, whisper_config):
     add_repo(hub.root, "acme/flaky", {"main": {"config.json": whisper_config, "model.safetensors": safetensors_bytes({"a": ("F16", [8])})}}, drop=("model.safetensors",))
     message = bad_input("acme/flaky")

@@ -1,4 +1,6 @@
-"""LoRA's GPU memory as vLLM 0.33 allocates it with --enable-lora (exact where vLLM's shapes fix it).
+"""LoRA's GPU memory as vLLM 0.33 allocates it with --enable-lora (exact where vLLM's shapes fix it), and 0.12 to
+0.32 where they differ from it (capacity/vllm/lora_rules.py: the punica index, the classes wrapped, the LM head's
+vocabulary limit, Model Runner V2's graph cases).
 
 What vLLM does (vllm/lora, vllm/v1/worker):
 - Inside the model load (GPUModelRunner.load_model / MRV2 ModelRunner.load_model: `load_lora_model` runs inside the
@@ -37,13 +39,13 @@ from capacity.memory.term import ESTIMATED, EXACT, MemoryTerm
 from capacity.memory.weights import weight_layout
 from capacity.model.spec import ModelSpec
 from capacity.serving.config import ServingConfig
-from capacity.serving.lora import LORA_VERSION, LoraConfig
+from capacity.serving.lora import LoraConfig
 from capacity.source.resolve import ModelSource
 from capacity.units import plural
+from capacity.vllm.lora_rules import LoraRules
 from capacity.weights.parallel_layers import pad_vocab_size
 
 ALLOCATION_ROUNDING = 512  # CUDACachingAllocator round_size: every block a multiple of 512 B
-LOGITS_LORA_VOCAB_LIMIT = 258048  # LogitsProcessorWithLoRA.create_lora_weights: "vocab size must be <= 258048"
 
 # The decoder-only classes whose vLLM 0.33 LoRA layout capacity models: packed qkv_proj (q, k, v) and gate_up_proj
 # (gate, up), row-parallel o_proj and down_proj; True where the class lists embedding_modules (embed_tokens, lm_head).
@@ -89,6 +91,7 @@ class LoraMemory:
     shrink_buffer_bytes: int  # the largest float32 shrink buffer of one layer in the profile run
     graph_bytes: int  # the CUDA graphs captured with LoRA active (estimated)
     extra_graphs: int
+    one_graph_set: bool = False  # Model Runner V2 of 0.20-0.23 captures each size once, with LoRA active
 
     @property
     def buffers_bytes(self) -> int:
@@ -98,8 +101,8 @@ class LoraMemory:
         return asdict(self) | {"buffers_bytes": self.buffers_bytes}
 
 
-def lora_shapes(spec: ModelSpec, source: ModelSource) -> LoraShapes:
-    """The shapes of a model whose LoRA layout is modelled; BadInput (one line) for any other."""
+def lora_shapes(spec: ModelSpec, source: ModelSource, rules: LoraRules, version: str) -> LoraShapes:
+    """The shapes of a model whose LoRA layout is modelled in vLLM `version` (`rules`); BadInput (one line) for any other."""
     arch = spec.architecture
     layout = weight_layout(spec, source.config)
     if layout.num_experts:
@@ -108,7 +111,9 @@ def lora_shapes(spec: ModelSpec, source: ModelSource) -> LoraShapes:
         )
     if arch not in LORA_ARCHITECTURES:
         known = ", ".join(sorted(LORA_ARCHITECTURES))
-        raise BadInput(f"--enable-lora: vLLM {LORA_VERSION}'s LoRA layout of {arch} is not modelled (modelled: {known}); plan without --enable-lora")
+        raise BadInput(f"--enable-lora: vLLM {version}'s LoRA layout of {arch} is not modelled (modelled: {known}); plan without --enable-lora")
+    if arch in rules.refused:
+        raise BadInput(f"--enable-lora: {arch} under vLLM {version}: {rules.refused[arch]}; plan with a release outside that range")
     d = spec.decoder
     if not d.gated_ffn or not layout.head_size:
         raise BadInput(f"--enable-lora: {spec.name} lacks the gated MLP or attention heads of the modelled LoRA layout; plan without --enable-lora")
@@ -120,7 +125,7 @@ def lora_shapes(spec: ModelSpec, source: ModelSource) -> LoraShapes:
         head_size=layout.head_size,
         vocab_size=d.vocab_size,
         num_layers=d.num_layers,
-        embeddings=LORA_ARCHITECTURES[arch],
+        embeddings=LORA_ARCHITECTURES[arch] and arch not in rules.unwrapped_embeddings,
     )
 
 
@@ -172,12 +177,13 @@ def padded_vocab(vocab: int, tp: int) -> int:
     return pad_vocab_size(vocab)
 
 
-def punica_bytes(lora: LoraConfig, max_num_batched_tokens: int, max_num_seqs: int) -> int:
+def punica_bytes(lora: LoraConfig, max_num_batched_tokens: int, max_num_seqs: int, embedding_index_rows: int = 1) -> int:
     """PunicaWrapperGPU(max_num_batched_tokens, max_batches=max_num_seqs): PunicaWrapperBase's four int64 token vectors
-    and three int64 batch vectors, and two LoRAKernelMeta.make (token and prompt mapping), each two int32 token
-    vectors and three int32 vectors of max_loras + 1, + 1, + 2."""
+    (_embeddings_indices has `embedding_index_rows` of them: 2 before 0.29) and three int64 batch vectors, and two
+    LoRAKernelMeta.make (token and prompt mapping), each two int32 token vectors and three int32 vectors of
+    max_loras + 1, + 1, + 2."""
     t, seqs, n = max_num_batched_tokens, max_num_seqs, lora.max_loras
-    base = 4 * allocated(t, dtype_bytes=8) + 3 * allocated(seqs, dtype_bytes=8)
+    base = 3 * allocated(t, dtype_bytes=8) + allocated(embedding_index_rows, t, dtype_bytes=8) + 3 * allocated(seqs, dtype_bytes=8)
     meta = 2 * allocated(t, dtype_bytes=4) + 2 * allocated(n + 1, dtype_bytes=4) + allocated(n + 2, dtype_bytes=4)
     return base + 2 * meta
 
@@ -203,30 +209,33 @@ def lora_graph_bytes(spec: ModelSpec, serving: ServingConfig, sm100: bool, runne
     return estimate.piecewise_sizes * piece_bytes + estimate.full_sizes * full_graph, estimate.piecewise_sizes + estimate.full_sizes
 
 
-def lora_memory(spec: ModelSpec, source: ModelSource, serving: ServingConfig, sm100: bool, runner: str) -> LoraMemory:
-    """LoRA's memory on rank 0 under `serving.lora` (which must be set)."""
+def lora_memory(spec: ModelSpec, source: ModelSource, serving: ServingConfig, sm100: bool, runner: str, rules: LoraRules, version: str) -> LoraMemory:
+    """LoRA's memory on rank 0 under `serving.lora` (which must be set), as vLLM `version` allocates it (`rules`)."""
     lora = serving.lora
     if lora is None:
         raise ValueError("lora_memory needs serving.lora")
-    s = lora_shapes(spec, source)
+    s = lora_shapes(spec, source, rules, version)
     tp = serving.tensor_parallel_size
-    if s.embeddings and s.vocab_size > LOGITS_LORA_VOCAB_LIMIT:
-        raise BadInput(f"--enable-lora: {spec.name}'s vocabulary of {s.vocab_size:,} is above {LOGITS_LORA_VOCAB_LIMIT:,}, which vLLM's LoRA LM head refuses")
+    limit = rules.lm_head_vocab_limit  # LogitsProcessorWithLoRA.create_lora_weights: "vocab size must be <= ..."
+    if s.embeddings and s.vocab_size > limit:
+        raise BadInput(f"--enable-lora: {spec.name}'s vocabulary of {s.vocab_size:,} is above {limit:,}, which vLLM {version}'s LoRA LM head refuses")
     per_layer = layer_bytes(s, lora, tp)
-    graphs, extra = (0, 0) if serving.enforce_eager else lora_graph_bytes(spec, serving, sm100, runner)
+    one_set = runner == "MRV2" and not rules.mrv2_lora_graphs  # MRV2 before 0.24 captures its graphs once, LoRA active
+    graphs, extra = (0, 0) if serving.enforce_eager or one_set else lora_graph_bytes(spec, serving, sm100, runner)
     return LoraMemory(
         per_layer_bytes=per_layer,
         layers_bytes=per_layer * s.num_layers,
         embedding_bytes=embedding_bytes(s, lora) if s.embeddings else 0,
         lm_head_bytes=lm_head_bytes(s, lora, tp) if s.embeddings else 0,
-        punica_bytes=punica_bytes(lora, serving.max_num_batched_tokens, serving.max_num_seqs),
+        punica_bytes=punica_bytes(lora, serving.max_num_batched_tokens, serving.max_num_seqs, rules.embedding_index_rows),
         shrink_buffer_bytes=shrink_buffer_bytes(lora, serving.max_num_batched_tokens),
         graph_bytes=graphs,
         extra_graphs=extra,
+        one_graph_set=one_set and not serving.enforce_eager,
     )
 
 
-def lora_terms(memory: LoraMemory, lora: LoraConfig, layers: int) -> dict[str, MemoryTerm]:
+def lora_terms(memory: LoraMemory, lora: LoraConfig, layers: int, version: str) -> dict[str, MemoryTerm]:
     """The plan's LoRA terms: the buffers (in the model load), the shrink buffer (activation peak), the LoRA graphs."""
     shape = f"{plural(lora.max_loras, 'adapter')} of rank {lora.max_lora_rank} in {lora.lora_dtype}" + (", fully sharded" if lora.fully_sharded_loras else "")
     lm = f" + embedding {memory.embedding_bytes:,} + LM head {memory.lm_head_bytes:,}" if memory.embedding_bytes else " (the class wraps no embedding or LM head)"
@@ -235,7 +244,7 @@ def lora_terms(memory: LoraMemory, lora: LoraConfig, layers: int) -> dict[str, M
         "lora_buffers": MemoryTerm(
             memory.buffers_bytes,
             EXACT,
-            f"vLLM {LORA_VERSION} stacked LoRA buffers, {shape}: {layers} layers x {memory.per_layer_bytes:,} B (qkv 3 slices, o, gate_up 2 slices, down)"
+            f"vLLM {version} stacked LoRA buffers, {shape}: {layers} layers x {memory.per_layer_bytes:,} B (qkv 3 slices, o, gate_up 2 slices, down)"
             f"{lm} + punica metadata {memory.punica_bytes:,}; each allocation rounded to 512 B; counted in 'Model loading took'",
         ),
         # PunicaWrapperGPU.add_lora_linear: the float32 (n_slices, tokens, rank) shrink buffer of the layer running
@@ -244,13 +253,15 @@ def lora_terms(memory: LoraMemory, lora: LoraConfig, layers: int) -> dict[str, M
             ESTIMATED,
             "the profile run's largest LoRA shrink buffer (qkv_proj: 3 x max_num_batched_tokens x rank x 4 B), taken as on top of the activation peak",
         ),
-        # CudagraphDispatcher._get_lora_cases / MRV2 get_lora_capture_cases: [0, max_loras + 1]
+        # CudagraphDispatcher._get_lora_cases / MRV2 get_lora_capture_cases (0.24+): [0, max_loras + 1]
         "lora_cuda_graphs": MemoryTerm(
             memory.graph_bytes,
-            ESTIMATED,
+            ESTIMATED if memory.extra_graphs else EXACT,
             f"{plural(memory.extra_graphs, 'graph')} captured again with LoRA active (cudagraph_specialize_lora), at capacity's per-graph "
             "capture costs (LoRA's graphs hold more kernels: likely low)"
             if memory.extra_graphs
+            else "Model Runner V2 captures each size once, with LoRA active (capture(has_lora=...)): no second set"
+            if memory.one_graph_set
             else "no CUDA graphs",
         ),
     }

@@ -40,6 +40,7 @@ from capacity.serving.encoder_budget import MultiModalBudget, build_budget
 from capacity.source.resolve import ModelSource
 from capacity.units import plural
 from capacity.vllm.compile_lines import COLD
+from capacity.vllm.lora_rules import LORA_RULES, NOT_MODELLED, LoraRules
 from capacity.vllm.serve_flags import release_of, require_flags
 from capacity.vllm.versions import LATEST, VllmSemantics
 
@@ -92,10 +93,12 @@ def graphs_set_aside(
     return graphs, n_graphs
 
 
-def refuse_lora_version(semantics: VllmSemantics) -> None:
-    """LoRA's buffers are modelled as vLLM 0.33 allocates them; older versions' layouts (extra vocabulary, V0) differ."""
-    if semantics is not LATEST:
-        raise BadInput(f"--enable-lora: LoRA memory is modelled as vLLM {LATEST.name} allocates it, not as vLLM {semantics.name} does; plan without --enable-lora")
+def lora_rules_of(semantics: VllmSemantics) -> LoraRules:
+    """How `semantics`' vLLM allocates LoRA (capacity/vllm/lora_rules.py); BadInput where it is not modelled."""
+    rules = LORA_RULES.get(semantics.name)
+    if rules is None:
+        raise BadInput(f"--enable-lora: LoRA memory is not modelled for vLLM {semantics.name}: {NOT_MODELLED}; plan with --vllm-version 0.12 or later, or without --enable-lora")
+    return rules
 
 
 def with_piecewise_graphs(full: MemoryTerm, estimate: GraphEstimate | None) -> MemoryTerm:
@@ -180,9 +183,8 @@ def plan_without_suggestion(
         "collectives": collectives_term(serving, gpu, profile),
     }
     if serving.lora is not None:  # --enable-lora: the LoRA terms (capacity/memory/lora.py); none otherwise
-        refuse_lora_version(semantics)
-        lora = lora_memory(spec, source, serving, gpu.sm100, "MRV2" if mrv2 else "V1")
-        memory.update(lora_terms(lora, serving.lora, spec.decoder.num_layers))
+        lora = lora_memory(spec, source, serving, gpu.sm100, "MRV2" if mrv2 else "V1", lora_rules_of(semantics), semantics.name)
+        memory.update(lora_terms(lora, serving.lora, spec.decoder.num_layers, semantics.name))
         n_graphs += lora.extra_graphs
     if profile is not None:
         memory.update(measured_terms(profile, memory, spec, serving, sampler, quantized=per_rank.quantization != "none"))

@@ -1,4 +1,4 @@
-"""LoRA's memory as vLLM 0.33 allocates it, checked against buffer sizes worked out by hand from Qwen3-8B's config.
+"""LoRA's memory as vLLM 0.33 (and, at the end, 0.12 to 0.32) allocates it, checked against buffer sizes worked out by hand from Qwen3-8B's config.
 
 Qwen3-8B (catalog config): hidden 4096, intermediate 12288, 32 query heads and 8 KV heads of 128, vocab 151,936,
 36 layers, untied embeddings, bfloat16. vLLM's shapes (vllm/lora/layers/*.py create_lora_weights), L adapters of rank r:
@@ -120,3 +120,68 @@ def test_serve_yaml_lora_keys_plan_as_the_flags_do(capsys, tmp_path):
     out = capsys.readouterr()
     assert code == 0, out.err
     assert json.loads(out.out)["memory"]["lora_buffers"]["bytes"] == hand_buffers(2)
+
+
+# --- earlier vLLM versions (capacity/vllm/lora_rules.py, read in each wheel: bench/results/vllm-lora-versions-2026-12-02) ---
+
+PINNED = ("--estimate", "formula", "--enable-lora", "--max-loras", "4", "--max-num-batched-tokens", "8192", "--max-num-seqs", "1024")
+EMBEDDING = L * VOCAB * R * BF16 + L * HIDDEN * R * BF16
+LM_HEAD = L * R * HIDDEN * BF16 + L * VOCAB * R * BF16
+
+
+@pytest.mark.parametrize(("version", "index_rows"), [("0.33.0", 1), ("0.30.0", 1), ("0.27.1", 2), ("0.20.2", 2), ("0.17.0", 2)])
+def test_before_0_29_the_punica_embedding_index_holds_two_rows_of_tokens(capsys, version, index_rows):
+    # PunicaWrapperBase._embeddings_indices: int64 (2, T) before 0.29.0, (T) from it; T = 8192, a multiple of 512
+    plan = plan_json(capsys, *PINNED, "--vllm-version", version)
+    assert plan["memory"]["lora_buffers"]["bytes"] == hand_buffers(1) + (index_rows - 1) * 8192 * 8
+
+
+def test_vllm_0_12_to_0_15_wraps_neither_the_embedding_nor_the_lm_head_of_qwen3(capsys):
+    plan = plan_json(capsys, *PINNED, "--vllm-version", "0.13.0")  # qwen3.py lists no embedding_modules there
+    term = plan["memory"]["lora_buffers"]
+    assert term["bytes"] == hand_buffers(1) - EMBEDDING - LM_HEAD + 8192 * 8
+    assert "wraps no embedding" in term["method"] and term["method"].startswith("vLLM 0.12-0.15 ")
+
+
+def test_model_runner_v2_of_0_23_captures_its_graphs_once_with_lora_and_0_24_twice(capsys):
+    for version, doubled in (("0.23.0", False), ("0.24.0", True)):
+        off = plan_json(capsys, "--estimate", "formula", "--vllm-version", version)
+        on = plan_json(capsys, "--estimate", "formula", "--vllm-version", version, "--enable-lora")
+        graphs = on["memory"]["lora_cuda_graphs"]
+        assert on["cuda_graph_count"] == (2 if doubled else 1) * off["cuda_graph_count"]
+        assert (graphs["bytes"] > 0) == doubled and graphs["kind"] == ("estimated" if doubled else "exact")
+
+
+@pytest.mark.parametrize("version", ["0.11.0", "0.10.2", "0.9.2"])
+def test_lora_before_0_12_is_refused_in_one_line_naming_the_extra_vocabulary(capsys, version):
+    code = main(["plan", "--model", "Qwen3-8B", "--gpu", "H200", "--vllm-version", version, "--enable-lora", "--estimate", "formula"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "extra vocabulary" in err and "--vllm-version 0.12 or later" in err
+
+
+def test_mistral_lora_in_0_12_to_0_15_is_refused_because_its_releases_differ(capsys, tmp_path):
+    config = {
+        "architectures": ["MistralForCausalLM"],
+        "model_type": "mistral",
+        "hidden_size": 1024,
+        "intermediate_size": 2048,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 128,
+        "vocab_size": 32768,
+        "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 1000000.0,
+        "sliding_window": None,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    args = ["plan", "--model", str(tmp_path), "--gpu", "H200", "--enable-lora", "--estimate", "formula"]
+    assert main([*args, "--vllm-version", "0.13.0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "0.12-0.14 map MistralForCausalLM to the Llama class" in err
+    assert main([*args, "--vllm-version", "0.30.0", "--json", "-"]) == 0
+    assert "wraps no embedding" in json.loads(capsys.readouterr().out)["memory"]["lora_buffers"]["method"]

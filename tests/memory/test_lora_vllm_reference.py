@@ -16,6 +16,7 @@ import pytest
 from capacity.memory.lora import embedding_bytes, layer_bytes, lm_head_bytes, lora_shapes
 from capacity.model.registry import load_model
 from capacity.serving.lora import LoraConfig
+from capacity.vllm.lora_rules import LORA_RULES
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = json.loads((ROOT / "bench" / "results" / "vllm-lora-reference-2026-12-01" / "reference.json").read_text())
@@ -30,7 +31,7 @@ MODEL = {
 def test_lora_buffers_per_module_equal_vllms_own_allocation(case):
     model = MODEL.get(case["config"], str(ROOT / case["config"]))
     source, spec = load_model(model)
-    shapes = lora_shapes(spec, source)
+    shapes = lora_shapes(spec, source, LORA_RULES["0.33"], "0.33")
     lora = LoraConfig(
         max_loras=case["max_loras"],
         max_lora_rank=case["max_lora_rank"],

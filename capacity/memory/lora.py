@@ -46,6 +46,7 @@ from capacity.vllm.lora_rules import LoraRules
 from capacity.weights.parallel_layers import pad_vocab_size
 
 ALLOCATION_ROUNDING = 512  # CUDACachingAllocator round_size: every block a multiple of 512 B
+EXTRA_VOCAB_PADDING = 256  # lora_vocab_padding_size (vLLM 0.8-0.11)
 
 # The decoder-only classes whose vLLM 0.33 LoRA layout capacity models: packed qkv_proj (q, k, v) and gate_up_proj
 # (gate, up), row-parallel o_proj and down_proj; True where the class lists embedding_modules (embed_tokens, lm_head).
@@ -77,6 +78,7 @@ class LoraShapes:
     vocab_size: int
     num_layers: int
     embeddings: bool  # the class wraps embed_tokens and lm_head
+    tied: bool = False  # tie_word_embeddings: the LM head is the embedding
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,11 @@ class LoraMemory:
     shrink_buffer_bytes: int  # the largest float32 shrink buffer of one layer in the profile run
     graph_bytes: int  # the CUDA graphs captured with LoRA active (estimated)
     extra_graphs: int
-    one_graph_set: bool = False  # Model Runner V2 of 0.20-0.23 captures each size once, with LoRA active
+    one_graph_set: bool = False  # the runner captures each size once, with LoRA active (MRV2 0.20-0.23, V1 before 0.12)
+    extra_vocab: int = 0  # lora_extra_vocab_size in force (before 0.12, wrapped classes only)
+    extra_vocab_weights_bytes: int = 0  # the rows it adds to embed_tokens and lm_head (in the model load)
+    extra_logits_bytes: int = 0  # the sampler's wider logits (vocab + extra) in the profile run
+    long_lora_indices: str = ""  # the releases of the range that also hold _long_lora_indices (int64 tokens)
 
     @property
     def buffers_bytes(self) -> int:
@@ -114,6 +120,9 @@ def lora_shapes(spec: ModelSpec, source: ModelSource, rules: LoraRules, version:
         raise BadInput(f"--enable-lora: vLLM {version}'s LoRA layout of {arch} is not modelled (modelled: {known}); plan without --enable-lora")
     if arch in rules.refused:
         raise BadInput(f"--enable-lora: {arch} under vLLM {version}: {rules.refused[arch]}; plan with a release outside that range")
+    wrapped = (LORA_ARCHITECTURES[arch] or arch in rules.wrapped_embeddings) and arch not in rules.unwrapped_embeddings
+    if wrapped and rules.extra_vocab and layout.tie_word_embeddings:
+        raise BadInput(f"--enable-lora: {spec.name} ties its LM head to the embedding, whose LoRA extra vocabulary under vLLM {version} is not modelled; plan with --vllm-version 0.12 or later")
     d = spec.decoder
     if not d.gated_ffn or not layout.head_size:
         raise BadInput(f"--enable-lora: {spec.name} lacks the gated MLP or attention heads of the modelled LoRA layout; plan without --enable-lora")
@@ -125,7 +134,8 @@ def lora_shapes(spec: ModelSpec, source: ModelSource, rules: LoraRules, version:
         head_size=layout.head_size,
         vocab_size=d.vocab_size,
         num_layers=d.num_layers,
-        embeddings=LORA_ARCHITECTURES[arch] and arch not in rules.unwrapped_embeddings,
+        embeddings=wrapped,
+        tied=layout.tie_word_embeddings,
     )
 
 
@@ -157,18 +167,36 @@ def layer_bytes(s: LoraShapes, lora: LoraConfig, tp: int) -> int:
     return qkv + o_proj + gate_up + down
 
 
-def embedding_bytes(s: LoraShapes, lora: LoraConfig) -> int:
-    """VocabParallelEmbeddingWithLoRA: lora_a (max_loras, org_vocab_size, r), lora_b (max_loras, 1, embedding_dim, r)."""
+def embedding_bytes(s: LoraShapes, lora: LoraConfig, extra: int = 0, model_bytes: int = 2) -> int:
+    """VocabParallelEmbeddingWithLoRA: lora_a (max_loras, org_vocab_size + extra, r), lora_b (max_loras, 1,
+    embedding_dim, r); with an extra vocabulary (before 0.12) embeddings_tensors (max_loras, extra, hidden) in the
+    model's dtype."""
     b, r, n = DTYPE_BYTES[lora.lora_dtype], lora.max_lora_rank, lora.max_loras
-    return allocated(n, s.vocab_size, r, dtype_bytes=b) + allocated(n, 1, s.hidden_size, r, dtype_bytes=b)
+    added = allocated(n, extra, s.hidden_size, dtype_bytes=model_bytes) if extra else 0
+    return allocated(n, s.vocab_size + extra, r, dtype_bytes=b) + allocated(n, 1, s.hidden_size, r, dtype_bytes=b) + added
 
 
-def lm_head_bytes(s: LoraShapes, lora: LoraConfig, tp: int) -> int:
+def lm_head_bytes(s: LoraShapes, lora: LoraConfig, tp: int, extra: int = 0, model_bytes: int = 2) -> int:
     """LogitsProcessorWithLoRA: lora_a (max_loras, 1, r, hidden), lora_b (max_loras, 1, vocab, r); at TP > 1 the int64
-    sharded_to_full_mapping_gpu over the padded vocabulary (ParallelLMHead.get_sharded_to_full_mapping)."""
+    sharded_to_full_mapping_gpu over the padded vocabulary (ParallelLMHead.get_sharded_to_full_mapping). With an
+    extra vocabulary (before 0.12) the head's vocabulary is padded to 256 plus the extra rows (lora_b and the index
+    that long) and embeddings_tensors (max_loras, extra, hidden) is in the model's dtype."""
     b, r, n = DTYPE_BYTES[lora.lora_dtype], lora.max_lora_rank, lora.max_loras
-    index = allocated(padded_vocab(s.vocab_size, tp), dtype_bytes=8) if tp > 1 else 0
-    return allocated(n, 1, r, s.hidden_size, dtype_bytes=b) + allocated(n, 1, s.vocab_size, r, dtype_bytes=b) + index
+    width = pad_vocab_size(s.vocab_size, EXTRA_VOCAB_PADDING) + extra if extra else s.vocab_size
+    index_rows = width if extra else padded_vocab(s.vocab_size, tp)
+    index = allocated(index_rows, dtype_bytes=8) if tp > 1 else 0
+    added = allocated(n, extra, s.hidden_size, dtype_bytes=model_bytes) if extra else 0
+    return allocated(n, 1, r, s.hidden_size, dtype_bytes=b) + allocated(n, 1, width, r, dtype_bytes=b) + index + added
+
+
+def extra_vocab_weights_bytes(s: LoraShapes, lora: LoraConfig, tp: int, extra: int, model_bytes: int) -> int:
+    """The rows vLLM before 0.12 adds to the model itself for LoRA's extra vocabulary (llama.py): embed_tokens holds
+    pad(vocab, 64) + max_loras x extra rows instead of pad(vocab, 64), the (untied) lm_head pad(vocab, 256) + extra
+    instead of pad(vocab, 64), each split over TP ranks."""
+    base = pad_vocab_size(s.vocab_size) // tp
+    embed = allocated((pad_vocab_size(s.vocab_size) + lora.max_loras * extra) // tp, s.hidden_size, dtype_bytes=model_bytes)
+    head = allocated((pad_vocab_size(s.vocab_size, EXTRA_VOCAB_PADDING) + extra) // tp, s.hidden_size, dtype_bytes=model_bytes)
+    return embed + head - 2 * allocated(base, s.hidden_size, dtype_bytes=model_bytes)
 
 
 def padded_vocab(vocab: int, tp: int) -> int:
@@ -177,15 +205,20 @@ def padded_vocab(vocab: int, tp: int) -> int:
     return pad_vocab_size(vocab)
 
 
-def punica_bytes(lora: LoraConfig, max_num_batched_tokens: int, max_num_seqs: int, embedding_index_rows: int = 1) -> int:
+def punica_bytes(lora: LoraConfig, max_num_batched_tokens: int, max_num_seqs: int, rules: LoraRules | None = None) -> int:
     """PunicaWrapperGPU(max_num_batched_tokens, max_batches=max_num_seqs): PunicaWrapperBase's four int64 token vectors
-    (_embeddings_indices has `embedding_index_rows` of them: 2 before 0.29) and three int64 batch vectors, and two
-    LoRAKernelMeta.make (token and prompt mapping), each two int32 token vectors and three int32 vectors of
-    max_loras + 1, + 1, + 2."""
+    (_embeddings_indices has `rules.embedding_index_rows` of them: 2 before 0.29; 0.8-0.9 a fifth, _long_lora_indices)
+    and three int64 batch vectors, and two LoRAKernelMeta.make (token and prompt mapping), each two int32 vectors of
+    tokens (of max_num_seqs for the prompt mapping before 0.12) and three int32 vectors of max_loras + 1, + 1, + 2."""
+    rules = rules or LoraRules()
     t, seqs, n = max_num_batched_tokens, max_num_seqs, lora.max_loras
-    base = 3 * allocated(t, dtype_bytes=8) + allocated(embedding_index_rows, t, dtype_bytes=8) + 3 * allocated(seqs, dtype_bytes=8)
-    meta = 2 * allocated(t, dtype_bytes=4) + 2 * allocated(n + 1, dtype_bytes=4) + allocated(n + 2, dtype_bytes=4)
-    return base + 2 * meta
+    base = 3 * allocated(t, dtype_bytes=8) + allocated(rules.embedding_index_rows, t, dtype_bytes=8) + 3 * allocated(seqs, dtype_bytes=8)
+    long_lora = allocated(t, dtype_bytes=8) if rules.long_lora_indices else 0
+
+    def meta(rows: int) -> int:
+        return 2 * allocated(rows, dtype_bytes=4) + 2 * allocated(n + 1, dtype_bytes=4) + allocated(n + 2, dtype_bytes=4)
+
+    return base + long_lora + meta(t) + meta(seqs if rules.prompt_meta_by_seqs else t)
 
 
 def shrink_buffer_bytes(lora: LoraConfig, tokens: int) -> int:
@@ -209,59 +242,105 @@ def lora_graph_bytes(spec: ModelSpec, serving: ServingConfig, sm100: bool, runne
     return estimate.piecewise_sizes * piece_bytes + estimate.full_sizes * full_graph, estimate.piecewise_sizes + estimate.full_sizes
 
 
-def lora_memory(spec: ModelSpec, source: ModelSource, serving: ServingConfig, sm100: bool, runner: str, rules: LoraRules, version: str) -> LoraMemory:
-    """LoRA's memory on rank 0 under `serving.lora` (which must be set), as vLLM `version` allocates it (`rules`)."""
+def lora_memory(
+    spec: ModelSpec, source: ModelSource, serving: ServingConfig, sm100: bool, runner: str, rules: LoraRules, version: str, extra_logits_bytes: int = 0
+) -> LoraMemory:
+    """LoRA's memory on rank 0 under `serving.lora` (which must be set), as vLLM `version` allocates it (`rules`).
+    `extra_logits_bytes`: the sampler's cost of the extra vocabulary's logit columns (the planner's sampler form)."""
     lora = serving.lora
     if lora is None:
         raise ValueError("lora_memory needs serving.lora")
     s = lora_shapes(spec, source, rules, version)
-    tp = serving.tensor_parallel_size
+    extra = extra_vocab(s, lora, rules, version)
+    tp, model_bytes = serving.tensor_parallel_size, serving.dtype_bytes
+    if lora.max_lora_rank not in rules.ranks:
+        raise BadInput(f"--max-lora-rank {lora.max_lora_rank}: vLLM {version} accepts only {', '.join(map(str, rules.ranks))}")
     limit = rules.lm_head_vocab_limit  # LogitsProcessorWithLoRA.create_lora_weights: "vocab size must be <= ..."
-    if s.embeddings and s.vocab_size > limit:
-        raise BadInput(f"--enable-lora: {spec.name}'s vocabulary of {s.vocab_size:,} is above {limit:,}, which vLLM {version}'s LoRA LM head refuses")
+    if s.embeddings and s.vocab_size + extra > limit:
+        raise BadInput(f"--enable-lora: {spec.name}'s vocabulary of {s.vocab_size + extra:,} is above {limit:,}, which vLLM {version}'s LoRA LM head refuses")
     per_layer = layer_bytes(s, lora, tp)
-    one_set = runner == "MRV2" and not rules.mrv2_lora_graphs  # MRV2 before 0.24 captures its graphs once, LoRA active
-    graphs, extra = (0, 0) if serving.enforce_eager or one_set else lora_graph_bytes(spec, serving, sm100, runner)
+    # each size captured once, with LoRA active: MRV2 before 0.24, the V1 runner before 0.12
+    one_set = not (rules.mrv2_lora_graphs if runner == "MRV2" else rules.v1_lora_graphs)
+    graphs, n_extra = (0, 0) if serving.enforce_eager or one_set else lora_graph_bytes(spec, serving, sm100, runner)
     return LoraMemory(
         per_layer_bytes=per_layer,
         layers_bytes=per_layer * s.num_layers,
-        embedding_bytes=embedding_bytes(s, lora) if s.embeddings else 0,
-        lm_head_bytes=lm_head_bytes(s, lora, tp) if s.embeddings else 0,
-        punica_bytes=punica_bytes(lora, serving.max_num_batched_tokens, serving.max_num_seqs, rules.embedding_index_rows),
+        embedding_bytes=embedding_bytes(s, lora, extra, model_bytes) if s.embeddings else 0,
+        lm_head_bytes=lm_head_bytes(s, lora, tp, extra, model_bytes) if s.embeddings else 0,
+        punica_bytes=punica_bytes(lora, serving.max_num_batched_tokens, serving.max_num_seqs, rules),
         shrink_buffer_bytes=shrink_buffer_bytes(lora, serving.max_num_batched_tokens),
         graph_bytes=graphs,
-        extra_graphs=extra,
+        extra_graphs=n_extra,
         one_graph_set=one_set and not serving.enforce_eager,
+        extra_vocab=extra,
+        extra_vocab_weights_bytes=extra_vocab_weights_bytes(s, lora, tp, extra, model_bytes) if extra else 0,
+        extra_logits_bytes=extra_logits_bytes if extra else 0,
+        long_lora_indices=rules.long_lora_indices,
     )
 
 
+def extra_vocab(s: LoraShapes, lora: LoraConfig, rules: LoraRules, version: str) -> int:
+    """The extra vocabulary rows per adapter vLLM `version` builds for the model (0 from 0.12, or where the class wraps
+    no embedding); BadInput for a --lora-extra-vocab-size the version does not take."""
+    given = lora.extra_vocab_size
+    if given is not None and not rules.extra_vocab_choices:
+        raise BadInput(f"--lora-extra-vocab-size {given}: vLLM {version} has no such option (removed in 0.12.0: its LoRA adapters add no vocabulary); drop it")
+    if given is not None and given not in rules.extra_vocab_choices:
+        raise BadInput(f"--lora-extra-vocab-size {given}: vLLM {version} accepts only {' or '.join(map(str, rules.extra_vocab_choices))}")
+    return (rules.extra_vocab if given is None else given) if s.embeddings else 0
+
+
+def lora_logits_columns(spec: ModelSpec, source: ModelSource, serving: ServingConfig, rules: LoraRules, version: str) -> int:
+    """The logit columns LoRA's extra vocabulary adds to the sampler's logits (vLLM before 0.12: vocab + extra)."""
+    if serving.lora is None or not rules.extra_vocab:
+        return 0
+    return extra_vocab(lora_shapes(spec, source, rules, version), serving.lora, rules, version)
+
+
 def lora_terms(memory: LoraMemory, lora: LoraConfig, layers: int, version: str) -> dict[str, MemoryTerm]:
-    """The plan's LoRA terms: the buffers (in the model load), the shrink buffer (activation peak), the LoRA graphs."""
+    """The plan's LoRA terms: the buffers (in the model load), the rows an extra vocabulary adds to the model (before
+    0.12), the shrink buffer (activation peak), the LoRA graphs."""
     shape = f"{plural(lora.max_loras, 'adapter')} of rank {lora.max_lora_rank} in {lora.lora_dtype}" + (", fully sharded" if lora.fully_sharded_loras else "")
     lm = f" + embedding {memory.embedding_bytes:,} + LM head {memory.lm_head_bytes:,}" if memory.embedding_bytes else " (the class wraps no embedding or LM head)"
-    return {
+    vocab = f" with {memory.extra_vocab} extra vocabulary rows per adapter" if memory.extra_vocab else ""
+    long_lora = (
+        f"; _long_lora_indices ({memory.long_lora_indices} only, 8 B a token) counted, so estimated for the range's later releases"
+        if memory.long_lora_indices
+        else ""
+    )
+    terms = {
         # LoRAModelManager._create_lora_modules -> create_lora_weights, _init_punica_wrapper (inside "Model loading took")
         "lora_buffers": MemoryTerm(
             memory.buffers_bytes,
-            EXACT,
-            f"vLLM {version} stacked LoRA buffers, {shape}: {layers} layers x {memory.per_layer_bytes:,} B (qkv 3 slices, o, gate_up 2 slices, down)"
-            f"{lm} + punica metadata {memory.punica_bytes:,}; each allocation rounded to 512 B; counted in 'Model loading took'",
-        ),
-        # PunicaWrapperGPU.add_lora_linear: the float32 (n_slices, tokens, rank) shrink buffer of the layer running
-        "lora_activations": MemoryTerm(
-            memory.shrink_buffer_bytes,
-            ESTIMATED,
-            "the profile run's largest LoRA shrink buffer (qkv_proj: 3 x max_num_batched_tokens x rank x 4 B), taken as on top of the activation peak",
-        ),
-        # CudagraphDispatcher._get_lora_cases / MRV2 get_lora_capture_cases (0.24+): [0, max_loras + 1]
-        "lora_cuda_graphs": MemoryTerm(
-            memory.graph_bytes,
-            ESTIMATED if memory.extra_graphs else EXACT,
-            f"{plural(memory.extra_graphs, 'graph')} captured again with LoRA active (cudagraph_specialize_lora), at capacity's per-graph "
-            "capture costs (LoRA's graphs hold more kernels: likely low)"
-            if memory.extra_graphs
-            else "Model Runner V2 captures each size once, with LoRA active (capture(has_lora=...)): no second set"
-            if memory.one_graph_set
-            else "no CUDA graphs",
+            ESTIMATED if memory.long_lora_indices else EXACT,
+            f"vLLM {version} stacked LoRA buffers, {shape}{vocab}: {layers} layers x {memory.per_layer_bytes:,} B (qkv 3 slices, o, gate_up 2 slices, down)"
+            f"{lm} + punica metadata {memory.punica_bytes:,}; each allocation rounded to 512 B; counted in 'Model loading took'{long_lora}",
         ),
     }
+    if memory.extra_vocab:
+        # llama.py before 0.12: VocabParallelEmbedding(vocab + max_loras x extra), ParallelLMHead(vocab + extra, padding 256)
+        terms["lora_extra_vocabulary"] = MemoryTerm(
+            memory.extra_vocab_weights_bytes,
+            EXACT,
+            f"vLLM {version} builds embed_tokens with {lora.max_loras} x {memory.extra_vocab} more rows and the LM head padded to 256 plus "
+            f"{memory.extra_vocab} (lora_extra_vocab_size); counted in 'Model loading took'",
+        )
+    # PunicaWrapperGPU.add_lora_linear: the float32 (n_slices, tokens, rank) shrink buffer of the layer running
+    wider = f" + {memory.extra_logits_bytes:,} B for the sampler's {memory.extra_vocab} extra logit columns" if memory.extra_logits_bytes else ""
+    terms["lora_activations"] = MemoryTerm(
+        memory.shrink_buffer_bytes + memory.extra_logits_bytes,
+        ESTIMATED,
+        f"the profile run's largest LoRA shrink buffer (qkv_proj: 3 x max_num_batched_tokens x rank x 4 B){wider}, taken as on top of the activation peak",
+    )
+    # CudagraphDispatcher._get_lora_cases / MRV2 get_lora_capture_cases (0.24+): [0, max_loras + 1]
+    terms["lora_cuda_graphs"] = MemoryTerm(
+        memory.graph_bytes,
+        ESTIMATED if memory.extra_graphs else EXACT,
+        f"{plural(memory.extra_graphs, 'graph')} captured again with LoRA active (cudagraph_specialize_lora), at capacity's per-graph "
+        "capture costs (LoRA's graphs hold more kernels: likely low)"
+        if memory.extra_graphs
+        else f"vLLM {version}'s runner captures each size once, with LoRA active: no second set"
+        if memory.one_graph_set
+        else "no CUDA graphs",
+    )
+    return terms

@@ -321,7 +321,21 @@ class Plan:
 # encoder-cache outputs held during profiling), then the CUDA-graph estimate.
 # With --enable-lora: the LoRA buffers (in the model load), their shrink buffer (on the activation peak) and the
 # graphs captured with LoRA active (capacity/memory/lora.py); absent when LoRA is off.
-NON_KV_TERMS = ("weights", "load_buffers", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs", "lora_buffers", "lora_activations", "lora_cuda_graphs", "pp_intermediate")
+NON_KV_TERMS = (
+    "weights",
+    "load_buffers",
+    "activation_peak",
+    "encoder_cache",
+    "non_torch",
+    "cuda_graphs",
+    "lora_buffers",
+    "lora_extra_vocabulary",
+    "lora_activations",
+    "lora_cuda_graphs",
+    "pp_intermediate",
+)
+# The terms vLLM's "Model loading took" counts.
+LOADED_TERMS = ("weights", "load_buffers", "lora_buffers", "lora_extra_vocabulary")
 # How reports name each memory term.
 TERM_LABELS = {
     "weights": "weights",
@@ -331,6 +345,7 @@ TERM_LABELS = {
     "non_torch": "non-torch growth",
     "cuda_graphs": "CUDA graphs",
     "lora_buffers": "LoRA buffers (in the model load)",
+    "lora_extra_vocabulary": "LoRA extra vocabulary rows (in the model load)",
     "lora_activations": "LoRA shrink buffer (activation peak)",
     "lora_cuda_graphs": "CUDA graphs with LoRA",
     "pp_intermediate": "PP intermediate tensors (received)",
@@ -348,6 +363,7 @@ MEMORY_TERMS = (
     "non_torch",
     "cuda_graphs",
     "lora_buffers",
+    "lora_extra_vocabulary",
     "lora_activations",
     "lora_cuda_graphs",
     "pp_intermediate",
@@ -359,5 +375,6 @@ MEMORY_TERMS = (
 
 def loaded_bytes(plan: Plan) -> int:
     """What vLLM's "Model loading took" counts: the weights plus the load buffers (rotary caches, allocator rounding),
-    and with --enable-lora the LoRA buffers (load_lora_model runs inside the load's memory profiler)."""
-    return sum(plan.memory[k].bytes for k in ("weights", "load_buffers", "lora_buffers") if k in plan.memory)
+    and with --enable-lora the LoRA buffers and (before vLLM 0.12) the extra vocabulary's rows (load_lora_model runs
+    inside the load's memory profiler)."""
+    return sum(plan.memory[k].bytes for k in LOADED_TERMS if k in plan.memory)

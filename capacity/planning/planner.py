@@ -17,7 +17,7 @@ from capacity.memory.cuda_context import cuda_context_term
 from capacity.memory.cuda_graphs import GraphEstimate, cuda_graph_term, graph_estimate, v1_cuda_graph_term
 from capacity.memory.encoder_cache import encoder_cache_term
 from capacity.memory.load_buffers import load_buffers_term
-from capacity.memory.lora import lora_memory, lora_terms
+from capacity.memory.lora import lora_logits_columns, lora_memory, lora_terms
 from capacity.memory.measured_terms import measured_terms
 from capacity.memory.non_torch import communicators_in_profile, non_torch_term
 from capacity.memory.rank_scaling import rank_scaling
@@ -97,7 +97,9 @@ def lora_rules_of(semantics: VllmSemantics) -> LoraRules:
     """How `semantics`' vLLM allocates LoRA (capacity/vllm/lora_rules.py); BadInput where it is not modelled."""
     rules = LORA_RULES.get(semantics.name)
     if rules is None:
-        raise BadInput(f"--enable-lora: LoRA memory is not modelled for vLLM {semantics.name}: {NOT_MODELLED}; plan with --vllm-version 0.12 or later, or without --enable-lora")
+        raise BadInput(f"--enable-lora under vLLM's {semantics.name}: {NOT_MODELLED}; plan the V1 engine's release (--vllm-version 0.9 or later), or without --enable-lora")
+    if semantics.release.startswith("0.8."):  # arg_utils: LoRA falls back to V0 unless VLLM_USE_V1=1 (0.9 does not)
+        raise BadInput(f"--enable-lora under vLLM {semantics.release}: 0.8 serves LoRA on its V0 engine unless VLLM_USE_V1=1, and capacity plans its V1 engine; plan --vllm-version 0.9 or later, or reconcile a V1 log")
     return rules
 
 
@@ -169,6 +171,12 @@ def plan_without_suggestion(
     if semantics.engine == "V1" and not mrv2:
         sampler = v1_sampler_form(gpu, semantics)  # the V1 model runner's _dummy_sampler_run
     activations = activation_estimate(spec, budget, serving, sampler)
+    lora_rules = lora_rules_of(semantics) if serving.lora is not None else None
+    extra_logits = 0
+    if lora_rules is not None and (columns := lora_logits_columns(spec, source, serving, lora_rules, semantics.name)):
+        # before 0.12 the LoRA logits processor keeps vocab + extra columns: the sampler's rows are that much wider
+        wide = replace(spec, decoder=replace(spec.decoder, vocab_size=spec.decoder.vocab_size + columns))
+        extra_logits = activation_estimate(wide, budget, serving, sampler).sampler_bytes - activations.sampler_bytes
     graphs, n_graphs = graphs_set_aside(spec, serving, gpu, semantics, mrv2)
     if gpu.unified_memory and graphs.bytes:
         graphs = unified_graphs_label(graphs)
@@ -182,8 +190,8 @@ def plan_without_suggestion(
         "cuda_context": cuda_context_term(serving),
         "collectives": collectives_term(serving, gpu, profile),
     }
-    if serving.lora is not None:  # --enable-lora: the LoRA terms (capacity/memory/lora.py); none otherwise
-        lora = lora_memory(spec, source, serving, gpu.sm100, "MRV2" if mrv2 else "V1", lora_rules_of(semantics), semantics.name)
+    if lora_rules is not None:  # --enable-lora: the LoRA terms (capacity/memory/lora.py); none otherwise
+        lora = lora_memory(spec, source, serving, gpu.sm100, "MRV2" if mrv2 else "V1", lora_rules, semantics.name, extra_logits)
         memory.update(lora_terms(lora, serving.lora, spec.decoder.num_layers, semantics.name))
         n_graphs += lora.extra_graphs
     if profile is not None:

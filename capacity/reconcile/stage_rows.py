@@ -11,7 +11,7 @@ may cut one) is named in a note, and what is there is compared.
 
 from __future__ import annotations
 
-from capacity.planning.plan import Plan
+from capacity.planning.plan import LOADED_TERMS, Plan
 from capacity.planning.stages import StagePlan
 from capacity.reconcile.log_only import needs_gpu
 from capacity.reconcile.rows import ReconcileRow, gib_row
@@ -24,7 +24,7 @@ AVAILABLE = "Available KV cache memory"
 
 def stage_loaded_bytes(stage: StagePlan) -> int:
     """What the stage's 'Model loading took' counts: its weights and load buffers (and LoRA buffers)."""
-    return sum(stage.memory[k].bytes for k in ("weights", "load_buffers", "lora_buffers") if k in stage.memory)
+    return sum(stage.memory[k].bytes for k in LOADED_TERMS if k in stage.memory)
 
 
 def printed_by_stage(facts: VllmLogFacts, key: str) -> dict[int, WorkerFigure]:

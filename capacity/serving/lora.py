@@ -15,7 +15,6 @@ MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vllm/config/lora.py: 
 LORA_DTYPES = ("auto", "float16", "bfloat16")  # vllm/config/lora.py: LoRADType
 DEFAULT_MAX_LORAS = 1  # LoRAConfig.max_loras
 DEFAULT_MAX_LORA_RANK = 16  # LoRAConfig.max_lora_rank
-LORA_VERSION = "0.33"  # the vLLM whose LoRA layout capacity models
 
 
 @dataclass(frozen=True)
@@ -27,9 +26,13 @@ class LoraConfig:
     max_cpu_loras: int  # adapters cached on the host (no GPU memory)
     lora_dtype: str  # "auto" resolved to the model dtype (LoRAConfig.verify_with_model_config)
     fully_sharded_loras: bool
+    extra_vocab_size: int | None = None  # --lora-extra-vocab-size as given (vLLM 0.8-0.11 only; the planner checks it)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        fields = asdict(self)
+        if fields["extra_vocab_size"] is None:
+            del fields["extra_vocab_size"]
+        return fields
 
 
 @dataclass(frozen=True)
@@ -42,19 +45,11 @@ class LoraArgs:
     max_cpu_loras: int | None = None
     lora_dtype: str | None = None
     fully_sharded_loras: bool = False
-    lora_extra_vocab_size: int | None = None  # removed from vLLM before 0.33: refused
-
-
-def refuse_extra_vocab(extra_vocab: int | None) -> None:
-    if extra_vocab is not None:
-        raise BadInput(
-            f"--lora-extra-vocab-size {extra_vocab}: vLLM {LORA_VERSION} has no such option (its LoRA adapters add no vocabulary); drop it"
-        )
+    lora_extra_vocab_size: int | None = None  # vLLM 0.8-0.11 only (removed in 0.12.0): checked by the planner
 
 
 def resolve_lora(args: LoraArgs, model_dtype: str, tensor_parallel_size: int) -> LoraConfig | None:
     """vLLM's EngineArgs.create_engine_config + LoRAConfig._validate_lora_config: None without --enable-lora."""
-    refuse_extra_vocab(args.lora_extra_vocab_size)
     if not args.enable_lora:
         given = [
             flag
@@ -64,6 +59,7 @@ def resolve_lora(args: LoraArgs, model_dtype: str, tensor_parallel_size: int) ->
                 ("--max-cpu-loras", args.max_cpu_loras),
                 ("--lora-dtype", args.lora_dtype),
                 ("--fully-sharded-loras", args.fully_sharded_loras or None),
+                ("--lora-extra-vocab-size", args.lora_extra_vocab_size),
             )
             if value is not None
         ]
@@ -92,6 +88,7 @@ def resolve_lora(args: LoraArgs, model_dtype: str, tensor_parallel_size: int) ->
         max_cpu_loras=cpu,
         lora_dtype=model_dtype if dtype == "auto" else dtype,
         fully_sharded_loras=args.fully_sharded_loras,
+        extra_vocab_size=args.lora_extra_vocab_size,
     )
 
 

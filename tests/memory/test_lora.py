@@ -58,7 +58,7 @@ def test_qwen3_8b_lora_buffers_equal_vllms_shapes_by_hand(capsys, tp):
     assert hand_layer(1) == 9_699_328 and hand_layer(2) == 6_684_672  # the worked figures in the report
     assert term["bytes"] == hand_buffers(tp)
     assert term["kind"] == "exact"
-    assert plan["serving"]["lora"] == {"max_loras": 4, "max_lora_rank": 16, "max_cpu_loras": 4, "lora_dtype": "bfloat16", "fully_sharded_loras": False}
+    assert plan["serving"]["lora"] == {"max_loras": 4, "max_lora_rank": 16, "max_cpu_loras": 4, "lora_dtype": "bfloat16", "fully_sharded_loras": False, "extra_vocab_size": None}
 
 
 def test_lora_buffers_count_in_the_non_kv_memory_and_the_graphs_double(capsys):
@@ -152,12 +152,71 @@ def test_model_runner_v2_of_0_23_captures_its_graphs_once_with_lora_and_0_24_twi
         assert (graphs["bytes"] > 0) == doubled and graphs["kind"] == ("estimated" if doubled else "exact")
 
 
-@pytest.mark.parametrize("version", ["0.11.0", "0.10.2", "0.9.2"])
-def test_lora_before_0_12_is_refused_in_one_line_naming_the_extra_vocabulary(capsys, version):
-    code = main(["plan", "--model", "Qwen3-8B", "--gpu", "H200", "--vllm-version", version, "--enable-lora", "--estimate", "formula"])
+# Llama-3.1-8B (catalog config): hidden 4096, intermediate 14336, 32 query and 8 KV heads of 128, vocab 128,256 (a
+# multiple of 256), 32 layers, untied, bfloat16. Before 0.12 vLLM builds LoRA with 256 extra vocabulary rows per adapter.
+LLAMA_VOCAB, LLAMA_FFN, LLAMA_LAYERS, E = 128_256, 14_336, 32, 256
+
+
+def llama_layer(n: int, r: int) -> int:
+    qkv = 3 * n * r * HIDDEN * BF16 + n * (HIDDEN + 2 * KV) * r * BF16
+    o_proj = n * r * HIDDEN * BF16 + n * HIDDEN * r * BF16
+    gate_up = 2 * n * r * HIDDEN * BF16 + 2 * n * LLAMA_FFN * r * BF16
+    down = n * r * LLAMA_FFN * BF16 + n * HIDDEN * r * BF16
+    return qkv + o_proj + gate_up + down
+
+
+def llama_buffers_before_0_12(n: int, r: int, extra: int, tokens: int, seqs: int, long_lora: bool) -> int:
+    embedding = n * (LLAMA_VOCAB + extra) * r * BF16 + n * HIDDEN * r * BF16 + n * extra * HIDDEN * BF16  # + embeddings_tensors
+    lm_head = n * r * HIDDEN * BF16 + n * (LLAMA_VOCAB + extra) * r * BF16 + n * extra * HIDDEN * BF16  # vocab padded to 256 + extra
+    meta = 2 * tokens * 4 + 3 * 512 + 2 * seqs * 4 + 3 * 512  # token mapping by tokens, prompt mapping by max_num_seqs
+    punica = 3 * tokens * 8 + 2 * tokens * 8 + 3 * seqs * 8 + (tokens * 8 if long_lora else 0) + meta
+    return LLAMA_LAYERS * llama_layer(n, r) + embedding + lm_head + punica
+
+
+def llama_plan(capsys, *args: str) -> dict:
+    code = main(["plan", "--model", "Llama-3.1-8B-Instruct", "--gpu", "A100-40GB", *args, "--json", "-"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out)
+
+
+@pytest.mark.parametrize(("version", "long_lora"), [("0.11.0", False), ("0.10.2", True), ("0.9.2", True)])
+def test_before_0_12_llama_lora_carries_256_extra_vocabulary_rows_per_adapter(capsys, version, long_lora):
+    args = ("--estimate", "formula", "--enable-lora", "--max-loras", "2", "--max-num-batched-tokens", "2048", "--max-num-seqs", "256")
+    plan = llama_plan(capsys, *args, "--vllm-version", version)
+    buffers, rows = plan["memory"]["lora_buffers"], plan["memory"]["lora_extra_vocabulary"]
+    assert buffers["bytes"] == llama_buffers_before_0_12(2, 16, E, 2048, 256, long_lora)
+    assert buffers["kind"] == ("estimated" if long_lora else "exact")  # _long_lora_indices: 0.8-0.9 only
+    # embed_tokens: 2 x 256 rows more; lm_head: vocab padded to 256 (128,256 already is) + 256, against 128,256
+    assert rows == {"bytes": (2 * E + E) * HIDDEN * BF16, "kind": "exact", "method": rows["method"]}
+    off = llama_plan(capsys, "--estimate", "formula", "--max-num-batched-tokens", "2048", "--max-num-seqs", "256", "--vllm-version", version)
+    assert plan["cuda_graph_count"] == off["cuda_graph_count"] and plan["memory"]["lora_cuda_graphs"]["bytes"] == 0  # one set
+    assert plan["memory"]["lora_activations"]["bytes"] > 3 * 2048 * 16 * 4  # + the sampler's 256 extra logit columns
+
+
+def test_before_0_12_qwen3_is_not_wrapped_and_gets_no_extra_vocabulary(capsys):
+    plan = plan_json(capsys, *PINNED, "--vllm-version", "0.11.0")
+    meta = 2 * 8192 * 4 + 3 * 512 + 2 * 1024 * 4 + 3 * 512
+    assert plan["memory"]["lora_buffers"]["bytes"] == LAYERS * hand_layer(1) + 3 * 8192 * 8 + 2 * 8192 * 8 + 3 * 1024 * 8 + meta
+    assert "lora_extra_vocabulary" not in plan["memory"]
+
+
+def test_the_extra_vocabulary_size_is_taken_where_vllm_has_it_and_refused_where_not(capsys):
+    args = ("--estimate", "formula", "--enable-lora", "--max-num-batched-tokens", "2048", "--max-num-seqs", "256")
+    plan = llama_plan(capsys, *args, "--vllm-version", "0.11.0", "--lora-extra-vocab-size", "512")
+    assert plan["memory"]["lora_buffers"]["bytes"] == llama_buffers_before_0_12(1, 16, 512, 2048, 256, False)
+    for version, size, needle in (("0.33.0", "256", "has no such option"), ("0.11.0", "384", "accepts only 256 or 512")):
+        code = main(["plan", "--model", "Llama-3.1-8B-Instruct", "--gpu", "A100-40GB", *args, "--vllm-version", version, "--lora-extra-vocab-size", size])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and needle in err
+
+
+@pytest.mark.parametrize(("version", "needle"), [("0.11.0", "--max-lora-rank 1: vLLM 0.11 accepts only 8, 16"), ("0.8.5", "V0 engine unless VLLM_USE_V1=1"), ("0.6.6", "V0 engine")])
+def test_lora_vllm_cannot_serve_as_planned_is_refused_in_one_line(capsys, version, needle):
+    rank = ["--max-lora-rank", "1"] if version == "0.11.0" else []
+    code = main(["plan", "--model", "Qwen3-8B", "--gpu", "H200", "--vllm-version", version, "--enable-lora", *rank, "--estimate", "formula"])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1
-    assert "extra vocabulary" in err and "--vllm-version 0.12 or later" in err
+    assert code == 2 and err.count("\n") == 1 and needle in err, err
 
 
 def test_mistral_lora_in_0_12_to_0_15_is_refused_because_its_releases_differ(capsys, tmp_path):

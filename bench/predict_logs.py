@@ -633,6 +633,14 @@ CAUSES: dict[str, str] = {
     "start adds S - warm peak = 151,936 x 4096 x 2 + 2048 x 4096 x 2 B + 96 MiB of L2 - 0.27 GiB = 1.0 GiB "
     "(capacity/memory/compile_cache.py), the swing the author saw. No graph term: vLLM 0.24.0 runs Qwen3ForCausalLM on Model "
     "Runner V2, whose profile_cudagraph_memory returns 0 in 0.23-0.28.",
+    "llama-3.1-8b-a100-40gb-lora-k8s-v0.8.2.log": "KV tokens / concurrency +7.9 %, weights -0.002 %: the benchmark's first planned "
+    "LoRA start (vLLM 0.8.2's V1 engine, 2 adapters of rank 16, 256 extra vocabulary rows each; capacity/vllm/lora_rules.py, "
+    "bench/results/vllm-lora-versions-2026-12-02). 'Model loading took 15.1749 GB' (GiB) against capacity's 15.1746 GiB: weights, "
+    "rotary caches, 0.180 GiB of LoRA buffers and 0.006 GiB of extra vocabulary rows, so the LoRA layout agrees to 0.3 MiB. vLLM "
+    "kept 0.9 x 39.39 - 148,096 tokens x 128 KiB = 17.37 GiB for non-KV memory, 2.20 GiB besides the load, where capacity has "
+    "0.77 (activation 0.50, non-torch 0.27, the LoRA shrink buffer and logits): 1.43 GiB not identified. 0.8.2's V1 worker prints "
+    "no memory profile, so the gap cannot be split; the start compiles cold (Dynamo and Inductor run inside the profile, which "
+    "capacity charges before 0.12 as the warm peak + 2048 x 4096 x 2 B + the L2) with the dummy adapters active in the profile run.",
     "qwen3-14b-l40s-v0.28.0-excerpt.log": "available KV / tokens / concurrency +10.6 %, non-KV -4.2 %: vLLM's non-weights "
     "memory is 1.78 GiB (0.92 x 44.42 - 11.57 - 27.52; the excerpt prints no requested memory), capacity's 0.55 GiB "
     "(activation 0.28, non-torch 0.27), planned warm: the excerpt (four lines) shows no compile line and its source does "

@@ -1,6 +1,6 @@
-"""LoRA's GPU memory as vLLM 0.33 allocates it with --enable-lora (exact where vLLM's shapes fix it), and 0.12 to
+"""LoRA's GPU memory as vLLM 0.33 allocates it with --enable-lora (exact where vLLM's shapes fix it), and 0.8 to
 0.32 where they differ from it (capacity/vllm/lora_rules.py: the punica index, the classes wrapped, the LM head's
-vocabulary limit, Model Runner V2's graph cases).
+vocabulary limit, the runners' graph cases, and before 0.12 the extra vocabulary).
 
 What vLLM does (vllm/lora, vllm/v1/worker):
 - Inside the model load (GPUModelRunner.load_model / MRV2 ModelRunner.load_model: `load_lora_model` runs inside the

@@ -1,4 +1,4 @@
-"""LoRA's memory as vLLM 0.33 (and, at the end, 0.12 to 0.32) allocates it, checked against buffer sizes worked out by hand from Qwen3-8B's config.
+"""LoRA's memory as vLLM 0.33 (and, at the end, 0.8 to 0.32) allocates it, checked against buffer sizes worked out by hand from Qwen3-8B's config.
 
 Qwen3-8B (catalog config): hidden 4096, intermediate 12288, 32 query heads and 8 KV heads of 128, vocab 151,936,
 36 layers, untied embeddings, bfloat16. vLLM's shapes (vllm/lora/layers/*.py create_lora_weights), L adapters of rank r:

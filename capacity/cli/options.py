@@ -159,7 +159,7 @@ SERVING_OPTIONS: dict[str, Any] = {
     "fully_sharded_loras": Annotated[
         bool | None, typer.Option("--fully-sharded-loras", help="Shard the LoRA A (column layers) and B (row layers) buffers over the TP ranks too; needs --enable-lora.")
     ],
-    "lora_extra_vocab_size": Annotated[int | None, typer.Option("--lora-extra-vocab-size", help="Older vLLM's extra LoRA vocabulary; vLLM 0.33 has none (refused).")],
+    "lora_extra_vocab_size": Annotated[int | None, typer.Option("--lora-extra-vocab-size", help="vLLM 0.8-0.11's extra LoRA vocabulary rows per adapter (256 or 512; 256 by default there); later releases have none (refused).")],
 }
 TpOpt = SERVING_OPTIONS["tensor_parallel_size"]
 

@@ -70,7 +70,7 @@ class ServingArgs:
     max_cpu_loras: int | None = None
     lora_dtype: str | None = None
     fully_sharded_loras: bool = False
-    lora_extra_vocab_size: int | None = None  # not in vLLM 0.33: refused
+    lora_extra_vocab_size: int | None = None  # vLLM 0.8-0.11 only: the planner refuses it for later releases
 
     def lora_args(self) -> LoraArgs:
         return LoraArgs(

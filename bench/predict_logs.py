@@ -328,7 +328,8 @@ def plan_with_version(meta: dict[str, Any], facts: VllmLogFacts, *, formula: boo
     inputs = reconcile_arguments(meta, facts)
     knobs = {**knobs_from_log(facts, effective=False), **inputs["flags"]}
     try:
-        semantics = planned_semantics(facts.version, use_v1="0" if facts.engine == "V0" else None)  # its user ran VLLM_USE_V1=0
+        # its user ran VLLM_USE_V1=0 (a V0 log) or 1 (a V1 log: the default, and 0.8's LoRA needs it set)
+        semantics = planned_semantics(facts.version, use_v1="0" if facts.engine == "V0" else "1")
         plan = plan_with_estimate(inputs["model"], ServingArgs(**knobs), gpu, None, offline=True, estimate="formula" if formula else "trace", semantics=semantics)
     except CapacityError as exc:
         return None, f"capacity plan refuses it: {' '.join(str(exc).split())[:160]}"

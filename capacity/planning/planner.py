@@ -98,8 +98,11 @@ def lora_rules_of(semantics: VllmSemantics) -> LoraRules:
     rules = LORA_RULES.get(semantics.name)
     if rules is None:
         raise BadInput(f"--enable-lora under vLLM's {semantics.name}: {NOT_MODELLED}; plan the V1 engine's release (--vllm-version 0.9 or later), or without --enable-lora")
-    if semantics.release.startswith("0.8."):  # arg_utils: LoRA falls back to V0 unless VLLM_USE_V1=1 (0.9 does not)
-        raise BadInput(f"--enable-lora under vLLM {semantics.release}: 0.8 serves LoRA on its V0 engine unless VLLM_USE_V1=1, and capacity plans its V1 engine; plan --vllm-version 0.9 or later, or reconcile a V1 log")
+    if semantics.release.startswith("0.8.") and not semantics.v1_by_env:  # arg_utils: LoRA falls back to V0 (0.9 does not)
+        raise BadInput(
+            f"--enable-lora under vLLM {semantics.release}: 0.8 serves LoRA on its V0 engine unless VLLM_USE_V1=1, whose LoRA capacity does not "
+            "model; set VLLM_USE_V1=1 as the server will have it, or plan --vllm-version 0.9 or later"
+        )
     return rules
 
 

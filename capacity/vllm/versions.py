@@ -103,6 +103,8 @@ class VllmSemantics:
     # The release a plan was asked for (`--vllm-version 0.10.2`): which flags its `vllm serve` line may use
     # (capacity.vllm.serve_flags); "" for a range's rules read from a log
     release: str = ""
+    # VLLM_USE_V1=1 was given for a 0.8 release: 0.8 runs LoRA on its V0 engine without it (arg_utils' V1 oracle)
+    v1_by_env: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -337,7 +339,9 @@ def engine_semantics(sem: VllmSemantics, numbers: tuple[int, ...], use_v1: str |
         raise BadInput(f"VLLM_USE_V1=0 with {flag} {release}: vLLM 0.11 removed the V0 engine; unset VLLM_USE_V1 or plan 0.10.2 or older")
     if v1 and numbers[:2] < V1_DEFAULT_FROM:
         raise BadInput(f"VLLM_USE_V1=1 with {flag} {release}: the V1 engine before 0.8 (opt-in) is not modelled; unset VLLM_USE_V1 or plan 0.8.0 or newer")
-    return V0 if not v1 else sem
+    if not v1:
+        return V0
+    return replace(sem, v1_by_env=True) if numbers[:2] < (0, 9) else sem
 
 
 def all_semantics() -> tuple[VllmSemantics, ...]:

@@ -244,3 +244,10 @@ def test_mistral_lora_in_0_12_to_0_15_is_refused_because_its_releases_differ(cap
     assert err.count("\n") == 1 and "0.12-0.14 map MistralForCausalLM to the Llama class" in err
     assert main([*args, "--vllm-version", "0.30.0", "--json", "-"]) == 0
     assert "wraps no embedding" in json.loads(capsys.readouterr().out)["memory"]["lora_buffers"]["method"]
+
+
+def test_lora_on_0_8_is_planned_on_the_v1_engine_once_vllm_use_v1_is_set(capsys, monkeypatch):
+    monkeypatch.setenv("VLLM_USE_V1", "1")  # 0.8's arg_utils keeps LoRA on V1 only when it is set explicitly
+    args = ("--estimate", "formula", "--enable-lora", "--max-loras", "2", "--max-num-batched-tokens", "2048", "--max-num-seqs", "256")
+    plan = llama_plan(capsys, *args, "--vllm-version", "0.8.5")
+    assert plan["memory"]["lora_buffers"]["bytes"] == llama_buffers_before_0_12(2, 16, E, 2048, 256, True)

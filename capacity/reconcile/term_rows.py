@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from capacity.memory.cuda_context import CUDA_CONTEXT_BYTES
-from capacity.planning.plan import Plan, loaded_bytes
+from capacity.planning.plan import TERM_LABELS, Plan, loaded_bytes
 from capacity.reconcile.log_inputs import is_local_path
 from capacity.reconcile.rows import ReconcileRow, count_row, gib_row
 from capacity.units import GiB
@@ -124,6 +124,7 @@ def term_rows(facts: VllmLogFacts, plan: Plan, sem: VllmSemantics | None) -> lis
                 loaded_bytes(plan),
                 f"vLLM: growth of torch's allocated memory across the load ('Model loading took', model_memory_usage); capacity: {w.method} ({w.kind})"
                 + (f" + {loads.method} ({loads.kind})" if loads is not None else "")
+                + "".join(f" + {mem[k].bytes:,} B of {TERM_LABELS[k]} ({mem[k].kind})" for k in ("lora_buffers", "lora_extra_vocabulary") if k in mem)
                 + ". A difference is memory the model allocates besides its parameters that capacity does not model, or parameters the two builds do not share.",
                 decimals=facts.model_loading_gib_decimals,
             )

@@ -52,6 +52,13 @@ _KNOB_KEYS = (
     "quantization",
     "enable_prefix_caching",
     "language_model_only",
+    "enable_lora",
+    "max_loras",
+    "max_lora_rank",
+    "max_cpu_loras",
+    "lora_dtype",
+    "fully_sharded_loras",
+    "lora_extra_vocab_size",
 )
 
 
@@ -64,6 +71,12 @@ _NAMESPACE_DEFAULTS: dict[str, Any] = {
     "dtype": "auto",
     "tensor_parallel_size": 1,
     "kv_cache_dtype": "auto",
+    "enable_lora": False,
+    "max_loras": 1,
+    "max_lora_rank": 16,
+    "lora_dtype": "auto",
+    "fully_sharded_loras": False,
+    "lora_extra_vocab_size": 256,
 }
 
 
@@ -106,6 +119,7 @@ _SERVE_COMMAND = re.compile(r"(?:^|[\s$>#])(?:vllm serve|vllm/vllm-openai(?::\S+
 _SERVE_FLAGS = {"--" + key.replace("_", "-"): key for key in _KNOB_KEYS}
 _SERVE_SWITCHES = {"--enforce-eager": ("enforce_eager", True), "--enable-prefix-caching": ("enable_prefix_caching", True),
                    "--language-model-only": ("language_model_only", True),
+                   "--enable-lora": ("enable_lora", True), "--fully-sharded-loras": ("fully_sharded_loras", True),
                    "--no-enable-prefix-caching": ("enable_prefix_caching", False)}
 
 

@@ -106,7 +106,7 @@ def _non_default_args(text: str) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         return {}
-    out = {k: data[k] for k in _KNOB_KEYS if k in data}
+    out = {k: data[k] for k in _KNOB_KEYS if data.get(k) is not None}  # None: vLLM's default (e.g. 'enable_lora': None)
     if "model" in data:
         out["model"] = data["model"]
     return out

@@ -355,22 +355,7 @@ TERM_LABELS = {
     "block_tables": "block tables (after KV budget)",
 }
 
-MEMORY_TERMS = (
-    "weights",
-    "load_buffers",
-    "activation_peak",
-    "encoder_cache",
-    "non_torch",
-    "cuda_graphs",
-    "lora_buffers",
-    "lora_extra_vocabulary",
-    "lora_activations",
-    "lora_cuda_graphs",
-    "pp_intermediate",
-    "kv_cache",
-    "cuda_context",
-    "collectives",
-)
+MEMORY_TERMS = (*NON_KV_TERMS, "kv_cache", "cuda_context", "collectives")
 
 
 def loaded_bytes(plan: Plan) -> int:

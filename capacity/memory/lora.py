@@ -78,7 +78,6 @@ class LoraShapes:
     vocab_size: int
     num_layers: int
     embeddings: bool  # the class wraps embed_tokens and lm_head
-    tied: bool = False  # tie_word_embeddings: the LM head is the embedding
 
 
 @dataclass(frozen=True)
@@ -135,7 +134,6 @@ def lora_shapes(spec: ModelSpec, source: ModelSource, rules: LoraRules, version:
         vocab_size=d.vocab_size,
         num_layers=d.num_layers,
         embeddings=wrapped,
-        tied=layout.tie_word_embeddings,
     )
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-RANKS_FROM_0_12 = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # LoRAConfig's MaxLoRARanks
-RANKS_BEFORE_0_12 = (8, 16, 32, 64, 128, 256, 320, 512)  # no rank 1 (0.8.2 config.py, 0.11.0 config/lora.py)
+from capacity.serving.lora import MAX_LORA_RANKS as RANKS_FROM_0_12
+
+RANKS_BEFORE_0_12 = tuple(r for r in RANKS_FROM_0_12 if r != 1)  # no rank 1 (0.8.2 config.py, 0.11.0 config/lora.py)
 
 
 @dataclass(frozen=True)

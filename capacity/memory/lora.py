@@ -96,7 +96,7 @@ class LoraMemory:
     extra_vocab: int = 0  # lora_extra_vocab_size in force (before 0.12, wrapped classes only)
     extra_vocab_weights_bytes: int = 0  # the rows it adds to embed_tokens and lm_head (in the model load)
     extra_logits_bytes: int = 0  # the sampler's wider logits (vocab + extra) in the profile run
-    long_lora_indices: str = ""  # the releases of the range that also hold _long_lora_indices (int64 tokens)
+    long_lora_unknown: bool = False  # _long_lora_indices counted for a range whose later releases lack it (0.8-0.10)
 
     @property
     def buffers_bytes(self) -> int:
@@ -211,7 +211,7 @@ def punica_bytes(lora: LoraConfig, max_num_batched_tokens: int, max_num_seqs: in
     rules = rules or LoraRules()
     t, seqs, n = max_num_batched_tokens, max_num_seqs, lora.max_loras
     base = 3 * allocated(t, dtype_bytes=8) + allocated(rules.embedding_index_rows, t, dtype_bytes=8) + 3 * allocated(seqs, dtype_bytes=8)
-    long_lora = allocated(t, dtype_bytes=8) if rules.long_lora_indices else 0
+    long_lora = allocated(t, dtype_bytes=8) if rules.long_lora_indices is not False else 0
 
     def meta(rows: int) -> int:
         return 2 * allocated(rows, dtype_bytes=4) + 2 * allocated(n + 1, dtype_bytes=4) + allocated(n + 2, dtype_bytes=4)
@@ -273,7 +273,7 @@ def lora_memory(
         extra_vocab=extra,
         extra_vocab_weights_bytes=extra_vocab_weights_bytes(s, lora, tp, extra, model_bytes) if extra else 0,
         extra_logits_bytes=extra_logits_bytes if extra else 0,
-        long_lora_indices=rules.long_lora_indices,
+        long_lora_unknown=rules.long_lora_indices is None,
     )
 
 
@@ -301,16 +301,12 @@ def lora_terms(memory: LoraMemory, lora: LoraConfig, layers: int, version: str) 
     shape = f"{plural(lora.max_loras, 'adapter')} of rank {lora.max_lora_rank} in {lora.lora_dtype}" + (", fully sharded" if lora.fully_sharded_loras else "")
     lm = f" + embedding {memory.embedding_bytes:,} + LM head {memory.lm_head_bytes:,}" if memory.embedding_bytes else " (the class wraps no embedding or LM head)"
     vocab = f" with {memory.extra_vocab} extra vocabulary rows per adapter" if memory.extra_vocab else ""
-    long_lora = (
-        f"; _long_lora_indices ({memory.long_lora_indices} only, 8 B a token) counted, so estimated for the range's later releases"
-        if memory.long_lora_indices
-        else ""
-    )
+    long_lora = "; _long_lora_indices (0.8-0.9 only, 8 B a token) counted: give the release to know" if memory.long_lora_unknown else ""
     terms = {
         # LoRAModelManager._create_lora_modules -> create_lora_weights, _init_punica_wrapper (inside "Model loading took")
         "lora_buffers": MemoryTerm(
             memory.buffers_bytes,
-            ESTIMATED if memory.long_lora_indices else EXACT,
+            ESTIMATED if memory.long_lora_unknown else EXACT,
             f"vLLM {version} stacked LoRA buffers, {shape}{vocab}: {layers} layers x {memory.per_layer_bytes:,} B (qkv 3 slices, o, gate_up 2 slices, down)"
             f"{lm} + punica metadata {memory.punica_bytes:,}; each allocation rounded to 512 B; counted in 'Model loading took'{long_lora}",
         ),

@@ -40,9 +40,9 @@ from capacity.serving.encoder_budget import MultiModalBudget, build_budget
 from capacity.source.resolve import ModelSource
 from capacity.units import plural
 from capacity.vllm.compile_lines import COLD
-from capacity.vllm.lora_rules import LORA_RULES, NOT_MODELLED, LoraRules
+from capacity.vllm.lora_rules import LORA_RULES, NOT_MODELLED, LoraRules, for_release
 from capacity.vllm.serve_flags import release_of, require_flags
-from capacity.vllm.versions import LATEST, VllmSemantics
+from capacity.vllm.versions import LATEST, VllmSemantics, release_tuple
 
 if TYPE_CHECKING:  # pragma: no cover - typing only (a formula plan has no measured profile)
     from capacity.memory.measured_profile import MemoryProfile
@@ -103,7 +103,7 @@ def lora_rules_of(semantics: VllmSemantics) -> LoraRules:
             f"--enable-lora under vLLM {semantics.release}: 0.8 serves LoRA on its V0 engine unless VLLM_USE_V1=1, whose LoRA capacity does not "
             "model; set VLLM_USE_V1=1 as the server will have it, or plan --vllm-version 0.9 or later"
         )
-    return rules
+    return for_release(rules, release_tuple(semantics.release) if semantics.release else None)
 
 
 def with_piecewise_graphs(full: MemoryTerm, estimate: GraphEstimate | None) -> MemoryTerm:

@@ -32,7 +32,9 @@ class LoraRules:
     extra_vocab_choices: tuple[int, ...] = ()
     lm_head_padding: int = 64  # lora_vocab_padding_size (256 before 0.12), else DEFAULT_VOCAB_PADDING_SIZE
     prompt_meta_by_seqs: bool = False  # PunicaWrapperGPU.prompt_mapping_meta = LoRAKernelMeta.make(max_loras, max_num_seqs)
-    long_lora_indices: str = ""  # the releases of the range with PunicaWrapperBase._long_lora_indices (int64 tokens)
+    # PunicaWrapperBase._long_lora_indices (int64 tokens): True in 0.8-0.9, False from 0.10; None where the range spans
+    # both and the release is not known (counted, and the buffers called estimated)
+    long_lora_indices: bool | None = False
 
 
 _LATEST = LoraRules()
@@ -72,6 +74,16 @@ LORA_RULES: dict[str, LoraRules] = {
     "0.16-0.19": _BEFORE_0_20,
     "0.12-0.15": _BEFORE_0_16,
     "0.11": _EXTRA_VOCAB,
-    "0.8-0.10": replace(_EXTRA_VOCAB, long_lora_indices="0.8-0.9"),  # gone in 0.10.2
+    "0.8-0.10": replace(_EXTRA_VOCAB, long_lora_indices=None),  # 0.8-0.9 hold it, 0.10.2 does not
 }
+LONG_LORA_GONE_IN = (0, 10)
+
+
+def for_release(rules: LoraRules, release: tuple[int, ...] | None) -> LoraRules:
+    """The range's rules narrowed to one release where it tells what the range does not (None: a range's rules)."""
+    if rules.long_lora_indices is None and release is not None:
+        return replace(rules, long_lora_indices=release[:2] < LONG_LORA_GONE_IN)
+    return rules
+
+
 NOT_MODELLED = "the V0 engine's LoRA (its model runner and block manager) is not modelled"

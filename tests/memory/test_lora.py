@@ -180,13 +180,13 @@ def llama_plan(capsys, *args: str) -> dict:
     return json.loads(out.out)
 
 
-@pytest.mark.parametrize(("version", "long_lora"), [("0.11.0", False), ("0.10.2", True), ("0.9.2", True)])
+@pytest.mark.parametrize(("version", "long_lora"), [("0.11.0", False), ("0.10.2", False), ("0.9.2", True)])
 def test_before_0_12_llama_lora_carries_256_extra_vocabulary_rows_per_adapter(capsys, version, long_lora):
     args = ("--estimate", "formula", "--enable-lora", "--max-loras", "2", "--max-num-batched-tokens", "2048", "--max-num-seqs", "256")
     plan = llama_plan(capsys, *args, "--vllm-version", version)
     buffers, rows = plan["memory"]["lora_buffers"], plan["memory"]["lora_extra_vocabulary"]
     assert buffers["bytes"] == llama_buffers_before_0_12(2, 16, E, 2048, 256, long_lora)
-    assert buffers["kind"] == ("estimated" if long_lora else "exact")  # _long_lora_indices: 0.8-0.9 only
+    assert buffers["kind"] == "exact"  # _long_lora_indices: 0.8-0.9 only, and the release is known
     # embed_tokens: 2 x 256 rows more; lm_head: vocab padded to 256 (128,256 already is) + 256, against 128,256
     assert rows == {"bytes": (2 * E + E) * HIDDEN * BF16, "kind": "exact", "method": rows["method"]}
     off = llama_plan(capsys, "--estimate", "formula", "--max-num-batched-tokens", "2048", "--max-num-seqs", "256", "--vllm-version", version)

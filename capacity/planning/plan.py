@@ -319,8 +319,9 @@ class Plan:
 # Terms that vLLM 0.33 subtracts from the requested memory before the KV cache:
 # non_kv_cache_memory = total_consumed (weights + non-torch) + transient peak (activations +
 # encoder-cache outputs held during profiling), then the CUDA-graph estimate.
-# With --enable-lora: the LoRA buffers (in the model load), their shrink buffer (on the activation peak) and the
-# graphs captured with LoRA active (capacity/memory/lora.py); absent when LoRA is off.
+# With --enable-lora: the LoRA buffers and, before vLLM 0.12, the extra vocabulary's rows (both in the model load),
+# their shrink buffer (on the activation peak) and the graphs captured with LoRA active (capacity/memory/lora.py);
+# absent when LoRA is off.
 NON_KV_TERMS = (
     "weights",
     "load_buffers",

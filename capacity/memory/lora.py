@@ -29,6 +29,7 @@ reads): rounded up to 512 B.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -203,12 +204,11 @@ def padded_vocab(vocab: int, tp: int) -> int:
     return pad_vocab_size(vocab)
 
 
-def punica_bytes(lora: LoraConfig, max_num_batched_tokens: int, max_num_seqs: int, rules: LoraRules | None = None) -> int:
+def punica_bytes(lora: LoraConfig, max_num_batched_tokens: int, max_num_seqs: int, rules: LoraRules) -> int:
     """PunicaWrapperGPU(max_num_batched_tokens, max_batches=max_num_seqs): PunicaWrapperBase's four int64 token vectors
     (_embeddings_indices has `rules.embedding_index_rows` of them: 2 before 0.29; 0.8-0.9 a fifth, _long_lora_indices)
     and three int64 batch vectors, and two LoRAKernelMeta.make (token and prompt mapping), each two int32 vectors of
     tokens (of max_num_seqs for the prompt mapping before 0.12) and three int32 vectors of max_loras + 1, + 1, + 2."""
-    rules = rules or LoraRules()
     t, seqs, n = max_num_batched_tokens, max_num_seqs, lora.max_loras
     base = 3 * allocated(t, dtype_bytes=8) + allocated(rules.embedding_index_rows, t, dtype_bytes=8) + 3 * allocated(seqs, dtype_bytes=8)
     long_lora = allocated(t, dtype_bytes=8) if rules.long_lora_indices is not False else 0
@@ -241,10 +241,18 @@ def lora_graph_bytes(spec: ModelSpec, serving: ServingConfig, sm100: bool, runne
 
 
 def lora_memory(
-    spec: ModelSpec, source: ModelSource, serving: ServingConfig, sm100: bool, runner: str, rules: LoraRules, version: str, extra_logits_bytes: int = 0
+    spec: ModelSpec,
+    source: ModelSource,
+    serving: ServingConfig,
+    sm100: bool,
+    runner: str,
+    rules: LoraRules,
+    version: str,
+    logits_cost: Callable[[int], int],
 ) -> LoraMemory:
     """LoRA's memory on rank 0 under `serving.lora` (which must be set), as vLLM `version` allocates it (`rules`).
-    `extra_logits_bytes`: the sampler's cost of the extra vocabulary's logit columns (the planner's sampler form)."""
+    `logits_cost(columns)`: what that many more logit columns cost the sampler (the planner's sampler form), for the
+    extra vocabulary before 0.12."""
     lora = serving.lora
     if lora is None:
         raise ValueError("lora_memory needs serving.lora")
@@ -272,7 +280,7 @@ def lora_memory(
         one_graph_set=one_set and not serving.enforce_eager,
         extra_vocab=extra,
         extra_vocab_weights_bytes=extra_vocab_weights_bytes(s, lora, tp, extra, model_bytes) if extra else 0,
-        extra_logits_bytes=extra_logits_bytes if extra else 0,
+        extra_logits_bytes=logits_cost(extra) if extra else 0,
         long_lora_unknown=rules.long_lora_indices is None,
     )
 
@@ -286,13 +294,6 @@ def extra_vocab(s: LoraShapes, lora: LoraConfig, rules: LoraRules, version: str)
     if given is not None and given not in rules.extra_vocab_choices:
         raise BadInput(f"--lora-extra-vocab-size {given}: vLLM {version} accepts only {' or '.join(map(str, rules.extra_vocab_choices))}")
     return (rules.extra_vocab if given is None else given) if s.embeddings else 0
-
-
-def lora_logits_columns(spec: ModelSpec, source: ModelSource, serving: ServingConfig, rules: LoraRules, version: str) -> int:
-    """The logit columns LoRA's extra vocabulary adds to the sampler's logits (vLLM before 0.12: vocab + extra)."""
-    if serving.lora is None or not rules.extra_vocab:
-        return 0
-    return extra_vocab(lora_shapes(spec, source, rules, version), serving.lora, rules, version)
 
 
 def lora_terms(memory: LoraMemory, lora: LoraConfig, layers: int, version: str) -> dict[str, MemoryTerm]:

@@ -17,7 +17,7 @@ from capacity.memory.cuda_context import cuda_context_term
 from capacity.memory.cuda_graphs import GraphEstimate, cuda_graph_term, graph_estimate, v1_cuda_graph_term
 from capacity.memory.encoder_cache import encoder_cache_term
 from capacity.memory.load_buffers import load_buffers_term
-from capacity.memory.lora import lora_logits_columns, lora_memory, lora_terms
+from capacity.memory.lora import lora_memory, lora_terms
 from capacity.memory.measured_terms import measured_terms
 from capacity.memory.non_torch import communicators_in_profile, non_torch_term
 from capacity.memory.rank_scaling import rank_scaling
@@ -175,11 +175,11 @@ def plan_without_suggestion(
         sampler = v1_sampler_form(gpu, semantics)  # the V1 model runner's _dummy_sampler_run
     activations = activation_estimate(spec, budget, serving, sampler)
     lora_rules = lora_rules_of(semantics) if serving.lora is not None else None
-    extra_logits = 0
-    if lora_rules is not None and (columns := lora_logits_columns(spec, source, serving, lora_rules, semantics.name)):
-        # before 0.12 the LoRA logits processor keeps vocab + extra columns: the sampler's rows are that much wider
+
+    def logits_cost(columns: int) -> int:
+        """before 0.12 the LoRA logits processor keeps vocab + extra columns: the sampler's rows are that much wider"""
         wide = replace(spec, decoder=replace(spec.decoder, vocab_size=spec.decoder.vocab_size + columns))
-        extra_logits = activation_estimate(wide, budget, serving, sampler).sampler_bytes - activations.sampler_bytes
+        return activation_estimate(wide, budget, serving, sampler).sampler_bytes - activations.sampler_bytes
     graphs, n_graphs = graphs_set_aside(spec, serving, gpu, semantics, mrv2)
     if gpu.unified_memory and graphs.bytes:
         graphs = unified_graphs_label(graphs)
@@ -194,7 +194,7 @@ def plan_without_suggestion(
         "collectives": collectives_term(serving, gpu, profile),
     }
     if lora_rules is not None:  # --enable-lora: the LoRA terms (capacity/memory/lora.py); none otherwise
-        lora = lora_memory(spec, source, serving, gpu.sm100, "MRV2" if mrv2 else "V1", lora_rules, semantics.name, extra_logits)
+        lora = lora_memory(spec, source, serving, gpu.sm100, "MRV2" if mrv2 else "V1", lora_rules, semantics.name, logits_cost)
         memory.update(lora_terms(lora, serving.lora, spec.decoder.num_layers, semantics.name))
         n_graphs += lora.extra_graphs
     if profile is not None:

@@ -29,10 +29,7 @@ class LoraConfig:
     extra_vocab_size: int | None = None  # --lora-extra-vocab-size as given (vLLM 0.8-0.11 only; the planner checks it)
 
     def to_dict(self) -> dict[str, Any]:
-        fields = asdict(self)
-        if fields["extra_vocab_size"] is None:
-            del fields["extra_vocab_size"]
-        return fields
+        return asdict(self)
 
 
 @dataclass(frozen=True)

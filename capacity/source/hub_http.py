@@ -55,7 +55,6 @@ class Unreachable(ConnectionError):
 
 @dataclass(frozen=True)
 class Response:
-    url: str  # after redirects
     headers: dict[str, str]  # names in lower case
     content: bytes
 
@@ -99,14 +98,14 @@ _OPENER = urllib.request.build_opener(_SameHostAuth, _OneTlsContext)
 
 def _get(url: str, timeout_s: float, headers: dict[str, str] | None = None) -> Response:
     request = urllib.request.Request(url, headers=headers or {})
-    for key, value in _hf_headers().items():
+    for key, value in _hf_headers().items():  # urllib capitalizes the names (Authorization, User-agent)
         if key.lower() == "authorization":
-            request.add_unredirected_header(key.capitalize(), value)
+            request.add_unredirected_header(key, value)
         else:
-            request.add_header(key.capitalize(), value)
+            request.add_header(key, value)
     try:
         with _OPENER.open(request, timeout=timeout_s) as answer:
-            return Response(answer.url, {k.lower(): v for k, v in answer.headers.items()}, answer.read())
+            return Response({k.lower(): v for k, v in answer.headers.items()}, answer.read())
     except urllib.error.HTTPError as refused:
         with refused:
             _raise_as_huggingface_hub(url, refused.code, list(refused.headers.items()), refused.read())

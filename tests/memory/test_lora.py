@@ -25,12 +25,17 @@ L, R, BF16 = 4, 16, 2
 HIDDEN, FFN, Q, KV, VOCAB, LAYERS = 4096, 12288, 32 * 128, 8 * 128, 151_936, 36
 
 
-def hand_layer(tp: int) -> int:
-    qkv = 3 * L * R * HIDDEN * BF16 + L * (Q // tp + 2 * KV // tp) * R * BF16
-    o_proj = L * R * (Q // tp) * BF16 + L * HIDDEN * R * BF16
-    gate_up = 2 * L * R * HIDDEN * BF16 + 2 * L * (FFN // tp) * R * BF16
-    down = L * R * (FFN // tp) * BF16 + L * HIDDEN * R * BF16
+def layer_of(n: int, r: int, q: int, kv: int, ffn: int, tp: int = 1) -> int:
+    """One decoder layer's buffers for n adapters of rank r (hidden 4096, bfloat16), by the shapes above."""
+    qkv = 3 * n * r * HIDDEN * BF16 + n * (q // tp + 2 * kv // tp) * r * BF16
+    o_proj = n * r * (q // tp) * BF16 + n * HIDDEN * r * BF16
+    gate_up = 2 * n * r * HIDDEN * BF16 + 2 * n * (ffn // tp) * r * BF16
+    down = n * r * (ffn // tp) * BF16 + n * HIDDEN * r * BF16
     return qkv + o_proj + gate_up + down
+
+
+def hand_layer(tp: int) -> int:
+    return layer_of(L, R, Q, KV, FFN, tp)
 
 
 def hand_punica(tokens: int = 8192, seqs: int = 1024) -> int:
@@ -157,20 +162,12 @@ def test_model_runner_v2_of_0_23_captures_its_graphs_once_with_lora_and_0_24_twi
 LLAMA_VOCAB, LLAMA_FFN, LLAMA_LAYERS, E = 128_256, 14_336, 32, 256
 
 
-def llama_layer(n: int, r: int) -> int:
-    qkv = 3 * n * r * HIDDEN * BF16 + n * (HIDDEN + 2 * KV) * r * BF16
-    o_proj = n * r * HIDDEN * BF16 + n * HIDDEN * r * BF16
-    gate_up = 2 * n * r * HIDDEN * BF16 + 2 * n * LLAMA_FFN * r * BF16
-    down = n * r * LLAMA_FFN * BF16 + n * HIDDEN * r * BF16
-    return qkv + o_proj + gate_up + down
-
-
 def llama_buffers_before_0_12(n: int, r: int, extra: int, tokens: int, seqs: int, long_lora: bool) -> int:
     embedding = n * (LLAMA_VOCAB + extra) * r * BF16 + n * HIDDEN * r * BF16 + n * extra * HIDDEN * BF16  # + embeddings_tensors
     lm_head = n * r * HIDDEN * BF16 + n * (LLAMA_VOCAB + extra) * r * BF16 + n * extra * HIDDEN * BF16  # vocab padded to 256 + extra
     meta = 2 * tokens * 4 + 3 * 512 + 2 * seqs * 4 + 3 * 512  # token mapping by tokens, prompt mapping by max_num_seqs
     punica = 3 * tokens * 8 + 2 * tokens * 8 + 3 * seqs * 8 + (tokens * 8 if long_lora else 0) + meta
-    return LLAMA_LAYERS * llama_layer(n, r) + embedding + lm_head + punica
+    return LLAMA_LAYERS * layer_of(n, r, HIDDEN, KV, LLAMA_FFN) + embedding + lm_head + punica
 
 
 def llama_plan(capsys, *args: str) -> dict:

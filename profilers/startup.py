@@ -19,8 +19,9 @@ import importlib.util
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 
 class Timings:
@@ -55,33 +56,60 @@ def process_age_s() -> float | None:
 
 # --- transformers' optional imports ---------------------------------------------------------------------------
 
+
+@dataclass(frozen=True)
+class UnusedImport:
+    """An optional package that transformers modules import at module level whenever it is installed, for code a
+    profile never runs. While transformers' model code is imported, transformers.utils' `flag` answers False to
+    those modules (`importers`: a module, or a package and everything under it) and the truth to every other caller;
+    the modules keep that answer (the code that needs the package would find it missing in this process), and
+    transformers.utils gets its own function back."""
+
+    flag: str  # transformers.utils' is_<package>_available
+    importers: str
+    why: str
+
+    def spares(self, module: str) -> bool:
+        return module == self.importers or module.startswith(self.importers + ".")
+
+
 CANDIDATE_GENERATOR = "transformers.generation.candidate_generator"
+
+UNUSED_IMPORTS = (
+    # transformers 5.17 generation/candidate_generator.py: `if is_sklearn_available(): from sklearn.metrics import
+    # roc_curve` (later releases import it inside the function). Every model class imports it through GenerationMixin.
+    # 1.9 s of the profile's wall time on the H200 machine.
+    UnusedImport("is_sklearn_available", CANDIDATE_GENERATOR, "assisted generation's confidence threshold (scikit-learn)"),
+    # transformers 5.17 loss/loss_for_object_detection.py and the other DETR-family losses: `if is_scipy_available():
+    # from scipy.optimize import linear_sum_assignment`. modeling_utils imports them all through loss_utils. 0.68 s.
+    UnusedImport("is_scipy_available", "transformers.loss", "the DETR-family training losses' Hungarian matcher (scipy)"),
+)
+"""bench/results/profile-speed-2026-12-01: `-X importtime` of a whisper-large-v3 profile (1-before-diagnose for
+scikit-learn, 2-intermediate for scipy.optimize)."""
 
 
 @contextmanager
 def without_unused_optional_imports() -> Iterator[None]:
-    """While transformers' model code is first imported, tell transformers that scikit-learn is absent.
-
-    transformers 5.17's generation/candidate_generator.py imports `sklearn.metrics` at module level whenever
-    scikit-learn is installed (for assisted generation's confidence threshold, which a profile never runs; later
-    releases import it inside that function): 1.9 s of the profile's wall time on the H200 machine. Every model
-    class imports that module through GenerationMixin. The module keeps the answer it saw (assisted generation with
-    a confidence threshold in this process would find scikit-learn missing); transformers.utils gets its own back.
-    """
+    """While transformers' model code is imported, the packages of UNUSED_IMPORTS read as absent to the modules that
+    import them for nothing a profile runs, and as they are to every other module (scipy in FNet's or MaskFormer's
+    model code). Nothing is patched without transformers.utils."""
     utils = sys.modules.get("transformers.utils")
-    original = getattr(utils, "is_sklearn_available", None)
-    if utils is None or original is None or CANDIDATE_GENERATOR in sys.modules:
-        yield
-        return
-    utils.is_sklearn_available = _absent  # type: ignore[attr-defined]
+    originals = {unused: getattr(utils, unused.flag) for unused in UNUSED_IMPORTS if hasattr(utils, unused.flag)}
+    for unused, original in originals.items():
+        setattr(utils, unused.flag, _answer(unused, original))
     try:
         yield
     finally:
-        utils.is_sklearn_available = original  # type: ignore[attr-defined]
+        for unused, original in originals.items():
+            setattr(utils, unused.flag, original)
 
 
-def _absent() -> bool:
-    return False
+def _answer(unused: UnusedImport, original: Callable[[], bool]) -> Callable[[], bool]:
+    def is_available() -> bool:
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        return False if unused.spares(caller) else original()
+
+    return is_available
 
 
 # --- the garbage collector --------------------------------------------------------------------------------------

@@ -12,7 +12,16 @@ from pathlib import Path
 import pytest
 
 import profilers.startup as startup
-from profilers.startup import CANDIDATE_GENERATOR, Timings, bytecode_note, freeze_heap, process_age_s, thaw_heap, without_unused_optional_imports
+from profilers.startup import (
+    CANDIDATE_GENERATOR,
+    UNUSED_IMPORTS,
+    Timings,
+    bytecode_note,
+    freeze_heap,
+    process_age_s,
+    thaw_heap,
+    without_unused_optional_imports,
+)
 
 
 def test_laps_tile_the_run_in_order():
@@ -38,29 +47,42 @@ def test_process_age_is_the_time_since_this_process_started():
 def fake_transformers(monkeypatch) -> types.ModuleType:
     utils = types.ModuleType("transformers.utils")
     utils.is_sklearn_available = lambda: True  # type: ignore[attr-defined]
+    utils.is_scipy_available = lambda: True  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "transformers.utils", utils)
-    monkeypatch.delitem(sys.modules, CANDIDATE_GENERATOR, raising=False)
     return utils
 
 
-def test_scikit_learn_reads_as_absent_only_while_the_model_code_is_imported(monkeypatch):
-    utils = fake_transformers(monkeypatch)
-    original = utils.is_sklearn_available
-    with without_unused_optional_imports():
-        assert utils.is_sklearn_available() is False
-        # the module imported meanwhile keeps the answer it saw, as transformers' candidate_generator does
-        generator = types.ModuleType(CANDIDATE_GENERATOR)
-        generator.is_sklearn_available = utils.is_sklearn_available  # type: ignore[attr-defined]
-        monkeypatch.setitem(sys.modules, CANDIDATE_GENERATOR, generator)
-    assert utils.is_sklearn_available is original
-    assert generator.is_sklearn_available() is False
+def module_level(name: str, flag: str, utils: types.ModuleType) -> tuple[bool, dict]:
+    """What a module called `name` sees when its top level does `if <flag>(): ...`, as transformers' modules do,
+    with the function it bound (`from ..utils import <flag>`) kept in its globals."""
+    namespace = {"__name__": name, flag: getattr(utils, flag)}
+    exec(f"answer = {flag}()", namespace)
+    return namespace["answer"], namespace
 
 
-def test_nothing_is_patched_once_the_generation_code_is_imported(monkeypatch):
+def test_unused_packages_read_as_absent_only_to_the_modules_that_import_them_for_nothing(monkeypatch):
     utils = fake_transformers(monkeypatch)
-    monkeypatch.setitem(sys.modules, CANDIDATE_GENERATOR, types.ModuleType(CANDIDATE_GENERATOR))
+    originals = (utils.is_sklearn_available, utils.is_scipy_available)
     with without_unused_optional_imports():
-        assert utils.is_sklearn_available() is True
+        assert module_level(CANDIDATE_GENERATOR, "is_sklearn_available", utils)[0] is False
+        assert module_level("transformers.loss.loss_for_object_detection", "is_scipy_available", utils)[0] is False
+        assert module_level("transformers.loss.loss_rt_detr", "is_scipy_available", utils)[0] is False
+        _, detr_loss = module_level("transformers.loss.loss_deformable_detr", "is_scipy_available", utils)
+        # a model's own use of the package sees it as it is
+        assert module_level("transformers.models.fnet.modeling_fnet", "is_scipy_available", utils)[0] is True
+        assert module_level("transformers.lossy", "is_scipy_available", utils)[0] is True
+        assert module_level("transformers.modeling_utils", "is_sklearn_available", utils)[0] is True
+        assert utils.is_scipy_available() is True  # this test's own module
+    assert (utils.is_sklearn_available, utils.is_scipy_available) == originals
+    exec("later = is_scipy_available()", detr_loss)
+    assert detr_loss["later"] is False  # the module keeps the answer it saw
+
+
+def test_the_packages_spared_are_the_ones_measured():
+    assert {(u.flag, u.importers) for u in UNUSED_IMPORTS} == {
+        ("is_sklearn_available", "transformers.generation.candidate_generator"),
+        ("is_scipy_available", "transformers.loss"),
+    }
 
 
 def test_nothing_is_patched_without_transformers(monkeypatch):
@@ -71,10 +93,10 @@ def test_nothing_is_patched_without_transformers(monkeypatch):
 
 def test_the_patch_is_undone_on_an_error(monkeypatch):
     utils = fake_transformers(monkeypatch)
-    original = utils.is_sklearn_available
+    originals = (utils.is_sklearn_available, utils.is_scipy_available)
     with pytest.raises(RuntimeError), without_unused_optional_imports():
         raise RuntimeError("the build failed")
-    assert utils.is_sklearn_available is original
+    assert (utils.is_sklearn_available, utils.is_scipy_available) == originals
 
 
 def test_freeze_and_thaw_the_heap():
@@ -114,10 +136,14 @@ def test_the_collector_is_paused_inside_and_back_as_it_was():
 def test_modules_are_imported_without_unused_optional_imports(monkeypatch):
     utils = fake_transformers(monkeypatch)
     seen = []
-    monkeypatch.setattr(startup.importlib, "import_module", lambda name: seen.append((name, utils.is_sklearn_available())))
+
+    def import_module(name: str) -> None:
+        seen.append((name, module_level("transformers.loss.loss_utils", "is_scipy_available", utils)[0]))
+
+    monkeypatch.setattr(startup.importlib, "import_module", import_module)
     startup.import_modules(["json", "transformers.modeling_utils"])
     assert seen == [("json", False), ("transformers.modeling_utils", False)]
-    assert utils.is_sklearn_available() is True
+    assert utils.is_scipy_available() is True
 
 
 def test_the_heap_is_frozen_at_exit_once(monkeypatch):

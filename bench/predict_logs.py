@@ -642,6 +642,15 @@ CAUSES: dict[str, str] = {
     "0.77 (activation 0.50, non-torch 0.27, the LoRA shrink buffer and logits): 1.43 GiB not identified. 0.8.2's V1 worker prints "
     "no memory profile, so the gap cannot be split; the start compiles cold (Dynamo and Inductor run inside the profile, which "
     "capacity charges before 0.12 as the warm peak + 2048 x 4096 x 2 B + the L2) with the dummy adapters active in the profile run.",
+    "qwen2.5-vl-3b-l4-ray-data-len8192-mbt2048-v0.11.0.log": "available KV +11.2 % (tokens +11.3 %), non-KV -9.8 %: "
+    "vLLM's non-weights memory is 3.41 GiB (0.9 x the catalog's L4 22.03 - 9.26 - 7.155; the log prints neither the "
+    "requested memory nor CUDA's total, and 0.9 is vLLM's default, which Ray Data's engine kwargs leave), capacity's 2.38 "
+    "(activation 1.93: the fake trace's tower peak of 2.78 GiB on the 16,384-token item x 0.694; encoder cache 0.06; "
+    "non-torch 0.39); the weights agree (7.152 against 7.155 GiB). Put all 1.04 GiB in the encoder phase and vLLM 0.11.0's "
+    "tower takes 1.07 x the trace, where the calibration log of Qwen2.5-VL-7B on an L4 with vLLM 0.9.0.1 (the same vision "
+    "tower and the same 16,384-token image) takes 0.694 and the held-out 0.23.0 video log 0.75. Not identified: what "
+    "vLLM 0.11's Qwen2.5-VL profile holds beyond 0.9.0.1's (its vision attention path, the 128-row sampler pass, or memory "
+    "of the Ray actor that started the engine were not measured). Not fitted: a held-out log.",
     "qwen3-14b-l40s-v0.28.0-excerpt.log": "available KV / tokens / concurrency +10.6 %, non-KV -4.2 %: vLLM's non-weights "
     "memory is 1.78 GiB (0.92 x 44.42 - 11.57 - 27.52; the excerpt prints no requested memory), capacity's 0.55 GiB "
     "(activation 0.28, non-torch 0.27), planned warm: the excerpt (four lines) shows no compile line and its source does "

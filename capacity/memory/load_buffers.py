@@ -22,7 +22,8 @@ these persist inside that window:
    1-10 MiB tensors into 20 MiB segments are not modelled. vLLM does not turn expandable segments on by default.
 
 3. Buffers a model class allocates in its constructor (exact; the family's `load_buffers`): Gemma-4's E-series
-   `per_layer_embeddings`, max_num_batched_tokens x layers x hidden_size_per_layer_input in the model dtype.
+   `per_layer_embeddings`, max_num_batched_tokens x layers x hidden_size_per_layer_input in the model dtype;
+   Qwen3-VL's `deepstack_input_embeds`, one max_num_batched_tokens x hidden_size tensor per deepstack level.
 
 The attention scale scalars (`Attention._k_scale` ...) are 512-byte blocks, below every figure printed.
 """
@@ -33,7 +34,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from capacity.memory.term import ESTIMATED, EXACT, MemoryTerm
-from capacity.memory.weights import weight_layout
+from capacity.memory.weights import skipped_towers, weight_layout
 from capacity.model.family import ModelBuffer
 from capacity.serving.config import ServingConfig
 from capacity.source.resolve import ModelSource
@@ -262,9 +263,11 @@ def load_buffers_term(
     """What vLLM's "Model loading took" holds besides the parameters (`load_allocations`): the rotary
     cos_sin_cache buffers (exact) and, for unquantized checkpoints, the caching allocator's rounding of the decoder's
     large tensors (estimated). `rounding=False` where a GPU measurement of the load already holds the rounding;
-    `towers_built=False` on a pipeline stage whose towers are StageMissingLayer on the meta device (no vision cache)."""
+    `towers_built=False` on a pipeline stage whose towers are StageMissingLayer on the meta device, as they are where
+    --limit-mm-per-prompt 0 leaves them unbuilt (skipped_towers): no vision rotary cache, no tower-side buffers."""
     layout = weight_layout(spec, source.config, class_default_tie=False)
-    buffers = spec.family.load_buffers(source.config, serving.max_num_batched_tokens, serving.dtype_bytes)
+    towers_built = towers_built and not skipped_towers(spec, source, serving)
+    buffers = spec.family.load_buffers(source.config, serving.max_num_batched_tokens, serving.dtype_bytes, towers_built)
     loads = load_allocations(
         spec, source.config, layout, serving.tensor_parallel_size, serving.dtype_bytes, semantics.vision_rope_cache and towers_built, buffers
     )

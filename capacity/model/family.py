@@ -168,9 +168,10 @@ class Family:
         models no size key (the default) or no size holds that few tokens."""
         return None
 
-    def load_buffers(self, config: dict[str, Any], max_num_batched_tokens: int, dtype_bytes: int) -> tuple[ModelBuffer, ...]:
+    def load_buffers(self, config: dict[str, Any], max_num_batched_tokens: int, dtype_bytes: int, towers_built: bool = True) -> tuple[ModelBuffer, ...]:
         """Tensors vLLM's model class allocates in its constructor besides parameters (inside the load window, whole
-        on every rank); none by default."""
+        on every rank); none by default. `towers_built=False` where the model's towers are StageMissingLayer (a later
+        pipeline stage, or every modality a tower serves at --limit-mm-per-prompt 0)."""
         return ()
 
     def vllm_tensors(self, tensors: tuple[StoredTensor, ...], config: dict[str, Any]) -> tuple[StoredTensor, ...]:

@@ -400,7 +400,7 @@ class Gemma4Family(Family):
         vision = Tower(("image", "video"), ("vision_tower", "embed_vision"))
         return (vision, Tower(("audio",), ("audio_tower", "embed_audio"))) if config.get("audio_config") is not None else (vision,)
 
-    def load_buffers(self, config: dict[str, Any], max_num_batched_tokens: int, dtype_bytes: int) -> tuple[ModelBuffer, ...]:
+    def load_buffers(self, config: dict[str, Any], max_num_batched_tokens: int, dtype_bytes: int, towers_built: bool = True) -> tuple[ModelBuffer, ...]:
         """vLLM Gemma4ForConditionalGeneration.__init__ (inside _mark_language_model, so in the load window, whole on
         every rank): per_layer_embeddings = zeros(max_num_batched_tokens, num_hidden_layers,
         hidden_size_per_layer_input) in the model dtype, when hidden_size_per_layer_input > 0."""

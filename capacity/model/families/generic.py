@@ -29,7 +29,7 @@ from capacity.kv.text_config import kv_layers
 from capacity.model.families.common import config_dtype
 from capacity.model.families.decoder_only import decoder_shape
 from capacity.model.families.qwen2_5_vl import VISUAL_TOWER
-from capacity.model.family import EncoderInput, Family, Tower
+from capacity.model.family import EncoderInput, Family, ModelBuffer, Tower
 from capacity.model.hf_config import materialized
 from capacity.model.items.glm4v import GLM4V_MAX_FRAMES, GLM4V_VIDEO, glm4v_video_tokens_by_frames
 from capacity.model.items.hf_processor import candidate_sizes, feature_extractor, headless_processor, image_processor, processor_class
@@ -69,6 +69,13 @@ TOWERS: dict[str, tuple[Tower, ...]] = {
 # The text-config field whose channels the model class's get_mamba_state_shape_from_config reads for its state layers,
 # by model_type, where the layers read another (Lfm2VLForConditionalGeneration: hidden_size; its ShortConv layers conv_dim).
 ALIGNED_STATE_CHANNELS: dict[str, str] = {"lfm2_vl": "hidden_size"}
+
+# Qwen3-VL's deepstack: vLLM's Qwen3VLForConditionalGeneration / Qwen3VLMoeForConditionalGeneration.__init__ allocate
+# `deepstack_input_embeds`, one zeros(max_num_batched_tokens, text hidden_size) per deepstack level (in the model dtype
+# and on the GPU: inside the loader's dtype and device contexts), whenever the visual tower is built (0.33:
+# `use_deepstack ... and not isinstance(self.visual, StageMissingLayer)`; read in 0.11.0, 0.12.0, 0.13.0, 0.16.0-0.21.0,
+# 0.30.0 and 0.33.0). Qwen3.5 sets use_deepstack but allocates none (qwen3_5.py).
+DEEPSTACK_MODEL_TYPES = ("qwen3_vl", "qwen3_vl_moe")
 
 # Modules vLLM 0.33 builds whole on every rank (ReplicatedLinear), by model_type.
 UNSHARDED_MODULES: dict[str, tuple[str, ...]] = {
@@ -200,6 +207,16 @@ class GenericFamily(Family):
 
     def unsharded_modules(self, config: dict[str, Any]) -> tuple[str, ...]:
         return UNSHARDED_MODULES.get(str(config.get("model_type")), ())
+
+    def load_buffers(self, config: dict[str, Any], max_num_batched_tokens: int, dtype_bytes: int, towers_built: bool = True) -> tuple[ModelBuffer, ...]:
+        """Qwen3-VL's deepstack_input_embeds (DEEPSTACK_MODEL_TYPES), whole on every rank, where the visual tower is
+        built. Before 0.30 (0.11.0-0.21.0 read) vLLM allocated them even when --limit-mm-per-prompt 0 left the tower
+        unbuilt; capacity plans that case as 0.33 builds it."""
+        if str(config.get("model_type")) not in DEEPSTACK_MODEL_TYPES or not towers_built:
+            return ()
+        levels = len((config.get("vision_config") or {}).get("deepstack_visual_indexes") or ())
+        hidden = self.text_config(config)["hidden_size"]
+        return tuple(ModelBuffer(f"deepstack_input_embeds[{level}]", (max_num_batched_tokens, hidden), dtype_bytes) for level in range(levels))
 
     def hf_class_name(self, config: dict[str, Any]) -> str:
         """`architectures[0]` when transformers has that class, else the model_type's image/audio-text-to-text class."""

@@ -10,6 +10,7 @@ text hidden_size 4096, bfloat16: 3 x max_num_batched_tokens x 4096 x 2 B.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -73,3 +74,19 @@ def test_qwen3_5_allocates_none_even_with_deepstack_levels(capsys: pytest.Captur
     (folder / "config.json").write_text(json.dumps(config))
     plan = plan_json(capsys, str(folder), "--max-num-batched-tokens", "8192")
     assert "deepstack" not in plan["memory"]["load_buffers"]["method"]
+
+
+def test_a_public_qwen3_vl_load_counts_the_deepstack_buffers(capsys: pytest.CaptureFixture[str]):
+    """A public Qwen3-VL-8B start (tests/fixtures/vllm_logs/README.md: a source build of April 2026, GPU not named)
+    printed `Model loading took 16.78 GiB` at max_num_batched_tokens 8192. capacity's weights + load buffers with the
+    log's knobs: 16.77 GiB; the log prints two decimals and the allocator's rounding is estimated, so within 0.015 GiB.
+    Without the three deepstack buffers (0.1875 GiB) the load would be 0.2 GiB short."""
+    log = (REPO_ROOT / "tests" / "fixtures" / "vllm_logs" / "qwen3-vl-8b-p2p-nccl-prefill-dev15312-excerpt.log").read_text()
+    logged_gib = float(re.search(r"Model loading took ([0-9.]+) GiB", log).group(1))
+    batched = re.search(r"max_num_batched_tokens=(\d+)", log).group(1)
+    plan = plan_json(capsys, "Qwen/Qwen3-VL-8B-Instruct", "--max-num-batched-tokens", batched, "--max-model-len", "4096", "--max-num-seqs", "5")
+    load_gib = (plan["memory"]["weights"]["bytes"] + plan["memory"]["load_buffers"]["bytes"]) / 2**30
+    deepstack_gib = 3 * int(batched) * 4096 * 2 / 2**30
+    assert logged_gib == 16.78 and deepstack_gib == 0.1875
+    assert abs(load_gib - logged_gib) <= 0.015
+    assert logged_gib - (load_gib - deepstack_gib) > 0.15

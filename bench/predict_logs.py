@@ -43,6 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.log_groups import GROUPINGS, gpu_family, group_summary, group_tables, model_kind  # noqa: E402
 from capacity.cli.startup_plan import StartupRequest, reconcile_startup  # noqa: E402
 from capacity.errors import CapacityError  # noqa: E402
 from capacity.gpu.catalog import catalog_entry, gpu_by_name  # noqa: E402
@@ -144,6 +145,8 @@ class Row:
     plan_error_percent: float | None = None
     plan_reason: str = ""
     plan_rules: str = ""
+    gpu_family: str = ""  # bench/log_groups.py
+    model_kind: str = ""
 
 
 def gpu_argument(meta: dict[str, Any], facts: VllmLogFacts) -> tuple[str | None, str]:
@@ -271,6 +274,8 @@ def predict(log: Path, *, formula: bool) -> Row:
     row.seconds = round(time.perf_counter() - started, 1)
     gpu = plan.gpu
     row.gpu = f"{gpu.name} ({gpu.total_memory_bytes / GiB:.2f} GiB, {gpu.source})"
+    row.gpu_family = gpu_family(plan, named=gpu_argument(meta, facts)[0] is not None)
+    row.model_kind = model_kind(plan)
     requested_log = facts.requested_gib
     requested = requested_log * GiB if requested_log is not None else plan.requested_memory_bytes
     kv_printed = row.vllm["available_kv"] if facts.kv_cache_memory_reserved_gib is None else None
@@ -723,6 +728,7 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[s
             for half, d in doc["summary_plan_vs_reconcile"].items()
         ],
     )
+    lines += ["", *group_tables(doc["summary_by_group"])]
     lines += [
         "",
         "## By the torch.compile cache the log shows",
@@ -822,6 +828,7 @@ def main() -> None:
         "summary": {s: summary(rows, s) for s in ("calibration", "held-out")},
         "summary_by_compile_cache": {s: {c: summary(rows, s, c) for c in CACHE_STATES} for s in ("calibration", "held-out")},
         "summary_plan_vs_reconcile": {"all": plan_summary(rows, None), "calibration": plan_summary(rows, "calibration"), "held-out": plan_summary(rows, "held-out")},
+        "summary_by_group": {key: group_summary(rows, key) for key, _ in GROUPINGS},
         "rows": [r.__dict__ for r in rows],
         "gpu_totals": [{**c.__dict__, "percent": c.percent, "ok": c.ok} for c in totals],
     }

@@ -7,9 +7,13 @@ from __future__ import annotations
 import io
 import json
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from bench.log_groups import group_tables  # noqa: E402  (the tables bench/predict_logs.py's README has)
+
 RESULTS = ROOT / "bench" / "results"
 H200_PROFILES = "h200-catalog-2026-12-01"  # the newest run that measured every term (28 catalog ids) against the formula estimate
 TERMS = {  # results.json key -> what the log prints, what capacity compares it with
@@ -197,6 +201,7 @@ def markers() -> dict[str, str]:
         "predict-logs-per-log": "![available KV cache memory, error per log](available_kv_per_log.svg)",
         "predict-logs-rows": rows_table(data),
         "predict-logs-blocked": blocked_table(data),
+        "predict-logs-groups": "\n".join(group_tables(data["summary_by_group"])[2:]).replace("### ", "#### "),
         "vllm-reference-runs": reference_runs_table(),
         "h200-terms": h200_table,
         "h200-plot": "![non-KV memory, formula against the H200](h200_non_kv.svg)",

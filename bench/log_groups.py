@@ -52,6 +52,12 @@ def model_kind(plan: Plan) -> str:
     return "MoE" if is_moe(plan.spec, plan.source) else "dense"
 
 
+def _release(version: str | None) -> tuple[int, ...]:
+    from capacity.vllm.versions import release_tuple
+
+    return release_tuple(version or "") or ()
+
+
 def _median(values: list[float]) -> float | None:
     return round(statistics.median(values), 2) if values else None
 
@@ -64,7 +70,8 @@ def group_summary(rows: list[Any], key: str) -> dict[str, dict[str, float | int 
         if r.plannable:
             groups.setdefault(getattr(r, key) or "-", []).append(r)
     out: dict[str, dict[str, float | int | None]] = {}
-    for name in sorted(groups):
+    order = (lambda name: min(_release(r.vllm_version) for r in groups[name])) if key == "semantics" else (lambda name: name)
+    for name in sorted(groups, key=order):
         members = groups[name]
         kv = [abs(r.error_percent["available_kv"]) for r in members if r.error_percent.get("available_kv") is not None]
         planned = [abs(r.plan_error_percent) for r in members if r.plan_error_percent is not None]

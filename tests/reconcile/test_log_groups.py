@@ -53,3 +53,11 @@ def test_a_gpu_given_only_by_its_size_or_total_has_no_family():
 def test_every_catalog_gpu_has_a_family():
     names = [g["name"] for g in json.loads((REPO_ROOT / "capacity" / "gpu" / "gpus.json").read_text())]
     assert sorted(GPU_FAMILIES) == sorted(names)
+
+
+def test_the_rules_are_listed_oldest_first():
+    rows = [
+        SimpleNamespace(semantics=name, vllm_version=version, split="calibration", plannable=True, plan_error_percent=None, error_percent={})
+        for name, version in (("0.29-0.32", "0.30.0"), ("0.8-0.10", "0.10.2"), ("0.11", "0.11.0"), ("0.8-0.10", "0.9.0.1"))
+    ]
+    assert list(group_summary(rows, "semantics")) == ["0.8-0.10", "0.11", "0.29-0.32"]

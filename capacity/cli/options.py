@@ -147,7 +147,7 @@ SERVING_OPTIONS: dict[str, Any] = {
             help="vLLM's prefix caching (default on, off for encoder-decoder models); hybrid Mamba models keep state in 'align' mode with it.",
         ),
     ],
-    "usage_context": Annotated[str | None, typer.Option("--usage-context", help="openai_api_server (vllm serve, default) or llm_class (offline LLM).")],
+    "usage_context": Annotated[str | None, typer.Option("--usage-context", help="openai_api_server (vllm serve, default), llm_class (offline LLM), openai_batch_runner (vllm run-batch) or engine_context (LLMEngine / AsyncLLMEngine.from_engine_args: Ray Data, Triton): the batch defaults follow it.")],
     "revision": Annotated[str | None, typer.Option("--revision", help="Branch, tag or commit of a Hub --model (default main); skips the catalog.")],
     "enable_lora": Annotated[
         bool | None, typer.Option("--enable-lora", help="vLLM's LoRA: every wrapped layer holds --max-loras stacked adapter buffers (counted in the model load), graphs captured with and without LoRA.")

@@ -34,7 +34,7 @@ from capacity.planning.plan import NON_KV_TERMS, Concurrency, GroupPlan, KVCache
 from capacity.planning.stages import StagePlan, phase_transients, pipeline_window_batches, plan_stages, refuse_unplanned_stages
 from capacity.planning.suggest import suggest
 from capacity.planning.warmup import warmup_plan
-from capacity.serving.config import ServingArgs, ServingConfig, resolve_serving
+from capacity.serving.config import BATCH_DEFAULT_CONTEXTS, ServingArgs, ServingConfig, resolve_serving
 from capacity.serving.data_parallel import node_gpu_name
 from capacity.serving.encoder_budget import MultiModalBudget, build_budget
 from capacity.source.resolve import ModelSource
@@ -132,6 +132,12 @@ def serving_under(semantics: VllmSemantics, args: ServingArgs, spec: ModelSpec, 
             sliding_window=any(layer.kind == "sliding_window" for layer in spec.layers),
             prefix_caching=bool(args.enable_prefix_caching),
         )
+        serving = resolve_serving(replace(args, max_num_batched_tokens=tokens), spec, gpu, base_batch)
+    floor = semantics.scheduler_multimodal_batched_tokens
+    if floor and spec.modalities and args.max_num_batched_tokens is None and args.usage_context not in BATCH_DEFAULT_CONTEXTS:
+        # SchedulerConfig.__post_init__ (0.8.5-0.11.0): max(tokens, 5120) for a multimodal model, then (0.9.2 on)
+        # min(max_num_seqs x max_model_len, tokens)
+        tokens = min(serving.max_num_seqs * serving.max_model_len, max(serving.max_num_batched_tokens, floor))
         serving = resolve_serving(replace(args, max_num_batched_tokens=tokens), spec, gpu, base_batch)
     return serving
 

@@ -23,7 +23,12 @@ from capacity.user_files import read_text
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # CacheConfig.gpu_memory_utilization (0.33)
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE; FlashAttention keeps 16
 DEFAULT_LIMIT_PER_PROMPT = 999  # MultiModalConfig.get_limit_per_prompt for an unset modality
-USAGE_CONTEXTS = ("openai_api_server", "llm_class")
+# vLLM's UsageContext, lower-cased: `vllm serve`, the offline LLM class, and the two that EngineArgs.get_batch_defaults
+# has no default for, so they keep SchedulerConfig's: `vllm run-batch` and an engine built directly
+# (LLMEngine / AsyncLLMEngine.from_engine_args: Ray Data, Triton's vLLM backend, custom servers).
+USAGE_CONTEXTS = ("openai_api_server", "llm_class", "openai_batch_runner", "engine_context")
+BATCH_DEFAULT_CONTEXTS = ("openai_api_server", "llm_class")  # the contexts get_batch_defaults lists
+SCHEDULER_DEFAULTS = (2048, 128)  # SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS (0.11.0-0.33.0 read)
 MODELLED_KV_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
 MODEL_DTYPES = ("auto", "float16", "bfloat16", "float32", "half", "float")
 
@@ -60,7 +65,7 @@ class ServingArgs:
     dtype: str = "auto"
     enforce_eager: bool = False
     compile_cache: str = "warm"  # the torch.compile cache the start finds: "warm" or "cold" (capacity.memory.compile_cache)
-    usage_context: str = "openai_api_server"  # `vllm serve`; "llm_class" for the offline LLM class
+    usage_context: str = "openai_api_server"  # `vllm serve`; "llm_class" for the offline LLM class; USAGE_CONTEXTS
     enable_prefix_caching: bool | None = None  # None: vLLM's default (on, except for encoder-decoder models)
     revision: str | None = None  # `vllm serve --revision`: the Hub revision of --model (resolution only, no memory effect)
     # LoRA (capacity/serving/lora.py): the stacked adapter buffers vLLM allocates (capacity/memory/lora.py)
@@ -192,7 +197,10 @@ _PLACEMENT_DEFAULTS: dict[str, Any] = {"data_parallel_size": 1, "node": None, "g
 
 
 def batch_defaults(gpu: Gpu, usage_context: str) -> tuple[int, int]:
-    """(max_num_batched_tokens, max_num_seqs) before model rules (vLLM: EngineArgs.get_batch_defaults)."""
+    """(max_num_batched_tokens, max_num_seqs) before model rules (vLLM: EngineArgs.get_batch_defaults, whose tables
+    list `vllm serve` and the LLM class; any other context takes SchedulerConfig's defaults)."""
+    if usage_context not in BATCH_DEFAULT_CONTEXTS:
+        return SCHEDULER_DEFAULTS
     api = usage_context == "openai_api_server"
     memory = gpu.total_memory_bytes
     if memory >= 160 * GiB:

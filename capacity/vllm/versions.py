@@ -16,7 +16,7 @@ from typing import Any
 
 from capacity.errors import BadInput
 from capacity.gpu.catalog import Gpu
-from capacity.serving.config import DEFAULT_GPU_MEMORY_UTILIZATION, ServingArgs
+from capacity.serving.config import BATCH_DEFAULT_CONTEXTS, DEFAULT_GPU_MEMORY_UTILIZATION, SCHEDULER_DEFAULTS, ServingArgs
 from capacity.units import GiB
 
 ENCODER_LENGTH = "encoder length"
@@ -59,6 +59,10 @@ class VllmSemantics:
     plannable: bool = True
     why_not_plannable: str = ""
     whole_prompt_batches: bool = False  # V0 without chunked prefill: max_num_batched_tokens = max(max_model_len, 2048), 256 seqs
+    # SchedulerConfig.__post_init__ raised a defaulted max_num_batched_tokens to at least this for a multimodal model
+    # (MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS: read in 0.8.5, 0.9.2, 0.10.2 and 0.11.0; gone in 0.12.0): it applied where
+    # get_batch_defaults set none, a usage context outside its tables (capacity.serving.config.SCHEDULER_DEFAULTS)
+    scheduler_multimodal_batched_tokens: int | None = None
     long_context_chunking: int | None = None  # V0: above this max_model_len chunked prefill is on by default
     # profile_run's _dummy_sampler_run runs a second sampler pass with SamplingParams.for_sampler_warmup() (0.33.0;
     # 0.29.0-0.32.0 MRV2 wheels run the default pass only, under "NOTE(woosuk): ... the sampler may skip top_k,
@@ -145,9 +149,12 @@ class VllmSemantics:
             raise BadInput(f"VLLM_USE_FLASHINFER_SAMPLER={value!r}: vLLM reads it as an integer (0 or 1)") from None
 
     def batch_defaults(self, gpu: Gpu, usage_context: str) -> tuple[int, int]:
-        """(max_num_batched_tokens, max_num_seqs) before model rules (EngineArgs.get_batch_defaults of the version)."""
+        """(max_num_batched_tokens, max_num_seqs) before model rules (EngineArgs.get_batch_defaults of the version; a
+        usage context its tables do not list keeps SchedulerConfig's defaults)."""
         if self.whole_prompt_batches:
             return 2048, 256
+        if usage_context not in BATCH_DEFAULT_CONTEXTS:
+            return SCHEDULER_DEFAULTS
         api = usage_context == "openai_api_server"
         memory = gpu.total_memory_bytes
         if self.batch_tier_160gib and memory >= 160 * GiB:
@@ -214,10 +221,18 @@ _V0_8 = VllmSemantics(
     communicators_in_non_kv=True,
     benchmarks_combo_kernels=False,
     window_batches=1,
+    scheduler_multimodal_batched_tokens=5120,
 )
 _V0_11 = replace(_V0_8, name="0.11", first=(0, 11), communicators_in_non_kv=False)  # snapshot after NCCL from 0.11.0
 # 0.15.1: opt in with VLLM_USE_FLASHINFER_SAMPLER=1 (as 0.18.0, 0.19.1)
-_V0_12 = replace(_V0_11, name="0.12-0.15", first=(0, 12), cross_attention_per_request=MAX_NUM_BATCHED_TOKENS, benchmarks_combo_kernels=True)
+_V0_12 = replace(
+    _V0_11,
+    name="0.12-0.15",
+    first=(0, 12),
+    cross_attention_per_request=MAX_NUM_BATCHED_TOKENS,
+    benchmarks_combo_kernels=True,
+    scheduler_multimodal_batched_tokens=None,
+)
 _V0_16 = replace(_V0_12, name="0.16-0.19", first=(0, 16), native_top_k_top_p="triton")
 _V0_20 = replace(
     _V0_16,

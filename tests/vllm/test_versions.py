@@ -159,7 +159,7 @@ def test_latest_is_the_planners_own_path() -> None:
     the way 0.33 runs (Model Runner V2 for every model, the CUDA-graph estimate set aside on CUDA and ROCm, the
     communicators outside the non-KV memory, 0.33's utilization and batch defaults)."""
     from capacity.gpu.catalog import CATALOG
-    from capacity.serving.config import ServingArgs, batch_defaults
+    from capacity.serving.config import USAGE_CONTEXTS, ServingArgs, batch_defaults
 
     assert LATEST.engine == "MRV2" and LATEST.runs_mrv2("AnyForCausalLM", moe=True, quantized=True, hybrid=True)
     assert LATEST.subtracts_cudagraph_estimate and LATEST.mrv2_cudagraph_estimate and LATEST.cudagraph_estimate_on_rocm
@@ -168,7 +168,7 @@ def test_latest_is_the_planners_own_path() -> None:
     assert LATEST.serving_args(args) is args
     for entry in CATALOG:
         gpu = entry.gpu()
-        for context in ("openai_api_server", "llm_class"):
+        for context in USAGE_CONTEXTS:
             assert LATEST.batch_defaults(gpu, context) == batch_defaults(gpu, context), (gpu.name, context)
 
 
@@ -204,3 +204,41 @@ def test_planned_semantics_names_the_release_and_keeps_the_default_object() -> N
     assert planned_semantics("0.33.0") is LATEST and planned_semantics("0.33") is LATEST
     old = planned_semantics("0.10.2")
     assert (old.name, old.release, old.default_gpu_memory_utilization) == ("0.8-0.10", "0.10.2", 0.9)
+
+
+# --- usage contexts outside get_batch_defaults' tables -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("context", ["engine_context", "openai_batch_runner"])
+@pytest.mark.parametrize("version", ["0.8.5", "0.10.2", "0.11.0", "0.12.0", "0.20.0", "0.33.0"])
+def test_an_engine_built_directly_keeps_the_scheduler_defaults(context: str, version: str) -> None:
+    """EngineArgs.get_batch_defaults lists OPENAI_API_SERVER and LLM_CLASS only (0.8.5 to 0.33.0): an engine built with
+    LLMEngine / AsyncLLMEngine.from_engine_args (UsageContext.ENGINE_CONTEXT: Ray Data, Triton) or `vllm run-batch`
+    (OPENAI_BATCH_RUNNER) keeps SchedulerConfig's 2048 batched tokens and 128 sequences, on every GPU size."""
+    from capacity.gpu.catalog import gpu_by_name
+
+    for gpu in ("H200", "A100-80GB", "L4"):
+        assert semantics_for(version).batch_defaults(gpu_by_name(gpu), context) == (2048, 128)
+    assert V0.batch_defaults(gpu_by_name("L4"), context) == (2048, 256)  # V0's EngineArgs set 256 sequences itself
+
+
+@pytest.mark.parametrize(("version", "model", "tokens"), [
+    ("0.11.0", "Qwen/Qwen2.5-VL-3B-Instruct", 5120),  # max(2048, MULTIMODAL_MODEL_MAX_NUM_BATCHED_TOKENS 5120)
+    ("0.9.2", "Qwen/Qwen2.5-VL-3B-Instruct", 5120),
+    ("0.12.0", "Qwen/Qwen2.5-VL-3B-Instruct", 2048),  # 0.12.0's SchedulerConfig has no multimodal floor
+    ("0.33.0", "Qwen/Qwen2.5-VL-3B-Instruct", 2048),
+    ("0.11.0", "Qwen/Qwen3-8B", 2048),  # a text model: no floor
+])  # fmt: skip
+def test_before_0_12_a_multimodal_engine_defaults_to_5120_batched_tokens(version: str, model: str, tokens: int) -> None:
+    """SchedulerConfig.__post_init__ of 0.8.5-0.11.0 raised a defaulted max_num_batched_tokens to 5120 for a multimodal
+    model, then (0.9.2 on) capped it at max_num_seqs x max_model_len: an engine-context start of Qwen2.5-VL-3B at
+    max_model_len 8192 batches min(128 x 8192, max(2048, 5120)) = 5120 tokens; `vllm serve` (its own default) 2048."""
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
+
+    engine = plan_for(model, ServingArgs(max_model_len=8192, usage_context="engine_context"), "L4", semantics=semantics_for(version))
+    assert (engine.serving.max_num_batched_tokens, engine.serving.max_num_seqs) == (tokens, 128)
+    serve = plan_for(model, ServingArgs(max_model_len=8192), "L4", semantics=semantics_for(version))
+    assert serve.serving.max_num_batched_tokens == 2048
+    given = plan_for(model, ServingArgs(max_model_len=8192, usage_context="engine_context", max_num_batched_tokens=3000), "L4", semantics=semantics_for(version))
+    assert given.serving.max_num_batched_tokens == 3000  # a value the user gives is kept

@@ -67,7 +67,6 @@ class UnusedImport:
 
     flag: str  # transformers.utils' is_<package>_available
     importers: str
-    why: str
 
     def spares(self, module: str) -> bool:
         return module == self.importers or module.startswith(self.importers + ".")
@@ -78,11 +77,12 @@ CANDIDATE_GENERATOR = "transformers.generation.candidate_generator"
 UNUSED_IMPORTS = (
     # transformers 5.17 generation/candidate_generator.py: `if is_sklearn_available(): from sklearn.metrics import
     # roc_curve` (later releases import it inside the function). Every model class imports it through GenerationMixin.
-    # 1.9 s of the profile's wall time on the H200 machine.
-    UnusedImport("is_sklearn_available", CANDIDATE_GENERATOR, "assisted generation's confidence threshold (scikit-learn)"),
+    # It serves assisted generation's confidence threshold: 1.9 s of the profile's wall time on the H200 machine.
+    UnusedImport("is_sklearn_available", CANDIDATE_GENERATOR),
     # transformers 5.17 loss/loss_for_object_detection.py and the other DETR-family losses: `if is_scipy_available():
-    # from scipy.optimize import linear_sum_assignment`. modeling_utils imports them all through loss_utils. 0.68 s.
-    UnusedImport("is_scipy_available", "transformers.loss", "the DETR-family training losses' Hungarian matcher (scipy)"),
+    # from scipy.optimize import linear_sum_assignment` for the training losses' Hungarian matcher. modeling_utils imports
+    # them all through loss_utils: 0.68 s.
+    UnusedImport("is_scipy_available", "transformers.loss"),
 )
 """bench/results/profile-speed-2026-12-01: `-X importtime` of a whisper-large-v3 profile (1-before-diagnose for
 scikit-learn, 2-intermediate for scipy.optimize)."""

@@ -28,7 +28,7 @@ DEFAULT_LIMIT_PER_PROMPT = 999  # MultiModalConfig.get_limit_per_prompt for an u
 # (LLMEngine / AsyncLLMEngine.from_engine_args: Ray Data, Triton's vLLM backend, custom servers).
 USAGE_CONTEXTS = ("openai_api_server", "llm_class", "openai_batch_runner", "engine_context")
 BATCH_DEFAULT_CONTEXTS = ("openai_api_server", "llm_class")  # the contexts get_batch_defaults lists
-SCHEDULER_DEFAULTS = (2048, 128)  # SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS (0.11.0-0.33.0 read)
+SCHEDULER_DEFAULTS = (2048, 128)  # SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS (0.8.5-0.33.0 read)
 MODELLED_KV_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
 MODEL_DTYPES = ("auto", "float16", "bfloat16", "float32", "half", "float")
 

@@ -653,9 +653,13 @@ CAUSES: dict[str, str] = {
     "(activation 1.93: the fake trace's tower peak of 2.78 GiB on the 16,384-token item x 0.694; encoder cache 0.06; "
     "non-torch 0.39); the weights agree (7.152 against 7.155 GiB). Put all 1.04 GiB in the encoder phase and vLLM 0.11.0's "
     "tower takes 1.07 x the trace, where the calibration log of Qwen2.5-VL-7B on an L4 with vLLM 0.9.0.1 (the same vision "
-    "tower and the same 16,384-token image) takes 0.694 and the held-out 0.23.0 video log 0.75. Not identified: what "
-    "vLLM 0.11's Qwen2.5-VL profile holds beyond 0.9.0.1's (its vision attention path, the 128-row sampler pass, or memory "
-    "of the Ray actor that started the engine were not measured). Not fitted: a held-out log.",
+    "tower and the same 16,384-token image) takes 0.694. Likely cause, read in the wheels and not measured: vLLM 0.11.0's "
+    "Qwen2_5_VisionAttention rotates q and k together (torch.cat([q, k]) then apply_rotary_pos_emb_vision, whose t.float() "
+    "and fp32 output are each twice the bf16 concat), where 0.9.2 and 0.10.2 rotate q, then k. With S = 65,536 patches x "
+    "1,280 x 2 B = 0.156 GiB, the live tensors at the rotation grow from 10 S (qkv 3 S, contiguous q, k, v 3 S, one "
+    "rotated, fp32 input and output 4 S) to 16 S (concat 2 S, fp32 input and output 8 S): 6 S = 0.94 GiB more in each "
+    "vision attention, above the MLP's peak. The 0.694 factor, fitted on 0.9.0.1, does not hold it; 0.12 and later rotate "
+    "through other code (cos/sin given, then ApplyRotaryEmb from 0.13), not worked out. Not fitted: a held-out log.",
     "qwen3-14b-l40s-v0.28.0-excerpt.log": "available KV / tokens / concurrency +10.6 %, non-KV -4.2 %: vLLM's non-weights "
     "memory is 1.78 GiB (0.92 x 44.42 - 11.57 - 27.52; the excerpt prints no requested memory), capacity's 0.55 GiB "
     "(activation 0.28, non-torch 0.27), planned warm: the excerpt (four lines) shows no compile line and its source does "

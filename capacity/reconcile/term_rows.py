@@ -34,6 +34,17 @@ def model_rows(facts: VllmLogFacts, plan: Plan) -> list[ReconcileRow]:
         if length != cap:
             why += f": the run used --max-model-len {length}; plan with the same value, or the KV rows below compare different requests"
         rows.append(count_row("max_model_len", "max_model_len", length, cap, "tokens", why))
+    logged = facts.effective_max_num_batched_tokens
+    if logged is not None:
+        planned = plan.serving.max_num_batched_tokens
+        why = "the scheduler's batch, from vLLM's 'Chunked prefill is enabled with max_num_batched_tokens=N' line"
+        if logged != planned:
+            why += (
+                f": the run used {logged}, given or defaulted otherwise than the plan's {planned} (the defaults follow the GPU, the vLLM "
+                "version and how vLLM was started: --usage-context); plan with --max-num-batched-tokens "
+                f"{logged} to compare the activation rows like with like"
+            )
+        rows.append(count_row("max_num_batched_tokens", "max_num_batched_tokens", logged, planned, "tokens", why))
     return rows
 
 

@@ -393,6 +393,18 @@ def test_a_log_of_another_model(make_plan: Callable[..., Plan]) -> None:
     assert f"--model {WHISPER}" in m.explanation
 
 
+def test_the_logged_batch_is_compared_with_the_plans(make_plan: Callable[..., Plan]) -> None:
+    # vLLM's scheduler line names the batch the run used; a plan with another batch sizes other activations
+    line = "INFO 04-22 23:58:13 [scheduler.py:238] Chunked prefill is enabled with max_num_batched_tokens=2048."
+    facts = parse_vllm_log(line + "\n" + V033.read_text(), source="batch.log")
+    same = reconcile_facts(facts, make_plan(WHISPER, max_num_batched_tokens=2048), semantics=log_semantics(facts)).row("max_num_batched_tokens")
+    assert (same.vllm_value, same.capacity_value, same.agrees) == (2048, 2048, True)
+    other = reconcile_facts(facts, make_plan(WHISPER, max_num_batched_tokens=8192), semantics=log_semantics(facts)).row("max_num_batched_tokens")
+    assert (other.vllm_value, other.capacity_value, other.agrees, other.difference) == (2048, 8192, False, "+6,144")
+    assert "--max-num-batched-tokens 2048" in other.explanation
+    assert "max_num_batched_tokens" not in reconcile(V033, make_plan(WHISPER)).keys  # the fixture prints no scheduler line
+
+
 def test_a_log_that_stops_early_lists_what_is_missing(plans: dict[str, Plan]) -> None:
     text = V033.read_text().splitlines()[:6]  # up to the encoder line
     facts = parse_vllm_log("\n".join(text), source="early.log")

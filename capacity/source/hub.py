@@ -16,6 +16,7 @@ failure is one line (BadInput, exit 2).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -24,6 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from capacity.errors import BadInput
 from capacity.source.checkpoint import INDEX_FILE, SINGLE_FILE, CheckpointWeights, folder_weights, summarize_headers
@@ -40,6 +42,7 @@ PLANNING_FILES = (
     INDEX_FILE,
 )
 COMMIT = re.compile(r"[0-9a-f]{40}")
+SHARD_NAME = re.compile(r"[^/]+-\d{5}-of-\d{5}\.safetensors")  # a shard as save_torch_state_dict names it
 REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 _TRUE = {"1", "ON", "YES", "TRUE"}
 
@@ -174,12 +177,15 @@ def fetch_snapshot(repo_id: str, revision: str | None, settings: HubSettings, cl
             commit, names = hub_http.model_info(hub, repo_id, rev, timeout)
             if "config.json" not in names:
                 raise BadInput(_no_config(where, names))
-            folder = hub_http.download(hub, settings.cache_dir, repo_id, commit, [n for n in PLANNING_FILES if n in names], timeout)
+            headers = _files_and_headers(settings, repo_id, commit, [n for n in PLANNING_FILES if n in names], _listed_shards(names))
+            folder = hub_http.snapshot_folder(settings.cache_dir, repo_id, commit)
             weights = None
             shards = _shards(folder, names)
             if shards:
-                read = hub_http.each(lambda shard: hub_http.safetensors_header(hub, repo_id, commit, shard, timeout), shards)
-                weights = summarize_headers(dict(zip(shards, read, strict=True)), f"safetensors headers of {repo_id}@{commit[:12]} read from the Hub (HTTP ranges, no weights)")
+                missed = [s for s in shards if s not in headers]  # the index names a shard the file list did not suggest
+                headers.update(zip(missed, hub_http.each(lambda shard: hub_http.safetensors_header(hub, repo_id, commit, shard, timeout), missed), strict=True))
+                read = {s: _value(headers[s]) for s in shards}
+                weights = summarize_headers(read, f"safetensors headers of {repo_id}@{commit[:12]} read from the Hub (HTTP ranges, no weights)")
                 record_weights(settings, repo_id, commit, weights)
             hub_http.pin(settings.cache_dir, repo_id, rev, commit)
     except BadInput:
@@ -187,6 +193,48 @@ def fetch_snapshot(repo_id: str, revision: str | None, settings: HubSettings, cl
     except Exception as exc:
         raise explain(exc, where, repo_id, settings, closest) from exc
     return Snapshot(repo_id, revision, commit, folder, "hub", weights)
+
+
+def _files_and_headers(settings: HubSettings, repo_id: str, commit: str, files: list[str], guessed: list[str]) -> dict[str, Any]:
+    """Download the planning files and read the guessed shards' headers in one concurrent round (the index, which
+    names the shards for certain, is among the files). A guessed shard's error is kept as its value: it is raised
+    only if the index names that shard."""
+    from capacity.source import hub_http
+
+    hub, timeout = settings.endpoint, settings.timeout_s
+
+    def header(shard: str) -> Any:
+        try:
+            return hub_http.safetensors_header(hub, repo_id, commit, shard, timeout)
+        except Exception as exc:  # noqa: BLE001 (kept, raised by _value if the shard is one the index names)
+            return _Failed(exc)
+
+    jobs: list[Callable[[], Any]] = [functools.partial(hub_http.download_file, hub, settings.cache_dir, repo_id, commit, f, timeout) for f in files]
+    jobs += [functools.partial(header, shard) for shard in guessed]
+    done = hub_http.each(lambda job: job(), jobs)
+    return dict(zip(guessed, done[len(files) :], strict=True))
+
+
+@dataclass(frozen=True)
+class _Failed:
+    error: Exception
+
+
+def _value(got: Any) -> Any:
+    if isinstance(got, _Failed):
+        raise got.error
+    return got
+
+
+def _listed_shards(names: set[str]) -> list[str]:
+    """The shards the file list suggests before the index is read: model.safetensors, or the top-level
+    `<name>-NNNNN-of-NNNNN.safetensors` files of a repo with an index (what the index names in every checkpoint
+    huggingface_hub's save_torch_state_dict writes)."""
+    if SINGLE_FILE in names:
+        return [SINGLE_FILE]
+    if INDEX_FILE not in names:
+        return []
+    return sorted(n for n in names if SHARD_NAME.fullmatch(n))
 
 
 def _shards(folder: Path, names: set[str]) -> list[str]:

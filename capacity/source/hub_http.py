@@ -10,8 +10,8 @@ One plan of a Hub id asks (each a GET):
 - the first 100,000 bytes of each safetensors shard, and the rest of a longer header, by HTTP range (what
   `HfApi.parse_safetensors_file_metadata` reads): never the weights.
 
-That is 1 + files + 2 per shard (the Hub redirects a shard to its storage) requests. The files and the shards are
-asked concurrently (on the real Hub each request is a TLS round trip).
+That is 1 + files + 2 per shard (the Hub redirects a shard to its storage) requests, in two rounds: the model info,
+then the files and the shards' headers together (on the real Hub each request is a TLS round trip).
 
 The requests go through the standard library's HTTP client, with huggingface_hub's headers (its token lookup and
 user agent, `build_hf_headers`) when a token can be found, the environment's proxies (HTTP(S)_PROXY, NO_PROXY) and
@@ -160,15 +160,19 @@ def file_url(endpoint: str, repo_id: str, commit: str, name: str) -> str:
 
 def download(endpoint: str, cache_dir: Path, repo_id: str, commit: str, names: Iterable[str], timeout_s: float) -> Path:
     """GET each file at `commit` into the HF cache; returns the snapshot folder."""
-    repo = _repo_folder(cache_dir, repo_id)
+    each(lambda name: download_file(endpoint, cache_dir, repo_id, commit, name, timeout_s), list(names))
+    return snapshot_folder(cache_dir, repo_id, commit)
 
-    def fetch(name: str) -> None:
-        response = _get(file_url(endpoint, repo_id, commit, name), timeout_s)
-        etag = response.headers.get("x-linked-etag") or response.headers.get("etag")
-        store(repo, commit, name, response.content, _normalize_etag(etag) or hashlib.sha256(response.content).hexdigest())
 
-    each(fetch, list(names))
-    return repo / "snapshots" / commit
+def download_file(endpoint: str, cache_dir: Path, repo_id: str, commit: str, name: str, timeout_s: float) -> None:
+    """GET one file at `commit` into the HF cache."""
+    response = _get(file_url(endpoint, repo_id, commit, name), timeout_s)
+    etag = response.headers.get("x-linked-etag") or response.headers.get("etag")
+    store(_repo_folder(cache_dir, repo_id), commit, name, response.content, _normalize_etag(etag) or hashlib.sha256(response.content).hexdigest())
+
+
+def snapshot_folder(cache_dir: Path, repo_id: str, commit: str) -> Path:
+    return _repo_folder(cache_dir, repo_id) / "snapshots" / commit
 
 
 def pin(cache_dir: Path, repo_id: str, revision: str, commit: str) -> None:

@@ -164,6 +164,36 @@ def test_a_sharded_repo_is_read_with_one_info_call_one_get_per_file_and_header_r
     assert resolve_model("acme/counted").origin == "hf-cache" and len(hub.requests) == before
 
 
+def test_shards_the_index_does_not_name_are_read_but_never_counted_nor_fatal(hub, whisper_config):
+    """The shards' headers are read while the files download, guessed from the file list; the index decides. A file
+    that looks like a shard but that the index leaves out (a broken leftover here) costs its reads and nothing else;
+    a shard the index names under another name is read after the index."""
+    kept = safetensors_bytes({"a": ("BF16", [64, 32])})
+    odd = safetensors_bytes({"b": ("BF16", [32])})
+    index = {"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "extra.safetensors"}}
+    files = {
+        "config.json": whisper_config,
+        "model.safetensors.index.json": json.dumps(index).encode(),
+        "model-00001-of-00002.safetensors": kept,
+        "model-00002-of-00002.safetensors": b"\x00" * 4,  # too small to be a safetensors file
+        "extra.safetensors": odd,
+    }
+    commit = add_repo(hub.root, "acme/leftover", {"main": files})["main"]
+    source = resolve_model("acme/leftover")
+    assert source.weights is not None and source.weights.files == ("extra.safetensors", "model-00001-of-00002.safetensors")
+    assert source.weights.element_count == 64 * 32 + 32
+    ranges = sorted(r.path for r in hub.requests if r.range is not None and not r.path.startswith("/cdn/"))
+    assert ranges == [f"/acme/leftover/resolve/{commit}/{n}" for n in ("extra.safetensors", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors")]
+
+
+def test_a_broken_shard_the_index_names_is_refused_in_one_line(hub, whisper_config):
+    index = {"metadata": {}, "weight_map": {"a": "model-00001-of-00001.safetensors"}}
+    files = {"config.json": whisper_config, "model.safetensors.index.json": json.dumps(index).encode(), "model-00001-of-00001.safetensors": b"\x00" * 4}
+    add_repo(hub.root, "acme/broken-shard", {"main": files})
+    message = bad_input("acme/broken-shard")
+    assert "model-00001-of-00001.safetensors" in message and "too small" in message
+
+
 def test_missing_repo_is_one_line_naming_the_closest_catalog_ids(hub):
     message = bad_input("openai/whisper-tiniest")
     assert message.startswith("no model `openai/whisper-tiniest` on the Hub (") and "HTTP 404" in message

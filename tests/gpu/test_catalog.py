@@ -45,9 +45,9 @@ def test_tiny_size_is_refused() -> None:
         ("H100 NVL", "H100-NVL", 95_830 * MiB),
         ("H800", "H800", 81_559 * MiB),
         ("GH200", "GH200", 97_871 * MiB),
-        ("B300", "B300", 275_040 * MiB),
         # totals vLLM printed in 'Free memory on device (free/TOTAL GiB)' (2 decimals)
         ("GB10", "GB10", 12_169 * GiB // 100),
+        ("B300", "B300", 26_769 * GiB // 100),  # bench/vllm_logs/gemma-4-31b-b300-* (nvidia-smi: 275,040 MiB)
         ("DGX Spark", "GB10", 12_169 * GiB // 100),
         ("L40S", "L40S", 4_442 * GiB // 100),
         ("4090", "RTX-4090", 2_352 * GiB // 100),  # 2 x RTX 4090 under Linux (bench/vllm_logs/qwen3-32b-awq-2xrtx4090-*)

@@ -66,7 +66,16 @@ def test_the_catalog_is_the_json_in_order() -> None:
             nvlink=True,
             l2_cache_bytes=60 * MiB,
         ),
-        Gpu("B300", 275_040 * MiB, "catalog", "nvidia-smi: 275,040 MiB, NVIDIA B300 SXM6 AC (index id 65926719034)", sm100=True, compute_capability_major=10, nvlink=True),
+        Gpu(
+            "B300",
+            26_769 * GiB // 100,
+            "catalog",
+            "vllm log: 'Free memory on device (267.08/267.69 GiB)' of vLLM 0.26.0 on a Runpod B300 (index id 63390294774, "
+            "bench/vllm_logs/gemma-4-31b-b300-len16384-util0.92-v0.26.0.log); nvidia-smi shows 275,040 MiB, NVIDIA B300 SXM6 AC (index id 65926719034)",
+            sm100=True,
+            compute_capability_major=10,
+            nvlink=True,
+        ),
         Gpu(
             "T4",
             1_474 * GiB // 100,

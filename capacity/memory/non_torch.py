@@ -21,6 +21,12 @@ NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES = 9_925_888
 # 0.28.1 MRV2: 3.25 - 2.98) and 0.56 GiB (Qwen2.5-0.5B, 0.27.1 under WSL2: 1.49 - 0.93). A fake trace's plan
 # uses it, plus the cuDNN difference the H200 measured for models that run convolutions.
 VLLM_NON_TORCH_BYTES = round(0.27 * 2**30)
+# The V0 engine's non-torch increase from 0.6.5 (its memory_profiling: device memory used - the baseline taken after
+# the CUDA context - weights - torch's growth): the calibration half's only figure, 'non_torch_memory takes 0.05GiB'
+# (Llama-3.2-3B on a T4, V0 of 0.8.2, bench/vllm_logs/llama-3.2-3b-t4-v0-engine-v0.8.2-unsloth.log). V0 runs no
+# torch.compile or Triton kernels in its profile, whose modules V1's 0.27 GiB holds. 0.6.4 and older count all
+# non-torch device memory, the CUDA context too (worker.py: mem_get_info's used - torch's allocated): not this figure.
+V0_NON_TORCH_BYTES = round(0.05 * 2**30)
 
 
 def non_torch_term() -> MemoryTerm:
@@ -29,6 +35,17 @@ def non_torch_term() -> MemoryTerm:
         ESTIMATED,
         "constant: non-torch growth during profile_run (kernel modules); the default fake-tensor trace takes vLLM's logged non-torch "
         "memory instead (0.27 GiB, + cuDNN for models with convolutions)",
+    )
+
+
+def v0_non_torch_term(convolutions: bool) -> MemoryTerm:
+    """The V0 engine's non-torch increase (0.6.5 to 0.10.2), + cuDNN for a model that runs convolutions."""
+    cudnn = NON_TORCH_WITH_CONVOLUTIONS_BYTES - NON_TORCH_WITHOUT_CONVOLUTIONS_BYTES if convolutions else 0
+    return MemoryTerm(
+        V0_NON_TORCH_BYTES + cudnn,
+        ESTIMATED,
+        "the V0 engine's non-torch increase, 0.05 GiB as a V0 log of the calibration half prints it (its profile loads no "
+        "compiled or Triton kernels)" + (" + cuDNN, the H200's difference between models with and without convolutions" if cudnn else ""),
     )
 
 

@@ -19,7 +19,7 @@ from capacity.memory.encoder_cache import encoder_cache_term
 from capacity.memory.load_buffers import load_buffers_term
 from capacity.memory.lora import lora_memory, lora_terms
 from capacity.memory.measured_terms import measured_terms
-from capacity.memory.non_torch import communicators_in_profile, non_torch_term
+from capacity.memory.non_torch import communicators_in_profile, non_torch_term, v0_non_torch_term
 from capacity.memory.rank_scaling import rank_scaling
 from capacity.memory.sampler import SAMPLER_0_33, SamplerForm, sampler_form, v1_sampler_form
 from capacity.memory.term import ESTIMATED, EXACT, MEASURED, MemoryTerm
@@ -215,6 +215,8 @@ def plan_without_suggestion(
             (p.peak_above_start_bytes for p in profile.phases if p.name not in ("weights", "encoder")), default=0
         )
         memory["activation_peak"] = vllm_encoder_activation(spec.family, memory["activation_peak"], dominates)
+    if semantics.v0_memory_profiling and memory["non_torch"].kind == ESTIMATED:
+        memory["non_torch"] = v0_non_torch_term(profile is not None and bool(profile.uses_convolution))
     # unified memory (GB10, Jetson): vLLM's free figure is the system's, so its non-torch term holds host memory too
     memory["non_torch"] = with_host_memory(memory["non_torch"], host_memory_term(gpu, serving), free_memory_reading(gpu, semantics))
     placed = placement_of(serving, gpu)  # DP and nodes (capacity/planning/data_parallel.py); None at DP 1 without nodes

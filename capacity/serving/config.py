@@ -286,10 +286,15 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu, base_batch: tu
     refuse_unplanned_pipeline(args, spec)
     defaulted: list[str] = []
     known = {m.name for m in spec.modalities}
-    for modality in args.limit_mm_per_prompt or {}:
-        if modality not in known:
+    for modality, limit in (args.limit_mm_per_prompt or {}).items():
+        # vLLM reads the limits of the modalities the model supports only (allowed_mm_limits): another name is ignored.
+        # A 0 there changes nothing; any other count is refused, as most likely a misspelt modality.
+        if modality not in known and limit != 0:
             names = ", ".join(sorted(known)) or "none (text-only model)"
-            raise BadInput(f"--limit-mm-per-prompt names '{modality}', which {spec.name} does not take; its modalities: {names}")
+            raise BadInput(
+                f"--limit-mm-per-prompt names '{modality}', which {spec.name} does not take; its modalities: {names} "
+                "(vLLM would ignore it; drop it or give it 0)"
+            )
 
     auto_fit = args.max_model_len == -1
     if args.max_model_len is None or auto_fit:

@@ -78,6 +78,7 @@ class VllmLogFacts:
     version_guess: str = "unknown"  # the stated version; else "0.11", "0.15-0.20", "0.20", "0.33", "V0 engine" from the formats
     version_basis: str = ""
     engine: str | None = None  # "V0" when the V0 engine's worker lines are there
+    v0_results_format: bool = False  # V0's 'Memory profiling results:' line (0.6.4's worker; 0.6.5 prints 'model weights take')
     model: str | None = None  # model='...' of the engine config line (or the non-default args)
     max_seq_len: int | None = None  # max_seq_len= of the engine config line, or 'Using max model len N'
     model_loading_gib: float | None = None

@@ -167,6 +167,7 @@ def _finish(cur: _Startup, source: str, index: int, gpu: GpuEvidence, inherited_
         source=source,
         version=version,
         engine="V0" if values.get("_v0") or values.get("_v0_marker_lines") else None,
+        v0_results_format=values.get("_v0_peak_total") is not None,
         model=cur.model,
         max_seq_len=cur.max_seq_len or cur.knobs.get("max_model_len"),
         free_memory=free,

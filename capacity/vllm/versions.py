@@ -109,6 +109,9 @@ class VllmSemantics:
     release: str = ""
     # VLLM_USE_V1=1 was given for a 0.8 release: 0.8 runs LoRA on its V0 engine without it (arg_utils' V1 oracle)
     v1_by_env: bool = False
+    # The V0 engine's memory_profiling (0.6.5 to 0.10.2): its non-torch figure is the growth since a baseline taken
+    # after the CUDA context (capacity.memory.non_torch.V0_NON_TORCH_BYTES); 0.6.4's worker counted all non-torch memory
+    v0_memory_profiling: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -200,7 +203,10 @@ V0 = VllmSemantics(
     long_context_chunking=32768,
     benchmarks_combo_kernels=False,
     window_batches=1,
+    v0_memory_profiling=True,
 )
+V0_MEMORY_PROFILING_FROM = (0, 6, 5)  # 0.6.5's worker.py profiles with memory_profiling; 0.6.4.post1's does not
+V0_EARLY = replace(V0, v0_memory_profiling=False)  # 0.6.4 and older, and V0 logs in its 'Memory profiling results' format
 
 # Each range is the one before it with what that release changed (the tables in the module docstring say where each
 # change was read).
@@ -330,6 +336,8 @@ def planned_semantics(version: str, flag: str = "--vllm-version", use_v1: str | 
         raise BadInput(f"{flag} {version}: {sem.why_not_plannable}; the nearest release capacity plans is {nearest.first[0]}.{nearest.first[1]}")
     release = ".".join(str(n) for n in numbers)
     sem = engine_semantics(sem, numbers, use_v1, flag)
+    if sem.engine == "V0" and numbers < V0_MEMORY_PROFILING_FROM:
+        sem = V0_EARLY
     if sem.name == LATEST.name and release == LATEST.release:
         return LATEST
     return replace(sem, release=release)
@@ -360,13 +368,15 @@ def engine_semantics(sem: VllmSemantics, numbers: tuple[int, ...], use_v1: str |
 
 
 def all_semantics() -> tuple[VllmSemantics, ...]:
-    return (V0, *_RANGES)
+    return (V0_EARLY, V0, *_RANGES)
 
 
 def log_semantics(facts: Any) -> VllmSemantics | None:
     """The semantics of a parsed log (`VllmLogFacts`): the V0 engine when its worker lines are there, else the
     version stated or guessed from the formats; None when neither tells."""
     if getattr(facts, "engine", None) == "V0":
-        return V0
+        stated = release_tuple(facts.version) if getattr(facts, "version", None) else None
+        early = getattr(facts, "v0_results_format", False) or (stated is not None and stated < V0_MEMORY_PROFILING_FROM)
+        return V0_EARLY if early else V0
     sem = semantics_for(facts.version or facts.version_guess)
     return sem.with_flashinfer_sampler(getattr(facts, "flashinfer_sampler", None)) if sem is not None else None

@@ -242,3 +242,40 @@ def test_before_0_12_a_multimodal_engine_defaults_to_5120_batched_tokens(version
     assert serve.serving.max_num_batched_tokens == 2048
     given = plan_for(model, ServingArgs(max_model_len=8192, usage_context="engine_context", max_num_batched_tokens=3000), "L4", semantics=semantics_for(version))
     assert given.serving.max_num_batched_tokens == 3000  # a value the user gives is kept
+
+
+# --- the V0 engine's non-torch figure ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("release", "use_v1", "v0_non_torch"),
+    [("0.6.4", None, False), ("0.6.5", None, True), ("0.7.3", None, True), ("0.10.2", "0", True)],
+)
+def test_v0_counts_its_non_torch_growth_from_0_6_5(release: str, use_v1: str | None, v0_non_torch: bool) -> None:
+    """0.6.5's worker.py profiles with memory_profiling (non-torch = growth since a baseline taken after the CUDA
+    context); 0.6.4.post1's counts mem_get_info's used - torch's allocated, the context too (both wheels read)."""
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
+    from capacity.vllm.versions import planned_semantics
+
+    sem = planned_semantics(release, use_v1=use_v1)
+    assert sem.engine == "V0" and sem.v0_memory_profiling is v0_non_torch
+    plan = plan_for("meta-llama/Llama-3.1-8B-Instruct", ServingArgs(max_model_len=8192), "A100-80GB", semantics=sem)
+    # 0.05 GiB: 'non_torch_memory takes 0.05GiB' of the calibration half's V0 log; else the formulas' 256 MiB
+    assert plan.memory["non_torch"].bytes == (round(0.05 * 2**30) if v0_non_torch else 256 * 2**20)
+
+
+def test_a_v0_log_in_the_0_6_4_format_keeps_its_context_inclusive_non_torch() -> None:
+    from capacity.vllm.log_startups import parse_vllm_log
+    from capacity.vllm.versions import log_semantics
+
+    old = parse_vllm_log(
+        "INFO 01-01 00:00:00 worker.py:232] Memory profiling results: total_gpu_memory=23.58GiB initial_memory_usage=15.34GiB "
+        "peak_torch_memory=17.06GiB memory_usage_post_profile=15.35GiB non_torch_memory=0.35GiB kv_cache_size=3.81GiB gpu_memory_utilization=0.90"
+    )
+    new = parse_vllm_log(
+        "INFO 05-05 15:25:32 [worker.py:267] model weights take 6.02GiB; non_torch_memory takes 0.05GiB; PyTorch activation peak memory "
+        "takes 0.90GiB; the rest of the memory reserved for KV Cache is 6.22GiB."
+    )
+    assert old.engine == new.engine == "V0"
+    assert not log_semantics(old).v0_memory_profiling and log_semantics(new).v0_memory_profiling

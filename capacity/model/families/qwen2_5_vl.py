@@ -52,7 +52,8 @@ class Qwen25VLFamily(Family):
     # non-weights memory 2.39 GiB (19.83 requested - 1.81 available - 15.63 loaded) - 0.386 non-torch (0.27 + the
     # cuDNN difference the plan adds for a model with convolutions) - 0.11 encoder cache = 1.89 GiB of activations
     # where the trace of transformers' tower gives 2.73 GiB: 0.694. (0.736 until 2026-12-01 subtracted 0.27 non-torch
-    # only, which the 0.18 GiB of load buffers capacity did not count then hid.)
+    # only, which the 0.18 GiB of load buffers capacity did not count then hid.) 0.9.0.1's non-KV also holds the L4's
+    # CUDA context (0.8.0-0.9.0.1 count all non-torch device memory), so the factor overstates that release's tower.
     trace_encoder_to_vllm: ClassVar[float | None] = 0.694
     # vLLM qwen2_5_vl.py: vision qkv QKVParallelLinear, proj Row, gate/up Merged, down Row, merger mlp Column + Row;
     # supports_encoder_tp_data = True.

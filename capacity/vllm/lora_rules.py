@@ -68,7 +68,9 @@ LORA_RULES: dict[str, LoraRules] = {
     "0.33": _LATEST,
     "0.29-0.32": _LATEST,  # the same as 0.33 (0.29.0, 0.30.0, 0.32.0 read)
     "0.27-0.28": _BEFORE_0_29,
-    "0.24-0.26": _BEFORE_0_29,
+    "0.26": _BEFORE_0_29,
+    "0.25": _BEFORE_0_29,
+    "0.24": _BEFORE_0_29,
     "0.23": _MRV2_ONE_SET,
     "0.20-0.22": _MRV2_ONE_SET,  # MRV2 is opt-in there
     "0.16-0.19": _BEFORE_0_20,

@@ -23,8 +23,8 @@ ENCODER_LENGTH = "encoder length"
 # Which model runner a version picks by default (VllmConfig.use_v2_model_runner with VLLM_USE_V2_MODEL_RUNNER unset)
 MRV2_NEVER = "never"  # 0.20.0, 0.21.0: VLLM_USE_V2_MODEL_RUNNER defaults to 0 (0.22 not read)
 MRV2_LISTED = "listed"  # 0.23.0: DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, not MoE, not quantized
-MRV2_LISTED_ANY = "listed, any"  # 0.24.0: DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, MoE and quantized too (0.25, 0.26 not read)
-MRV2_DENSE = "dense"  # 0.27.1, 0.28.0: listed architectures, or any generate model that is not MoE (hybrid: listed only)
+MRV2_LISTED_ANY = "listed, any"  # 0.24.0: DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, MoE and quantized too
+MRV2_DENSE = "dense"  # 0.25.0 to 0.28.0: listed architectures, or any generate model that is not MoE (hybrid: listed only)
 MRV2_ALL = "all"  # 0.29.0 to 0.33.0
 MRV2_ARCHITECTURES_0_23 = frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"})  # 0.23.0 vllm/config/vllm.py
 MRV2_ARCHITECTURES_0_24 = frozenset(
@@ -101,8 +101,8 @@ class VllmSemantics:
     use_flashinfer_sampler: bool | None = None
     # The batches a sliding-window or chunked-local layer reserves KV for beyond its window: 0.27.1+ size it by
     # VllmConfig.max_in_flight_tokens = max_concurrent_batches x max_num_batched_tokens (2 batches with async
-    # scheduling); 0.23.0 and 0.24.0's SlidingWindowSpec.max_memory_usage_bytes read scheduler_config.max_num_batched_tokens
-    # (one batch); earlier versions are taken as them, 0.25 and 0.26 (not read) as 0.24.0
+    # scheduling; 0.26.0 too); 0.23.0, 0.24.0 and 0.25.0's SlidingWindowSpec.max_memory_usage_bytes read
+    # scheduler_config.max_num_batched_tokens (one batch); earlier versions are taken as them
     window_batches: int = 2
     # The release a plan was asked for (`--vllm-version 0.10.2`): which flags its `vllm serve` line may use
     # (capacity.vllm.serve_flags); "" for a range's rules read from a log
@@ -253,9 +253,15 @@ _V0_20 = replace(
     cudagraph_estimate_on_rocm=False,
 )
 _V0_23 = replace(_V0_20, name="0.23", first=(0, 23), mrv2_default=MRV2_LISTED, mrv2_cudagraph_estimate=False)
-_V0_24 = replace(_V0_23, name="0.24-0.26", first=(0, 24), mrv2_default=MRV2_LISTED_ANY)
+_V0_24 = replace(_V0_23, name="0.24", first=(0, 24), mrv2_default=MRV2_LISTED_ANY)
+# 0.25.0 and 0.26.0 (wheels read): Model Runner V2 for any generate model that is not MoE, and for the listed MoE ones
+# (DeepseekV2, Qwen2Moe, GraniteMoe; 0.26 adds two the catalog lacks), never hybrid: 0.27's rule for every listed
+# architecture; the MRV2 graph estimate still 0; the batch defaults without the 160 GiB tier
+_V0_25 = replace(_V0_24, name="0.25", first=(0, 25), mrv2_default=MRV2_DENSE)
+# 0.26.0: SlidingWindowSpec reserves VllmConfig.max_in_flight_tokens (0.25.0: max_num_batched_tokens)
+_V0_26 = replace(_V0_25, name="0.26", first=(0, 26), window_batches=2)
 _V0_27 = replace(
-    _V0_24,
+    _V0_26,
     name="0.27-0.28",
     first=(0, 27),
     batch_tier_160gib=True,
@@ -281,7 +287,7 @@ _V0_33 = replace(
     sampler_warmup_pass=True,
     release="0.33.0",
 )
-_RANGES: tuple[VllmSemantics, ...] = (_V0_8, _V0_11, _V0_12, _V0_16, _V0_20, _V0_23, _V0_24, _V0_27, _V0_29, _V0_33)
+_RANGES: tuple[VllmSemantics, ...] = (_V0_8, _V0_11, _V0_12, _V0_16, _V0_20, _V0_23, _V0_24, _V0_25, _V0_26, _V0_27, _V0_29, _V0_33)
 LATEST = _RANGES[-1]  # capacity's default: vLLM 0.33.0 (capacity.VLLM_VERSION)
 # The releases `--vllm-version` plans: V0 as read from 0.6.4 / 0.6.6.post1 (bench/vllm_versions/SOURCES.md) to 0.33.x
 OLDEST_PLANNED = (0, 6)

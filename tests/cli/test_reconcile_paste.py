@@ -88,7 +88,7 @@ def test_an_inferred_version_names_its_lines_and_the_versions_that_fit(monkeypat
         "line 5: the KV cache size and the concurrency on two lines (vLLM 0.8-0.28)",
     ]
     fitted = [name for c in inferred["candidates"] for name in c["semantics"].split(", ")]
-    assert fitted == ["0.16-0.19", "0.20-0.22", "0.23", "0.24-0.26", "0.27-0.28"]
+    assert fitted == ["0.16-0.19", "0.20-0.22", "0.23", "0.24", "0.25", "0.26", "0.27-0.28"]
 
 
 def test_candidate_versions_that_change_the_verdict_are_all_shown_and_none_picked(monkeypatch, capsys):
@@ -98,7 +98,7 @@ def test_candidate_versions_that_change_the_verdict_are_all_shown_and_none_picke
     inferred = doc["version_inference"]
     assert inferred["verdict_changes"] is True and inferred["used"] == "" and doc["rows"] == [] and doc["capacity_figures"] == {}
     within = {c["semantics"]: c["available_kv_within_percent"]["within"] for c in inferred["candidates"]}
-    assert within["0.16-0.19"] is True and within["0.23, 0.24-0.26, 0.27-0.28"] is False
+    assert within["0.16-0.19"] is True and within["0.23, 0.24, 0.25, 0.26, 0.27-0.28"] is False
     # each candidate's comparison is the one --vllm-version gives
     for shown in doc["by_version"]:
         first = shown["plan_semantics"].split(", ")[0]

@@ -46,6 +46,9 @@ def test_v1_ranges_have_no_v0_long_context_rule() -> None:
         ("0.24.0", "Qwen2MoeForCausalLM", True, False, False, True),  # 0.24.0: the list alone, MoE included
         ("0.24.0", "Qwen3ForCausalLM", False, True, False, True),  # ... quantized too
         ("0.24.0", "Qwen2ForCausalLM", False, False, False, False),
+        ("0.25.0", "Qwen2ForCausalLM", False, False, False, True),  # 0.25.0, 0.26.0: any dense generate model
+        ("0.26.0", "Qwen3MoeForCausalLM", True, False, False, False),  # MoE, not listed
+        ("0.26.0", "Qwen2MoeForCausalLM", True, False, False, True),  # MoE, listed
         ("0.27.1", "Qwen2_5_VLForConditionalGeneration", False, False, False, True),  # any dense generate model
         ("0.27.1", "Qwen3MoeForCausalLM", True, False, False, False),  # MoE, not listed
         ("0.27.1", "Qwen2MoeForCausalLM", True, False, False, True),  # MoE, listed
@@ -137,8 +140,8 @@ def test_0_11_and_tp1_charge_no_communicators() -> None:
 
 def test_sliding_windows_reserve_one_batch_before_0_27() -> None:
     """Gemma-4-E4B (20 sliding layers of window 512 as 5 groups of 4, 4 full layers of head_dim 512; pages unified at
-    64 KiB, so sliding blocks hold 32 tokens) at max_model_len 32,768 and 2,048 batched tokens. vLLM 0.23/0.24
-    reserve a window for one batch: cdiv(511 + 2048, 32) + 1 = 81 blocks; 0.27.1+ for max_in_flight_tokens, two batches
+    64 KiB, so sliding blocks hold 32 tokens) at max_model_len 32,768 and 2,048 batched tokens. vLLM 0.23-0.25
+    reserve a window for one batch: cdiv(511 + 2048, 32) + 1 = 81 blocks; 0.26.0+ for max_in_flight_tokens, two batches
     with async scheduling: cdiv(511 + 4096, 32) + 1 = 145. The 0.22.1 log of bench/vllm_logs agrees with the former:
     4.1 GiB / ((5 x 81 + 2048) blocks x 4 layers x 64 KiB) = 6.85x, as printed (with 145: 6.06x)."""
     from capacity.planning.planner import plan_for
@@ -146,7 +149,7 @@ def test_sliding_windows_reserve_one_batch_before_0_27() -> None:
 
     model = str(ROOT / "bench" / "vllm_logs" / "configs" / "google--gemma-4-E4B-it")
     args = ServingArgs(max_model_len=32768, gpu_memory_utilization=0.9)
-    for version, window in (("0.22.1", 81), ("0.24.0", 81), ("0.27.1", 145), ("0.33.0", 145)):
+    for version, window in (("0.22.1", 81), ("0.24.0", 81), ("0.25.0", 81), ("0.26.0", 145), ("0.27.1", 145), ("0.33.0", 145)):
         plan = plan_for(model, args, "RTX-3090-Ti", semantics=semantics_for(version))
         assert plan.serving.max_num_batched_tokens == 2048
         assert [g.blocks_per_request_vllm for g in plan.kv.groups] == [window] * 5 + [2048], version
@@ -279,3 +282,24 @@ def test_a_v0_log_in_the_0_6_4_format_keeps_its_context_inclusive_non_torch() ->
     )
     assert old.engine == new.engine == "V0"
     assert not log_semantics(old).v0_memory_profiling and log_semantics(new).v0_memory_profiling
+
+
+def test_gemma_4_31b_on_0_26_reserves_two_batches_per_sliding_group_as_its_public_start_prints() -> None:
+    """bench/vllm_logs/gemma-4-31b-b300-len16384-util0.92-v0.26.0.log: 'Available KV cache memory: 182.37 GiB', 'GPU KV
+    cache size: 217,116 tokens', 'Maximum concurrency for 16,384 tokens per request: 13.25x', max_num_batched_tokens
+    8192. Five groups of ten sliding layers (16 KV heads x 256, window 1024, block 16) and one of ten full layers (4
+    KV heads x 512, block 32): pages of 256 KiB x 10 layers. A sliding group holds min(1023 + 2 x 8192, 16384) tokens:
+    cdiv(16384, 16) + 1 = 1025 blocks (one batch: cdiv(1023 + 8192, 16) + 1 = 577); the full group 16384 / 32 = 512.
+    182.37 GiB / 2,621,440 B = 74,698 blocks; / (5 x 1025 + 512) = 13.25x, as printed (577: 21.99x)."""
+    from capacity.planning.planner import plan_for
+    from capacity.serving.config import ServingArgs
+
+    model = str(ROOT / "bench" / "vllm_logs" / "configs" / "google--gemma-4-31B-it")
+    args = ServingArgs(max_model_len=16384, gpu_memory_utilization=0.92, limit_mm_per_prompt={"image": 0, "audio": 0})
+    for version, window in (("0.25.0", 577), ("0.26.0", 1025)):
+        plan = plan_for(model, args, "B300", semantics=semantics_for(version))
+        assert plan.serving.max_num_batched_tokens == 8192
+        assert [g.blocks_per_request_vllm for g in plan.kv.groups] == [window] * 5 + [512], version
+        assert plan.kv.bytes_per_block == 10 * 16 * 16 * 256 * 2 * 2
+    assert int(182.37 * 2**30) // 2_621_440 == 74_698
+    assert round(74_698 / (5 * 1025 + 512), 2) == 13.25 and round(74_698 / (5 * 577 + 512), 2) == 21.99

@@ -221,6 +221,7 @@ def predict(log: Path, *, formula: bool) -> Row:
     sem = log_semantics(facts)
     if sem is not None:  # the sampler the startup used: its TopKTopPSampler line (log_semantics), then the env its sidecar states
         sem = sem.with_sampler_env(meta.get("env", {}).get("VLLM_USE_FLASHINFER_SAMPLER"))
+        sem = sem.with_model_runner_env(meta.get("env", {}).get("VLLM_USE_V2_MODEL_RUNNER"))
     row = Row(log.name, split_of(log.name), meta.get("model"), meta.get("gpu"), version, sem.name if sem else None)
     eager = bool(meta.get("knobs", {}).get("enforce_eager") or facts.engine_config.get("enforce_eager") or facts.log_knobs.get("enforce_eager"))
     row.compile_cache = "eager" if eager else facts.compile_cache.state if facts.compile_cache is not None else "not shown"
@@ -335,6 +336,7 @@ def plan_with_version(meta: dict[str, Any], facts: VllmLogFacts, *, formula: boo
     try:
         # its user ran VLLM_USE_V1=0 (a V0 log) or 1 (a V1 log: the default, and 0.8's LoRA needs it set)
         semantics = planned_semantics(facts.version, use_v1="0" if facts.engine == "V0" else "1")
+        semantics = semantics.with_model_runner_env(meta.get("env", {}).get("VLLM_USE_V2_MODEL_RUNNER"))
         plan = plan_with_estimate(inputs["model"], ServingArgs(**knobs), gpu, None, offline=True, estimate="formula" if formula else "trace", semantics=semantics)
     except CapacityError as exc:
         return None, f"capacity plan refuses it: {' '.join(str(exc).split())[:160]}"

@@ -273,7 +273,10 @@ def release_semantics(version: str | None, flag: str = "--vllm-version") -> Any:
     from capacity.vllm.versions import LATEST, planned_semantics
 
     # vLLM 0.8-0.10 run the V0 engine under VLLM_USE_V1=0: read as vLLM reads it, from the environment
-    return LATEST if version is None else planned_semantics(version, flag, os.environ.get("VLLM_USE_V1"))
+    # and Model Runner V2 under VLLM_USE_V2_MODEL_RUNNER (0.20 on)
+    if version is None:
+        return LATEST
+    return planned_semantics(version, flag, os.environ.get("VLLM_USE_V1")).with_model_runner_env(os.environ.get("VLLM_USE_V2_MODEL_RUNNER"))
 
 
 def read_serve_yaml(config: Path | None, model: str | None) -> tuple[dict[str, Any], str | None]:

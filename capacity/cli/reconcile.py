@@ -41,7 +41,7 @@ def reconcile(
         typer.Option(
             "--vllm-env",
             metavar="KEY=VALUE",
-            help="An environment variable vLLM ran with (repeatable); VLLM_USE_FLASHINFER_SAMPLER changes the plan, others are listed.",
+            help="An environment variable vLLM ran with (repeatable); VLLM_USE_FLASHINFER_SAMPLER and VLLM_USE_V2_MODEL_RUNNER change the plan, others are listed.",
         ),
     ] = None,
     estimate: EstimateOpt = None,

@@ -80,7 +80,7 @@ def gpu_from_evidence(ev: GpuEvidence) -> Gpu | None:
 
 
 # Environment variables of vLLM's that capacity models (the rest are listed in a note, not used)
-MODELLED_ENV = ("VLLM_USE_FLASHINFER_SAMPLER",)
+MODELLED_ENV = ("VLLM_USE_FLASHINFER_SAMPLER", "VLLM_USE_V2_MODEL_RUNNER")
 
 
 def is_local_path(model: str) -> bool:
@@ -190,6 +190,8 @@ def log_plan_inputs(
     given_env = dict(env or {})
     if sem is not None and "VLLM_USE_FLASHINFER_SAMPLER" in given_env:
         sem = sem.with_sampler_env(given_env["VLLM_USE_FLASHINFER_SAMPLER"])
+    if sem is not None and "VLLM_USE_V2_MODEL_RUNNER" in given_env:
+        sem = sem.with_model_runner_env(given_env["VLLM_USE_V2_MODEL_RUNNER"])
     unmodelled = sorted(k for k in given_env if k not in MODELLED_ENV)
     if unmodelled:
         notes.append("environment not modelled (the plan does not change with it): " + ", ".join(f"{k}={given_env[k]}" for k in unmodelled))

@@ -26,6 +26,7 @@ MRV2_LISTED = "listed"  # 0.23.0: DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, not MoE
 MRV2_LISTED_ANY = "listed, any"  # 0.24.0: DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, MoE and quantized too
 MRV2_DENSE = "dense"  # 0.25.0 to 0.28.0: listed architectures, or any generate model that is not MoE (hybrid: listed only)
 MRV2_ALL = "all"  # 0.29.0 to 0.33.0
+MRV2_ENV_FROM = (0, 20)  # VLLM_USE_V2_MODEL_RUNNER, read first by VllmConfig.use_v2_model_runner (0.20.0 to 0.33.0)
 MRV2_ARCHITECTURES_0_23 = frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"})  # 0.23.0 vllm/config/vllm.py
 MRV2_ARCHITECTURES_0_24 = frozenset(
     {"Qwen3ForCausalLM", "DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM", "LlamaForCausalLM", "MistralForCausalLM"}
@@ -109,6 +110,8 @@ class VllmSemantics:
     release: str = ""
     # VLLM_USE_V1=1 was given for a 0.8 release: 0.8 runs LoRA on its V0 engine without it (arg_utils' V1 oracle)
     v1_by_env: bool = False
+    # VLLM_USE_V2_MODEL_RUNNER as the start set it (None: the release's default model runner; see with_model_runner_env)
+    use_v2_model_runner: bool | None = None
     # The V0 engine's memory_profiling (0.6.5 to 0.10.2): its non-torch figure is the growth since a baseline taken
     # after the CUDA context (capacity.memory.non_torch.V0_NON_TORCH_BYTES); 0.6.4's worker counted all non-torch memory
     v0_memory_profiling: bool = False
@@ -119,6 +122,8 @@ class VllmSemantics:
     def runs_mrv2(self, architecture: str, *, moe: bool, quantized: bool, hybrid: bool) -> bool:
         """Whether this version runs Model Runner V2 by default for the model (VllmConfig.use_v2_model_runner,
         _is_default_v2_model_runner_model; features that force a fallback, e.g. custom logits processors, aside)."""
+        if self.use_v2_model_runner is not None:
+            return self.use_v2_model_runner
         if self.mrv2_default == MRV2_NEVER:
             return False
         if self.mrv2_default == MRV2_LISTED:  # 0.23.0: the architecture list, not MoE, not quantized
@@ -141,6 +146,20 @@ class VllmSemantics:
     def with_flashinfer_sampler(self, used: bool | None) -> VllmSemantics:
         """These rules with FlashInfer's sampler on or off as a log shows it (None: unchanged)."""
         return self if used is None else replace(self, use_flashinfer_sampler=used)
+
+    def with_model_runner_env(self, value: str | None) -> VllmSemantics:
+        """These rules with VLLM_USE_V2_MODEL_RUNNER set to `value` (envs.py: bool(int(value)); it comes first in
+        VllmConfig.use_v2_model_runner from 0.20.0). Before 0.20 vLLM has no such variable; from 0.29 capacity models
+        Model Runner V2 only, so 0 is refused there."""
+        if value is None or value.strip() == "" or self.engine == "V0" or self.first < MRV2_ENV_FROM:
+            return self
+        try:
+            on = bool(int(value))
+        except ValueError:
+            raise BadInput(f"VLLM_USE_V2_MODEL_RUNNER={value!r}: vLLM reads it as an integer (0 or 1)") from None
+        if self.engine == "MRV2" and not on:
+            raise BadInput(f"VLLM_USE_V2_MODEL_RUNNER=0 with vLLM {self.name}: the V1 model runner after 0.28 is not modelled; unset it")
+        return replace(self, use_v2_model_runner=on)
 
     def with_sampler_env(self, value: str | None) -> VllmSemantics:
         """These rules with VLLM_USE_FLASHINFER_SAMPLER set to `value` ("0" / "1", envs.py: bool(int(value)))."""

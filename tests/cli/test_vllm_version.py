@@ -105,3 +105,16 @@ def test_vllm_use_v1_a_release_has_no_such_engine_is_refused(value: str, version
     code = main(["plan", "--model", "Qwen/Qwen3-8B", "--gpu", "A100-80GB", "--offline", "--vllm-version", version])
     err = capsys.readouterr().err
     assert code == EXIT_BAD_INPUT and needle in err and err.count("\n") == 1
+
+
+def test_vllm_use_v2_model_runner_0_plans_the_v1_runners_graph_estimate(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """0.26.0 runs a dense model on Model Runner V2, whose profile_cudagraph_memory returns 0 there (read in the wheel):
+    nothing is set aside for graphs. VLLM_USE_V2_MODEL_RUNNER=0 (read first by VllmConfig.use_v2_model_runner) keeps
+    the V1 runner, whose estimate 0.20+ subtract from the KV budget."""
+    default = plan_json(capsys, "--vllm-version", "0.26.0")
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "0")
+    v1 = plan_json(capsys, "--vllm-version", "0.26.0")
+    assert default["memory"]["cuda_graphs"]["bytes"] == 0 and v1["memory"]["cuda_graphs"]["bytes"] > 0
+    assert v1["kv_cache"]["available_bytes"] == default["kv_cache"]["available_bytes"] - v1["memory"]["cuda_graphs"]["bytes"] - (
+        v1["memory"]["activation_peak"]["bytes"] - default["memory"]["activation_peak"]["bytes"]
+    )

@@ -303,3 +303,26 @@ def test_gemma_4_31b_on_0_26_reserves_two_batches_per_sliding_group_as_its_publi
         assert plan.kv.bytes_per_block == 10 * 16 * 16 * 256 * 2 * 2
     assert int(182.37 * 2**30) // 2_621_440 == 74_698
     assert round(74_698 / (5 * 1025 + 512), 2) == 13.25 and round(74_698 / (5 * 577 + 512), 2) == 21.99
+
+
+@pytest.mark.parametrize(
+    ("version", "value", "mrv2"),
+    [
+        ("0.26.0", None, True),  # a dense generate model: Model Runner V2 by default
+        ("0.26.0", "0", False),  # the Gemma-4-31B-it start on a B300 (bench/vllm_logs/gemma-4-31b-b300-*)
+        ("0.21.0", "1", True),  # 0.20-0.21 default to 0; 1 turns it on
+        ("0.19.1", "1", False),  # no such variable before 0.20: vLLM ignores it
+    ],
+)
+def test_vllm_use_v2_model_runner_picks_the_runner(version: str, value: str | None, mrv2: bool) -> None:
+    sem = semantics_for(version).with_model_runner_env(value)
+    assert sem.runs_mrv2("Gemma4ForConditionalGeneration", moe=False, quantized=False, hybrid=False) is mrv2
+
+
+@pytest.mark.parametrize(("version", "value", "needle"), [("0.33.0", "0", "after 0.28 is not modelled"), ("0.26.0", "yes", "as an integer")])
+def test_vllm_use_v2_model_runner_that_cannot_be_planned_is_refused_in_one_line(version: str, value: str, needle: str) -> None:
+    from capacity.errors import BadInput
+
+    with pytest.raises(BadInput) as refused:
+        semantics_for(version).with_model_runner_env(value)
+    assert needle in str(refused.value) and "\n" not in str(refused.value)

@@ -31,6 +31,7 @@ calibration half.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import statistics
@@ -221,10 +222,8 @@ def predict(log: Path, *, formula: bool) -> Row:
     sem = log_semantics(facts)
     if sem is not None:  # the sampler the startup used: its TopKTopPSampler line (log_semantics), then the env its sidecar states
         sem = sem.with_sampler_env(meta.get("env", {}).get("VLLM_USE_FLASHINFER_SAMPLER"))
-        try:
+        with contextlib.suppress(CapacityError):  # a runner capacity does not model: the plan below refuses it, in the row's reason
             sem = sem.with_model_runner_env(meta.get("env", {}).get("VLLM_USE_V2_MODEL_RUNNER"))
-        except CapacityError:
-            pass  # a runner capacity does not model: the plan below refuses it, in the row's reason
     row = Row(log.name, split_of(log.name), meta.get("model"), meta.get("gpu"), version, sem.name if sem else None)
     eager = bool(meta.get("knobs", {}).get("enforce_eager") or facts.engine_config.get("enforce_eager") or facts.log_knobs.get("enforce_eager"))
     row.compile_cache = "eager" if eager else facts.compile_cache.state if facts.compile_cache is not None else "not shown"

@@ -273,9 +273,10 @@ _V0_20 = replace(
 )
 _V0_23 = replace(_V0_20, name="0.23", first=(0, 23), mrv2_default=MRV2_LISTED, mrv2_cudagraph_estimate=False)
 _V0_24 = replace(_V0_23, name="0.24", first=(0, 24), mrv2_default=MRV2_LISTED_ANY)
-# 0.25.0 and 0.26.0 (wheels read): Model Runner V2 for any generate model that is not MoE, and for the listed MoE ones
-# (DeepseekV2, Qwen2Moe, GraniteMoe; 0.26 adds two the catalog lacks), never hybrid: 0.27's rule for every listed
-# architecture; the MRV2 graph estimate still 0; the batch defaults without the 160 GiB tier
+# 0.25.0 and 0.26.0 (wheels read): Model Runner V2 for any generate model that is not MoE or hybrid, and for the listed
+# MoE ones (DeepseekV2, Qwen2Moe, GraniteMoe; 0.26 adds two the catalog lacks). That is 0.27's MRV2_DENSE for every
+# model (0.27 also runs a listed hybrid on MRV2; no listed architecture is hybrid). The MRV2 graph estimate is still 0,
+# and the batch defaults have no 160 GiB tier.
 _V0_25 = replace(_V0_24, name="0.25", first=(0, 25), mrv2_default=MRV2_DENSE)
 # 0.26.0: SlidingWindowSpec reserves VllmConfig.max_in_flight_tokens (0.25.0: max_num_batched_tokens)
 _V0_26 = replace(_V0_25, name="0.26", first=(0, 26), window_batches=2)

@@ -2,6 +2,9 @@
 tests/support/hub_server.py (`{org}/{name}/repo.json` + `{org}/{name}/{COMMIT}/{file}`, written by its `add_repo`),
 plus what the peers call that the test server leaves out:
 
+`latency_s` (run.py's --latency-ms) holds each answer back that long, as a round trip to the real Hub would; the server's
+threads wait side by side, so concurrent requests overlap as they would over the network.
+
 - `GET /api/models/{org}/{name}[/revision/{rev}]`: also `library_name`, `config` (architectures, model_type, auto_map),
   `tags`, the `safetensors` summary (parameters per dtype, total) and, with `?blobs=true` (huggingface_hub's
   `files_metadata=True`, kvfit), each sibling's `size`, `blobId` and `lfs`; accelerate, vramscout and kvfit read these;
@@ -20,6 +23,7 @@ import re
 import socket
 import struct
 import threading
+import time
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -62,8 +66,9 @@ class _QuietServer(ThreadingHTTPServer):
 class BenchHub:
     """A threaded HTTP server serving `root` as a Hub; `url` is what HF_ENDPOINT points at."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, latency_s: float = 0.0) -> None:
         self.root = root
+        self.latency_s = latency_s  # waited before each answer: a network round trip (the threads wait in parallel)
         self.requests = 0
         self.full_downloads: list[str] = []
         self._lock = threading.Lock()
@@ -107,6 +112,8 @@ def _handler(hub: BenchHub) -> type[BaseHTTPRequestHandler]:
         def _route(self, body: bool) -> None:
             with hub._lock:
                 hub.requests += 1
+            if hub.latency_s:
+                time.sleep(hub.latency_s)
             path, _, query = self.path.partition("?")
             if m := re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)(?:/(.*))?", path):
                 return self._tree(m.group(1), m.group(2), m.group(3) or "", "recursive=true" in query.lower())

@@ -297,6 +297,7 @@ def main() -> int:
     parser.add_argument("--cases", nargs="*", default=None, help="a subset of the case ids (default: all ten)")
     parser.add_argument("--tools", nargs="*", default=None, help="a subset of tool names: peers and/or capacity variants (default: all)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds before one run is killed and marked failed")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="milliseconds the local Hub waits before each answer (a network round trip; default 0)")
     parser.add_argument("--table-from", type=Path, default=None, help="rewrite table.md beside this raw.json and exit (no run)")
     args = parser.parse_args()
     if args.table_from is not None:
@@ -380,7 +381,7 @@ def main() -> int:
     units: list[Peer | CapacityVariant] = [*installed, *variants]
     load_before = os.getloadavg()
     started = time.time()
-    with BenchHub(hub_root) as hub:
+    with BenchHub(hub_root, args.latency_ms / 1000) as hub:
         log(f"local Hub at {hub.url}; {len(cases)} cases x {len(units)} tools x {args.reps} reps")
         # untimed: every tool once on the first case (byte-compiles its modules, fills the page cache), and
         # every n/a case once, to show that the tool does fail on it
@@ -435,6 +436,7 @@ def main() -> int:
             "elapsed_s": round(time.time() - started, 1),
         },
         "reps": args.reps,
+        "latency_ms": args.latency_ms,
         "gpu": GPU,
         "versions": tool_versions,
         "not_installed": install_failures,
@@ -507,7 +509,8 @@ def table(raw: dict) -> str:
         f"Python {m['python']}; load average {m['loadavg_before'][0]} before, {m['loadavg_after'][0]} after; {m['elapsed_s']:.0f} s in all.",
         f"Median of {raw['reps']} interleaved runs (round robin over tools per repetition), each a fresh process with a fresh HF_HOME, "
         "HOME and XDG_CACHE_HOME (no tool's cache survives a run; the 2nd run of a capacity default pair reuses the 1st's). "
-        "All Hub ids are served by the local Hub on 127.0.0.1 (bench/speed/hub.py); `(catalog)` is capacity on its bundled copy of the same config.",
+        "All Hub ids are served by the local Hub on 127.0.0.1 (bench/speed/hub.py); `(catalog)` is capacity on its bundled copy of the same config."
+        + (f" The local Hub waits {raw['latency_ms']:g} ms before each answer (--latency-ms: a network round trip)." if raw.get("latency_ms") else ""),
         "",
         "Versions: " + "; ".join(f"{tool} " + ", ".join(f"{k} {v}" for k, v in vs.items()) for tool, vs in raw["versions"].items()) + ".",
         "",

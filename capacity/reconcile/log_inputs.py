@@ -190,6 +190,9 @@ def log_plan_inputs(
     given_env = dict(env or {})
     if sem is not None and "VLLM_USE_FLASHINFER_SAMPLER" in given_env:
         sem = sem.with_sampler_env(given_env["VLLM_USE_FLASHINFER_SAMPLER"])
+    if sem is not None and sem.use_v2_model_runner is not None and facts.model_runner_v2 is not None:
+        runner = "Model Runner V2 ([model_runner.py])" if facts.model_runner_v2 else "the V1 model runner ([gpu_model_runner.py])"
+        notes.append(f"model runner: {runner}, from the file tag of the log's 'Model loading took' line")
     if sem is not None and "VLLM_USE_V2_MODEL_RUNNER" in given_env:
         sem = sem.with_model_runner_env(given_env["VLLM_USE_V2_MODEL_RUNNER"])
     unmodelled = sorted(k for k in given_env if k not in MODELLED_ENV)

@@ -215,3 +215,15 @@ def chunked_batched_tokens(line: str) -> int | None:
         return None
     m = _CHUNKED.search(line)
     return None if m is None else int(m[1])
+
+
+def logged_model_runner(line: str) -> bool | None:
+    """Which model runner loaded the model, from the file tag of its 'Model loading took' line: True for Model Runner
+    V2 (`[model_runner.py:N]`, vllm/v1/worker/gpu/model_runner.py), False for the V1 runner (`[gpu_model_runner.py:N]`);
+    None without a tag (V0 prints 'Loading model weights took' from its own model_runner.py)."""
+    if "Model loading took" not in line:
+        return None
+    if "[gpu_model_runner.py:" in line:
+        return False
+    return True if "[model_runner.py:" in line else None
+

@@ -119,6 +119,7 @@ class VllmLogFacts:
     log_knobs: dict[str, Any] = field(default_factory=dict)  # knobs the user gave (vLLM's 'non-default args: {...}')
     engine_config: dict[str, Any] = field(default_factory=dict)  # what the engine ran with (its config line: dtype, enforce_eager, TP, ...)
     effective_max_num_batched_tokens: int | None = None  # 'Chunked prefill is enabled with max_num_batched_tokens=N'
+    model_runner_v2: bool | None = None  # the 'Model loading took' line's tag: [model_runner.py] (V2) or [gpu_model_runner.py]
     compile_cache: CompileCacheEvidence | None = None  # what the torch.compile lines say of the cache (cold / warm)
     gpu: GpuEvidence = field(default_factory=GpuEvidence)
     index: int = 1  # 1-based position of this startup in the pasted text

@@ -16,7 +16,16 @@ from typing import Any
 
 from capacity.errors import BadInput
 from capacity.vllm.compile_lines import compile_cache_evidence, is_compile_line
-from capacity.vllm.log_args import chunked_batched_tokens, engine_config_line, is_banner, logged_args, logged_max_model_len, logo_version, server_version_line
+from capacity.vllm.log_args import (
+    chunked_batched_tokens,
+    engine_config_line,
+    is_banner,
+    logged_args,
+    logged_max_model_len,
+    logged_model_runner,
+    logo_version,
+    server_version_line,
+)
 from capacity.vllm.log_facts import KEY_LINES, FreeMemoryReport, GpuEvidence, VllmLogFacts
 from capacity.vllm.log_lines import READERS, free_pieces, gpu_evidence, shown, split_lines
 from capacity.vllm.log_workers import WorkerReader
@@ -38,6 +47,7 @@ class _Startup:
     knobs: dict[str, Any] = field(default_factory=dict)
     engine_cfg: dict[str, Any] = field(default_factory=dict)
     mnbt: int | None = None
+    mrv2: bool | None = None  # the runner the loading line's file tag names
     compile_lines: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     last_line: int = 0
@@ -174,6 +184,7 @@ def _finish(cur: _Startup, source: str, index: int, gpu: GpuEvidence, inherited_
         log_knobs=dict(cur.knobs),
         engine_config=dict(cur.engine_cfg),
         effective_max_num_batched_tokens=cur.mnbt,
+        model_runner_v2=cur.mrv2,
         compile_cache=compile_cache_evidence(cur.compile_lines),
         gpu=gpu,
         index=index,
@@ -219,6 +230,8 @@ def parse_vllm_startups(text: str, source: str = "log") -> tuple[VllmLogFacts, .
             cur.max_seq_len = cur.max_seq_len or length
         if (tokens := chunked_batched_tokens(line)) is not None:
             cur.mnbt = tokens
+        if (runner := logged_model_runner(line)) is not None:
+            cur.mrv2 = runner
         if is_compile_line(line):
             cur.compile_lines.append(line)
         on_line: dict[str, Any] = {}

@@ -405,4 +405,10 @@ def log_semantics(facts: Any) -> VllmSemantics | None:
         early = getattr(facts, "v0_results_format", False) or (stated is not None and stated < V0_MEMORY_PROFILING_FROM)
         return V0_EARLY if early else V0
     sem = semantics_for(facts.version or facts.version_guess)
-    return sem.with_flashinfer_sampler(getattr(facts, "flashinfer_sampler", None)) if sem is not None else None
+    if sem is None:
+        return None
+    sem = sem.with_flashinfer_sampler(getattr(facts, "flashinfer_sampler", None))
+    runner = getattr(facts, "model_runner_v2", None)
+    if runner is not None and sem.first >= MRV2_ENV_FROM and sem.engine == "V1":  # the runner the log's tags name (0.20-0.28)
+        sem = replace(sem, use_v2_model_runner=runner)
+    return sem

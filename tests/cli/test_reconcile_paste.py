@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,8 @@ LOG = REPO_ROOT / "bench" / "vllm_logs" / "qwen3-8b-a100-40gb-v0.19.1.log"
 QWEN3_8B = str(REPO_ROOT / "bench" / "vllm_logs" / "configs" / "Qwen--Qwen3-8B")
 KEYS = ("Model loading took", "Estimated CUDA graph memory", "Available KV cache memory", "GPU KV cache size", "Maximum concurrency")
 FIVE = [line for line in LOG.read_text().splitlines() if any(k in line for k in KEYS)]
+# the same paste without the loading line's file tag, which names the model runner ([gpu_model_runner.py:N]: V1)
+UNTAGGED = [re.sub(r"\[gpu_model_runner\.py:\d+\] ", "", line) for line in FIVE]
 PREFIXES = {
     "none": "",
     "k8s": "2026-06-25T17:21:58.123456789Z stdout F ",
@@ -92,9 +95,10 @@ def test_an_inferred_version_names_its_lines_and_the_versions_that_fit(monkeypat
 
 
 def test_candidate_versions_that_change_the_verdict_are_all_shown_and_none_picked(monkeypatch, capsys):
-    """0.16-0.19 (utilization 0.9, estimate not subtracted) and 0.23+ (0.92, MRV2 for Qwen3ForCausalLM with no
-    estimate) put the KV budget on either side of 3 % of the log's 19.36 GiB: reconcile shows both, picks neither."""
-    doc = as_json("\n".join(FIVE), monkeypatch, capsys)
+    """Without the runner's file tag, 0.16-0.19 (utilization 0.9, estimate not subtracted) and 0.23+ (0.92, MRV2 for
+    Qwen3ForCausalLM with no estimate) put the KV budget on either side of 3 % of the log's 19.36 GiB: reconcile shows
+    both, picks neither."""
+    doc = as_json("\n".join(UNTAGGED), monkeypatch, capsys)
     inferred = doc["version_inference"]
     assert inferred["verdict_changes"] is True and inferred["used"] == "" and doc["rows"] == [] and doc["capacity_figures"] == {}
     within = {c["semantics"]: c["available_kv_within_percent"]["within"] for c in inferred["candidates"]}
@@ -102,12 +106,23 @@ def test_candidate_versions_that_change_the_verdict_are_all_shown_and_none_picke
     # each candidate's comparison is the one --vllm-version gives
     for shown in doc["by_version"]:
         first = shown["plan_semantics"].split(", ")[0]
-        stated = as_json("\n".join(FIVE), monkeypatch, capsys, "--vllm-version", first.split("-")[0])
+        stated = as_json("\n".join(UNTAGGED), monkeypatch, capsys, "--vllm-version", first.split("-")[0])
         assert shown["capacity_figures"] == stated["capacity_figures"], first
         candidate = next(c for c in inferred["candidates"] if c["semantics"] == shown["plan_semantics"])
         assert math.isclose(candidate["available_kv_bytes"] / 2**30, stated["capacity_figures"]["available_kv"])
-    code, out, _ = reconcile_stdin("\n".join(FIVE), "--model", QWEN3_8B, "--gpu", "A100-40GB", monkeypatch=monkeypatch, capsys=capsys)
+    code, out, _ = reconcile_stdin("\n".join(UNTAGGED), "--model", QWEN3_8B, "--gpu", "A100-40GB", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0 and "the verdict changes with the version" in out and "if vLLM 0.16-0.19 printed it" in out
+
+
+def test_the_runner_tag_rules_out_model_runner_v2_and_the_verdict_holds(monkeypatch, capsys):
+    """The paste's loading line comes from gpu_model_runner.py: the V1 runner, whose CUDA-graph estimate 0.20+
+    subtract. Every candidate then plans within 3 % of the log's 19.36 GiB, so reconcile picks one and says which
+    runner it planned."""
+    doc = as_json("\n".join(FIVE), monkeypatch, capsys)
+    inferred = doc["version_inference"]
+    assert inferred["verdict_changes"] is False and inferred["used"] != ""
+    assert all(c["available_kv_within_percent"]["within"] for c in inferred["candidates"])
+    assert any("model runner: the V1 model runner ([gpu_model_runner.py])" in n for n in doc["notes"])
 
 
 def test_a_local_model_folder_in_the_log_is_replaced_by_model_silently(tmp_path: Path, monkeypatch, capsys):

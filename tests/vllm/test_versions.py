@@ -326,3 +326,36 @@ def test_vllm_use_v2_model_runner_that_cannot_be_planned_is_refused_in_one_line(
     with pytest.raises(BadInput) as refused:
         semantics_for(version).with_model_runner_env(value)
     assert needle in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("tag", "mrv2"),
+    [("[gpu_model_runner.py:5347]", False), ("[model_runner.py:407]", True)],
+)
+def test_the_loading_lines_file_tag_names_the_model_runner(tag: str, mrv2: bool) -> None:
+    """vLLM 0.20-0.28 pick the runner by architecture and VLLM_USE_V2_MODEL_RUNNER; the log's 'Model loading took' line
+    comes from vllm/v1/worker/gpu_model_runner.py (V1 runner) or vllm/v1/worker/gpu/model_runner.py (V2). A 0.26.0
+    start of Qwen3-8B (a dense model: V2 by default) that shows the V1 runner's tag is planned with the V1 runner."""
+    from capacity.vllm.log_startups import parse_vllm_log
+    from capacity.vllm.versions import log_semantics
+
+    facts = parse_vllm_log(
+        "(EngineCore pid=1) INFO 08-06 20:10:11 [core.py:116] Initializing a V1 LLM engine (v0.26.0) with config: model='Qwen/Qwen3-8B'\n"
+        f"(EngineCore pid=1) INFO 08-06 20:11:51 {tag} Model loading took 15.27 GiB memory and 9.1 seconds\n"
+        "(EngineCore pid=1) INFO 08-06 20:14:51 [gpu_worker.py:560] Available KV cache memory: 20.0 GiB\n"
+    )
+    assert facts.model_runner_v2 is mrv2
+    assert log_semantics(facts).runs_mrv2("Qwen3ForCausalLM", moe=False, quantized=False, hybrid=False) is mrv2
+
+
+def test_a_runner_tag_after_0_28_or_before_0_20_leaves_the_release_rules() -> None:
+    from capacity.vllm.log_startups import parse_vllm_log
+    from capacity.vllm.versions import log_semantics
+
+    for version, tag in (("0.30.0", "[gpu_model_runner.py:1]"), ("0.19.1", "[model_runner.py:1]")):
+        facts = parse_vllm_log(
+            f"INFO 01-01 00:00:00 [core.py:1] Initializing a V1 LLM engine (v{version}) with config: model='Qwen/Qwen3-8B'\n"
+            f"INFO 01-01 00:00:01 {tag} Model loading took 15.27 GiB memory and 9.1 seconds\n"
+            "INFO 01-01 00:00:02 [gpu_worker.py:1] Available KV cache memory: 20.0 GiB\n"
+        )
+        assert log_semantics(facts).use_v2_model_runner is None, version

@@ -33,7 +33,7 @@ import struct
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -156,12 +156,6 @@ def model_info(endpoint: str, repo_id: str, revision: str, timeout_s: float) -> 
 
 def file_url(endpoint: str, repo_id: str, commit: str, name: str) -> str:
     return f"{endpoint}/{repo_id}/resolve/{commit}/{quote(name)}"
-
-
-def download(endpoint: str, cache_dir: Path, repo_id: str, commit: str, names: Iterable[str], timeout_s: float) -> Path:
-    """GET each file at `commit` into the HF cache; returns the snapshot folder."""
-    each(lambda name: download_file(endpoint, cache_dir, repo_id, commit, name, timeout_s), list(names))
-    return snapshot_folder(cache_dir, repo_id, commit)
 
 
 def download_file(endpoint: str, cache_dir: Path, repo_id: str, commit: str, name: str, timeout_s: float) -> None:

@@ -197,7 +197,7 @@ def test_an_engine_that_turned_prefix_caching_off_plans_the_unaligned_hybrid_blo
 
 
 def test_every_miss_cause_names_a_bench_log_with_its_sidecar(monkeypatch: pytest.MonkeyPatch) -> None:
-    """bench/predict_logs.py's CAUSES texts (the README's 'Cause of every miss above 3 %') are keyed by log file name:
+    """bench/log_causes.py's CAUSES texts (bench/predict_logs.py's README's 'Cause of every miss above 3 %') are keyed by log file name:
     a key that names no log (a typo, a renamed log) would leave that log's miss 'not analysed' in the README."""
     import importlib.util
     import sys

@@ -27,6 +27,7 @@ FORMAT = "capacity.cache/1"
 ENV_DIR = "CAPACITY_CACHE_DIR"
 ENV_OFF = "CAPACITY_NO_CACHE"
 _TRUE = {"1", "ON", "YES", "TRUE"}
+BYTECODE = "bytecode"  # the folder of bytecode_folder(), not a JSON kind
 _bypassed = False  # set by `bypassed()` (the commands' --no-cache) for the length of one command
 
 T = TypeVar("T")
@@ -192,9 +193,23 @@ def usage() -> tuple[Path | None, tuple[KindUsage, ...]]:
         return base, ()
     kinds = []
     for folder in sorted(p for p in base.iterdir() if p.is_dir()):
-        files = [f for f in folder.glob("*.json") if f.is_file()]
+        files = _entries(folder)
         kinds.append(KindUsage(folder.name, len(files), sum(f.stat().st_size for f in files)))
     return base, tuple(kinds)
+
+
+def bytecode_folder() -> Path | None:
+    """Where a GPU profile keeps the bytecode Python compiles for torch and transformers when the install has none
+    and Python may not write it beside the source (profilers/startup.py cache_bytecode); None when the cache is off."""
+    base = root()
+    return None if base is None else base / BYTECODE
+
+
+def _entries(folder: Path) -> list[Path]:
+    """A kind's entries: its JSON files; the bytecode folder's .pyc files, in the tree that mirrors the sources."""
+    if folder.name == BYTECODE:
+        return [f for f in folder.rglob("*.pyc") if f.is_file()]
+    return [f for f in folder.glob("*.json") if f.is_file()]
 
 
 def clear() -> tuple[int, int]:
@@ -204,11 +219,15 @@ def clear() -> tuple[int, int]:
         return 0, 0
     files = removed = 0
     for folder in (p for p in base.iterdir() if p.is_dir()):
-        for path in folder.iterdir():
-            if path.is_file() and (path.suffix == ".json" or path.name.endswith(".tmp")):
+        bytecode = folder.name == BYTECODE  # every file of it: .pyc, and importlib's unfinished <name>.pyc.<id>
+        for path in list(folder.rglob("*") if bytecode else folder.iterdir()):
+            if path.is_file() and (bytecode or path.suffix == ".json" or path.name.endswith(".tmp")):
                 size = path.stat().st_size
                 path.unlink(missing_ok=True)
                 files, removed = files + 1, removed + size
+        for emptied in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+            with suppress(OSError):
+                emptied.rmdir()
         with suppress(OSError):
             folder.rmdir()
     return files, removed

@@ -133,6 +133,25 @@ def test_usage_counts_entries_and_clear_removes_them(monkeypatch: pytest.MonkeyP
     assert files == 3 and disk_cache.usage()[1] == ()
 
 
+def test_the_bytecode_folder_counts_its_pyc_tree_and_clear_empties_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("CAPACITY_CACHE_DIR", str(tmp_path))
+    folder = disk_cache.bytecode_folder()
+    assert folder == tmp_path / "bytecode"
+    mirrored = folder / "usr" / "lib" / "site-packages" / "torch" / "__pycache__"
+    mirrored.mkdir(parents=True)
+    (mirrored / "__init__.cpython-312.pyc").write_bytes(b"x" * 7)
+    (mirrored / "nn.cpython-312.pyc").write_bytes(b"x" * 5)
+    (mirrored / "nn.cpython-312.pyc.140213").write_bytes(b"x")  # importlib's write, cut short
+    assert [(k.kind, k.entries, k.bytes) for k in disk_cache.usage()[1]] == [("bytecode", 2, 12)]
+    files, size = disk_cache.clear()
+    assert (files, size) == (3, 13) and not folder.exists()
+
+
+def test_no_bytecode_folder_when_the_cache_is_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CAPACITY_NO_CACHE", "1")
+    assert disk_cache.bytecode_folder() is None
+
+
 def test_an_unwritable_root_costs_only_the_next_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")

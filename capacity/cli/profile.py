@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from capacity import disk_cache
 from capacity.cli.estimate import local_cuda_gpu
 from capacity.cli.options import (
     JSON_STDOUT,
@@ -140,13 +141,14 @@ def profile_command(
     A CUDA out-of-memory error in a phase is a result (exit 1), and the GPU memory is released.
     Exit codes: 0 fits, 1 does not fit or out of memory, 2 bad input (e.g. no GPU), 3 runtime failure.
     """
-    from profilers.startup import Timings, freeze_heap_at_exit, process_age_s
+    from profilers.startup import Timings, bytecode_note, cache_bytecode, freeze_heap_at_exit, process_age_s
 
     timings = Timings()
     age = process_age_s()
     if age is not None:
         timings.seconds["python_start"] = age  # the interpreter and the CLI's imports, before this command ran
     freeze_heap_at_exit()
+    bytecode = cache_bytecode(disk_cache.bytecode_folder())
     if attn_implementation not in ("sdpa", "eager", "flash_attention_2"):
         raise BadInput(f"--attn-implementation {attn_implementation!r}: use sdpa, flash_attention_2 or eager")
     model, args = serving_args_of(model, config, **knobs)
@@ -180,10 +182,12 @@ def profile_command(
                 model, args, gpu, cpu_probe=cpu_probe, attn=attn_implementation, graphs=not no_graphs, warmup=not no_warmup, force=force, timings=timings,
                 release_memory=False,  # the process ends after the plan: the driver frees the GPU at exit
             )  # fmt: skip
-        _write_and_report(measured, result, output, csv, html, json_out)
+        _write_and_report(measured, result, output, csv, html, json_out, bytecode.note() if bytecode is not None else bytecode_note())
 
 
-def _write_and_report(measured: MemoryProfile, result: Plan | None, output: Path, csv: Path | None, html: Path | None, json_out: str | None) -> None:
+def _write_and_report(
+    measured: MemoryProfile, result: Plan | None, output: Path, csv: Path | None, html: Path | None, json_out: str | None, python_note: str | None
+) -> None:
     from capacity.memory.measured_profile import save_profile
 
     with writing_output():
@@ -202,10 +206,9 @@ def _write_and_report(measured: MemoryProfile, result: Plan | None, output: Path
     with report_to_stdout(code):
         show_plan(result, json_out)
         if json_out != JSON_STDOUT and measured.timings_s:
-            from profilers.startup import bytecode_note
             from reports.terminal import render_timings
 
-            render_timings(measured, stdout_console(), bytecode_note())
+            render_timings(measured, stdout_console(), python_note)
     raise typer.Exit(code)
 
 
@@ -240,10 +243,11 @@ def verify(
     Exit codes: 0 verified (no OOM, within the requested memory), 1 failed (a reproducer is printed), 2 bad input, 3 runtime failure.
     """
 
-    from profilers.startup import freeze_heap_at_exit
+    from profilers.startup import cache_bytecode, freeze_heap_at_exit
     from profilers.verify import check_verifiable_family
 
     freeze_heap_at_exit()
+    cache_bytecode(disk_cache.bytecode_folder())
 
     if steps < 1:
         raise BadInput(f"--steps must be >= 1, got {steps}")

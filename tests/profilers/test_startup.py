@@ -17,6 +17,7 @@ from profilers.startup import (
     UNUSED_IMPORTS,
     Timings,
     bytecode_note,
+    cache_bytecode,
     freeze_heap,
     process_age_s,
     thaw_heap,
@@ -156,9 +157,9 @@ def test_the_heap_is_frozen_at_exit_once(monkeypatch):
 
 
 def a_package(tmp_path: Path, monkeypatch, compiled: bool) -> str:
-    name = "capacity_fake_pkg_for_bytecode"
+    name = f"capacity_fake_pkg_for_bytecode_{tmp_path.name}"
     folder = tmp_path / name
-    folder.mkdir()
+    folder.mkdir(parents=True)
     (folder / "__init__.py").write_text("x = 1\n")
     if compiled:
         py_compile.compile(str(folder / "__init__.py"), doraise=True)
@@ -196,3 +197,47 @@ def test_stale_bytecode_counts_as_none(tmp_path: Path, monkeypatch):
 
 def test_no_bytecode_note_for_what_is_not_installed():
     assert bytecode_note("capacity_no_such_package_anywhere") is None
+
+
+def a_fresh_process(monkeypatch, name: str, dont_write: bool = True) -> None:
+    """This process as a new one would start: `name` not imported, no bytecode prefix, PYTHONDONTWRITEBYTECODE as given."""
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setattr(sys, "pycache_prefix", None)
+    monkeypatch.setattr(sys, "dont_write_bytecode", dont_write)
+
+
+def test_a_package_compiled_in_every_run_is_cached_in_capacitys_folder_and_loaded_from_there_next_run(tmp_path: Path, monkeypatch):
+    name = a_package(tmp_path / "site", monkeypatch, compiled=False)
+    folder = tmp_path / "cache" / "bytecode"
+    a_fresh_process(monkeypatch, name)
+    first = cache_bytecode(folder, name)
+    assert first is not None and not first.had_torch and "PYTHONDONTWRITEBYTECODE is set" in first.why
+    assert sys.pycache_prefix == str(folder) and sys.dont_write_bytecode is False
+    __import__(name)
+    written = list(folder.rglob("*.pyc"))
+    assert [p.name.split(".")[0] for p in written] == ["__init__"]
+    assert not (tmp_path / "site" / name / "__pycache__").exists()  # nothing beside the source
+    a_fresh_process(monkeypatch, name)  # the next run
+    second = cache_bytecode(folder, name)
+    assert second is not None and second.had_torch
+    assert "loaded" in second.note() and str(folder) in second.note() and "compiled them" in first.note()
+
+
+def test_no_bytecode_cache_when_the_cache_is_off_or_python_needs_none(tmp_path: Path, monkeypatch):
+    name = a_package(tmp_path / "site", monkeypatch, compiled=False)
+    a_fresh_process(monkeypatch, name)
+    assert cache_bytecode(None, name) is None  # --no-cache / CAPACITY_NO_CACHE=1
+    a_fresh_process(monkeypatch, name, dont_write=False)
+    assert cache_bytecode(tmp_path / "bytecode", name) is None  # Python writes it beside the source itself
+    assert sys.pycache_prefix is None and not (tmp_path / "bytecode").exists()
+    compiled = a_package(tmp_path / "other", monkeypatch, compiled=True)
+    a_fresh_process(monkeypatch, compiled)
+    assert cache_bytecode(tmp_path / "bytecode", compiled) is None  # the install holds it
+    assert sys.pycache_prefix is None
+
+
+def test_no_bytecode_cache_once_the_package_is_imported(tmp_path: Path, monkeypatch):
+    name = a_package(tmp_path / "site", monkeypatch, compiled=False)
+    a_fresh_process(monkeypatch, name)
+    __import__(name)
+    assert cache_bytecode(tmp_path / "bytecode", name) is None and sys.pycache_prefix is None

@@ -47,6 +47,7 @@ class GraphCaptureCost:
     driver_first_bytes: int = 70 * MiB  # outside torch when the first graphs are instantiated
     piece_graph_bytes: int = 140 * KiB  # each PIECEWISE graph (one piece of one size)
     full_graph_bytes_per_layer: int = 40 * KiB  # each FULL decode graph, per decoder layer
+    basis: str = "H200-measured capture costs (capacity/memory/cuda_graphs.py)"
 
     def first_size_bytes(self, activation_bytes: int, graphs: int) -> int:
         """The first (largest) size's capture: the torch growth, the driver's one-time memory and its graphs."""
@@ -92,7 +93,7 @@ def mrv2_estimate(decoder: DecoderShape, activation_bytes: int, piecewise_sizes:
     full = s1 + (full_sizes - 1) * max(full_graph, MIN_GRAPH_BYTES) if full_sizes else 0
     how = (
         f"MRV2: {piecewise_sizes} PIECEWISE sizes x {pieces} pieces measured in full, {full_sizes} FULL decode graphs "
-        f"extrapolated s1 + (n - 1) x max(s2, 1 MiB); H200-measured capture costs (capacity/memory/cuda_graphs.py)"
+        f"extrapolated s1 + (n - 1) x max(s2, 1 MiB); {cost.basis}"
     )
     return GraphEstimate(piecewise_sizes, full_sizes, piecewise, full, piecewise + full, how)
 
@@ -111,7 +112,7 @@ def v1_estimate(decoder: DecoderShape, activation_bytes: int, piecewise_sizes: i
         full = cost.first_size_bytes(activation_bytes, 0) + full_graph + full_rest if full_sizes else 0
     how = (
         f"V1 runner: {piecewise_sizes} PIECEWISE sizes x {pieces} pieces and {full_sizes} FULL decode graphs, per mode "
-        f"first + (n - 1) x max(second, 1 MiB), the larger first capture once; H200-measured capture costs (capacity/memory/cuda_graphs.py)"
+        f"first + (n - 1) x max(second, 1 MiB), the larger first capture once; {cost.basis}"
     )
     return GraphEstimate(piecewise_sizes, full_sizes, piecewise, full, piecewise + full, how)
 
@@ -176,31 +177,31 @@ def _graph_sizes(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tuple[
     return ([] if spec.is_encoder_decoder else sizes), full
 
 
-def graph_estimate(spec: ModelSpec, serving: ServingConfig, sm100: bool, runner: str) -> GraphEstimate | None:
+def graph_estimate(spec: ModelSpec, serving: ServingConfig, sm100: bool, runner: str, cost: GraphCaptureCost = H200_CAPTURE) -> GraphEstimate | None:
     """The estimate of `runner` ("MRV2" or "V1"); None without CUDA graphs (--enforce-eager, no sizes)."""
     piecewise, full = _graph_sizes(spec, serving, sm100)
     if serving.enforce_eager or (not full and not piecewise):
         return None
     largest = max(piecewise or full)
     activations = decoder_activation_bytes(spec.decoder, largest, serving.dtype_bytes, serving.tensor_parallel_size)
-    return (mrv2_estimate if runner == "MRV2" else v1_estimate)(spec.decoder, activations, len(piecewise), len(full))
+    return (mrv2_estimate if runner == "MRV2" else v1_estimate)(spec.decoder, activations, len(piecewise), len(full), cost)
 
 
-def _graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool, runner: str) -> tuple[MemoryTerm, int]:
+def _graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool, runner: str, cost: GraphCaptureCost) -> tuple[MemoryTerm, int]:
     if serving.enforce_eager:
         return MemoryTerm(0, EXACT, "--enforce-eager: no CUDA graphs"), 0
-    estimate = graph_estimate(spec, serving, sm100, runner)
+    estimate = graph_estimate(spec, serving, sm100, runner, cost)
     if estimate is None:
         return MemoryTerm(0, EXACT, "no CUDA-graph sizes"), 0
     mode = "FULL_DECODE_ONLY" if spec.is_encoder_decoder else "FULL_AND_PIECEWISE"
     return MemoryTerm(estimate.total_bytes, ESTIMATED, f"{mode}; {estimate.how}"), estimate.piecewise_sizes + estimate.full_sizes
 
 
-def cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tuple[MemoryTerm, int]:
+def cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool, cost: GraphCaptureCost = H200_CAPTURE) -> tuple[MemoryTerm, int]:
     """Model Runner V2's estimate (0.29-0.33): every PIECEWISE graph measured, FULL decode graphs extrapolated."""
-    return _graph_term(spec, serving, sm100, "MRV2")
+    return _graph_term(spec, serving, sm100, "MRV2", cost)
 
 
-def v1_cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool) -> tuple[MemoryTerm, int]:
+def v1_cuda_graph_term(spec: ModelSpec, serving: ServingConfig, sm100: bool, cost: GraphCaptureCost = H200_CAPTURE) -> tuple[MemoryTerm, int]:
     """The V1 model runner's estimate (0.19-0.28): the first two captures of each mode, extrapolated."""
-    return _graph_term(spec, serving, sm100, "V1")
+    return _graph_term(spec, serving, sm100, "V1", cost)

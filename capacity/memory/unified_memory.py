@@ -23,14 +23,17 @@ after 60 s idle, so alive at vLLM's after-profile snapshot) and the compile's st
 start loads its compiled graphs and starts no pool. How much host memory a compile takes is not in any source: the
 one constant below is measured from a GB10 log.
 
-CUDA-graph memory (0.29+ subtracts an estimate; every version captures after the KV cache is sized) is measured with
+CUDA-graph memory (0.21+ subtracts an estimate; every version captures after the KV cache is sized) is measured with
 torch.accelerator.get_memory_info's free (vllm/v1/worker/gpu/cudagraph_utils.py), the system-wide free figure here, so
-it holds each graph's host side too; not modelled (a label says so).
+it holds each graph's host side too: `UNIFIED_CAPTURE` scales the H200's per-graph costs by a factor fitted on one log.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from capacity.gpu.catalog import Gpu
+from capacity.memory.cuda_graphs import H200_CAPTURE, GraphCaptureCost
 from capacity.memory.term import ESTIMATED, MemoryTerm
 from capacity.serving.config import ServingConfig
 from capacity.units import GiB
@@ -93,13 +96,22 @@ def with_host_memory(non_torch: MemoryTerm, host: MemoryTerm | None, reading: st
     )
 
 
-def unified_graphs_label(graphs: MemoryTerm) -> MemoryTerm:
-    """The CUDA-graph term on unified memory, labelled as likely low: vLLM measures graphs with the system-wide free
-    figure, which moves with each graph's host side."""
-    return MemoryTerm(
-        graphs.bytes,
-        graphs.kind,
-        graphs.method + "; on unified memory vLLM measures graphs with the system-wide free figure, which also moves with each "
-        "graph's host side: likely low (GB10 starts: vLLM 0.30.0 estimated 1.10 GiB where this form gives 0.54, "
-        "bench/cuda_graphs/compare.md; a 0.13.0 capture took 1.28 GiB)",
-    )
+# Each captured graph's cost on a unified-memory GPU: the H200's per-graph costs (measured with cudaMemGetInfo, the
+# device side) x 2.402, fitted on the one calibration-half log that prints vLLM's estimate on one
+# (bench/unified_graph_cost.py, bench/results/unified-graph-cost-2026-12-02/fit.json: Qwen3-30B-A3B-FP8 class, GB10,
+# vLLM 0.30.0, 51 PIECEWISE sizes x 49 pieces and 35 FULL graphs; vLLM 1.095 GiB against 0.538 at the H200's costs;
+# 2.371-2.432 within the printed figures' rounding). The once-per-run parts (torch's pool, the driver's first
+# instantiation) are kept as measured. One GB10 and one model: an estimate.
+UNIFIED_GRAPH_FACTOR = 2.402
+UNIFIED_CAPTURE = replace(
+    H200_CAPTURE,
+    piece_graph_bytes=round(H200_CAPTURE.piece_graph_bytes * UNIFIED_GRAPH_FACTOR),
+    full_graph_bytes_per_layer=round(H200_CAPTURE.full_graph_bytes_per_layer * UNIFIED_GRAPH_FACTOR),
+    basis=f"unified memory: vLLM measures graphs with the system-wide free figure, so each graph's host side counts too: the H200's per-graph "
+    f"costs x {UNIFIED_GRAPH_FACTOR} (fitted on one GB10 vLLM 0.30.0 log, bench/results/unified-graph-cost-2026-12-02)",
+)
+
+
+def capture_cost(gpu: Gpu) -> GraphCaptureCost:
+    """What a CUDA-graph capture costs in the free figure vLLM reads on `gpu`."""
+    return UNIFIED_CAPTURE if gpu.unified_memory else H200_CAPTURE

@@ -23,7 +23,7 @@ from capacity.memory.non_torch import communicators_in_profile, non_torch_term, 
 from capacity.memory.rank_scaling import rank_scaling
 from capacity.memory.sampler import SAMPLER_0_33, SamplerForm, sampler_form, v1_sampler_form
 from capacity.memory.term import ESTIMATED, EXACT, MEASURED, MemoryTerm
-from capacity.memory.unified_memory import free_memory_reading, host_memory_term, unified_graphs_label, with_host_memory
+from capacity.memory.unified_memory import capture_cost, free_memory_reading, host_memory_term, with_host_memory
 from capacity.memory.weights import runner_facts, weights_term
 from capacity.model.registry import load_model
 from capacity.model.spec import ModelSpec
@@ -74,7 +74,7 @@ def graphs_set_aside(
 ) -> tuple[MemoryTerm, int]:
     """The CUDA-graph memory a version takes out of the KV budget (Worker.determine_available_memory's
     cudagraph_memory_estimate_applied), and the number of graphs capacity's form counts."""
-    graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100)
+    graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100, capture_cost(gpu))
     if not graphs.bytes:
         return graphs, n_graphs
     would_be = f"capacity's estimate would be {graphs.bytes:,} B ({graphs.kind})"
@@ -83,7 +83,7 @@ def graphs_set_aside(
     if gpu.platform == "rocm" and not semantics.cudagraph_estimate_on_rocm:
         return MemoryTerm(0, EXACT, f"vLLM {semantics.name} profiles CUDA graphs on CUDA only (current_platform.is_cuda()): no estimate on ROCm"), n_graphs
     if not mrv2:
-        return v1_cuda_graph_term(spec, serving, gpu.sm100)
+        return v1_cuda_graph_term(spec, serving, gpu.sm100, capture_cost(gpu))
     if not semantics.mrv2_cudagraph_estimate:
         return MemoryTerm(
             0,
@@ -187,8 +187,6 @@ def plan_without_suggestion(
         wide = replace(spec, decoder=replace(spec.decoder, vocab_size=spec.decoder.vocab_size + columns))
         return activation_estimate(wide, budget, serving, sampler).sampler_bytes - activations.sampler_bytes
     graphs, n_graphs = graphs_set_aside(spec, serving, gpu, semantics, mrv2)
-    if gpu.unified_memory and graphs.bytes:
-        graphs = unified_graphs_label(graphs)
     memory: dict[str, MemoryTerm] = {
         "weights": weights,
         "load_buffers": loads,
@@ -206,7 +204,7 @@ def plan_without_suggestion(
     if profile is not None:
         memory.update(measured_terms(profile, memory, spec, serving, sampler, quantized=per_rank.quantization != "none"))
         if profile.cuda_graphs is not None and memory["cuda_graphs"].bytes:
-            memory["cuda_graphs"] = with_piecewise_graphs(memory["cuda_graphs"], graph_estimate(spec, serving, gpu.sm100, "MRV2" if mrv2 else "V1"))
+            memory["cuda_graphs"] = with_piecewise_graphs(memory["cuda_graphs"], graph_estimate(spec, serving, gpu.sm100, "MRV2" if mrv2 else "V1", capture_cost(gpu)))
         if profile.fingerprint.device == "cuda" and memory["weights"].kind == MEASURED:  # the measured load holds the rounding
             memory["load_buffers"] = load_buffers_term(spec, source, serving, per_rank, semantics, rounding=False)
         # every profile (fake trace, CPU probe, GPU) ran transformers' tower (profilers/run.py): one scaling to vLLM's

@@ -19,20 +19,22 @@ CAUSES: dict[str, str] = {
     "benchmark): a PP stage runs the unsplit layers, so its activation is larger, but capacity's 1.48 GiB already "
     "holds that.",
     "qwen3-30b-a3b-thinking-2507-fp8-gb10-util0.55-len32768-v0.30.0-excerpt.log":
-    "(below 3 % since the CUDA-graph estimate counts the PIECEWISE captures: KV tokens +2.0 %; it was +3.4 %.) "
-    "The log's '--gpu-memory-utilization=0.5500 is equivalent to --gpu-memory-utilization=0.5410 without CUDA "
-    "graph memory profiling' puts vLLM 0.30.0's estimate at (0.55 - 0.541) x 121.69 GiB = 1.095 GiB (+-0.006); "
-    "capacity's (capacity/memory/cuda_graphs.py: 51 PIECEWISE sizes x 49 pieces measured in full, 35 FULL decode "
-    "graphs extrapolated, H200-measured capture costs) is 0.54 GiB. The remaining 0.55 GiB is GB10's: its "
-    "estimate is a difference of mem_get_info's free memory over the unified LPDDR5X pool, which the host side "
-    "of each graph moves too (bench/cuda_graphs/compare.md). Stand-in config: the catalog's Qwen3-30B-A3B-FP8 "
-    "(same shapes and FP8 blocks as the Thinking-2507 checkpoint served).",
+    "(below 3 %: KV tokens +0.5 %; +3.4 % before the PIECEWISE captures were counted, +2.0 % before unified "
+    "memory's per-graph factor.) The log's '--gpu-memory-utilization=0.5500 is equivalent to "
+    "--gpu-memory-utilization=0.5410 without CUDA graph memory profiling' puts vLLM 0.30.0's estimate at (0.55 - "
+    "0.541) x 121.69 GiB = 1.095 GiB (+-0.012); at the H200-measured capture costs capacity's (51 PIECEWISE sizes x "
+    "49 pieces measured in full, 35 FULL decode graphs extrapolated) is 0.54 GiB. The rest is GB10's: its estimate "
+    "is a difference of MemAvailable over the unified LPDDR5X pool, which the host side of each graph moves too. "
+    "This log is where unified memory's per-graph factor (2.402 x the H200's per-graph costs, "
+    "capacity/memory/unified_memory.py) was fitted (bench/unified_graph_cost.py), so its graph term agrees by "
+    "construction. Stand-in config: the catalog's Qwen3-30B-A3B-FP8 (same shapes and FP8 blocks as the "
+    "Thinking-2507 checkpoint served).",
     "gpt-oss-20b-gb10-util0.55-len32768-v0.30.0-excerpt.log":
-    "(below 3 % since the CUDA-graph estimate counts the PIECEWISE captures: KV tokens +2.6 %; it was +3.5 %.) "
-    "The excerpt prints only the load (13.8 GiB, capacity 13.69) and the KV line; capacity sets aside 0.47 GiB "
-    "of graphs (0.06 before). The same report's Qwen3-30B-FP8 start on this GB10 prints an estimate of 1.10 "
-    "GiB where capacity has 0.54 (unified memory; see that log), which would account for about 1 % more. "
-    "Planned by formula (the gpt-oss trace is not run). Not fitted: a held-out log.",
+    "(below 3 %: KV tokens +1.8 %; +3.5 % before the PIECEWISE captures were counted, +2.6 % before each graph on "
+    "unified memory was charged its host side, 2.402 x the H200's per-graph cost, fitted on the calibration log of "
+    "the same report.) The excerpt prints only the load (13.8 GiB, capacity 13.69) and the KV line; capacity sets "
+    "aside 0.90 GiB of graphs (67 PIECEWISE sizes up to gpt-oss's 1,024 preset). Planned by formula (the gpt-oss "
+    "trace is not run). Not fitted: a held-out log.",
     "qwen2.5-1.5b-rtx4070-laptop-wsl-util0.8-len4096-v0.30.0.log":
     "available KV / KV tokens / concurrency +33.2 %, non-KV -14.6 %: not identified. The excerpt prints three "
     "lines (load 2.98 GiB, KV 1.95 GiB, 72,992 tokens), no requested memory, no CUDA total and no compile "
@@ -167,6 +169,45 @@ CAUSES: dict[str, str] = {
     "print CUDA's 79.19 and 79.25 GiB (0.39 GiB at 0.9). NCCL at TP 8 with expert parallelism (all-to-all "
     "buffers) is not measured. The log compiles (cold), but 0.10 predates the combo-kernel benchmark, so no "
     "scratch term applies.",
+    "qwen3-235b-a22b-fp8-8xh100-tp8-ep-kvfp8-v0.10.0-warm.log":
+    "available KV +3.1 % (tokens +2.9 %), non-KV -3.1 %: per rank vLLM kept 7.95 GiB besides the 27.67 GiB it "
+    "loaded (0.9 x the catalog's 79.19 GiB H100-SXM total - 35.66; the log prints no requested memory), capacity "
+    "6.83 GiB: activation 5.57 (the V1 runner's dummy sampler run on 1,024 x 151,936 logits on the sort path, "
+    "'FlashInfer is not available' on every rank) and non-torch 1.26 (0.27 + the TP 8 communicators); 1.11 GiB not "
+    "identified. The warm start keeps 0.08 GiB more than the same command's cold start (35.66 against 35.74 GiB "
+    "available), so the compile state is not it. No graph term (0.10 captures after the KV budget); 0.10.0 prints "
+    "no breakdown line. The same gap, about 1 GiB per rank, is in every start of this HGX H100 node in the "
+    "benchmark (the cold Qwen3-235B-A22B-FP8 start: 0.92 GiB at TP 8; this repository's Qwen3-32B starts: 0.78 GiB "
+    "at TP 4, 1.12 at TP 8). Likely cause, not measured: NCCL's NVLink SHARP (NVLS), which NCCL turns on for more "
+    "than 2 GPUs of an NVSwitch H100/H200 node and which allocates multicast buffers (vllm-project/vllm#9699 prints "
+    "nvlsPerRankSize 301,989,888 B at 8 GPUs); capacity's communicator figure was measured on 2 H200s with NVLS off "
+    "(capacity/memory/collectives.py), and this project's GPU machines keep NVLink multicast off, so it cannot be "
+    "measured here. Not fitted: a held-out log.",
+    "qwen3-32b-8xh100-tp8-kvfp8-len32768-v0.10.0.log":
+    "non-KV -7.1 % (available KV +2.0 %, tokens +1.8 %): per rank vLLM kept 7.96 GiB besides the 7.69 GiB it loaded "
+    "(0.9 x 79.19 - 55.62), capacity 6.85 GiB: activation 5.58 (the dummy sampler run on the sort path, 1,024 x "
+    "151,936 logits) and non-torch 1.26; 1.12 GiB not identified. No graph term (0.10 captures after the KV "
+    "budget); 0.10.0 prints no breakdown line. The same gap, about 1 GiB per rank, is in every start of this HGX "
+    "H100 node in the benchmark (the cold Qwen3-235B-A22B-FP8 start: 0.92 GiB at TP 8; this repository's Qwen3-32B "
+    "starts: 0.78 GiB at TP 4, 1.12 at TP 8). Likely cause, not measured: NCCL's NVLink SHARP (NVLS), which NCCL "
+    "turns on for more than 2 GPUs of an NVSwitch H100/H200 node and which allocates multicast buffers "
+    "(vllm-project/vllm#9699 prints nvlsPerRankSize 301,989,888 B at 8 GPUs); capacity's communicator figure was "
+    "measured on 2 H200s with NVLS off (capacity/memory/collectives.py), and this project's GPU machines keep "
+    "NVLink multicast off, so it cannot be measured here.",
+    "qwen3-32b-4xh100-tp4-yarn4-len131072-util0.95-v0.10.0.log":
+    "non-KV -3.5 % (available KV +1.5 %): per rank vLLM kept 7.61 GiB besides the 15.41 GiB it loaded (0.95 x 79.19 "
+    "- 52.21), capacity 6.83 GiB: activation 5.58 (the dummy sampler run on the sort path) and non-torch 1.24; 0.78 "
+    "GiB not identified. The start serves with --rope-scaling yarn x4 (the sidecar's model_overrides), which "
+    "capacity does not take: it plans the config's RoPE, whose rotary cache is 0.04 GiB smaller than YaRN's at "
+    "131,072 positions (weights -0.1 %), and flags max_model_len 131072 above the config's 40,960, which vLLM 0.10 "
+    "accepts under that override. No graph term (0.10 captures after the KV budget); 0.10.0 prints no breakdown "
+    "line. The same gap, about 1 GiB per rank, is in every start of this HGX H100 node in the benchmark (the cold "
+    "Qwen3-235B-A22B-FP8 start: 0.92 GiB at TP 8; this repository's Qwen3-32B starts: 0.78 GiB at TP 4, 1.12 at TP "
+    "8). Likely cause, not measured: NCCL's NVLink SHARP (NVLS), which NCCL turns on for more than 2 GPUs of an "
+    "NVSwitch H100/H200 node and which allocates multicast buffers (vllm-project/vllm#9699 prints nvlsPerRankSize "
+    "301,989,888 B at 8 GPUs); capacity's communicator figure was measured on 2 H200s with NVLS off "
+    "(capacity/memory/collectives.py), and this project's GPU machines keep NVLink multicast off, so it cannot be "
+    "measured here.",
     "qwen3-235b-fp8-l40s-tp4.log":
     "(below 3 % since the sort path counts torch's CUDA sort: available KV +0.0 %; it was +3.4 %.) The log's "
     "own breakdown line (rank 2) says 27.72 GiB for weight, 1.4 GiB for peak activation, 0.21 GiB for "
@@ -251,12 +292,15 @@ CAUSES: dict[str, str] = {
     "0.39 and no graph term (0.27 runs Qwen2.5-VL on Model Runner V2, every dense non-hybrid model being a default V2 "
     "model there, and V2 returns 0 from profile_cudagraph_memory); the excerpt has no breakdown line, so the term is not "
     "identified. Not fitted: a held-out log.",
-    "qwen3-0.6b-dgx-spark-v0.27.1-excerpt.log": "non-KV -54.4 % (the KV memory, 69.4 GiB in use, within 2.8 %): GB10's "
-    "unified memory. The excerpt says 3.35 GiB for consumed memory (weights + non-torch) of a 3.61 GiB non-KV figure "
-    "(73.01 requested - 69.4); with capacity's 1.12 GiB of weights that leaves 2.23 GiB of non-torch memory and 0.26 of "
-    "activation (capacity 0.26). On an integrated GPU vLLM 0.27's MemorySnapshot takes the free memory from "
-    "psutil.virtual_memory().available, so 'non-torch' includes every host-side allocation of the process and the system "
-    "between its snapshots; capacity's 0.27 GiB does not model that.",
+    "qwen3-0.6b-dgx-spark-v0.27.1-excerpt.log":
+    "non-KV -4.7 % (the KV memory, 69.4 GiB, within 0.3 %; it was +2.8 % planned warm): GB10's unified memory. The "
+    "excerpt says 3.35 GiB for consumed memory (weights + non-torch) of a 3.61 GiB non-KV figure (73.01 requested - "
+    "69.4); with capacity's 1.12 GiB of weights that leaves 2.23 GiB of non-torch memory and 0.26 of activation. "
+    "Planned cold since 2026-12-02, when its source was read for the compile state after the error was known: it "
+    "starts vLLM in a `docker run --rm` container that mounts only the Hugging Face cache, so every start compiles "
+    "(the sidecar's compile_cache_basis). Capacity then has non-torch 1.90 (0.27 + the 1.63 GiB of host memory a "
+    "cold compile leaves in vLLM 0.27's MemAvailable-based non-torch term, measured on the calibration GB10 0.13.0 "
+    "log) and activation 0.42 (the cold-start peak): 0.33 GiB low and 0.16 high. Not fitted: a held-out log.",
     "qwen3-8b-rtx5090-len32768-util0.92-v0.24.0-quoted.log": "(below 3 % since this start is planned cold: +2.1 % KV "
     "tokens; it was +10.3 % planned warm.) vLLM kept 0.92 x 31.84 - 89,040 tokens x 144 KiB = 17.07 GiB for non-KV "
     "memory, 1.80 GiB besides the 15.27 GiB loaded. The same notes report another start of the same command at 95,936 "

@@ -62,7 +62,7 @@ def profile_model(
     timed its own steps first (the CLI), gets every step's wall time; the profile records them (`timings_s`), the
     plan's own step (`plan`) included. `release_memory=False`: see run_profile (a process that exits next)."""
     timings = timings or Timings()
-    source, spec = load_model(model, args.revision, args.mm_processor_kwargs)
+    source, spec = load_model(model, args.revision, args.mm_processor_kwargs, args.hf_overrides)
     timings.lap("load_model")
     if probe is None:
         probe = CudaProbe() if cuda_available() else CpuProbe()
@@ -87,7 +87,7 @@ def profile_model(
 def trace_model(model: str, args: ServingArgs, *, gpu_name: str | None = None) -> tuple[Plan, MemoryProfile]:
     """The profile phases run on fake tensors (no GPU, no memory): the offline estimate of every phase, read from
     capacity's disk cache when this very trace ran before (`cached_trace`)."""
-    source, spec = load_model(model, args.revision, args.mm_processor_kwargs)
+    source, spec = load_model(model, args.revision, args.mm_processor_kwargs, args.hf_overrides)
     gpu, gpu_note = resolve_gpu(gpu_name)  # as profiling_gpu resolves it for fake tensors
     serving = resolve_serving(args, spec, gpu)
     profile = cached_trace(source, spec, serving, gpu, warmup=True)
@@ -196,7 +196,7 @@ def profile_model_tensor_parallel(
     every other rank (None, None)."""
     from profilers.tensor_parallel import launched_outcomes, require_ranks, run_launched, run_tensor_parallel, tensor_parallel_job
 
-    source, spec = load_model(model, args.revision, args.mm_processor_kwargs)
+    source, spec = load_model(model, args.revision, args.mm_processor_kwargs, args.hf_overrides)
     backend = "gloo" if cpu else "nccl"
     pp = args.pipeline_parallel_size
     if launch is None:

@@ -486,6 +486,7 @@ def profiled_knobs(serving: ServingConfig, budget: MultiModalBudget) -> dict[str
         "encoder_items": budget.profile_items,
         "encoder_tokens_per_item": budget.profile_tokens_per_item,
         "mm_processor_kwargs": dict(serving.mm_processor_kwargs),
+        **({"hf_overrides": dict(serving.hf_overrides)} if serving.hf_overrides else {}),
     }
 
 

@@ -124,7 +124,7 @@ def fit(
         from capacity.vllm.serve_flags import release_of, require_flags
 
         require_flags(base, release_of(semantics), semantics.release)
-    source, spec = load_model(model, base.revision, base.mm_processor_kwargs)
+    source, spec = load_model(model, base.revision, base.mm_processor_kwargs, base.hf_overrides)
     checker = default_estimate(model, semantics) if how == "trace" and verify else None
     result = search(source, spec, gpus, base, frozenset(values), target, checker, verify, semantics=semantics)
     if notes or source.alias_note:

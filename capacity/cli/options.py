@@ -95,6 +95,16 @@ SERVING_OPTIONS: dict[str, Any] = {
             ),
         ),
     ],
+    "hf_overrides": Annotated[
+        str | None,
+        typer.Option(
+            "--hf-overrides",
+            help=(
+                "vLLM's config.json overrides as JSON, e.g. '{\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
+                "\"original_max_position_embeddings\": 32768}}' (vLLM 0.10's --rope-scaling X is '{\"rope_scaling\": X}')."
+            ),
+        ),
+    ],
     "num_speculative_tokens": Annotated[int | None, typer.Option("--num-speculative-tokens", help="Speculative tokens per step (k).")],
     "tensor_parallel_size": Annotated[int | None, typer.Option("--tensor-parallel-size", "-tp", help="Tensor-parallel ranks.")],
     "decode_context_parallel_size": Annotated[int | None, typer.Option("--decode-context-parallel-size", "-dcp", help="Decode context parallel size.")],
@@ -247,6 +257,7 @@ def _max_model_len(value: str | None) -> int | None:
 
 def serving_values(**given: Any) -> dict[str, Any]:
     """The knobs given on the command line (None = not given), converted to ServingArgs fields."""
+    from capacity.model.hf_overrides import parse_hf_overrides
     from capacity.model.processor_kwargs import parse_mm_processor_kwargs
     from capacity.serving.config import parse_limit_mm
 
@@ -257,6 +268,7 @@ def serving_values(**given: Any) -> dict[str, Any]:
         "kv_cache_memory_bytes": lambda v: _size(v, "--kv-cache-memory-bytes"),
         "limit_mm_per_prompt": lambda v: parse_limit_mm(v, "--limit-mm-per-prompt"),
         "mm_processor_kwargs": lambda v: parse_mm_processor_kwargs(v, "--mm-processor-kwargs"),
+        "hf_overrides": lambda v: parse_hf_overrides(v, "--hf-overrides"),
     }
     for key, value in given.items():
         if value is None:

@@ -104,6 +104,7 @@ MAX_MODEL_LEN_HELP = "Decoder context length."
     "max_num_batched_tokens",
     "limit_mm_per_prompt",
     "mm_processor_kwargs",
+    "hf_overrides",
     "num_speculative_tokens",
     "kv_cache_dtype",
     "dtype",
@@ -264,7 +265,7 @@ def verify(
     if measured is None:  # a family verify cannot run is refused before it is profiled
         from capacity.model.registry import load_model
 
-        check_verifiable_family(load_model(model, args.revision, args.mm_processor_kwargs)[1])
+        check_verifiable_family(load_model(model, args.revision, args.mm_processor_kwargs, args.hf_overrides)[1])
     tp = args.tensor_parallel_size if measured is None else measured.measured_tensor_parallel_size
     if measured is not None and args.tensor_parallel_size not in (1, tp):
         raise BadInput(f"--tensor-parallel-size {args.tensor_parallel_size}: the profile was taken at TP {tp}; verify its plan at TP {tp} or profile again")

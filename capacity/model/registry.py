@@ -22,7 +22,8 @@ from typing import Any
 from capacity.errors import BadInput
 from capacity.model.config_limits import check_config_sizes
 from capacity.model.family import FAMILIES_PACKAGE, Family, all_families
-from capacity.model.spec import ModelSpec
+from capacity.model.hf_overrides import with_hf_overrides
+from capacity.model.spec import ModelSpec, derived_max_model_len_before_0_30, scaled_max_model_len
 from capacity.source.resolve import ModelSource, resolve_model
 
 _MODEL_TYPES = re.compile(r"^    model_types(?:\s*:[^=\n]+)?\s*=\s*\(([^)]*)\)", re.M)
@@ -137,7 +138,12 @@ def spec_from_files(
     """The spec of a config; `preprocessor` / `processor` / `video_preprocessor` are the model's
     preprocessor_config.json / processor_config.json / video_preprocessor_config.json."""
     check_config_sizes(config)  # absurd sizes are refused before a family builds per-layer lists from them
-    return family_for(config).spec_from_files(config, name, preprocessor, processor, video_preprocessor)
+    family = family_for(config)
+    spec = family.spec_from_files(config, name, preprocessor, processor, video_preprocessor)
+    text = family.text_config(config)
+    if spec.derived_max_model_len != scaled_max_model_len(text)[0]:  # a length of the family's own (encoder-decoder, ...)
+        return spec
+    return replace(spec, derived_max_model_len_before_0_30=derived_max_model_len_before_0_30(text, str(config.get("model_type", ""))))
 
 
 def model_spec(source: ModelSource) -> ModelSpec:
@@ -145,7 +151,18 @@ def model_spec(source: ModelSource) -> ModelSpec:
     return spec_from_files(source.config, source.name, source.preprocessor, source.processor, source.video_preprocessor)
 
 
-def load_model(model: str, revision: str | None = None, mm_processor_kwargs: dict[str, Any] | None = None) -> tuple[ModelSource, ModelSpec]:
-    """`--model` (and `--revision`) resolved, its processor files overridden by `--mm-processor-kwargs`, and its spec."""
-    source = with_mm_processor_kwargs(resolve_model(model, revision), mm_processor_kwargs)
+def with_config_overrides(source: ModelSource, overrides: dict[str, Any] | None) -> ModelSource:
+    """The model source as vLLM reads it under --hf-overrides: its config.json with the overrides applied
+    (capacity/model/hf_overrides.py); the config's sha256 follows, so no parameter table of the original is used."""
+    if not overrides:
+        return source
+    return replace(source, config=with_hf_overrides(source.config, overrides))
+
+
+def load_model(
+    model: str, revision: str | None = None, mm_processor_kwargs: dict[str, Any] | None = None, hf_overrides: dict[str, Any] | None = None
+) -> tuple[ModelSource, ModelSpec]:
+    """`--model` (and `--revision`) resolved, its config overridden by `--hf-overrides`, its processor files by
+    `--mm-processor-kwargs`, and its spec."""
+    source = with_mm_processor_kwargs(with_config_overrides(resolve_model(model, revision), hf_overrides), mm_processor_kwargs)
     return source, model_spec(source)

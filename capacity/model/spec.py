@@ -107,6 +107,9 @@ class ModelSpec:
     encoder: EncoderShape | None
     vllm_support: VllmSupport
     notes: tuple[str, ...] = field(default=())
+    # the derived max_model_len of vLLM 0.29 and earlier where it differs (a YaRN RoPE: original x factor);
+    # capacity.vllm.versions applies it to those versions (derived_max_model_len_before_0_30 below)
+    derived_max_model_len_before_0_30: int | None = None
 
     def encoder_positions(self, modality: str | None, tokens: int) -> int:
         """Positions the encoder runs for one item of `tokens` tokens of `modality`: the modality's own count for its
@@ -129,6 +132,8 @@ class ModelSpec:
         """Plain JSON: the family by its name, each layer with its kind."""
         out = {**asdict(self), "family": self.family.name}
         out["layers"] = [{"kind": layer.kind, **asdict(layer)} for layer in self.layers]
+        if self.derived_max_model_len_before_0_30 is None:
+            del out["derived_max_model_len_before_0_30"]
         return out
 
 
@@ -182,6 +187,37 @@ def rope_scaling_factor(text_config: dict[str, Any]) -> float:
         if rope_type not in ROPE_TYPES_ALREADY_SCALED:
             factor = entry.get("factor", factor)
     return float(factor) if isinstance(factor, (int, float)) and not isinstance(factor, bool) else 1.0  # null: vLLM falls back to 1.0
+
+
+def vllm_max_model_len(text_config: dict[str, Any], model_type: str) -> tuple[int, str]:
+    """vLLM's derived max_model_len and its key: the derived length x the RoPE factor, except for Gemma-3, whose length
+    vLLM takes as already scaled."""
+    if "gemma3" in model_type:
+        return derive_max_model_len(text_config)
+    max_len, key, _factor = scaled_max_model_len(text_config)
+    return max_len, key
+
+
+def derived_max_model_len_before_0_30(text_config: dict[str, Any], model_type: str) -> int | None:
+    """vLLM 0.29 and earlier (_get_and_verify_max_len, read in 0.10.0, 0.15.1, 0.20.0, 0.25.0, 0.28.0 and 0.29.0): every
+    RoPE type but su / longrope / llama3 applies its factor, and a YaRN entry first sets the length to its
+    original_max_position_embeddings (from 0.30.0 YaRN's length counts as already scaled). None where this gives the
+    0.30+ length, or for Gemma-3 (skipped by both)."""
+    params = text_config.get("rope_parameters") or text_config.get("rope_scaling")
+    if "gemma3" in model_type or not isinstance(params, dict) or not params:
+        return None
+    entries = [p for p in params.values() if isinstance(p, dict)] if all(isinstance(p, dict) for p in params.values()) else [params]
+    length: float = derive_max_model_len(text_config)[0]
+    factor: Any = 1.0
+    for entry in entries:
+        rope_type = entry.get("rope_type", entry.get("type", "default"))
+        if rope_type not in ("su", "longrope", "llama3"):
+            factor = entry.get("factor", factor)
+            if rope_type == "yarn" and isinstance(entry.get("original_max_position_embeddings"), int):
+                length = entry["original_max_position_embeddings"]
+    factor = float(factor) if isinstance(factor, (int, float)) and not isinstance(factor, bool) else 1.0
+    before = int(length * factor)
+    return None if before == scaled_max_model_len(text_config)[0] else before
 
 
 def scaled_max_model_len(text_config: dict[str, Any]) -> tuple[int, str, float]:

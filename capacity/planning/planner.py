@@ -122,6 +122,7 @@ def serving_under(semantics: VllmSemantics, args: ServingArgs, spec: ModelSpec, 
     """The knobs with the defaults of `semantics`' vLLM version: its utilization default, its batch defaults per GPU
     and usage context, and (V0) a whole max_model_len prompt per batch when chunked prefill is off."""
     args = semantics.serving_args(args)
+    spec = semantics.model_spec(spec)
     base_batch = semantics.batch_defaults(gpu, args.usage_context)
     serving = resolve_serving(args, spec, gpu, base_batch)
     if semantics.whole_prompt_batches and args.max_num_batched_tokens is None:
@@ -172,6 +173,7 @@ def plan_without_suggestion(
     semantics: VllmSemantics = LATEST,
 ) -> Plan:
     """The plan's figures and hazards (`build_plan` adds the suggestion)."""
+    spec = semantics.model_spec(spec)  # the max_model_len this version derives
     budget: MultiModalBudget = build_budget(spec, serving, enable_cache=False)
     weights, n_params, per_rank = weights_term(spec, source, serving, gpu)
     loads = load_buffers_term(spec, source, serving, per_rank, semantics)
@@ -404,7 +406,7 @@ def plan_for(
     """
     if semantics.release:  # a release named by --vllm-version: the knobs given must be flags it has
         require_flags(args, release_of(semantics), semantics.release)
-    source, spec = load_model(model, args.revision, args.mm_processor_kwargs)
+    source, spec = load_model(model, args.revision, args.mm_processor_kwargs, args.hf_overrides)
     if profile is not None:
         from capacity.memory.measured_profile import require_profile_of
 

@@ -107,6 +107,8 @@ def suggested_flags(plan: Plan) -> list[str]:
         flags.append("--limit-mm-per-prompt " + shlex.quote(limit_mm_value(limits, release)))
     if s.mm_processor_kwargs:
         flags.append("--mm-processor-kwargs " + shlex.quote(json.dumps(s.mm_processor_kwargs, separators=(",", ":"))))
+    if s.hf_overrides:
+        flags.append("--hf-overrides " + shlex.quote(json.dumps(s.hf_overrides, separators=(",", ":"))))
     if s.lora is not None:  # vLLM 0.33's LoRA flags (EngineArgs: --enable-lora and its group)
         flags += ["--enable-lora", f"--max-loras {s.lora.max_loras}", f"--max-lora-rank {s.lora.max_lora_rank}"]
         if s.lora.max_cpu_loras != s.lora.max_loras:

@@ -313,6 +313,6 @@ def run_sweep(
 ) -> SweepResult:
     """Resolve the model once and plan every grid point (offline: traced by `profiler` or formulas; or from one GPU profile)."""
     axes.require_within_limit()
-    source, spec = load_model(model, base.revision, base.mm_processor_kwargs)
+    source, spec = load_model(model, base.revision, base.mm_processor_kwargs, base.hf_overrides)
     notes = (source.alias_note,) if source.alias_note else ()
     return sweep_source(source, spec, base, axes, notes, profile, on_progress, profiler, prepare)

@@ -128,8 +128,15 @@ def knobs_from_log(facts: VllmLogFacts, *, effective: bool) -> dict[str, Any]:
     sources.append(facts.log_knobs)
     for knobs in sources:
         for key, value in knobs.items():
+            if key == "rope_scaling" and isinstance(value, dict) and value:  # vLLM 0.10's --rope-scaling X: hf_overrides {"rope_scaling": X}
+                out["hf_overrides"] = {**out.get("hf_overrides", {}), "rope_scaling": value}
+                continue
             if key not in _ARG_FIELDS or value is None:
                 continue
+            if key == "hf_overrides":
+                value = {**out.get("hf_overrides", {}), **value} if isinstance(value, dict) else None
+                if not value:
+                    continue
             if key == "dtype":
                 value = _DTYPES.get(str(value))
                 if value is None:

@@ -47,6 +47,7 @@ class ServingArgs:
     # --limit-mm-per-prompt says), so no encoder budget and every tower left out (_mark_tower_model)
     language_model_only: bool = False
     mm_processor_kwargs: dict[str, Any] | None = None  # --mm-processor-kwargs (capacity.model.processor_kwargs)
+    hf_overrides: dict[str, Any] | None = None  # --hf-overrides, written over config.json (capacity.model.hf_overrides)
     num_speculative_tokens: int = 0
     tensor_parallel_size: int = 1
     decode_context_parallel_size: int = 1
@@ -115,6 +116,7 @@ class ServingConfig:
     enable_expert_parallel: bool = False
     enable_prefix_caching: bool = True  # hybrid Mamba models then keep Mamba state in "align" mode
     mm_processor_kwargs: dict[str, Any] = field(default_factory=dict)  # applied to the model's processor configs
+    hf_overrides: dict[str, Any] = field(default_factory=dict)  # applied to config.json (to_dict leaves it out when empty)
     language_model_only: bool = False  # every limit above is then 0
     compile_cache: str = "warm"  # "cold": the first start, whose profile holds the compile's scratch
     lora: LoraConfig | None = None  # --enable-lora and its knobs; None: LoRA off (the key is then left out of to_dict)
@@ -131,6 +133,8 @@ class ServingConfig:
         out = asdict(self)
         if self.lora is None:
             del out["lora"]
+        if not self.hf_overrides:
+            del out["hf_overrides"]
         for key, default in _PLACEMENT_DEFAULTS.items():
             if out[key] == default:
                 del out[key]
@@ -152,6 +156,7 @@ class ServingConfig:
             limit_mm_per_prompt=dict(self.limit_mm_per_prompt),
             language_model_only=self.language_model_only,
             mm_processor_kwargs=dict(self.mm_processor_kwargs) or None,
+            hf_overrides=dict(self.hf_overrides) or None,
             num_speculative_tokens=self.num_speculative_tokens,
             tensor_parallel_size=self.tensor_parallel_size,
             decode_context_parallel_size=self.decode_context_parallel_size,
@@ -360,6 +365,7 @@ def resolve_serving(args: ServingArgs, spec: ModelSpec, gpu: Gpu, base_batch: tu
         enable_expert_parallel=args.enable_expert_parallel,
         enable_prefix_caching=prefix_caching,
         mm_processor_kwargs=dict(args.mm_processor_kwargs or {}),
+        hf_overrides=dict(args.hf_overrides or {}),
         compile_cache=compile_cache_state(args.compile_cache),
         lora=lora,
         pipeline_parallel_size=args.pipeline_parallel_size,
@@ -390,6 +396,7 @@ _YAML_KEYS = {
     "max_num_batched_tokens": "max_num_batched_tokens",
     "limit_mm_per_prompt": "limit_mm_per_prompt",
     "mm_processor_kwargs": "mm_processor_kwargs",
+    "hf_overrides": "hf_overrides",
     "num_speculative_tokens": "num_speculative_tokens",
     "tensor_parallel_size": "tensor_parallel_size",
     "decode_context_parallel_size": "decode_context_parallel_size",
@@ -507,6 +514,10 @@ def _yaml_value(target: str, raw_key: str, value: Any, where: str) -> Any:
         from capacity.model.processor_kwargs import parse_mm_processor_kwargs
 
         return parse_mm_processor_kwargs(value, where)
+    if target == "hf_overrides":
+        from capacity.model.hf_overrides import parse_hf_overrides
+
+        return parse_hf_overrides(value, where)
     if target in ("kv_cache_dtype", "dtype", "revision", "lora_dtype"):
         return str(value)
     if target in ("enforce_eager", "enable_expert_parallel", "enable_prefix_caching", "language_model_only", "enable_lora", "fully_sharded_loras"):

@@ -47,6 +47,8 @@ _KNOB_KEYS = (
     "block_size",
     "limit_mm_per_prompt",
     "mm_processor_kwargs",
+    "hf_overrides",
+    "rope_scaling",  # vLLM 0.10's --rope-scaling X: hf_overrides {"rope_scaling": X}
     "kv_cache_memory_bytes",
     "num_speculative_tokens",
     "quantization",
@@ -125,7 +127,7 @@ _SERVE_SWITCHES = {"--enforce-eager": ("enforce_eager", True), "--enable-prefix-
 
 def _serve_value(key: str, text: str) -> Any:
     """A flag's value as vLLM's argparse would read it (numbers, JSON for --limit-mm-per-prompt, else the string)."""
-    if key in ("limit_mm_per_prompt", "mm_processor_kwargs"):
+    if key in ("limit_mm_per_prompt", "mm_processor_kwargs", "hf_overrides", "rope_scaling"):
         return json.loads(text)
     for kind in (int, float):
         try:

@@ -67,6 +67,7 @@ FLAGS: dict[str, FlagDates] = {
             "0.9.0+: a bool field of CacheConfig (get_kwargs: BooleanOptionalAction)",
         ),
         FlagDates("--mm-processor-kwargs", (0, 6, 6, 1), (0, 6, 0), "0.6.0 has no such argument; 0.6.6.post1+ arg_utils.py"),
+        FlagDates("--hf-overrides", (0, 6, 4, 1), (0, 6, 0), "0.6.0 has no such argument; 0.6.4.post1, 0.6.6.post1, 0.10.0 and 0.33.0 arg_utils.py"),
         FlagDates("--enable-expert-parallel", (0, 8, 0), (0, 7, 0), "0.7.0 has no such argument; 0.8.0+ arg_utils.py"),
         FlagDates("--kv-cache-memory-bytes", (0, 10, 2), (0, 10, 1), "0.10.0, 0.10.1 have no such argument; 0.10.2+ (CacheConfig.kv_cache_memory_bytes)"),
         FlagDates("--decode-context-parallel-size", (0, 10, 2), (0, 10, 1), "0.10.0, 0.10.1 have no such argument; 0.10.2+ (ParallelConfig)"),
@@ -87,6 +88,7 @@ KNOB_FLAGS: dict[str, tuple[str, Any]] = {
     "enable_expert_parallel": ("--enable-expert-parallel", False),
     "language_model_only": ("--language-model-only", False),
     "mm_processor_kwargs": ("--mm-processor-kwargs", None),
+    "hf_overrides": ("--hf-overrides", None),
 }
 
 
@@ -108,7 +110,7 @@ def require_flags(args: Any, release: Release, version: str) -> None:
     """BadInput, one line, when a knob the user set needs a flag `version` does not have or that capacity cannot date."""
     for field, (flag, default) in KNOB_FLAGS.items():
         value = getattr(args, field, None)
-        if value is None or value == default or (field == "mm_processor_kwargs" and not value):
+        if value is None or value == default or (field in ("mm_processor_kwargs", "hf_overrides") and not value):
             continue
         status = flag_status(flag, release)
         if status == PRESENT:

@@ -16,6 +16,7 @@ from typing import Any
 
 from capacity.errors import BadInput
 from capacity.gpu.catalog import Gpu
+from capacity.model.spec import ModelSpec
 from capacity.serving.config import BATCH_DEFAULT_CONTEXTS, DEFAULT_GPU_MEMORY_UTILIZATION, SCHEDULER_DEFAULTS, ServingArgs
 from capacity.units import GiB
 
@@ -118,6 +119,17 @@ class VllmSemantics:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def model_spec(self, spec: ModelSpec) -> ModelSpec:
+        """`spec` with the max_model_len this version derives (vLLM _get_and_verify_max_len): up to 0.29 a YaRN RoPE's
+        length is its original_max_position_embeddings x factor (ModelSpec.derived_max_model_len_before_0_30). The
+        release when one is named, else the range's first version (a 0.29-0.32 log without one is read as 0.29)."""
+        before = spec.derived_max_model_len_before_0_30
+        named = release_tuple(self.release) if self.release else None
+        if before is None or (named[:2] if named else self.first) >= (0, 30):
+            return spec
+        key = "original_max_position_embeddings x RoPE factor (YaRN, vLLM 0.29 and earlier)"
+        return replace(spec, derived_max_model_len=before, max_len_key=key, derived_max_model_len_before_0_30=None)
 
     def runs_mrv2(self, architecture: str, *, moe: bool, quantized: bool, hybrid: bool) -> bool:
         """Whether this version runs Model Runner V2 by default for the model (VllmConfig.use_v2_model_runner,

@@ -28,6 +28,8 @@ from capacity.vllm.versions import LATEST, V0, planned_semantics, release_tuple
         ("--language-model-only", "0.16.0", ABSENT),
         ("--language-model-only", "0.33.0", PRESENT),
         ("--speculative-config", "0.33.0", UNDATED),  # a flag the table does not hold is never assumed
+        ("--hf-overrides", "0.6.0", ABSENT),
+        ("--hf-overrides", "0.10.0", PRESENT),
     ],
 )
 def test_flag_status_follows_the_releases_read(flag: str, release: str, status: str) -> None:

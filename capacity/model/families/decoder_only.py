@@ -8,7 +8,7 @@ from capacity.kv.text_config import kv_layers
 from capacity.model.families.common import config_dtype, need
 from capacity.model.family import Family
 from capacity.model.shard_rules import ShardRules
-from capacity.model.spec import DecoderShape, ModelSpec, VllmSupport, derive_max_model_len
+from capacity.model.spec import DecoderShape, ModelSpec, VllmSupport, vllm_max_model_len
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from torch import nn
@@ -72,7 +72,7 @@ class DecoderOnlyFamily(Family):
     def spec(
         self, config: dict[str, Any], name: str, preprocessor: dict[str, Any] | None = None, processor: dict[str, Any] | None = None
     ) -> ModelSpec:
-        max_len, key = derive_max_model_len(config)
+        max_len, key = vllm_max_model_len(config, str(config.get("model_type", "")))  # x the RoPE factor (--hf-overrides may set one)
         return ModelSpec(
             name=name,
             family=self,

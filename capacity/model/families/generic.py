@@ -48,7 +48,7 @@ from capacity.model.items.qwen_vl import (
 from capacity.model.items.video_grid import video_tensors
 from capacity.model.processor_kwargs import qwen_vl_max_pixels_within, with_qwen_vl_sizes
 from capacity.model.shipped import shipped
-from capacity.model.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
+from capacity.model.spec import EncoderShape, Modality, ModelSpec, VllmSupport, vllm_max_model_len
 from capacity.model.vllm_registry import MULTIMODAL_ARCHITECTURES, VLLM_VERSION
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -162,7 +162,7 @@ class GenericFamily(Family):
         if not items:
             raise BadInput(f"{architecture}: no vision_config / audio_config the generic family can count tokens for")
         widest = max(counted, key=lambda item: item.tokens) if counted else None
-        max_len, key = derive_max_model_len(text)
+        max_len, key = vllm_max_model_len(text, str(config.get("model_type", "")))  # x the RoPE factor (--hf-overrides may set one)
         supported = architecture in MULTIMODAL_ARCHITECTURES
         notes = [
             f"{self.name} family: {item.modality} tokens not counted ({item.unmodelled})"

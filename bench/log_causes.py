@@ -195,19 +195,18 @@ CAUSES: dict[str, str] = {
     "measured on 2 H200s with NVLS off (capacity/memory/collectives.py), and this project's GPU machines keep "
     "NVLink multicast off, so it cannot be measured here.",
     "qwen3-32b-4xh100-tp4-yarn4-len131072-util0.95-v0.10.0.log":
-    "non-KV -3.5 % (available KV +1.5 %): per rank vLLM kept 7.61 GiB besides the 15.41 GiB it loaded (0.95 x 79.19 "
+    "non-KV -3.4 % (available KV +1.5 %): per rank vLLM kept 7.61 GiB besides the 15.41 GiB it loaded (0.95 x 79.19 "
     "- 52.21), capacity 6.83 GiB: activation 5.58 (the dummy sampler run on the sort path) and non-torch 1.24; 0.78 "
-    "GiB not identified. The start serves with --rope-scaling yarn x4 (the sidecar's model_overrides), which "
-    "capacity does not take: it plans the config's RoPE, whose rotary cache is 0.04 GiB smaller than YaRN's at "
-    "131,072 positions (weights -0.1 %), and flags max_model_len 131072 above the config's 40,960, which vLLM 0.10 "
-    "accepts under that override. No graph term (0.10 captures after the KV budget); 0.10.0 prints no breakdown "
-    "line. The same gap, about 1 GiB per rank, is in every start of this HGX H100 node in the benchmark (the cold "
-    "Qwen3-235B-A22B-FP8 start: 0.92 GiB at TP 8; this repository's Qwen3-32B starts: 0.78 GiB at TP 4, 1.12 at TP "
-    "8). Likely cause, not measured: NCCL's NVLink SHARP (NVLS), which NCCL turns on for more than 2 GPUs of an "
-    "NVSwitch H100/H200 node and which allocates multicast buffers (vllm-project/vllm#9699 prints nvlsPerRankSize "
-    "301,989,888 B at 8 GPUs); capacity's communicator figure was measured on 2 H200s with NVLS off "
-    "(capacity/memory/collectives.py), and this project's GPU machines keep NVLink multicast off, so it cannot be "
-    "measured here.",
+    "GiB not identified. The start serves with --rope-scaling yarn x4, which capacity reads from the args line as "
+    "--hf-overrides: vLLM 0.10 derives 32,768 x 4 = 131,072 tokens for it, and YaRN's rotary cache at that length "
+    "puts the weights at 15.412 GiB against the 15.4115 printed. No graph term (0.10 captures after the KV budget); "
+    "0.10.0 prints no breakdown line. The same gap, about 1 GiB per rank, is in every start of this HGX H100 node "
+    "in the benchmark (the cold Qwen3-235B-A22B-FP8 start: 0.92 GiB at TP 8; this repository's Qwen3-32B starts: "
+    "0.78 GiB at TP 4, 1.12 at TP 8). Likely cause, not measured: NCCL's NVLink SHARP (NVLS), which NCCL turns on "
+    "for more than 2 GPUs of an NVSwitch H100/H200 node and which allocates multicast buffers "
+    "(vllm-project/vllm#9699 prints nvlsPerRankSize 301,989,888 B at 8 GPUs); capacity's communicator figure was "
+    "measured on 2 H200s with NVLS off (capacity/memory/collectives.py), and this project's GPU machines keep "
+    "NVLink multicast off, so it cannot be measured here.",
     "qwen3-235b-fp8-l40s-tp4.log":
     "(below 3 % since the sort path counts torch's CUDA sort: available KV +0.0 %; it was +3.4 %.) The log's "
     "own breakdown line (rank 2) says 27.72 GiB for weight, 1.4 GiB for peak activation, 0.21 GiB for "

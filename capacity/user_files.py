@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from capacity.errors import BadInput
 
@@ -17,3 +19,16 @@ def read_text(path: Path, what: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadInput(f"{what} {path} is not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x}): is it a binary file?") from exc
+
+
+def json_object(value: Any, where: str, name: str, example: str) -> dict[str, Any]:
+    """A knob given as a JSON object (the command line) or a mapping (a serve YAML), with string keys; BadInput in one
+    line naming `where`, the knob `name` and an `example` of the form it takes."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise BadInput(f"{where}: {name} {value!r} is not valid JSON; give an object like '{example}'") from exc
+    if not isinstance(value, dict):
+        raise BadInput(f"{where}: {name} must be an object like {example}, got {value!r}")
+    return {str(k): v for k, v in value.items()}

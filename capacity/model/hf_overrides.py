@@ -11,22 +11,14 @@ config (`config.update`); a dict value is merged key by key into a nested config
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
-from capacity.errors import BadInput
+from capacity.user_files import json_object
 
 
 def parse_hf_overrides(value: Any, where: str) -> dict[str, Any]:
     """A JSON object (the command line) or a mapping (a serve YAML), as vLLM's `--hf-overrides` takes it."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"{where}: hf_overrides {value!r} is not valid JSON; give an object like '{{\"max_position_embeddings\": 131072}}'") from exc
-    if not isinstance(value, dict):
-        raise BadInput(f"{where}: hf_overrides must be an object like {{\"max_position_embeddings\": 131072}}, got {value!r}")
-    return {str(k): v for k, v in value.items()}
+    return json_object(value, where, "hf_overrides", '{"max_position_embeddings": 131072}')
 
 
 def is_nested_config(key: str, current: Any) -> bool:

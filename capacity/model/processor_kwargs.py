@@ -14,11 +14,11 @@ do to its planning files (`Family.with_processor_kwargs`).
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from capacity.errors import BadInput
 from capacity.model.items.qwen_vl import processor_pixel_bounds
+from capacity.user_files import json_object
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     pass
@@ -29,14 +29,7 @@ QWEN_VL_SIZE_EDGES = ("shortest_edge", "longest_edge")
 
 def parse_mm_processor_kwargs(value: Any, where: str) -> dict[str, Any]:
     """A JSON object (the command line) or a mapping (a serve YAML), as vLLM's `--mm-processor-kwargs` takes it."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"{where}: mm_processor_kwargs {value!r} is not valid JSON; give an object like '{{\"max_pixels\": 1003520}}'") from exc
-    if not isinstance(value, dict):
-        raise BadInput(f"{where}: mm_processor_kwargs must be an object like {{\"max_pixels\": 1003520}}, got {value!r}")
-    return {str(k): v for k, v in value.items()}
+    return json_object(value, where, "mm_processor_kwargs", '{"max_pixels": 1003520}')
 
 
 def _pixels(value: Any, key: str) -> int:

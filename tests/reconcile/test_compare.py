@@ -21,36 +21,14 @@ from rich.console import Console
 from capacity.errors import BadInput
 from capacity.planning.plan import Plan
 from capacity.reconcile.compare import reconcile, reconcile_facts
-from capacity.reconcile.num_blocks import blocks_from_log
-from capacity.vllm.log_facts import VllmLogFacts
 from capacity.vllm.log_startups import parse_vllm_log
 from capacity.vllm.versions import log_semantics
 from reports.reconcile import render_reconcile
-from tests.support.paths import REPO_ROOT
+from tests.support.whisper_logs import BPB, FREE, REQUESTED_090, REQUESTED_092, ROOT, V011, V015, V020, V033, V033_KV, WHISPER, GiB
 
 pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
-GiB = 2**30
-MiB = 2**20
-ROOT = REPO_ROOT
-LOGS = ROOT / "tests" / "fixtures" / "vllm_logs"
-V033 = LOGS / "whisper-large-v3-h200-v0.33.0.log"
-V033_KV = LOGS / "whisper-large-v3-h200-v0.33.0-kv-cache-memory-bytes.log"
-V020 = LOGS / "whisper-large-v3-h200-v0.20.0.log"
-V015 = LOGS / "whisper-large-v3-h200-v0.15.0.log"
-V011 = LOGS / "whisper-large-v3-h200-v0.11.0.log"
-WHISPER = "openai/whisper-large-v3"
-BPB = 2 * 16 * 20 * 64 * 2 * 32  # 2,621,440 B per block
-TOTAL = 150_109_880_320
-FREE = TOTAL - 753_729_536  # 149,356,150,784
-REQUESTED_092 = 138_101_089_895  # ceil(150,109,880,320 x 0.92) = ceil(138,101,089,894.4)
-REQUESTED_090 = 135_098_892_288  # 150,109,880,320 x 9 / 10, a whole number
 
-
-def _blocks(facts: VllmLogFacts, bpr: int = 540) -> tuple[int, int, tuple[int, ...]]:
-    ev = blocks_from_log(facts, bytes_per_block=BPB, num_groups=2, block_size=16, blocks_per_request=bpr)
-    assert ev is not None and ev.consistent
-    return ev.num_blocks_min, ev.num_blocks_max, ev.blocks_per_request
 
 
 # ------------------------------------------------------------------ the fixtures agree with the formats

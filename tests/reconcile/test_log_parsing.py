@@ -1,11 +1,8 @@
 """vLLM startup logs (0.11, 0.15, 0.20, 0.33 formats) read line by line: each version's format, the figures and knobs
 they give, num_blocks recovered from them, and malformed or pasted logs refused or read.
 
-Fixtures (tests/fixtures/vllm_logs/, derivations in its README.md): whisper-large-v3 on an H200 with vLLM's
-defaults (max_num_batched_tokens 8192, max_num_seqs 1024, block 16). Hand arithmetic used below:
-page per layer 2 x 16 x 20 KV heads x 64 x 2 B = 81,920 B; 32 layers per group -> bytes_per_block 2,621,440 B
-(2.5 MiB, so 1 GiB = 409.6 blocks); blocks per request cdiv(448, 16) + cdiv(8192, 16) = 28 + 512 = 540 (0.15+),
-28 + cdiv(1500, 16) = 28 + 94 = 122 (0.11); H200 total 150,109,880,320 B, free at startup 149,356,150,784 B.
+The whisper-large-v3 H200 fixtures and their hand arithmetic: tests/support/whisper_logs.py; blocks per request
+cdiv(448, 16) + cdiv(8192, 16) = 28 + 512 = 540 (0.15+), 28 + cdiv(1500, 16) = 28 + 94 = 122 (0.11).
 """
 
 from __future__ import annotations
@@ -18,25 +15,10 @@ from capacity.errors import EXIT_BAD_INPUT, BadInput
 from capacity.reconcile.num_blocks import blocks_from_log
 from capacity.vllm.log_facts import VllmLogFacts
 from capacity.vllm.log_startups import load_vllm_log, parse_vllm_log
-from tests.support.paths import REPO_ROOT
+from tests.support.whisper_logs import BPB, FREE, REQUESTED_090, REQUESTED_092, V011, V015, V020, V033, V033_KV, WHISPER, GiB, MiB
 
 pytestmark = pytest.mark.formula("its figures and hazard lists are worked by hand on the formula path; the default (trace) path's are tested in tests/cli/test_commands.py, tests/profilers and tests/examples")
 
-GiB = 2**30
-MiB = 2**20
-ROOT = REPO_ROOT
-LOGS = ROOT / "tests" / "fixtures" / "vllm_logs"
-V033 = LOGS / "whisper-large-v3-h200-v0.33.0.log"
-V033_KV = LOGS / "whisper-large-v3-h200-v0.33.0-kv-cache-memory-bytes.log"
-V020 = LOGS / "whisper-large-v3-h200-v0.20.0.log"
-V015 = LOGS / "whisper-large-v3-h200-v0.15.0.log"
-V011 = LOGS / "whisper-large-v3-h200-v0.11.0.log"
-WHISPER = "openai/whisper-large-v3"
-BPB = 2 * 16 * 20 * 64 * 2 * 32  # 2,621,440 B per block
-TOTAL = 150_109_880_320
-FREE = TOTAL - 753_729_536  # 149,356,150,784
-REQUESTED_092 = 138_101_089_895  # ceil(150,109,880,320 x 0.92) = ceil(138,101,089,894.4)
-REQUESTED_090 = 135_098_892_288  # 150,109,880,320 x 9 / 10, a whole number
 
 
 def _blocks(facts: VllmLogFacts, bpr: int = 540) -> tuple[int, int, tuple[int, ...]]:

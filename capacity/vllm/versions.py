@@ -128,7 +128,7 @@ class VllmSemantics:
         named = release_tuple(self.release) if self.release else None
         if before is None or (named[:2] if named else self.first) >= (0, 30):
             return spec
-        key = "original_max_position_embeddings x RoPE factor (YaRN, vLLM 0.29 and earlier)"
+        key = "the RoPE-scaled length of vLLM 0.29 and earlier"
         return replace(spec, derived_max_model_len=before, max_len_key=key, derived_max_model_len_before_0_30=None)
 
     def runs_mrv2(self, architecture: str, *, moe: bool, quantized: bool, hybrid: bool) -> bool:

@@ -126,11 +126,11 @@ def model_tensors(spec: ModelSpec, source: ModelSource) -> tuple[tuple[StoredTen
     if source.weights is not None and source.weights.tensors:  # the Hub's headers, named (read now or recorded)
         return _stored_tensors(source.weights.tensors), source.weights.source
     if source.parameter_table is not None:
-        recorded = _recorded_parameters(source.parameter_table, source.config_sha256, spec.family.name)
+        recorded = _recorded_parameters(source.parameter_table, source.shapes_config_sha256, spec.family.name)
         if recorded is not None:
             return _stored_tensors(recorded.parameters, MODEL_DTYPE), f"parameters of {spec.architecture} {recorded.source}, recorded in the catalog"
     try:
-        params = _meta_parameters(spec.family, _config_json(source.config))
+        params = _meta_parameters(spec.family, _config_json(source.shapes_config))
     except BadInput:  # a field the family's parameter list needs, named in one line
         raise
     except ImportError as exc:

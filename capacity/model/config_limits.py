@@ -107,6 +107,8 @@ def check_config_sizes(config: dict[str, Any], where: str = "config.json") -> No
             limit = limit_of.get(key)
             if limit is None:
                 continue
+            if any(isinstance(v, (str, bool)) for v in (value if isinstance(value, list) else [value])):
+                raise BadInput(f"{where}: {path}{key} = {value!r} must be a number: fix the config (or the --hf-overrides value)")
             for number in _numbers(value):
                 if isinstance(number, float) and not number.is_integer():
                     raise BadInput(f"{where}: {path}{key} = {number} must be a whole number")

@@ -22,7 +22,7 @@ from typing import Any
 from capacity.errors import BadInput
 from capacity.model.config_limits import check_config_sizes
 from capacity.model.family import FAMILIES_PACKAGE, Family, all_families
-from capacity.model.hf_overrides import with_hf_overrides
+from capacity.model.hf_overrides import shapes_unchanged, with_hf_overrides
 from capacity.model.spec import ModelSpec, derived_max_model_len_before_0_30, scaled_max_model_len
 from capacity.source.resolve import ModelSource, resolve_model
 
@@ -153,10 +153,12 @@ def model_spec(source: ModelSource) -> ModelSpec:
 
 def with_config_overrides(source: ModelSource, overrides: dict[str, Any] | None) -> ModelSource:
     """The model source as vLLM reads it under --hf-overrides: its config.json with the overrides applied
-    (capacity/model/hf_overrides.py); the config's sha256 follows, so no parameter table of the original is used."""
+    (capacity/model/hf_overrides.py). Overrides of RoPE keys alone keep the parameters of the original config (its
+    recorded table, its cached meta build); any other key counts them afresh from the overridden one."""
     if not overrides:
         return source
-    return replace(source, config=with_hf_overrides(source.config, overrides))
+    kept = source.shapes_config if shapes_unchanged(overrides, source.config) else None
+    return replace(source, config=with_hf_overrides(source.config, overrides), config_before_overrides=kept)
 
 
 def load_model(

@@ -46,6 +46,8 @@ class ModelSource:
     files: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
     # where a recorded parameter table may be (capacity/source/parameter_table.py): a catalog entry's, beside its config
     parameter_table: Any = field(default=None, repr=False, compare=False)
+    # the config before --hf-overrides that change no parameter's shape (RoPE keys): its parameters are the model's
+    config_before_overrides: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def processor(self) -> dict[str, Any] | None:
@@ -60,6 +62,15 @@ class ModelSource:
     @property
     def config_sha256(self) -> str:
         return sha256_of(self.config)
+
+    @property
+    def shapes_config(self) -> dict[str, Any]:
+        """The config the parameters' names and shapes come from: the one before --hf-overrides that change none."""
+        return self.config if self.config_before_overrides is None else self.config_before_overrides
+
+    @property
+    def shapes_config_sha256(self) -> str:
+        return sha256_of(self.shapes_config)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -70,3 +70,40 @@ def test_a_rope_factor_the_override_sets_scales_the_length_in_every_version() ->
     YaRN types): Qwen3-8B's 40,960 x 2 under {"rope_type": "dynamic", "factor": 2.0}."""
     _, spec = load_model("Qwen/Qwen3-8B", hf_overrides={"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}})
     assert (spec.derived_max_model_len, spec.derived_max_model_len_before_0_30) == (81_920, None)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ({"rope_scaling": {"rope_type": "yarn", "factor": "x"}}, "factor 'x' must be a number >= 1"),
+        ({"rope_scaling": {"rope_type": "linear", "factor": 0.5}}, "factor 0.5 must be a number >= 1"),
+        ({"rope_scaling": 5}, "rope_scaling = 5: give an object"),
+        ({"rope_theta": "big"}, "rope_theta = 'big' must be a positive number"),
+        ({"text_config": {"num_hidden_layers": 2}}, "has no text_config to update"),
+        ({"num_hidden_layers": "abc"}, "num_hidden_layers = 'abc' must be a number"),
+    ],
+)
+def test_an_override_vllm_would_reject_is_refused_in_one_line(overrides: dict, named: str) -> None:
+    with pytest.raises(BadInput) as refused:
+        load_model("Qwen/Qwen3-8B", hf_overrides=overrides)
+    assert named in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_rope_overrides_keep_the_recorded_parameters_and_import_no_torch() -> None:
+    """RoPE keys shape no parameter: the catalog's recorded table still serves, so the formula path stays torch-free;
+    only the rotary cache (a load buffer) grows with YaRN's length."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, json\n"
+        "from capacity.planning.planner import plan_for\n"
+        "from capacity.serving.config import ServingArgs\n"
+        "from capacity.vllm.versions import planned_semantics\n"
+        f"args = ServingArgs(max_model_len=131072, tensor_parallel_size=4, hf_overrides={{'rope_scaling': {YARN!r}}})\n"
+        "plan = plan_for('Qwen/Qwen3-32B', args, 'H100-SXM', semantics=planned_semantics('0.10.0'))\n"
+        "plain = plan_for('Qwen/Qwen3-32B', ServingArgs(max_model_len=40960, tensor_parallel_size=4), 'H100-SXM')\n"
+        "print(json.dumps([plan.memory['weights'].bytes == plain.memory['weights'].bytes, 'torch' in sys.modules]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[true, false]"

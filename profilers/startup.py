@@ -200,11 +200,11 @@ def bytecode_note(package: str = "torch") -> str | None:
     It does when the install holds no valid .pyc for it and Python may not write one (PYTHONDONTWRITEBYTECODE, or a
     read-only folder): on the H200 machine (PYTHONDONTWRITEBYTECODE=1, no bytecode shipped for torch, sympy and
     numpy) that is about 1,700 modules compiled in every run. Finds the package without importing it."""
-    why = _compiled_in_every_run(package)
-    if why is None:
+    found = _compiled_in_every_run(package)
+    if found is None:
         return None
     return (
-        f"Python compiled {package} from source: the install has no valid bytecode for it and {why}, so every run compiles it again "
+        f"Python compiled {package} from source: the install has no valid bytecode for it and {found[1]}, so every run compiles it again "
         "(--no-cache or CAPACITY_NO_CACHE=1 keeps capacity from caching it); with bytecode cached the imports take seconds less"
     )
 
@@ -232,14 +232,14 @@ def cache_bytecode(folder: os.PathLike[str] | str | None, package: str = "torch"
 
     Python's own mirror tree (sys.pycache_prefix, PEP 3147 names; the source's mtime and size checked at each
     import, so a changed source is compiled again) within this process; the sources and the environment are not
-    touched. Must run before `package` is imported. On the H200 machine, with the bytecode cached, a whisper-large-v3
-    profile took 9.64 s where the same machine compiling torch, sympy and numpy in every run took 15.87 s
-    (bench/results/profile-speed-2026-12-02c)."""
+    touched. Must run before `package` is imported. On the H200 machine a whisper-large-v3 profile took a median
+    7.48 s from the second run on, 13.74 s with the cache off (bench/results/profile-speed-2026-12-02d)."""
     if folder is None or package in sys.modules:
         return None
-    why = _compiled_in_every_run(package)
-    if why is None:
+    found = _compiled_in_every_run(package)
+    if found is None:
         return None
+    source, why = found
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError:
@@ -248,8 +248,6 @@ def cache_bytecode(folder: os.PathLike[str] | str | None, package: str = "torch"
         return None
     sys.pycache_prefix = os.path.abspath(folder)
     sys.dont_write_bytecode = False
-    source = _source_of(package)
-    assert source is not None  # _compiled_in_every_run found it
     return BytecodeCache(sys.pycache_prefix, why, _valid_bytecode(source, importlib.util.cache_from_source(source)))
 
 
@@ -265,9 +263,9 @@ def _source_of(package: str) -> str | None:
     return spec.origin
 
 
-def _compiled_in_every_run(package: str) -> str | None:
-    """Why Python compiles `package` from source in every process here (no valid bytecode, and Python may not write
-    one), or None when it does not."""
+def _compiled_in_every_run(package: str) -> tuple[str, str] | None:
+    """(its source file, why) where Python compiles `package` from source in every process here (no valid bytecode,
+    and Python may not write one); None when it does not."""
     source = _source_of(package)
     if source is None:
         return None
@@ -277,7 +275,7 @@ def _compiled_in_every_run(package: str) -> str | None:
     folder = os.path.dirname(cached)
     if not sys.dont_write_bytecode and os.access(folder if os.path.isdir(folder) else os.path.dirname(folder), os.W_OK):
         return None  # Python writes it this time: compiled once
-    return "PYTHONDONTWRITEBYTECODE is set" if sys.dont_write_bytecode else f"{folder} is read-only"
+    return source, "PYTHONDONTWRITEBYTECODE is set" if sys.dont_write_bytecode else f"{folder} is read-only"
 
 
 def _valid_bytecode(source: str, cached: str) -> bool:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from capacity.memory.term import ESTIMATED, EXACT, MemoryTerm
 from capacity.memory.weights import skipped_towers, weight_layout
 from capacity.model.family import ModelBuffer
+from capacity.model.spec import keyed_by_layer_type
 from capacity.serving.config import ServingConfig
 from capacity.source.resolve import ModelSource
 from capacity.units import MiB
@@ -135,7 +136,7 @@ def _rope_entries(text: dict[str, Any], head_size: int) -> list[tuple[dict[str, 
     rotary embedding. transformers 5 keys the sets by layer type: taken in the order the layers first use them, and
     Gemma-4's full-attention layers call get_rope with `global_head_dim` (Gemma4DecoderLayer: per_layer_config)."""
     params = text.get("rope_parameters")
-    if isinstance(params, dict) and params and all(isinstance(v, dict) for v in params.values()):
+    if keyed_by_layer_type(params):
         types = text.get("layer_types")
         order = list(dict.fromkeys(t for t in types if t in params)) if isinstance(types, list) else []
         order += [k for k in params if k not in order]

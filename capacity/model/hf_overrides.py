@@ -14,6 +14,7 @@ import copy
 from typing import Any
 
 from capacity.errors import BadInput
+from capacity.model.spec import keyed_by_layer_type
 from capacity.user_files import json_object
 
 
@@ -54,8 +55,7 @@ def check_overrides(config: dict[str, Any], overrides: dict[str, Any], path: str
         if isinstance(value, dict) and isinstance(config.get(key), dict) and is_nested_config(key, config[key]):
             check_overrides(config[key], value, f"{path}{key}.")
         elif key in ("rope_scaling", "rope_parameters") and value is not None:
-            entries = list(value.values()) if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()) else [value]
-            for entry in entries:
+            for entry in list(value.values()) if keyed_by_layer_type(value) else [value]:
                 if not isinstance(entry, dict):
                     raise BadInput(f"{where} = {value!r}: give an object like {{\"rope_type\": \"yarn\", \"factor\": 4.0, ...}}")
                 factor = entry.get("factor")

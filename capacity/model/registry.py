@@ -143,7 +143,8 @@ def spec_from_files(
     text = family.text_config(config)
     if spec.derived_max_model_len != scaled_max_model_len(text)[0]:  # a length of the family's own (encoder-decoder, ...)
         return spec
-    return replace(spec, derived_max_model_len_before_0_30=derived_max_model_len_before_0_30(text, str(config.get("model_type", ""))))
+    before = derived_max_model_len_before_0_30(text, str(config.get("model_type", "")), spec.derived_max_model_len)
+    return replace(spec, derived_max_model_len_before_0_30=before)
 
 
 def model_spec(source: ModelSource) -> ModelSpec:

@@ -171,22 +171,40 @@ def derive_max_model_len(text_config: dict[str, Any]) -> tuple[int, str]:
 ROPE_TYPES_ALREADY_SCALED = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
 
 
+def keyed_by_layer_type(params: Any) -> bool:
+    """Whether a RoPE setting holds one entry per layer type (transformers 5's `rope_parameters`: every value an object)."""
+    return isinstance(params, dict) and bool(params) and all(isinstance(v, dict) for v in params.values())
+
+
+def rope_entries(text_config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The RoPE entries vLLM iterates (iter_rope_parameters): `rope_parameters` (flat, or one per layer type), else the
+    legacy `rope_scaling`; [] without either."""
+    params = text_config.get("rope_parameters") or text_config.get("rope_scaling")
+    if not isinstance(params, dict) or not params:
+        return []
+    return list(params.values()) if keyed_by_layer_type(params) else [params]
+
+
+def _rope_type(entry: dict[str, Any]) -> str:
+    return entry.get("rope_type", entry.get("type", "default"))
+
+
+def _last_factor(entries: list[dict[str, Any]], scaled_types: tuple[str, ...]) -> float:
+    """The `factor` of the last entry whose type is not in `scaled_types`, else 1.0 (null too: vLLM falls back to 1.0)."""
+    factor: Any = 1.0
+    for entry in entries:
+        if _rope_type(entry) not in scaled_types:
+            factor = entry.get("factor", factor)
+    return float(factor) if isinstance(factor, (int, float)) and not isinstance(factor, bool) else 1.0
+
+
 def rope_scaling_factor(text_config: dict[str, Any]) -> float:
     """The factor vLLM multiplies the derived max_model_len by (vLLM: _get_and_verify_max_len, over
     iter_rope_parameters): the `factor` of the last RoPE entry whose type is not already scaled, else 1.0.
 
     Reads `rope_parameters` (transformers 5: flat, or one entry per layer type), else the legacy `rope_scaling`.
     vLLM skips the factor for Gemma-3 (its length is already scaled); callers of other families decide that."""
-    params = text_config.get("rope_parameters") or text_config.get("rope_scaling")
-    if not isinstance(params, dict) or not params:
-        return 1.0
-    entries = [p for p in params.values() if isinstance(p, dict)] if all(isinstance(p, dict) for p in params.values()) else [params]
-    factor: float | None = 1.0
-    for entry in entries:
-        rope_type = entry.get("rope_type", entry.get("type", "default"))
-        if rope_type not in ROPE_TYPES_ALREADY_SCALED:
-            factor = entry.get("factor", factor)
-    return float(factor) if isinstance(factor, (int, float)) and not isinstance(factor, bool) else 1.0  # null: vLLM falls back to 1.0
+    return _last_factor(rope_entries(text_config), ROPE_TYPES_ALREADY_SCALED)
 
 
 def vllm_max_model_len(text_config: dict[str, Any], model_type: str) -> tuple[int, str]:
@@ -198,26 +216,18 @@ def vllm_max_model_len(text_config: dict[str, Any], model_type: str) -> tuple[in
     return max_len, key
 
 
-def derived_max_model_len_before_0_30(text_config: dict[str, Any], model_type: str) -> int | None:
+def derived_max_model_len_before_0_30(text_config: dict[str, Any], model_type: str, now: int) -> int | None:
     """vLLM 0.29 and earlier (_get_and_verify_max_len, read in 0.10.0, 0.15.1, 0.20.0, 0.25.0, 0.28.0 and 0.29.0): every
     RoPE type but su / longrope / llama3 applies its factor, and a YaRN entry first sets the length to its
-    original_max_position_embeddings (from 0.30.0 YaRN's length counts as already scaled). None where this gives the
-    0.30+ length, or for Gemma-3 (skipped by both)."""
-    params = text_config.get("rope_parameters") or text_config.get("rope_scaling")
-    if "gemma3" in model_type or not isinstance(params, dict) or not params:
+    original_max_position_embeddings (from 0.30.0 YaRN's length counts as already scaled). None where this gives
+    `now` (the 0.30+ length), or for Gemma-3 (skipped by both)."""
+    entries = rope_entries(text_config)
+    if "gemma3" in model_type or not entries:
         return None
-    entries = [p for p in params.values() if isinstance(p, dict)] if all(isinstance(p, dict) for p in params.values()) else [params]
-    length: float = derive_max_model_len(text_config)[0]
-    factor: Any = 1.0
-    for entry in entries:
-        rope_type = entry.get("rope_type", entry.get("type", "default"))
-        if rope_type not in ("su", "longrope", "llama3"):
-            factor = entry.get("factor", factor)
-            if rope_type == "yarn" and isinstance(entry.get("original_max_position_embeddings"), int):
-                length = entry["original_max_position_embeddings"]
-    factor = float(factor) if isinstance(factor, (int, float)) and not isinstance(factor, bool) else 1.0
-    before = int(length * factor)
-    return None if before == scaled_max_model_len(text_config)[0] else before
+    originals = [e["original_max_position_embeddings"] for e in entries if _rope_type(e) == "yarn" and isinstance(e.get("original_max_position_embeddings"), int)]
+    length = originals[-1] if originals else derive_max_model_len(text_config)[0]
+    before = int(length * _last_factor(entries, ("su", "longrope", "llama3")))
+    return None if before == now else before
 
 
 def scaled_max_model_len(text_config: dict[str, Any]) -> tuple[int, str, float]:

@@ -228,4 +228,3 @@ def logged_model_runner(line: str) -> bool | None:
     if "[gpu_model_runner.py:" in line:
         return False
     return True if "[model_runner.py:" in line else None
-

@@ -10,7 +10,7 @@ from capacity.model.families.common import config_dtype, need, sub
 from capacity.model.families.decoder_only import decoder_shape
 from capacity.model.family import EncoderInput, Family, Tower
 from capacity.model.items.pan_and_scan import PanAndScan
-from capacity.model.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len
+from capacity.model.spec import EncoderShape, Modality, ModelSpec, VllmSupport, derive_max_model_len, keyed_by_layer_type
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
@@ -51,7 +51,7 @@ def rope_parameters(text: dict[str, Any]) -> dict[str, dict[str, Any]]:
     default rope of rope_local_base_freq (default 1e4). vLLM's Gemma3Attention calls get_rope with
     config.rope_parameters[layer_type]: two caches (vllm/model_executor/models/gemma3.py)."""
     given = text.get("rope_parameters")
-    if isinstance(given, dict) and all(isinstance(v, dict) for v in given.values()) and given:
+    if keyed_by_layer_type(given):
         return given
     scaling = text.get("rope_scaling") if isinstance(text.get("rope_scaling"), dict) else {}
     full = {"rope_type": "default", **scaling, "rope_theta": text.get("rope_theta", ROPE_THETA["full_attention"])}

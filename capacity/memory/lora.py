@@ -35,7 +35,7 @@ from typing import Any
 
 from capacity.errors import BadInput
 from capacity.kv.layers import DTYPE_BYTES
-from capacity.memory.cuda_graphs import H200_CAPTURE, MIN_GRAPH_BYTES, graph_estimate, pieces_per_size
+from capacity.memory.cuda_graphs import H200_CAPTURE, MIN_GRAPH_BYTES, GraphCaptureCost, graph_estimate, pieces_per_size
 from capacity.memory.term import ESTIMATED, EXACT, MemoryTerm
 from capacity.memory.weights import weight_layout
 from capacity.model.spec import ModelSpec
@@ -225,16 +225,17 @@ def shrink_buffer_bytes(lora: LoraConfig, tokens: int) -> int:
     return allocated(3, tokens, lora.max_lora_rank, dtype_bytes=4)
 
 
-def lora_graph_bytes(spec: ModelSpec, serving: ServingConfig, sm100: bool, runner: str) -> tuple[int, int]:
-    """(bytes, graphs) of the second set of graphs vLLM captures with LoRA active, at capacity's per-graph costs:
-    MRV2 measures every PIECEWISE graph (pieces x 140 KiB each) and extrapolates FULL graphs at max(s2, 1 MiB); the
-    V1 runner charges max(per size, 1 MiB) for both modes (capacity/memory/cuda_graphs.py)."""
-    estimate = graph_estimate(spec, serving, sm100, runner)
+def lora_graph_bytes(spec: ModelSpec, serving: ServingConfig, sm100: bool, runner: str, cost: GraphCaptureCost = H200_CAPTURE) -> tuple[int, int]:
+    """(bytes, graphs) of the second set of graphs vLLM captures with LoRA active, at `cost`'s per-graph costs (the
+    GPU's: capacity/memory/unified_memory.py capture_cost): MRV2 measures every PIECEWISE graph (pieces x one piece's
+    cost) and extrapolates FULL graphs at max(s2, 1 MiB); the V1 runner charges max(per size, 1 MiB) for both modes
+    (capacity/memory/cuda_graphs.py)."""
+    estimate = graph_estimate(spec, serving, sm100, runner, cost)
     if estimate is None:
         return 0, 0
     pieces = pieces_per_size(spec.decoder)
-    full_graph = max(H200_CAPTURE.full_graph_bytes(spec.decoder), MIN_GRAPH_BYTES)
-    piece_bytes = pieces * H200_CAPTURE.piece_graph_bytes
+    full_graph = max(cost.full_graph_bytes(spec.decoder), MIN_GRAPH_BYTES)
+    piece_bytes = pieces * cost.piece_graph_bytes
     if runner != "MRV2":
         piece_bytes = max(piece_bytes, MIN_GRAPH_BYTES)
     return estimate.piecewise_sizes * piece_bytes + estimate.full_sizes * full_graph, estimate.piecewise_sizes + estimate.full_sizes
@@ -249,10 +250,11 @@ def lora_memory(
     rules: LoraRules,
     version: str,
     logits_cost: Callable[[int], int],
+    graph_cost: GraphCaptureCost = H200_CAPTURE,
 ) -> LoraMemory:
     """LoRA's memory on rank 0 under `serving.lora` (which must be set), as vLLM `version` allocates it (`rules`).
     `logits_cost(columns)`: what that many more logit columns cost the sampler (the planner's sampler form), for the
-    extra vocabulary before 0.12."""
+    extra vocabulary before 0.12; `graph_cost`: what one CUDA graph costs on the GPU (the plan's graphs use the same)."""
     lora = serving.lora
     if lora is None:
         raise ValueError("lora_memory needs serving.lora")
@@ -267,7 +269,7 @@ def lora_memory(
     per_layer = layer_bytes(s, lora, tp)
     # each size captured once, with LoRA active: MRV2 before 0.24, the V1 runner before 0.12
     one_set = not (rules.mrv2_lora_graphs if runner == "MRV2" else rules.v1_lora_graphs)
-    graphs, n_extra = (0, 0) if serving.enforce_eager or one_set else lora_graph_bytes(spec, serving, sm100, runner)
+    graphs, n_extra = (0, 0) if serving.enforce_eager or one_set else lora_graph_bytes(spec, serving, sm100, runner, graph_cost)
     return LoraMemory(
         per_layer_bytes=per_layer,
         layers_bytes=per_layer * s.num_layers,

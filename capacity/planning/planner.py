@@ -200,7 +200,7 @@ def plan_without_suggestion(
         "collectives": collectives_term(serving, gpu, profile),
     }
     if lora_rules is not None:  # --enable-lora: the LoRA terms (capacity/memory/lora.py); none otherwise
-        lora = lora_memory(spec, source, serving, gpu.sm100, "MRV2" if mrv2 else "V1", lora_rules, semantics.name, logits_cost)
+        lora = lora_memory(spec, source, serving, gpu.sm100, "MRV2" if mrv2 else "V1", lora_rules, semantics.name, logits_cost, capture_cost(gpu))
         memory.update(lora_terms(lora, serving.lora, spec.decoder.num_layers, semantics.name))
         n_graphs += lora.extra_graphs
     if profile is not None:

@@ -157,6 +157,18 @@ def test_model_runner_v2_of_0_23_captures_its_graphs_once_with_lora_and_0_24_twi
         assert (graphs["bytes"] > 0) == doubled and graphs["kind"] == ("estimated" if doubled else "exact")
 
 
+@pytest.mark.parametrize(("gpu", "factor"), [("H200", 1.0), ("GB10", 2.402)])
+def test_lora_graphs_cost_what_one_graph_costs_on_the_gpu(capsys, gpu, factor):
+    """The second graph set (lora cases [0, max_loras + 1]) at max_num_seqs 256: 51 PIECEWISE sizes of 37 pieces and
+    35 FULL decode graphs of 36 layers, each at the GPU's per-graph cost: 140 KiB a piece and 40 KiB a FULL layer on
+    the H200, 2.402 x that on a GB10, whose vLLM counts each graph's host side (capacity/memory/unified_memory.py)."""
+    code = main(["plan", "--model", "Qwen3-8B", "--gpu", gpu, "--estimate", "formula", "--enable-lora", "--max-num-seqs", "256", "--json", "-"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    piece, layer = round(140 * 1024 * factor), round(40 * 1024 * factor)
+    assert json.loads(out.out)["memory"]["lora_cuda_graphs"]["bytes"] == 51 * 37 * piece + 35 * 36 * layer
+
+
 # Llama-3.1-8B (catalog config): hidden 4096, intermediate 14336, 32 query and 8 KV heads of 128, vocab 128,256 (a
 # multiple of 256), 32 layers, untied, bfloat16. Before 0.12 vLLM builds LoRA with 256 extra vocabulary rows per adapter.
 LLAMA_VOCAB, LLAMA_FFN, LLAMA_LAYERS, E = 128_256, 14_336, 32, 256

@@ -148,6 +148,10 @@ class Row:
     plan_rules: str = ""
     gpu_family: str = ""  # bench/log_groups.py
     model_kind: str = ""
+    # Will it start: the error hazards of the reconcile plan (vLLM refuses, or runs out of memory starting), and the
+    # sidecar's `outcome` where the log's start did not complete ("" where it did, or the excerpt does not say)
+    start_errors: list[str] = field(default_factory=list)
+    outcome: str = ""
 
 
 def gpu_argument(meta: dict[str, Any], facts: VllmLogFacts) -> tuple[str | None, str]:
@@ -221,6 +225,7 @@ def predict(log: Path, *, formula: bool) -> Row:
     version = facts.version
     sem = log_semantics(facts)  # its name and whether it plans; the sidecar's env reaches the plan through reconcile_arguments
     row = Row(log.name, split_of(log.name), meta.get("model"), meta.get("gpu"), version, sem.name if sem else None)
+    row.outcome = meta.get("outcome", "")
     eager = bool(meta.get("knobs", {}).get("enforce_eager") or facts.engine_config.get("enforce_eager") or facts.log_knobs.get("enforce_eager"))
     row.compile_cache = "eager" if eager else facts.compile_cache.state if facts.compile_cache is not None else "not shown"
     stated_cache = meta.get("compile_cache")  # what the log's source says of the cache where its lines show none
@@ -275,6 +280,7 @@ def predict(log: Path, *, formula: bool) -> Row:
     row.gpu = f"{gpu.name} ({gpu.total_memory_bytes / GiB:.2f} GiB, {gpu.source})"
     row.gpu_family = gpu_family(plan, named=gpu_argument(meta, facts)[0] is not None)
     row.model_kind = model_kind(plan)
+    row.start_errors = [h.id for h in plan.hazards if h.severity == "error"]
     requested_log = facts.requested_gib
     requested = requested_log * GiB if requested_log is not None else plan.requested_memory_bytes
     kv_printed = row.vllm["available_kv"] if facts.kv_cache_memory_reserved_gib is None else None
@@ -302,6 +308,8 @@ def predict(log: Path, *, formula: bool) -> Row:
         "capacity_terms_gib": {k: round(m[k].bytes / GiB, 3) for k in ("weights", "load_buffers", "activation_peak", "encoder_cache", "non_torch", "cuda_graphs")},
         "log_cuda_graph_estimate_gib": facts.cudagraph_estimate_gib(plan.gpu.total_memory_bytes / GiB),
         "log_graph_capture_gib": facts.graph_capture_gib if facts.graph_capture_gib is not None else facts.cudagraph_actual_gib,
+        # capacity's estimate of the graphs, set aside or captured after the KV cache (then 0 in cuda_graphs)
+        "capacity_graph_estimate_gib": round(max(m["cuda_graphs"].bytes, plan.graphs_after_budget_bytes) / GiB, 3),
         "requested_gib": {"log": requested_log, "capacity": round(plan.requested_memory_bytes / GiB, 3)},
         "vllm_non_weights_gib": None if vllm_non_kv is None or facts.model_loading_gib is None else round(vllm_non_kv - facts.model_loading_gib, 3),
         "capacity_non_weights_gib": round((plan.non_kv_bytes - loaded_bytes(plan)) / GiB, 3),
@@ -500,6 +508,33 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[s
                 lines.append(
                     f"- {half} {t}: {a_['median_abs_percent']} / {a_['worst_abs_percent']} -> {b_['median_abs_percent']} / {b_['worst_abs_percent']}"
                 )
+    lines += ["", "## Will it start: capacity's error hazards against the start the log shows", ""]
+    flagged = [r for r in plannable if r.start_errors or r.outcome]
+    lines.append(
+        f"{sum(bool(r.start_errors) and not r.outcome for r in plannable)} of {sum(not r.outcome for r in plannable)} plannable logs whose start "
+        f"completed (or whose excerpt does not say otherwise) raise an error hazard; {sum(bool(r.start_errors) and bool(r.outcome) for r in plannable)} "
+        f"of {sum(bool(r.outcome) for r in plannable)} whose start failed do."
+    )
+    lines += [""] + [f"- **{r.log}**: capacity {', '.join(r.start_errors) or 'no error hazard'}; the log: {r.outcome or 'started'}" for r in flagged]
+    lines += [
+        "",
+        "## CUDA graphs: capacity's estimate against what vLLM logged",
+        "",
+        "Where a log prints vLLM's own estimate ('Estimated CUDA graph memory', or the utilization it is equivalent to) or the",
+        "capture itself ('Graph capturing finished ... took X GiB'); capacity's figure is its estimate whether the version sets",
+        "it aside or captures the graphs after the KV cache (`graphs_after_budget_bytes`). Ratio: the capture logged over",
+        "capacity's estimate.",
+        "",
+    ]
+    graph_rows = []
+    for r in plannable:
+        b = r.breakdown
+        est, took, mine = b.get("log_cuda_graph_estimate_gib"), b.get("log_graph_capture_gib"), b.get("capacity_graph_estimate_gib")
+        if est is None and took is None:
+            continue
+        ratio = f"{took / mine:.2f}" if took is not None and mine else "-"
+        graph_rows.append((r.log, r.split, r.vllm_version or "-", _fmt(est, pct=False), _fmt(took, pct=False), _fmt(mine, pct=False), ratio))
+    lines += _table(("log", "half", "vLLM", "vLLM's estimate (GiB)", "capture logged (GiB)", "capacity (GiB)", "ratio"), graph_rows)
     lines += ["", "## Cause of every miss above 3 %", ""]
     for r in plannable:
         misses = [t for t in TERMS if r.error_percent.get(t) is not None and abs(r.error_percent[t]) > MISS_PERCENT]

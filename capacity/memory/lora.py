@@ -298,9 +298,10 @@ def extra_vocab(s: LoraShapes, lora: LoraConfig, rules: LoraRules, version: str)
     return (rules.extra_vocab if given is None else given) if s.embeddings else 0
 
 
-def lora_terms(memory: LoraMemory, lora: LoraConfig, layers: int, version: str) -> dict[str, MemoryTerm]:
+def lora_terms(memory: LoraMemory, lora: LoraConfig, layers: int, version: str, graphs_in_budget: bool = True) -> dict[str, MemoryTerm]:
     """The plan's LoRA terms: the buffers (in the model load), the rows an extra vocabulary adds to the model (before
-    0.12), the shrink buffer (activation peak), the LoRA graphs."""
+    0.12), the shrink buffer (activation peak), the LoRA graphs: 0 where the version captures its graphs after sizing
+    the KV cache (`graphs_in_budget` False), as the plan's own graphs."""
     shape = f"{plural(lora.max_loras, 'adapter')} of rank {lora.max_lora_rank} in {lora.lora_dtype}" + (", fully sharded" if lora.fully_sharded_loras else "")
     lm = f" + embedding {memory.embedding_bytes:,} + LM head {memory.lm_head_bytes:,}" if memory.embedding_bytes else " (the class wraps no embedding or LM head)"
     vocab = f" with {memory.extra_vocab} extra vocabulary rows per adapter" if memory.extra_vocab else ""
@@ -330,11 +331,14 @@ def lora_terms(memory: LoraMemory, lora: LoraConfig, layers: int, version: str) 
         f"the profile run's largest LoRA shrink buffer (qkv_proj: 3 x max_num_batched_tokens x rank x 4 B){wider}, taken as on top of the activation peak",
     )
     # CudagraphDispatcher._get_lora_cases / MRV2 get_lora_capture_cases (0.24+): [0, max_loras + 1]
+    again = f"{plural(memory.extra_graphs, 'graph')} captured again with LoRA active (cudagraph_specialize_lora)"
     terms["lora_cuda_graphs"] = MemoryTerm(
-        memory.graph_bytes,
-        ESTIMATED if memory.extra_graphs else EXACT,
-        f"{plural(memory.extra_graphs, 'graph')} captured again with LoRA active (cudagraph_specialize_lora), at capacity's per-graph "
-        "capture costs (LoRA's graphs hold more kernels: likely low)"
+        memory.graph_bytes if graphs_in_budget else 0,
+        ESTIMATED if memory.extra_graphs and graphs_in_budget else EXACT,
+        f"{again}, at capacity's per-graph capture costs (LoRA's graphs hold more kernels: likely low)"
+        if memory.extra_graphs and graphs_in_budget
+        else f"{again}, after the KV cache is sized: vLLM {version} sets no memory aside for them (they come out of the "
+        f"utilization headroom); capacity's estimate would be {memory.graph_bytes:,} B"
         if memory.extra_graphs
         else f"vLLM {version}'s runner captures each size once, with LoRA active: no second set"
         if memory.one_graph_set

@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from capacity.gpu.windows import DESKTOP_IDLE_BYTES, DESKTOP_IDLE_REFERENCE, under_wsl
 from capacity.kv.specs import MambaSpec, kv_heads_per_rank
 from capacity.planning.kv_groups import max_model_len_that_fits
 from capacity.planning.plan import ERROR, INFO, WARNING, Hazard
@@ -357,6 +358,63 @@ def memory_at_startup(plan: Plan) -> Iterator[Hazard]:
             else memory_levers(plan, sized_by_batch="; cross-attention and sliding windows size by it") or "use a larger GPU or more tensor parallelism",
             (("max_model_len", fits),) if fits else (),
         )
+
+
+# Terms vLLM frees after its memory profile: the activation peak, the profiled encoder outputs, LoRA's shrink buffer
+TRANSIENT_TERMS = ("activation_peak", "encoder_cache", "lora_activations")
+
+
+def room_after_kv_cache(plan: Plan) -> int:
+    """What is free once the KV cache is allocated: the free bytes at vLLM's snapshot less what the process then holds
+    (its non-KV memory without the profile's transients, the KV blocks, the block tables)."""
+    transient = sum(plan.memory[k].bytes for k in TRANSIENT_TERMS if k in plan.memory)
+    held = plan.non_kv_bytes - transient + plan.kv.num_blocks * plan.kv.bytes_per_block + plan.memory["block_tables"].bytes
+    return plan.free_at_startup_bytes - held
+
+
+@check
+def graph_capture_oom(plan: Plan) -> Iterator[Hazard]:
+    """Where the version sizes the KV cache without setting CUDA-graph memory aside, the graphs are captured in what is
+    left (GPUModelRunner.capture_model after initialize_kv_cache): more than that is a CUDA OOM at capture."""
+    s, graphs = plan.serving, plan.graphs_after_budget_bytes
+    if not graphs or s.pipeline_parallel_size > 1 or plan.gpu.unified_memory or plan.kv.available_bytes <= 0:
+        return
+    if s.kv_cache_memory_bytes is None and plan.requested_memory_bytes > plan.free_at_startup_bytes:
+        return  # vLLM refuses before it sizes anything (requested_exceeds_free)
+    room = room_after_kv_cache(plan)
+    if graphs <= room:
+        return
+    short = graphs - room
+    fitting = 0.0 if s.kv_cache_memory_bytes is not None else math.floor((plan.requested_memory_bytes - short) / plan.gpu.total_memory_bytes * 100) / 100
+    lower = f"lower --gpu-memory-utilization to {fitting:.2f}, or " if fitting > 0 else ""
+    yield Hazard(
+        "graph_capture_oom",
+        ERROR,
+        f"vLLM {plan.semantics.name} captures its CUDA graphs after sizing the KV cache and sets no memory aside for them: they need about "
+        f"{gib(graphs)} (estimated), but about {gib(max(room, 0))} is left once the KV cache is allocated: CUDA out of memory at graph capture",
+        f"{lower}pass --enforce-eager (no graphs)",
+        (("gpu_memory_utilization", fitting),) if fitting > 0 else (("enforce_eager", True),),
+    )
+
+
+@check
+def windows_desktop_memory(plan: Plan) -> Iterator[Hazard]:
+    """Under WSL2 the desktop's memory counts against vLLM's startup check (capacity/gpu/windows.py): warn when the
+    headroom above the request is less than an idle desktop was measured to hold."""
+    s = plan.serving
+    headroom = plan.free_at_startup_bytes - plan.requested_memory_bytes
+    if not under_wsl(plan.gpu) or s.kv_cache_memory_bytes is not None or headroom < 0 or headroom >= DESKTOP_IDLE_BYTES:
+        return
+    fitting = math.floor((plan.free_at_startup_bytes - DESKTOP_IDLE_BYTES) / plan.gpu.total_memory_bytes * 100) / 100
+    yield Hazard(
+        "windows_desktop_memory",
+        WARNING,
+        f"under WSL2 the Windows desktop holds memory on a GPU that drives a display ({DESKTOP_IDLE_REFERENCE}); vLLM "
+        f"refuses to start unless the requested {gib(plan.requested_memory_bytes)} is free, which leaves Windows only "
+        f"about {headroom // MiB:,} MiB",
+        f"check nvidia-smi's used memory before starting, or lower --gpu-memory-utilization to {fitting:.2f}",
+        (("gpu_memory_utilization", fitting),) if fitting > 0 else (),
+    )
 
 
 @check

@@ -148,6 +148,9 @@ class Plan:
     max_model_len_that_fits: int
     parameter_count: int
     cuda_graph_count: int
+    # The CUDA graphs (with LoRA's second set) vLLM captures after sizing the KV cache where the version sets no memory
+    # aside for them (planning/planner.py graphs_in_budget): the headroom above the KV cache must hold them; 0 otherwise
+    graphs_after_budget_bytes: int
     semantics: VllmSemantics  # the vLLM version's rules it was planned with (capacity.vllm.versions; LATEST: 0.33's)
     hazards: tuple[Hazard, ...] = ()
     notes: tuple[str, ...] = field(default=())
@@ -271,6 +274,7 @@ class Plan:
                 "requested_bytes": self.requested_memory_bytes,
                 "free_at_startup_bytes": self.free_at_startup_bytes,
                 "non_kv_bytes": self.non_kv_bytes,
+                "graphs_after_budget_bytes": self.graphs_after_budget_bytes,
             },
             "kv_cache": {
                 "available_bytes": self.kv.available_bytes,

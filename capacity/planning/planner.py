@@ -69,6 +69,16 @@ def block_tables_term(groups: list[KVGroup], widths: list[int], serving: Serving
     )
 
 
+def graphs_in_budget(semantics: VllmSemantics, gpu: Gpu, mrv2: bool) -> bool:
+    """Whether vLLM sets its CUDA-graph estimate aside in the KV budget (Worker.determine_available_memory's
+    cudagraph_memory_estimate_applied); where not, the graphs are captured after the KV cache, out of the headroom."""
+    if not semantics.subtracts_cudagraph_estimate:
+        return False
+    if gpu.platform == "rocm" and not semantics.cudagraph_estimate_on_rocm:
+        return False
+    return not mrv2 or semantics.mrv2_cudagraph_estimate
+
+
 def graphs_set_aside(
     spec: ModelSpec, serving: ServingConfig, gpu: Gpu, semantics: VllmSemantics, mrv2: bool
 ) -> tuple[MemoryTerm, int]:
@@ -77,20 +87,24 @@ def graphs_set_aside(
     graphs, n_graphs = cuda_graph_term(spec, serving, gpu.sm100, capture_cost(gpu))
     if not graphs.bytes:
         return graphs, n_graphs
-    would_be = f"capacity's estimate would be {graphs.bytes:,} B ({graphs.kind})"
-    if not semantics.subtracts_cudagraph_estimate:
-        return MemoryTerm(0, EXACT, f"vLLM {semantics.name} sets no memory aside for CUDA graphs (they come out of the utilization headroom); {would_be}"), n_graphs
-    if gpu.platform == "rocm" and not semantics.cudagraph_estimate_on_rocm:
-        return MemoryTerm(0, EXACT, f"vLLM {semantics.name} profiles CUDA graphs on CUDA only (current_platform.is_cuda()): no estimate on ROCm"), n_graphs
+    if not graphs_in_budget(semantics, gpu, mrv2):
+        would_be = f"capacity's estimate would be {graphs_captured_after_budget(spec, serving, gpu, mrv2):,} B ({graphs.kind})"
+        if not semantics.subtracts_cudagraph_estimate:
+            why = f"vLLM {semantics.name} sets no memory aside for CUDA graphs (they come out of the utilization headroom); {would_be}"
+        elif gpu.platform == "rocm" and not semantics.cudagraph_estimate_on_rocm:
+            why = f"vLLM {semantics.name} profiles CUDA graphs on CUDA only (current_platform.is_cuda()): no estimate on ROCm; {would_be}"
+        else:
+            why = f"vLLM {semantics.name}'s Model Runner V2 returns 0 from profile_cudagraph_memory: its graphs come out of the utilization headroom; {would_be}"
+        return MemoryTerm(0, EXACT, why), n_graphs
     if not mrv2:
         return v1_cuda_graph_term(spec, serving, gpu.sm100, capture_cost(gpu))
-    if not semantics.mrv2_cudagraph_estimate:
-        return MemoryTerm(
-            0,
-            EXACT,
-            f"vLLM {semantics.name}'s Model Runner V2 returns 0 from profile_cudagraph_memory: its graphs come out of the utilization headroom; {would_be}",
-        ), n_graphs
     return graphs, n_graphs
+
+
+def graphs_captured_after_budget(spec: ModelSpec, serving: ServingConfig, gpu: Gpu, mrv2: bool) -> int:
+    """What the graphs cost when they are captured after the KV cache is sized, by the runner's own estimate form."""
+    form = cuda_graph_term if mrv2 else v1_cuda_graph_term
+    return form(spec, serving, gpu.sm100, capture_cost(gpu))[0].bytes
 
 
 def lora_rules_of(semantics: VllmSemantics) -> LoraRules:
@@ -199,10 +213,13 @@ def plan_without_suggestion(
         "cuda_context": cuda_context_term(serving),
         "collectives": collectives_term(serving, gpu, profile),
     }
+    # graphs vLLM captures after sizing the KV cache, where it sets none aside (the headroom must hold them)
+    after_budget = 0 if graphs_in_budget(semantics, gpu, mrv2) else graphs_captured_after_budget(spec, serving, gpu, mrv2)
     if lora_rules is not None:  # --enable-lora: the LoRA terms (capacity/memory/lora.py); none otherwise
         lora = lora_memory(spec, source, serving, gpu.sm100, "MRV2" if mrv2 else "V1", lora_rules, semantics.name, logits_cost, capture_cost(gpu))
-        memory.update(lora_terms(lora, serving.lora, spec.decoder.num_layers, semantics.name))
+        memory.update(lora_terms(lora, serving.lora, spec.decoder.num_layers, semantics.name, graphs_in_budget(semantics, gpu, mrv2)))
         n_graphs += lora.extra_graphs
+        after_budget += 0 if graphs_in_budget(semantics, gpu, mrv2) else lora.graph_bytes
     if profile is not None:
         memory.update(measured_terms(profile, memory, spec, serving, sampler, quantized=per_rank.quantization != "none"))
         if profile.cuda_graphs is not None and memory["cuda_graphs"].bytes:
@@ -334,6 +351,7 @@ def plan_without_suggestion(
         max_model_len_that_fits=fit_len,
         parameter_count=n_params,
         cuda_graph_count=n_graphs,
+        graphs_after_budget_bytes=after_budget,
         semantics=semantics,
         notes=notes,
         profile=profile,

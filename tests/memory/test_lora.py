@@ -152,9 +152,12 @@ def test_model_runner_v2_of_0_23_captures_its_graphs_once_with_lora_and_0_24_twi
     for version, doubled in (("0.23.0", False), ("0.24.0", True)):
         off = plan_json(capsys, "--estimate", "formula", "--vllm-version", version)
         on = plan_json(capsys, "--estimate", "formula", "--vllm-version", version, "--enable-lora")
-        graphs = on["memory"]["lora_cuda_graphs"]
         assert on["cuda_graph_count"] == (2 if doubled else 1) * off["cuda_graph_count"]
-        assert (graphs["bytes"] > 0) == doubled and graphs["kind"] == ("estimated" if doubled else "exact")
+        # Model Runner V2 of 0.23-0.24 sets no graph memory aside (profile_cudagraph_memory returns 0): the second set,
+        # like the first, is captured after the KV cache is sized
+        assert on["memory"]["lora_cuda_graphs"]["bytes"] == 0
+        after_on, after_off = on["memory"]["graphs_after_budget_bytes"], off["memory"]["graphs_after_budget_bytes"]
+        assert after_off > 0 and (after_on > after_off) == doubled
 
 
 @pytest.mark.parametrize(("gpu", "factor"), [("H200", 1.0), ("GB10", 2.402)])

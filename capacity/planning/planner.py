@@ -13,7 +13,7 @@ from capacity.kv.specs import BlockContext, KVGroup, bytes_per_block
 from capacity.memory.activations import activation_estimate, activation_term, vllm_encoder_activation
 from capacity.memory.collectives import collectives_term
 from capacity.memory.compile_cache import cold_compile_scratch, cold_start_activation
-from capacity.memory.cuda_context import cuda_context_term
+from capacity.memory.cuda_context import cuda_context_term, handles_moved
 from capacity.memory.cuda_graphs import GraphEstimate, cuda_graph_term, graph_estimate, v1_cuda_graph_term
 from capacity.memory.encoder_cache import encoder_cache_term
 from capacity.memory.load_buffers import load_buffers_term
@@ -210,7 +210,7 @@ def plan_without_suggestion(
         "encoder_cache": encoder_cache_term(spec, budget, serving),
         "non_torch": non_torch_term(),
         "cuda_graphs": graphs,
-        "cuda_context": cuda_context_term(serving),
+        "cuda_context": cuda_context_term(semantics.cublas_handles_before_snapshot),
         "collectives": collectives_term(serving, gpu, profile),
     }
     # graphs vLLM captures after sizing the KV cache, where it sets none aside (the headroom must hold them)
@@ -232,6 +232,8 @@ def plan_without_suggestion(
             (p.peak_above_start_bytes for p in profile.phases if p.name not in ("weights", "encoder")), default=0
         )
         memory["activation_peak"] = vllm_encoder_activation(spec.family, memory["activation_peak"], dominates)
+    # the cuBLAS handles on the side of the snapshot the version puts them (capacity/memory/cuda_context.py)
+    memory["non_torch"], memory["cuda_context"] = handles_moved(memory["non_torch"], memory["cuda_context"], semantics.cublas_handles_before_snapshot)
     if semantics.v0_memory_profiling and memory["non_torch"].kind == ESTIMATED:
         memory["non_torch"] = v0_non_torch_term(profile is not None and bool(profile.uses_convolution))
     # unified memory (GB10, Jetson): vLLM's free figure is the system's, so its non-torch term holds host memory too

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from capacity.memory.cuda_context import CUDA_CONTEXT_BYTES
+from capacity.memory.cuda_context import CUBLAS_HANDLES_BYTES, CUDA_CONTEXT_BYTES
 from capacity.planning.plan import TERM_LABELS, Plan, loaded_bytes
 from capacity.reconcile.log_inputs import is_local_path
 from capacity.reconcile.rows import ReconcileRow, count_row, gib_row
@@ -113,7 +113,7 @@ def budget_rows(facts: VllmLogFacts, plan: Plan) -> list[ReconcileRow]:
             ctx = plan.memory["cuda_context"].bytes
             if fm.gpu_memory_utilization is not None and math.isclose(fm.gpu_memory_utilization, s.gpu_memory_utilization):
                 why += f"; with the same requested memory, the CUDA context at vLLM's start was {ctx - (cap - fm.free_minus_requested_bytes):,} B, capacity's constant {ctx:,} B"
-                if ctx == CUDA_CONTEXT_BYTES:
+                if ctx in (CUDA_CONTEXT_BYTES, CUDA_CONTEXT_BYTES + CUBLAS_HANDLES_BYTES):
                     why += " (measured on an H200)"
             else:
                 why += f"; the requested memories differ (utilization {fm.gpu_memory_utilization} in the log, {s.gpu_memory_utilization} in the plan)"

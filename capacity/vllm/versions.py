@@ -116,6 +116,9 @@ class VllmSemantics:
     # The V0 engine's memory_profiling (0.6.5 to 0.10.2): its non-torch figure is the growth since a baseline taken
     # after the CUDA context (capacity.memory.non_torch.V0_NON_TORCH_BYTES); 0.6.4's worker counted all non-torch memory
     v0_memory_profiling: bool = False
+    # Worker.init_device creates the cuBLAS / cuBLASLt handles before the baseline snapshot ("so they count as baseline
+    # like the NCCL buffers": read in 0.33.0; 0.29.0, 0.30.0 and 0.32.0 do not, so there they grow in the profile run)
+    cublas_handles_before_snapshot: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -317,6 +320,7 @@ _V0_33 = replace(
     first=(0, 33),
     non_kv_formula="consumed (mem_get_info) + transient peak + CUDA-graph estimate",
     sampler_warmup_pass=True,
+    cublas_handles_before_snapshot=True,
     release="0.33.0",
 )
 _RANGES: tuple[VllmSemantics, ...] = (_V0_8, _V0_11, _V0_12, _V0_16, _V0_20, _V0_23, _V0_24, _V0_25, _V0_26, _V0_27, _V0_29, _V0_33)

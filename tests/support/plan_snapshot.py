@@ -9,7 +9,9 @@
 
 The committed file was first made on the code before the layering move (commit 46c0bbf, `bench/snapshot.py` then)
 and guarded that move; it was written again on 2026-12-01 after changes that meant to move figures (issue 24's
-hazards, suggestions and plurals; issue 26's traced families), each listed in the issues' closing notes. A check
+hazards, suggestions and plurals; issue 26's traced families), each listed in the issues' closing notes; and on
+2026-12-02 for vLLM 0.33's cuBLAS handles (in every JSON case non-torch 102,760,448 B less and the available KV as
+much more, no other term, verdict or hazard changed) with the new key memory.graphs_after_budget_bytes. A check
 compares today's plans with the committed ones: a change must be meant, and the file rewritten with it. tests/cli/test_plan_snapshot.py checks a sample in the default run and every
 case under `-m slow`.
 

@@ -135,7 +135,11 @@ def test_json_and_csv_carry_every_configuration_with_its_serve_line(tmp_path, ca
     rows = list(csv.DictReader(io.StringIO((tmp_path / "fit.csv").read_text())))
     assert [r["command"] for r in rows] == [c["command"] for c in doc["configs"]]
     assert [int(r["requests_at_once"]) for r in rows] == [c["requests_at_once"] for c in doc["configs"]]
-    assert all(c["warnings"] == [] for c in doc["configs"]) and all(r["warnings"] == "" for r in rows)
+    assert [r["warnings"] for r in rows] == ["; ".join(c["warnings"]) for c in doc["configs"]]
+    # the one warning a configuration keeps: 8 RTX 4090s (TP 4 x DP 2) at 0.92 exceed the free memory only by capacity's
+    # NVLink-measured NCCL figure, which PCIe GPUs do not hold (tests/planning/test_startup_free_memory.py)
+    warned = [(c["gpu"], c["gpu_count"]) for c in doc["configs"] if c["warnings"]]
+    assert warned == [("RTX-4090", 8)] and all(w.startswith("requested_exceeds_free: ") for c in doc["configs"] for w in c["warnings"])
 
 
 def test_a_formula_configuration_replans_with_estimate_formula_to_the_same_figures(capsys):

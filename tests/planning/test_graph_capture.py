@@ -51,9 +51,12 @@ def test_no_capture_oom_without_graphs_or_where_the_version_sets_them_aside(caps
     assert "graph_capture_oom" not in errors(plan(capsys, *L40S_TP4, "--vllm-version", "0.20.0", "--gpu-memory-utilization", "0.96"))
 
 
-def test_a_request_above_the_free_memory_is_refused_before_any_capture(capsys):
-    found = errors(plan(capsys, *L40S_TP4, "--vllm-version", "0.19.0", "--gpu-memory-utilization", "0.97"))
-    assert "requested_exceeds_free" in found and "graph_capture_oom" not in found
+def test_a_request_above_the_free_memory_is_the_startup_hazard_not_a_capture_oom(capsys):
+    """Above the free memory vLLM refuses before it sizes anything; on PCIe L40Ss that is a warning (NCCL's share is
+    the NVLink measurement: tests/planning/test_startup_free_memory.py), and no capture OOM is claimed either way."""
+    result = plan(capsys, *L40S_TP4, "--vllm-version", "0.19.0", "--gpu-memory-utilization", "0.97")
+    ids = {h["id"] for h in result["hazards"]}
+    assert "requested_exceeds_free" in ids and "graph_capture_oom" not in ids
 
 
 def test_lora_graphs_come_out_of_the_headroom_where_the_version_sets_none_aside(capsys):

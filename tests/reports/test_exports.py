@@ -88,7 +88,8 @@ def test_csv_memory_terms(whisper_csv: Path):
     assert df.loc["kv_cache", "bytes"] == 10 * GiB and df.loc["kv_cache", "kind"] == "exact"
     # block tables: 2 groups x 2 tables x 1024 reqs x 512 blocks x 4 B + 2 x 8192 slots x 8 B
     assert df.loc["block_tables", "bytes"] == 2 * 2 * 1024 * 512 * 4 + 2 * 8192 * 8 == 8_519_680
-    assert df.loc["non_torch", "bytes"] == 256 * MiB and df.loc["non_torch", "kind"] == "estimated"
+    # the formulas' 256 MiB less the cuBLAS handles vLLM 0.33 creates before its snapshot (tests/memory/test_cuda_context.py)
+    assert df.loc["non_torch", "bytes"] == 256 * MiB - 102_760_448 and df.loc["non_torch", "kind"] == "estimated"
     assert df.loc["kv_cache", "gib"] == 10.0
     assert df.loc["kv_cache", "share_of_gpu"] == round(10 * GiB / 150_109_880_320, 4) == 0.0715
 

@@ -522,8 +522,8 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[s
         "",
         "Where a log prints vLLM's own estimate ('Estimated CUDA graph memory', or the utilization it is equivalent to) or the",
         "capture itself ('Graph capturing finished ... took X GiB'); capacity's figure is its estimate whether the version sets",
-        "it aside or captures the graphs after the KV cache (`graphs_after_budget_bytes`). Ratio: the capture logged over",
-        "capacity's estimate.",
+        "it aside or captures the graphs after the KV cache (`graphs_after_budget_bytes`). Ratio: the capture logged (else",
+        "vLLM's estimate) over capacity's estimate.",
         "",
     ]
     graph_rows = []
@@ -532,7 +532,8 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[s
         est, took, mine = b.get("log_cuda_graph_estimate_gib"), b.get("log_graph_capture_gib"), b.get("capacity_graph_estimate_gib")
         if est is None and took is None:
             continue
-        ratio = f"{took / mine:.2f}" if took is not None and mine else "-"
+        logged = took if took is not None else est
+        ratio = f"{logged / mine:.2f}" if logged is not None and mine else "-"
         graph_rows.append((r.log, r.split, r.vllm_version or "-", _fmt(est, pct=False), _fmt(took, pct=False), _fmt(mine, pct=False), ratio))
     lines += _table(("log", "half", "vLLM", "vLLM's estimate (GiB)", "capture logged (GiB)", "capacity (GiB)", "ratio"), graph_rows)
     lines += ["", "## Cause of every miss above 3 %", ""]

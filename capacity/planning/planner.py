@@ -214,12 +214,13 @@ def plan_without_suggestion(
         "collectives": collectives_term(serving, gpu, profile),
     }
     # graphs vLLM captures after sizing the KV cache, where it sets none aside (the headroom must hold them)
-    after_budget = 0 if graphs_in_budget(semantics, gpu, mrv2) else graphs_captured_after_budget(spec, serving, gpu, mrv2)
+    in_budget = graphs_in_budget(semantics, gpu, mrv2)
+    after_budget = 0 if in_budget else graphs_captured_after_budget(spec, serving, gpu, mrv2)
     if lora_rules is not None:  # --enable-lora: the LoRA terms (capacity/memory/lora.py); none otherwise
         lora = lora_memory(spec, source, serving, gpu.sm100, "MRV2" if mrv2 else "V1", lora_rules, semantics.name, logits_cost, capture_cost(gpu))
-        memory.update(lora_terms(lora, serving.lora, spec.decoder.num_layers, semantics.name, graphs_in_budget(semantics, gpu, mrv2)))
+        memory.update(lora_terms(lora, serving.lora, spec.decoder.num_layers, semantics.name, in_budget))
         n_graphs += lora.extra_graphs
-        after_budget += 0 if graphs_in_budget(semantics, gpu, mrv2) else lora.graph_bytes
+        after_budget += 0 if in_budget else lora.graph_bytes
     if profile is not None:
         memory.update(measured_terms(profile, memory, spec, serving, sampler, quantized=per_rank.quantization != "none"))
         if profile.cuda_graphs is not None and memory["cuda_graphs"].bytes:

@@ -380,6 +380,9 @@ def memory_at_startup(plan: Plan) -> Iterator[Hazard]:
 
 # Terms vLLM frees after its memory profile: the activation peak, the profiled encoder outputs, LoRA's shrink buffer
 TRANSIENT_TERMS = ("activation_peak", "encoder_cache", "lora_activations")
+# envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, default 0: read in the 0.18.0 and 0.19.0 wheels (absent from 0.16.0
+# and 0.17.0; default 1 from 0.20.0): set, the V1 runner subtracts its graph estimate from the KV budget
+GRAPH_ESTIMATE_OPT_IN = ((0, 18, 0), (0, 20, 0))
 
 
 def room_after_kv_cache(plan: Plan) -> int:
@@ -405,12 +408,14 @@ def graph_capture_oom(plan: Plan) -> Iterator[Hazard]:
     short = graphs - room
     fitting = 0.0 if s.kv_cache_memory_bytes is not None else math.floor((plan.requested_memory_bytes - short) / plan.gpu.total_memory_bytes * 100) / 100
     lower = f"lower --gpu-memory-utilization to {fitting:.2f}, or " if fitting > 0 else ""
+    opt_in = GRAPH_ESTIMATE_OPT_IN[0] <= release_of(plan.semantics) < GRAPH_ESTIMATE_OPT_IN[1] and plan.semantics.release != ""
+    env = ", or set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (this release then sets its estimate aside)" if opt_in else ""
     yield Hazard(
         "graph_capture_oom",
         ERROR,
         f"vLLM {plan.semantics.name} captures its CUDA graphs after sizing the KV cache and sets no memory aside for them: they need about "
         f"{gib(graphs)} (estimated), but about {gib(max(room, 0))} is left once the KV cache is allocated: CUDA out of memory at graph capture",
-        f"{lower}pass --enforce-eager (no graphs)",
+        f"{lower}pass --enforce-eager (no graphs){env}",
         (("gpu_memory_utilization", fitting),) if fitting > 0 else (("enforce_eager", True),),
     )
 

@@ -43,6 +43,10 @@ def test_too_little_left_after_the_kv_cache_is_a_capture_oom_and_its_fix_clears_
     hazard = errors(tight)["graph_capture_oom"]
     assert "about 0.82 GiB (estimated)" in hazard["message"] and tight["verdict"] == "does_not_fit"
     assert hazard["fix_knobs"] == {"gpu_memory_utilization": 0.95}
+    # 0.18-0.19 take VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (envs.py, default 0 there); 0.16.0 has no such variable
+    assert "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1" in hazard["fix"]
+    older = errors(plan(capsys, *L40S_TP4, "--vllm-version", "0.16.0", "--gpu-memory-utilization", "0.96"))["graph_capture_oom"]
+    assert "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS" not in older["fix"]
     assert "graph_capture_oom" not in errors(plan(capsys, *L40S_TP4, "--vllm-version", "0.19.0", "--gpu-memory-utilization", "0.95"))
 
 

@@ -36,7 +36,7 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.log_causes import CAUSES  # noqa: E402
 from bench.log_groups import GROUPINGS, gpu_family, group_summary, group_tables, model_kind  # noqa: E402
+from bench.log_tables import graph_table, start_table  # noqa: E402
 from capacity.cli.startup_plan import StartupRequest, reconcile_startup  # noqa: E402
 from capacity.errors import CapacityError  # noqa: E402
 from capacity.gpu.catalog import catalog_entry, gpu_by_name  # noqa: E402
@@ -508,34 +509,18 @@ def write_readme(rows: list[Row], doc: dict[str, Any], out: Path, before: dict[s
                 lines.append(
                     f"- {half} {t}: {a_['median_abs_percent']} / {a_['worst_abs_percent']} -> {b_['median_abs_percent']} / {b_['worst_abs_percent']}"
                 )
-    lines += ["", "## Will it start: capacity's error hazards against the start the log shows", ""]
-    flagged = [r for r in plannable if r.start_errors or r.outcome]
-    lines.append(
-        f"{sum(bool(r.start_errors) and not r.outcome for r in plannable)} of {sum(not r.outcome for r in plannable)} plannable logs whose start "
-        f"completed (or whose excerpt does not say otherwise) raise an error hazard; {sum(bool(r.start_errors) and bool(r.outcome) for r in plannable)} "
-        f"of {sum(bool(r.outcome) for r in plannable)} whose start failed do."
-    )
-    lines += [""] + [f"- **{r.log}**: capacity {', '.join(r.start_errors) or 'no error hazard'}; the log: {r.outcome or 'started'}" for r in flagged]
+    dicts = [asdict(r) for r in rows]
+    lines += ["", "## Will it start: capacity's error hazards against the start the log shows", "", *start_table(dicts)]
     lines += [
         "",
         "## CUDA graphs: capacity's estimate against what vLLM logged",
         "",
         "Where a log prints vLLM's own estimate ('Estimated CUDA graph memory', or the utilization it is equivalent to) or the",
         "capture itself ('Graph capturing finished ... took X GiB'); capacity's figure is its estimate whether the version sets",
-        "it aside or captures the graphs after the KV cache (`graphs_after_budget_bytes`). Ratio: the capture logged (else",
-        "vLLM's estimate) over capacity's estimate.",
+        "it aside or captures the graphs after the KV cache (`graphs_after_budget_bytes`).",
         "",
+        *graph_table(dicts),
     ]
-    graph_rows = []
-    for r in plannable:
-        b = r.breakdown
-        est, took, mine = b.get("log_cuda_graph_estimate_gib"), b.get("log_graph_capture_gib"), b.get("capacity_graph_estimate_gib")
-        if est is None and took is None:
-            continue
-        logged = took if took is not None else est
-        ratio = f"{logged / mine:.2f}" if logged is not None and mine else "-"
-        graph_rows.append((r.log, r.split, r.vllm_version or "-", _fmt(est, pct=False), _fmt(took, pct=False), _fmt(mine, pct=False), ratio))
-    lines += _table(("log", "half", "vLLM", "vLLM's estimate (GiB)", "capture logged (GiB)", "capacity (GiB)", "ratio"), graph_rows)
     lines += ["", "## Cause of every miss above 3 %", ""]
     for r in plannable:
         misses = [t for t in TERMS if r.error_percent.get(t) is not None and abs(r.error_percent[t]) > MISS_PERCENT]

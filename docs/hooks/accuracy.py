@@ -13,6 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from bench.log_groups import group_tables  # noqa: E402  (the tables bench/predict_logs.py's README has)
+from bench.log_tables import graph_table, start_table  # noqa: E402  (likewise)
 
 RESULTS = ROOT / "bench" / "results"
 H200_PROFILES = "h200-catalog-2026-12-01"  # the newest run that measured every term (28 catalog ids) against the formula estimate
@@ -189,41 +190,6 @@ def h200_svg(rows: list[tuple[str, float, float]]) -> str:
     return out.getvalue()
 
 
-def start_table(data: dict) -> str:
-    """Will it start: every plannable log where capacity raises an error hazard or whose start did not complete."""
-    rows = [r for r in data["rows"] if r["plannable"] and (r.get("start_errors") or r.get("outcome"))]
-    started = [r for r in data["rows"] if r["plannable"] and not r.get("outcome")]
-    failed = [r for r in data["rows"] if r["plannable"] and r.get("outcome")]
-    head = (
-        f"{sum(bool(r.get('start_errors')) for r in started)} of {len(started)} plannable starts that completed raise an error hazard; "
-        f"{sum(bool(r.get('start_errors')) for r in failed)} of {len(failed)} that failed do.\n\n"
-        "| log | half | capacity's error hazards | the start |\n|---|---|---|---|\n"
-    )
-    body = "".join(
-        f"| {r['log']} | {r['split']} | {', '.join(r.get('start_errors') or []) or 'none'} | {(r.get('outcome') or 'started').split(';')[0]} |\n"
-        for r in rows
-    )
-    return head + body
-
-
-def _gib(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}"
-
-
-def graphs_table(data: dict) -> str:
-    """capacity's CUDA-graph estimate beside vLLM's estimate and the capture it logged."""
-    lines = ["| log | vLLM | vLLM's estimate (GiB) | capture logged (GiB) | capacity (GiB) | logged / capacity |", "|---|---|---:|---:|---:|---:|"]
-    for r in sorted(data["rows"], key=lambda r: r["log"]):
-        b = r.get("breakdown") or {}
-        est, took, mine = b.get("log_cuda_graph_estimate_gib"), b.get("log_graph_capture_gib"), b.get("capacity_graph_estimate_gib")
-        if not r["plannable"] or (est is None and took is None):
-            continue
-        logged = took if took is not None else est
-        ratio = f"{logged / mine:.2f}" if logged is not None and mine else "-"
-        lines.append(f"| {r['log']} | {r['vllm_version'] or '-'} | {_gib(est)} | {_gib(took)} | {_gib(mine)} | {ratio} |")
-    return "\n".join(lines)
-
-
 def markers() -> dict[str, str]:
     """Markdown that replaces each `<!-- capacity:NAME -->` of the accuracy page (tables and image links; no plotting)."""
     folder, data = predict_logs()
@@ -236,8 +202,8 @@ def markers() -> dict[str, str]:
         "predict-logs-per-log": "![available KV cache memory, error per log](available_kv_per_log.svg)",
         "predict-logs-rows": rows_table(data),
         "predict-logs-blocked": blocked_table(data),
-        "predict-logs-start": start_table(data),
-        "predict-logs-graphs": graphs_table(data),
+        "predict-logs-start": "\n".join(start_table(data["rows"])),
+        "predict-logs-graphs": "\n".join(graph_table(data["rows"])),
         "predict-logs-groups": "\n".join(group_tables(data["summary_by_group"])[2:]).replace("### ", "#### "),
         "vllm-reference-runs": reference_runs_table(),
         "h200-terms": h200_table,

@@ -282,9 +282,14 @@ def state_outgrows_page(plan: Plan) -> Iterator[Hazard]:
     )
 
 
+def utilization_within(plan: Plan, limit_bytes: int) -> float:
+    """The largest --gpu-memory-utilization, to 2 decimals, whose ceil(total x utilization) stays within `limit_bytes`."""
+    return math.floor(limit_bytes / plan.gpu.total_memory_bytes * 100) / 100
+
+
 def utilization_that_fits(plan: Plan) -> float:
-    """The largest --gpu-memory-utilization, to 2 decimals, whose ceil(total x utilization) stays within the free bytes."""
-    return math.floor(plan.free_at_startup_bytes / plan.gpu.total_memory_bytes * 100) / 100
+    """The largest --gpu-memory-utilization whose request stays within the free bytes."""
+    return utilization_within(plan, plan.free_at_startup_bytes)
 
 
 def batched_tokens_floor(plan: Plan) -> int:
@@ -406,7 +411,7 @@ def graph_capture_oom(plan: Plan) -> Iterator[Hazard]:
     if graphs <= room:
         return
     short = graphs - room
-    fitting = 0.0 if s.kv_cache_memory_bytes is not None else math.floor((plan.requested_memory_bytes - short) / plan.gpu.total_memory_bytes * 100) / 100
+    fitting = 0.0 if s.kv_cache_memory_bytes is not None else utilization_within(plan, plan.requested_memory_bytes - short)
     lower = f"lower --gpu-memory-utilization to {fitting:.2f}, or " if fitting > 0 else ""
     opt_in = GRAPH_ESTIMATE_OPT_IN[0] <= release_of(plan.semantics) < GRAPH_ESTIMATE_OPT_IN[1] and plan.semantics.release != ""
     env = ", or set VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (this release then sets its estimate aside)" if opt_in else ""
@@ -428,7 +433,7 @@ def windows_desktop_memory(plan: Plan) -> Iterator[Hazard]:
     headroom = plan.free_at_startup_bytes - plan.requested_memory_bytes
     if not under_wsl(plan.gpu) or s.kv_cache_memory_bytes is not None or headroom < 0 or headroom >= DESKTOP_IDLE_BYTES:
         return
-    fitting = math.floor((plan.free_at_startup_bytes - DESKTOP_IDLE_BYTES) / plan.gpu.total_memory_bytes * 100) / 100
+    fitting = utilization_within(plan, plan.free_at_startup_bytes - DESKTOP_IDLE_BYTES)
     yield Hazard(
         "windows_desktop_memory",
         WARNING,

@@ -6,7 +6,6 @@ defaulting rules for the target GPU and model and returns the concrete `ServingC
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from capacity.model.spec import ModelSpec
 from capacity.serving.lora import LoraArgs, LoraConfig, refuse_lora_with_speculation, resolve_lora
 from capacity.serving.pipeline import pipeline_stages
 from capacity.units import COUNT_FORMS, MAX_MODEL_LEN_FORMS, SIZE_FORMS, GiB, parse_human_int
-from capacity.user_files import read_text
+from capacity.user_files import json_object, read_text
 
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # CacheConfig.gpu_memory_utilization (0.33)
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE; FlashAttention keeps 16
@@ -427,13 +426,7 @@ def parse_limit_mm(value: Any, where: str) -> dict[str, int]:
     if isinstance(value, dict):
         items = value.items()
     elif isinstance(value, str) and value.strip().startswith("{"):
-        try:
-            parsed = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"{where}: limit_mm_per_prompt {value!r} is not valid JSON") from exc
-        if not isinstance(parsed, dict):
-            raise BadInput(f"{where}: limit_mm_per_prompt must be an object like {{\"image\": 1}}")
-        items = parsed.items()
+        items = json_object(value, where, "limit_mm_per_prompt", '{"image": 1}').items()
     elif isinstance(value, str):
         pairs = [p for p in value.split(",") if p.strip()]
         items = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
+import threading
 import weakref
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Protocol
@@ -163,18 +164,22 @@ class CpuProbe:
         self._total = 0
         self._peak = 0
         self._paused = False
+        # A finalizer can run on another thread: gloo's worker drops its reference to a sent or received tensor
+        # there (seen under torchrun), while this thread records. Reentrant: a collection inside _record may finalize.
+        self._lock = threading.RLock()
 
     def init(self) -> None:
         return None
 
     def _release(self, key: int) -> None:
-        entry = self._live.get(key)
-        if entry is None:
-            return
-        entry[1] -= 1
-        if entry[1] == 0:
-            self._total -= entry[0]
-            del self._live[key]
+        with self._lock:
+            entry = self._live.get(key)
+            if entry is None:
+                return
+            entry[1] -= 1
+            if entry[1] == 0:
+                self._total -= entry[0]
+                del self._live[key]
 
     def _purge(self) -> int:
         return self._total
@@ -199,14 +204,15 @@ class CpuProbe:
             if found is None:
                 continue
             key, size = found
-            entry = self._live.get(key)
-            if entry is None:
-                entry = self._live[key] = [size, 0]
-                self._total += size
-            elif size > entry[0]:  # a storage seen again, larger (resized in place)
-                self._total += size - entry[0]
-                entry[0] = size
-            entry[1] += 1
+            with self._lock:
+                entry = self._live.get(key)
+                if entry is None:
+                    entry = self._live[key] = [size, 0]
+                    self._total += size
+                elif size > entry[0]:  # a storage seen again, larger (resized in place)
+                    self._total += size - entry[0]
+                    entry[0] = size
+                entry[1] += 1
             weakref.finalize(t, self._release, key)
         live = self._total
         self._peak = max(self._peak, live)
